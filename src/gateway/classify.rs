@@ -1,0 +1,231 @@
+//! Classify a request the way kube-apiserver's `RequestInfoFactory` does.
+//!
+//! Audit rows, policy (is this a write? a Secret read?) and the simulated
+//! cluster's RBAC all need the same answer to "what is this request", so it is
+//! computed once, from the path as it will be forwarded.
+
+use serde::Serialize;
+
+/// What a request is, in Kubernetes' own words.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RequestInfo {
+    /// False for `/version`, `/api`, `/apis/apps`, `/healthz`, …
+    pub is_resource_request: bool,
+    /// For a non-resource request, the path.
+    pub path: String,
+    /// get, list, watch, create, update, patch, delete, deletecollection,
+    /// proxy; the lower-case method for non-resource requests.
+    pub verb: String,
+    /// `api` or `apis`.
+    pub api_prefix: String,
+    /// Empty for the core group.
+    pub api_group: String,
+    /// `v1`, `v1beta1`, …
+    pub api_version: String,
+    /// Empty for cluster-scoped requests.
+    pub namespace: String,
+    /// Plural resource name, e.g. `pods`.
+    pub resource: String,
+    /// e.g. `log`, `exec`, `status`, `scale`.
+    pub subresource: String,
+    /// Object name, when the path names one.
+    pub name: String,
+}
+
+impl RequestInfo {
+    /// True for create, update, patch, delete and deletecollection.
+    pub fn is_write(&self) -> bool {
+        self.is_resource_request
+            && matches!(
+                self.verb.as_str(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+    }
+
+    /// exec, attach and port-forward: upgraded streams RBAC alone decides.
+    pub fn is_stream_subresource(&self) -> bool {
+        self.is_resource_request
+            && self.resource == "pods"
+            && matches!(self.subresource.as_str(), "exec" | "attach" | "portforward")
+    }
+
+    /// The API server's long-running requests, which no whole-request
+    /// timeout may cut: verbs watch and proxy; subresources attach, exec,
+    /// proxy, log and portforward.
+    pub fn is_long_running(&self) -> bool {
+        self.is_resource_request
+            && (matches!(self.verb.as_str(), "watch" | "proxy")
+                || matches!(
+                    self.subresource.as_str(),
+                    "attach" | "exec" | "proxy" | "log" | "portforward"
+                ))
+    }
+
+    /// Is this about core/v1 Secrets (any verb, any scope)?
+    pub fn is_secrets(&self) -> bool {
+        self.is_resource_request && self.api_group.is_empty() && self.resource == "secrets"
+    }
+}
+
+/// Classify `method` on `path` with the raw query string `query`.
+///
+/// `path` is the Kubernetes path (for the gateway, what follows
+/// `/clusters/<name>`), not percent-decoded.
+pub fn classify(method: &http::Method, path: &str, query: Option<&str>) -> RequestInfo {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
+    resource_info(method, &parts, query).unwrap_or_else(|| RequestInfo {
+        is_resource_request: false,
+        path: path.to_string(),
+        verb: method.as_str().to_ascii_lowercase(),
+        ..Default::default()
+    })
+}
+
+fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> Option<RequestInfo> {
+    if parts.len() < 3 || !matches!(parts[0], "api" | "apis") {
+        return None;
+    }
+    let mut info = RequestInfo {
+        is_resource_request: true,
+        api_prefix: parts[0].to_string(),
+        ..Default::default()
+    };
+    let mut rest = &parts[1..];
+    if info.api_prefix == "apis" {
+        if rest.len() < 3 {
+            return None;
+        }
+        info.api_group = rest[0].to_string();
+        rest = &rest[1..];
+    }
+    info.api_version = rest[0].to_string();
+    rest = &rest[1..];
+
+    if matches!(rest[0], "watch" | "proxy") {
+        if rest.len() < 2 {
+            return None;
+        }
+        info.verb = rest[0].to_string();
+        rest = &rest[1..];
+    } else {
+        info.verb = verb_for_method(method).to_string();
+    }
+
+    if rest[0] == "namespaces" && rest.len() > 1 {
+        info.namespace = rest[1].to_string();
+        if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
+            rest = &rest[2..];
+        }
+    }
+
+    if rest.len() >= 3 && info.verb != "proxy" {
+        info.subresource = rest[2].to_string();
+    }
+    if rest.len() >= 2 {
+        info.name = rest[1].to_string();
+    }
+    info.resource = rest[0].to_string();
+
+    if info.name.is_empty() && info.verb == "get" {
+        info.verb = if query_is_watch(query) { "watch" } else { "list" }.to_string();
+    }
+    if info.name.is_empty() && info.verb == "delete" {
+        info.verb = "deletecollection".to_string();
+    }
+    Some(info)
+}
+
+fn verb_for_method(method: &http::Method) -> &'static str {
+    match *method {
+        http::Method::POST => "create",
+        http::Method::GET | http::Method::HEAD => "get",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "",
+    }
+}
+
+/// `watch=1|true|t|T|TRUE|True`, as Go's `strconv.ParseBool` reads it.
+fn query_is_watch(query: Option<&str>) -> bool {
+    let Some(query) = query else { return false };
+    form_urlencoded::parse(query.as_bytes())
+        .any(|(k, v)| k == "watch" && matches!(&*v, "1" | "t" | "T" | "true" | "TRUE" | "True"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    fn info(method: Method, path: &str) -> RequestInfo {
+        let (path, query) = path.split_once('?').map_or((path, None), |(p, q)| (p, Some(q)));
+        classify(&method, path, query)
+    }
+
+    /// (method, path, verb, group, version, namespace, resource, subresource, name)
+    const TABLE: &[(&str, &str, &str, &str, &str, &str, &str, &str, &str)] = &[
+        ("GET", "/api/v1/namespaces", "list", "", "v1", "", "namespaces", "", ""),
+        ("GET", "/api/v1/namespaces/shop", "get", "", "v1", "shop", "namespaces", "", "shop"),
+        ("PUT", "/api/v1/namespaces/shop/finalize", "update", "", "v1", "shop", "namespaces", "finalize", "shop"),
+        ("GET", "/api/v1/namespaces/shop/status", "get", "", "v1", "shop", "namespaces", "status", "shop"),
+        ("GET", "/api/v1/namespaces/shop/pods", "list", "", "v1", "shop", "pods", "", ""),
+        ("GET", "/api/v1/namespaces/shop/pods?watch=1", "watch", "", "v1", "shop", "pods", "", ""),
+        ("GET", "/api/v1/namespaces/shop/pods?watch=true&resourceVersion=10", "watch", "", "v1", "shop", "pods", "", ""),
+        ("GET", "/api/v1/namespaces/shop/pods?watch=false", "list", "", "v1", "shop", "pods", "", ""),
+        ("GET", "/api/v1/watch/namespaces/shop/pods", "watch", "", "v1", "shop", "pods", "", ""),
+        ("GET", "/api/v1/namespaces/shop/pods/web", "get", "", "v1", "shop", "pods", "", "web"),
+        ("GET", "/api/v1/namespaces/shop/pods/web/log", "get", "", "v1", "shop", "pods", "log", "web"),
+        ("POST", "/api/v1/namespaces/shop/pods/web/exec", "create", "", "v1", "shop", "pods", "exec", "web"),
+        ("GET", "/api/v1/namespaces/shop/pods/web/exec", "get", "", "v1", "shop", "pods", "exec", "web"),
+        ("POST", "/api/v1/namespaces/shop/pods/web/portforward", "create", "", "v1", "shop", "pods", "portforward", "web"),
+        ("POST", "/api/v1/namespaces/shop/pods", "create", "", "v1", "shop", "pods", "", ""),
+        ("PUT", "/api/v1/namespaces/shop/configmaps/x", "update", "", "v1", "shop", "configmaps", "", "x"),
+        ("PATCH", "/apis/apps/v1/namespaces/shop/deployments/web", "patch", "apps", "v1", "shop", "deployments", "", "web"),
+        ("GET", "/apis/apps/v1/namespaces/shop/deployments/web/scale", "get", "apps", "v1", "shop", "deployments", "scale", "web"),
+        ("DELETE", "/api/v1/namespaces/shop/pods/web", "delete", "", "v1", "shop", "pods", "", "web"),
+        ("DELETE", "/api/v1/namespaces/shop/pods", "deletecollection", "", "v1", "shop", "pods", "", ""),
+        ("GET", "/api/v1/nodes", "list", "", "v1", "", "nodes", "", ""),
+        ("GET", "/api/v1/secrets", "list", "", "v1", "", "secrets", "", ""),
+        ("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view", "get", "rbac.authorization.k8s.io", "v1", "", "clusterroles", "", "view"),
+        ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "create", "authorization.k8s.io", "v1", "", "selfsubjectaccessreviews", "", ""),
+        ("GET", "/api/v1/proxy/namespaces/shop/services/web/a/b", "proxy", "", "v1", "shop", "services", "", "web"),
+        ("GET", "/api/v1/namespaces/shop/services/web:80/proxy/metrics", "get", "", "v1", "shop", "services", "proxy", "web:80"),
+        ("HEAD", "/api/v1/namespaces/shop/pods/web", "get", "", "v1", "shop", "pods", "", "web"),
+    ];
+
+    #[test]
+    fn resource_paths_classify_like_kube_apiserver() {
+        for &(method, path, verb, group, version, ns, resource, sub, name) in TABLE {
+            let got = info(method.parse().unwrap(), path);
+            assert!(got.is_resource_request, "{path}");
+            assert_eq!(
+                (got.verb.as_str(), got.api_group.as_str(), got.api_version.as_str(), got.namespace.as_str(), got.resource.as_str(), got.subresource.as_str(), got.name.as_str()),
+                (verb, group, version, ns, resource, sub, name),
+                "{method} {path}"
+            );
+        }
+    }
+
+    #[test]
+    fn discovery_and_health_paths_are_non_resource() {
+        for path in ["/", "/version", "/api", "/api/v1", "/apis", "/apis/apps", "/apis/apps/v1", "/openapi/v3", "/healthz", "/metrics", "/livez"] {
+            let got = info(Method::GET, path);
+            assert!(!got.is_resource_request, "{path}");
+            assert_eq!(got.verb, "get");
+            assert_eq!(got.path, path);
+        }
+    }
+
+    #[test]
+    fn writes_and_streams_are_told_apart() {
+        assert!(info(Method::PATCH, "/api/v1/namespaces/a/configmaps/x").is_write());
+        assert!(info(Method::DELETE, "/api/v1/namespaces/a/configmaps").is_write());
+        assert!(!info(Method::GET, "/api/v1/namespaces/a/configmaps").is_write());
+        let exec = info(Method::POST, "/api/v1/namespaces/a/pods/p/exec");
+        assert!(exec.is_stream_subresource() && exec.is_long_running());
+        assert!(info(Method::GET, "/api/v1/namespaces/a/pods?watch=1").is_long_running());
+        assert!(info(Method::GET, "/api/v1/namespaces/a/pods/p/log").is_long_running());
+        assert!(!info(Method::GET, "/api/v1/namespaces/a/pods").is_long_running());
+    }
+}

@@ -1,0 +1,3 @@
+//! The request path. (Being written.)
+
+pub mod classify;

@@ -1,0 +1,1 @@
+//! Fault injection. (Stub: owned by the core work.)

@@ -1,0 +1,1 @@
+//! The verbs. (Stub: owned by the core work.)

@@ -1,0 +1,1 @@
+//! In-memory storage. (Stub: owned by the core work.)

@@ -1,0 +1,1 @@
+//! pods/log, exec, attach and port-forward. (Interface stub.)

@@ -1,0 +1,1 @@
+//! Validation. (Stub: owned by the core work.)

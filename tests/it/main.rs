@@ -1,0 +1,9 @@
+//! One integration-test binary with a module per area.
+
+mod support;
+
+mod sim_auth;
+mod sim_discovery;
+mod sim_patch;
+mod sim_streams;
+mod sim_verbs;
