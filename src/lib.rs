@@ -1,7 +1,44 @@
 //! portcullis: an authenticating reverse proxy in front of the Kubernetes API
 //! server.
+//!
+//! People, bots and (later) AI agents each get their own credential.
+//! portcullis authenticates it, forwards the raw API traffic under Kubernetes
+//! impersonation so the cluster's RBAC decides, and gives every request an
+//! audit id the API server shares.
+//!
+//! # Request path
+//!
+//! Every request meets the same stages in this order (see [`gateway`], one
+//! file per stage):
+//!
+//! 1. **route** (`gateway::router`): `/clusters/<name>/…`, `/healthz`,
+//!    `/readyz`, `/metrics`; ambiguous paths refused before anything else.
+//! 2. **identity headers** (`gateway::headers`): a client's `Impersonate-*`
+//!    is refused before authentication.
+//! 3. **authenticate** (`gateway::authenticate`): bearer token → `Identity`.
+//! 4. **classify** (`gateway::classify`): `RequestInfo`, as kube-apiserver.
+//! 5. **policy** (`gateway::policy`): grants in effect → groups to send.
+//! 6. **forward** (`gateway::forward`, `gateway::upstream`,
+//!    `gateway::limits`): strip client identity headers, impersonate, send
+//!    with the ServiceAccount token and the Audit-ID, stream the answer back
+//!    under the size cap; splice upgrades after a real 101.
+//! 7. **record**: one log line (and metrics) per request with the audit id.
+//!
+//! # Layout
+//!
+//! `config` (typed configuration), `app` (listener, TLS, serve), `status`
+//! (Kubernetes Status), `gateway` (the request path), `identity` (people,
+//! bots, credentials, grants, roles), `store` (SQLite), `cli` and `demo`
+//! (the command line), `sim` (the simulated kube-apiserver).
 
+pub mod app;
 pub mod body;
+pub mod cli;
+pub mod config;
+pub mod demo;
 pub mod gateway;
+pub mod identity;
 pub mod sim;
 pub mod status;
+pub mod store;
+pub mod tls;

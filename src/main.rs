@@ -1,1 +1,49 @@
-fn main() {}
+//! The `portcullis` binary: parse the command line, load the configuration,
+//! start tracing, run.
+
+use clap::Parser;
+use portcullis::cli::{Cli, Command};
+use portcullis::config::Config;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PORTCULLIS_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("portcullis: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    match cli.command {
+        Command::Demo { dir, listen } => runtime.block_on(portcullis::demo::run(&dir, &listen))?,
+        Command::Serve => {
+            let config = Config::load(&cli.config, std::env::vars())?;
+            let store = portcullis::cli::open_store(&config)?;
+            runtime.block_on(async {
+                let app = portcullis::app::App::build(&config, store).await?;
+                tracing::info!(addr = %app.local_addr(), "portcullis serving");
+                app.run(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await;
+                anyhow::Ok(())
+            })?;
+        }
+        admin => {
+            let config = Config::load(&cli.config, std::env::vars())?;
+            portcullis::cli::admin(&config, admin)?;
+        }
+    }
+    Ok(())
+}

@@ -195,6 +195,11 @@ impl Status {
         Bytes::from(serde_json::to_vec(self).expect("Status always serializes"))
     }
 
+    /// An HTTP response with the crate's [`crate::body::Body`].
+    pub fn response(self) -> Response<crate::body::Body> {
+        self.into_response::<Bytes>().map(crate::body::full)
+    }
+
     /// An HTTP response whose status equals `code`, with a JSON body.
     pub fn into_response<B: From<Bytes>>(self) -> Response<B> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

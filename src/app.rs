@@ -1,0 +1,196 @@
+//! Build the listener (port 0 works), serve TLS with HTTP/2 and HTTP/1.1,
+//! and run until told to stop.
+//!
+//! There is deliberately no whole-request deadline on connections: watches
+//! and exec sessions live for hours. HTTP/1.1 headers must arrive within 30
+//! seconds and TLS handshakes within 10 (slow clients cannot pin
+//! connections), and HTTP/2 concurrent streams are capped (the "rapid reset"
+//! class of attacks).
+
+use crate::config::Config;
+use crate::gateway::Gateway;
+use crate::store::Store;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+/// Why portcullis could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key is unusable.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// A cluster's client could not be built.
+    #[error(transparent)]
+    Upstream(#[from] crate::gateway::upstream::UpstreamError),
+}
+
+/// A bound, not yet running, portcullis.
+pub struct App {
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    certificate: Arc<ReloadingCertificate>,
+    gateway: Arc<Gateway>,
+}
+
+impl App {
+    /// Bind the listener and build the gateway.
+    pub async fn build(config: &Config, store: Store) -> Result<App, AppError> {
+        let certificate = Arc::new(ReloadingCertificate::load(config.tls.cert_file.clone(), config.tls.key_file.clone())?);
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| AppError::Tls(e.to_string()))?
+            .with_no_client_auth()
+            .with_cert_resolver(certificate.clone());
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let gateway = Arc::new(Gateway::new(config, store)?);
+        let listener = TcpListener::bind(&config.listen)
+            .await
+            .map_err(|source| AppError::Bind { addr: config.listen.clone(), source })?;
+        Ok(App { listener, acceptor: TlsAcceptor::from(Arc::new(tls)), certificate, gateway })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// The gateway, e.g. to read metrics in tests.
+    pub fn gateway(&self) -> Arc<Gateway> {
+        self.gateway.clone()
+    }
+
+    /// Serve until `shutdown` completes; then stop accepting, give open
+    /// requests a few seconds, and return.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let refresher = tokio::spawn(refresh(self.gateway.clone(), self.certificate.clone()));
+        tokio::pin!(shutdown);
+        loop {
+            let (tcp, peer) = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let acceptor = self.acceptor.clone();
+            let gateway = self.gateway.clone();
+            let watcher = graceful.watcher();
+            tokio::spawn(async move {
+                let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
+                    return;
+                };
+                let service = service_fn(move |request| {
+                    let gateway = gateway.clone();
+                    async move { Ok::<_, std::convert::Infallible>(gateway.handle(request, peer).await) }
+                });
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
+                builder.http2().timer(TokioTimer::new()).max_concurrent_streams(250);
+                let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                if let Err(error) = watcher.watch(connection.into_owned()).await {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            });
+        }
+        refresher.abort();
+        drop(self.listener);
+        if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await.is_err() {
+            tracing::info!("closing streams still open after 5 s");
+        }
+    }
+}
+
+/// Every few seconds: re-read changed certificates and tokens, probe
+/// clusters.
+async fn refresh(gateway: Arc<Gateway>, certificate: Arc<ReloadingCertificate>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        certificate.reload_if_changed();
+        for upstream in gateway.upstreams() {
+            upstream.refresh().await;
+        }
+    }
+}
+
+/// The serving certificate, swapped in when its files change.
+#[derive(Debug)]
+struct ReloadingCertificate {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    current: RwLock<(Arc<CertifiedKey>, Option<SystemTime>)>,
+}
+
+impl ReloadingCertificate {
+    fn load(cert_file: PathBuf, key_file: PathBuf) -> Result<Self, AppError> {
+        let key = read_certified_key(&cert_file, &key_file)?;
+        let modified = modified(&cert_file, &key_file);
+        Ok(ReloadingCertificate { cert_file, key_file, current: RwLock::new((Arc::new(key), modified)) })
+    }
+
+    fn reload_if_changed(&self) {
+        let modified = modified(&self.cert_file, &self.key_file);
+        if modified.is_none() || modified == self.current.read().unwrap_or_else(|p| p.into_inner()).1 {
+            return;
+        }
+        match read_certified_key(&self.cert_file, &self.key_file) {
+            Ok(key) => {
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = (Arc::new(key), modified);
+                tracing::info!("serving certificate reloaded");
+            }
+            Err(error) => tracing::error!(%error, "new serving certificate refused; keeping the old one"),
+        }
+    }
+}
+
+impl ResolvesServerCert for ReloadingCertificate {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.read().unwrap_or_else(|p| p.into_inner()).0.clone())
+    }
+}
+
+fn modified(cert: &PathBuf, key: &PathBuf) -> Option<SystemTime> {
+    let a = std::fs::metadata(cert).and_then(|m| m.modified()).ok()?;
+    let b = std::fs::metadata(key).and_then(|m| m.modified()).ok()?;
+    Some(a.max(b))
+}
+
+fn read_certified_key(cert_file: &PathBuf, key_file: &PathBuf) -> Result<CertifiedKey, AppError> {
+    let err = |what: &PathBuf, e: &dyn std::fmt::Display| AppError::Tls(format!("{}: {e}", what.display()));
+    let certs = CertificateDer::pem_file_iter(cert_file)
+        .map_err(|e| err(cert_file, &e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(cert_file, &e))?;
+    if certs.is_empty() {
+        return Err(err(cert_file, &"no certificate found"));
+    }
+    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| err(key_file, &e))?;
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| err(key_file, &e))?;
+    Ok(CertifiedKey::new(certs, signing))
+}

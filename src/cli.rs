@@ -1,0 +1,299 @@
+//! The `portcullis` command line: serve, demo, and the administration
+//! commands that work on the store named by the configuration.
+
+use crate::config::Config;
+use crate::identity::{roles, Grant, Principal, PrincipalKind};
+use crate::store::Store;
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// portcullis: an authenticating, impersonating reverse proxy for the
+/// Kubernetes API.
+#[derive(Debug, Parser)]
+#[command(name = "portcullis", version)]
+pub struct Cli {
+    /// Configuration file.
+    #[arg(long, global = true, env = "PORTCULLIS_CONFIG", default_value = "portcullis.toml")]
+    pub config: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the proxy.
+    Serve,
+    /// Run portcullis in front of a simulated cluster, with credentials and
+    /// kubeconfigs written to a directory.
+    Demo {
+        /// Where to write the demo's files.
+        #[arg(long, default_value = "portcullis-demo")]
+        dir: PathBuf,
+        /// Address portcullis listens on.
+        #[arg(long, default_value = "127.0.0.1:8443")]
+        listen: String,
+    },
+    /// Manage people.
+    #[command(subcommand)]
+    Person(PrincipalCommand),
+    /// Manage bots (CI jobs, automation).
+    #[command(subcommand)]
+    Bot(PrincipalCommand),
+    /// Issue, list and revoke credentials.
+    #[command(subcommand)]
+    Credential(CredentialCommand),
+    /// Give, list and revoke grants.
+    #[command(subcommand)]
+    Grant(GrantCommand),
+}
+
+/// `person …` / `bot …`.
+#[derive(Debug, Subcommand)]
+pub enum PrincipalCommand {
+    /// Add one.
+    Add {
+        /// Login or bot name.
+        name: String,
+        /// Bots only: writes wait for a person's approval.
+        #[arg(long)]
+        writes_need_approval: bool,
+    },
+    /// List them.
+    List,
+    /// Disable one: its credentials stop working at once.
+    Disable {
+        /// Login or bot name.
+        name: String,
+    },
+}
+
+/// Whose credential or grant.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct Owner {
+    /// A person's login.
+    #[arg(long)]
+    pub person: Option<String>,
+    /// A bot's name.
+    #[arg(long)]
+    pub bot: Option<String>,
+}
+
+impl Owner {
+    fn principal(&self) -> Principal {
+        match (&self.person, &self.bot) {
+            (Some(login), _) => Principal::person(login),
+            (None, Some(bot)) => Principal::bot(bot),
+            (None, None) => unreachable!("clap requires one of --person or --bot"),
+        }
+    }
+}
+
+/// `credential …`.
+#[derive(Debug, Subcommand)]
+pub enum CredentialCommand {
+    /// Issue a credential; the token is printed once.
+    Issue {
+        /// Whose.
+        #[command(flatten)]
+        owner: Owner,
+        /// A label, e.g. `laptop`.
+        #[arg(long, default_value = "default")]
+        name: String,
+        /// Lifetime, e.g. `30d`, `12h`.
+        #[arg(long, default_value = "90d")]
+        expires_in: humantime::Duration,
+    },
+    /// List credentials (never their tokens).
+    List,
+    /// Revoke a credential at once.
+    Revoke {
+        /// Credential id.
+        id: String,
+    },
+}
+
+/// `grant …`.
+#[derive(Debug, Subcommand)]
+pub enum GrantCommand {
+    /// Give a role on a cluster, in a namespace or cluster-wide.
+    Add {
+        /// Whose.
+        #[command(flatten)]
+        owner: Owner,
+        /// Cluster name.
+        #[arg(long)]
+        cluster: String,
+        /// Role name (viewer, developer, debugger, secrets-reader, admin,
+        /// cluster-admin, or a custom role).
+        #[arg(long)]
+        role: String,
+        /// Namespace; omit for the whole cluster.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// How long, e.g. `8h`.
+        #[arg(long, default_value = "8h")]
+        duration: humantime::Duration,
+        /// Who grants it (recorded).
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
+    /// List grants.
+    List,
+    /// Revoke a grant at once.
+    Revoke {
+        /// Grant id.
+        id: String,
+    },
+}
+
+/// A CLI failure: printed as a plain message.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Configuration refused.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Store failure.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Anything else, already worded for the user.
+    #[error("{0}")]
+    Message(String),
+}
+
+/// Open the store of `config`.
+pub fn open_store(config: &Config) -> Result<Store, CliError> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| CliError::Message(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
+    Ok(Store::open(&config.data_dir.join("portcullis.db"))?)
+}
+
+/// Run an administration command, printing to stdout.
+pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
+    let store = open_store(config)?;
+    match command {
+        Command::Person(c) => principal_command(&store, PrincipalKind::Person, c),
+        Command::Bot(c) => principal_command(&store, PrincipalKind::Bot, c),
+        Command::Credential(c) => credential_command(&store, c),
+        Command::Grant(c) => grant_command(config, &store, c),
+        Command::Serve | Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
+    }
+}
+
+fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalCommand) -> Result<(), CliError> {
+    let make = |name: String| Principal { kind, name };
+    match command {
+        PrincipalCommand::Add { name, writes_need_approval } => {
+            store.add_principal(&make(name.clone()), writes_need_approval)?;
+            println!("added {} {name}", kind.as_str());
+        }
+        PrincipalCommand::List => {
+            println!("{:<24} {:<9} {:<15} CREATED", "NAME", "DISABLED", "WRITES-HELD");
+            for p in store.list_principals(kind)? {
+                println!("{:<24} {:<9} {:<15} {}", p.principal.name, p.disabled, p.writes_need_approval, when(&p.created_at));
+            }
+        }
+        PrincipalCommand::Disable { name } => {
+            store.disable_principal(&make(name.clone()))?;
+            println!("disabled {} {name}: its credentials stop working within seconds", kind.as_str());
+        }
+    }
+    Ok(())
+}
+
+fn credential_command(store: &Store, command: CredentialCommand) -> Result<(), CliError> {
+    match command {
+        CredentialCommand::Issue { owner, name, expires_in } => {
+            let expires = Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
+            let (cred, token) = store.issue_credential(&owner.principal(), &name, Some(expires))?;
+            eprintln!("credential {} for {} expires {}; the token is shown only now:", cred.id, cred.principal, when(&expires));
+            println!("{token}");
+        }
+        CredentialCommand::List => {
+            println!("{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} STATE", "ID", "OWNER", "NAME", "PREFIX", "EXPIRES", "LAST USED");
+            for c in store.list_credentials(None)? {
+                let state = if c.revoked_at.is_some() { "revoked" } else if c.expires_at.is_some_and(|e| e <= Utc::now()) { "expired" } else { "active" };
+                let expires = c.expires_at.as_ref().map_or("never".into(), when);
+                let used = c.last_used_at.as_ref().map_or("never".into(), when);
+                println!("{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} {state}", c.id, c.principal.to_string(), c.name, c.display_prefix, expires, used);
+            }
+        }
+        CredentialCommand::Revoke { id } => {
+            store.revoke_credential(&id)?;
+            println!("revoked credential {id}: refused at once by this process, within seconds by running servers");
+        }
+    }
+    Ok(())
+}
+
+fn grant_command(config: &Config, store: &Store, command: GrantCommand) -> Result<(), CliError> {
+    match command {
+        GrantCommand::Add { owner, cluster, role, namespace, duration, by } => {
+            let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, &by)?;
+            store.add_grant(&grant)?;
+            let scope = grant.namespace.as_deref().map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
+            println!("grant {}: {} is {} on {} in {} until {}", grant.id, grant.subject, grant.role, grant.cluster, scope, when(&grant.expires_at));
+        }
+        GrantCommand::List => {
+            println!("{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE", "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES");
+            for g in store.list_grants()? {
+                let state = if g.revoked_at.is_some() { "revoked" } else if g.in_effect(Utc::now()) { "active" } else { "expired" };
+                println!("{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} {state}", g.id, g.subject.to_string(), g.cluster, g.namespace.as_deref().unwrap_or("*"), g.role, when(&g.expires_at));
+            }
+        }
+        GrantCommand::Revoke { id } => {
+            store.revoke_grant(&id)?;
+            println!("revoked grant {id}: no longer sent to the cluster");
+        }
+    }
+    Ok(())
+}
+
+/// Check and build a grant: the role exists, the cluster is configured, the
+/// namespace is not protected, and the duration is within the role's maximum.
+pub fn new_grant(
+    config: &Config,
+    subject: Principal,
+    cluster: &str,
+    role: &str,
+    namespace: Option<String>,
+    duration: std::time::Duration,
+    by: &str,
+) -> Result<Grant, CliError> {
+    let all_roles: Vec<roles::Role> = roles::builtin().into_iter().chain(config.roles.iter().cloned()).collect();
+    let found = all_roles.iter().find(|r| r.name == role).ok_or_else(|| {
+        let names: Vec<&str> = all_roles.iter().map(|r| r.name.as_str()).collect();
+        CliError::Message(format!("unknown role {role:?}; roles are: {}", names.join(", ")))
+    })?;
+    if !config.clusters.iter().any(|c| c.name == cluster) {
+        return Err(CliError::Message(format!("unknown cluster {cluster:?}")));
+    }
+    if let Some(ns) = namespace.as_deref().filter(|ns| config.protected_namespaces.iter().any(|p| p == ns)) {
+        return Err(CliError::Message(format!("namespace {ns:?} is protected: no grant applies there")));
+    }
+    if let Some(max) = found.max_duration.filter(|max| duration > *max) {
+        return Err(CliError::Message(format!(
+            "role {role} may be granted for at most {}",
+            humantime::format_duration(max)
+        )));
+    }
+    let now = Utc::now();
+    Ok(Grant {
+        id: uuid::Uuid::now_v7().to_string(),
+        subject,
+        cluster: cluster.into(),
+        namespace,
+        role: role.into(),
+        expires_at: now + chrono::TimeDelta::from_std(duration).map_err(|e| CliError::Message(e.to_string()))?,
+        granted_by: by.into(),
+        created_at: now,
+        revoked_at: None,
+    })
+}
+
+fn when(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}

@@ -1,0 +1,295 @@
+//! One typed configuration tree, read once at start.
+//!
+//! The TOML file is read, then every `PORTCULLIS_*` variable is laid over it
+//! by path: `PORTCULLIS_LISTEN`, `PORTCULLIS_LIMITS__RESPONSE_BYTES`,
+//! `PORTCULLIS_CLUSTERS__0__TOKEN_FILE` (`__` separates levels, a number
+//! indexes an array, names are lower-cased). Values are read as TOML
+//! (`8388608`, `true`, `["a"]`) and otherwise taken as strings. Nothing
+//! reads the environment after start: [`Config::from_sources`] takes the
+//! variables as an argument so parsing is testable.
+
+use crate::identity::roles::Role;
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on, e.g. `0.0.0.0:8443`.
+    pub listen: String,
+    /// URL clients reach portcullis at (for kubeconfigs and links).
+    pub public_url: String,
+    /// Serving certificate and key.
+    pub tls: TlsConfig,
+    /// Where the embedded store lives.
+    pub data_dir: PathBuf,
+    /// Peers whose `X-Forwarded-For` is believed (load balancers).
+    #[serde(default)]
+    pub trusted_proxies: Vec<IpNet>,
+    /// Namespaces where no grant applies.
+    #[serde(default)]
+    pub protected_namespaces: Vec<String>,
+    /// Size and time limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// The clusters portcullis fronts.
+    #[serde(default)]
+    pub clusters: Vec<ClusterConfig>,
+    /// Custom roles, alongside the built-in ones.
+    #[serde(default)]
+    pub roles: Vec<Role>,
+}
+
+/// Serving certificate and key, re-read when the files change.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert_file: PathBuf,
+    /// PEM private key.
+    pub key_file: PathBuf,
+}
+
+/// Limits on requests and responses.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body accepted (3 MiB, as the API server).
+    pub request_body_bytes: u64,
+    /// Largest non-streaming cluster response relayed (8 MiB).
+    pub response_bytes: u64,
+    /// Whole-request timeout for requests that are not long-running.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_body_bytes: 3 * 1024 * 1024,
+            response_bytes: 8 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One cluster behind portcullis.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Name used in `/clusters/<name>`.
+    pub name: String,
+    /// API server URL, e.g. `https://10.0.0.1:6443`.
+    pub server: String,
+    /// PEM bundle of CAs to trust for the API server.
+    pub ca_file: PathBuf,
+    /// portcullis's ServiceAccount token; re-read when it changes.
+    pub token_file: PathBuf,
+}
+
+/// Why the configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not TOML.
+    #[error("{path} is not valid TOML: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A field is wrong.
+    #[error("configuration field `{field}`: {message}")]
+    Field {
+        /// Path of the field, e.g. `clusters[0].server`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Read `path` and apply `PORTCULLIS_*` overrides from `env`.
+    pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Self::from_sources(&text, env).map_err(|e| match e {
+            ConfigError::Syntax { message, .. } => ConfigError::Syntax { path: path.into(), message },
+            other => other,
+        })
+    }
+
+    /// Parse TOML `text` and apply overrides.
+    pub fn from_sources(text: &str, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        let mut tree: toml::Value = toml::from_str(text)
+            .map_err(|e| ConfigError::Syntax { path: PathBuf::new(), message: e.to_string() })?;
+        for (key, value) in env {
+            if let Some(path) = key.strip_prefix("PORTCULLIS_") {
+                overlay(&mut tree, path, &value)?;
+            }
+        }
+        let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| ConfigError::Field {
+            field: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let field = |field: &str, message: String| ConfigError::Field { field: field.into(), message };
+        self.listen
+            .parse::<std::net::SocketAddr>()
+            .map_err(|e| field("listen", format!("{e} (want host:port)")))?;
+        for (i, cluster) in self.clusters.iter().enumerate() {
+            if !crate::gateway::router::valid_cluster_name(&cluster.name) {
+                return Err(field(
+                    &format!("clusters[{i}].name"),
+                    format!("{:?} is not a valid cluster name (lower-case letters, digits and '-')", cluster.name),
+                ));
+            }
+            if !cluster.server.starts_with("https://") {
+                return Err(field(&format!("clusters[{i}].server"), "must be an https:// URL".into()));
+            }
+            if self.clusters[..i].iter().any(|c| c.name == cluster.name) {
+                return Err(field(&format!("clusters[{i}].name"), format!("{:?} appears twice", cluster.name)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Set `path` (like `LIMITS__RESPONSE_BYTES`) in `tree` to `value`.
+fn overlay(tree: &mut toml::Value, path: &str, value: &str) -> Result<(), ConfigError> {
+    let keys: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    let mut node = tree;
+    for (depth, key) in keys.iter().enumerate() {
+        let last = depth + 1 == keys.len();
+        node = match node {
+            toml::Value::Table(table) => {
+                if last {
+                    table.insert(key.clone(), parsed);
+                    return Ok(());
+                }
+                table.entry(key.clone()).or_insert_with(|| toml::Value::Table(Default::default()))
+            }
+            toml::Value::Array(items) => {
+                let index: usize = key.parse().map_err(|_| ConfigError::Field {
+                    field: keys[..depth].join("."),
+                    message: format!("PORTCULLIS_{path}: {key:?} is not an array index"),
+                })?;
+                let slot = items.get_mut(index).ok_or_else(|| ConfigError::Field {
+                    field: keys[..depth].join("."),
+                    message: format!("PORTCULLIS_{path}: no element {index}"),
+                })?;
+                if last {
+                    *slot = parsed;
+                    return Ok(());
+                }
+                slot
+            }
+            _ => {
+                return Err(ConfigError::Field {
+                    field: keys[..depth].join("."),
+                    message: format!("PORTCULLIS_{path}: not a table"),
+                })
+            }
+        };
+    }
+    Ok(())
+}
+
+/// `humantime` (de)serialization for durations (`"60s"`).
+mod humantime_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*value).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+listen = "127.0.0.1:8443"
+public_url = "https://127.0.0.1:8443"
+data_dir = "/tmp/p"
+[tls]
+cert_file = "c.pem"
+key_file = "k.pem"
+[[clusters]]
+name = "kind-local"
+server = "https://127.0.0.1:6443"
+ca_file = "ca.pem"
+token_file = "token"
+"#;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_apply_to_a_minimal_file() {
+        let config = Config::from_sources(BASE, env(&[])).unwrap();
+        assert_eq!(config.limits.response_bytes, 8 * 1024 * 1024);
+        assert_eq!(config.limits.request_timeout, Duration::from_secs(60));
+        assert_eq!(config.clusters[0].name, "kind-local");
+    }
+
+    #[test]
+    fn environment_overrides_any_field_by_path() {
+        let config = Config::from_sources(
+            BASE,
+            env(&[
+                ("PORTCULLIS_LISTEN", "0.0.0.0:9443"),
+                ("PORTCULLIS_LIMITS__RESPONSE_BYTES", "1024"),
+                ("PORTCULLIS_LIMITS__REQUEST_TIMEOUT", "5s"),
+                ("PORTCULLIS_CLUSTERS__0__TOKEN_FILE", "/var/run/token"),
+                ("PORTCULLIS_PROTECTED_NAMESPACES", r#"["kube-system"]"#),
+                ("HOME", "/root"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.listen, "0.0.0.0:9443");
+        assert_eq!(config.limits.response_bytes, 1024);
+        assert_eq!(config.limits.request_timeout, Duration::from_secs(5));
+        assert_eq!(config.clusters[0].token_file, PathBuf::from("/var/run/token"));
+        assert_eq!(config.protected_namespaces, ["kube-system"]);
+    }
+
+    #[test]
+    fn a_bad_field_is_named() {
+        let err = Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__RESPONSE_BYTES", "\"lots\"")])).unwrap_err();
+        assert!(err.to_string().contains("limits.response_bytes"), "{err}");
+        let err = Config::from_sources(&BASE.replace("https://127.0.0.1:6443", "http://x"), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("clusters[0].server"), "{err}");
+        let err = Config::from_sources(&format!("{BASE}\nbogus = 1"), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+        let err = Config::from_sources(&BASE.replace("kind-local", "Kind Local"), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("clusters[0].name"), "{err}");
+    }
+}

@@ -1,0 +1,153 @@
+//! `portcullis demo`: the simulated cluster with portcullis in front of it,
+//! a person and a bot with their own credentials and grants, and the files
+//! to use them, in one directory.
+//!
+//! Until the reconciler exists (it will keep each cluster's RBAC in step with
+//! portcullis's grants), the demo writes the roles' ClusterRoles and the
+//! grants' RoleBindings straight into the simulated cluster.
+
+use crate::app::App;
+use crate::cli::{new_grant, open_store, CliError};
+use crate::config::{ClusterConfig, Config, Limits, TlsConfig};
+use crate::identity::{roles, Grant, Principal};
+use crate::sim::{Sim, SimConfig};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The demo's cluster name.
+pub const CLUSTER: &str = "sim";
+
+/// Run the demo until Ctrl-C.
+pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
+    let io = |what: &str, e: std::io::Error| CliError::Message(format!("{what}: {e}"));
+    let _ = std::fs::remove_dir_all(dir.join("data"));
+    std::fs::create_dir_all(dir).map_err(|e| io("cannot create the demo directory", e))?;
+    let dir = dir.canonicalize().map_err(|e| io("demo directory", e))?;
+
+    let sim = Sim::start(SimConfig::new()).await.map_err(|e| io("cannot start the simulated cluster", e))?;
+    write(&dir.join("cluster-ca.pem"), sim.ca_pem())?;
+    write(&dir.join("cluster-token"), sim.portcullis_token())?;
+    let tls = crate::tls::generate(&["localhost"]).map_err(|e| CliError::Message(format!("TLS: {e}")))?;
+    write(&dir.join("portcullis-ca.pem"), &tls.ca_pem)?;
+    write(&dir.join("portcullis.crt"), &tls.cert_pem)?;
+    write(&dir.join("portcullis.key"), &tls.key_pem)?;
+
+    let config = Config {
+        listen: listen.to_string(),
+        public_url: format!("https://{listen}"),
+        tls: TlsConfig { cert_file: dir.join("portcullis.crt"), key_file: dir.join("portcullis.key") },
+        data_dir: dir.join("data"),
+        trusted_proxies: Vec::new(),
+        protected_namespaces: vec!["kube-system".into()],
+        limits: Limits::default(),
+        clusters: vec![ClusterConfig {
+            name: CLUSTER.into(),
+            server: sim.url(),
+            ca_file: dir.join("cluster-ca.pem"),
+            token_file: dir.join("cluster-token"),
+        }],
+        roles: Vec::new(),
+    };
+    let toml = toml::to_string(&config).map_err(|e| CliError::Message(e.to_string()))?;
+    write(&dir.join("portcullis.toml"), &toml)?;
+
+    let store = open_store(&config)?;
+    let app = App::build(&config, store.clone()).await.map_err(|e| CliError::Message(e.to_string()))?;
+    let url = format!("https://{}/clusters/{CLUSTER}", app.local_addr());
+    let week = Duration::from_secs(7 * 24 * 3600);
+    let ana = Principal::person("ana");
+    store.add_principal(&ana, false)?;
+    let ana_grant = new_grant(&config, ana.clone(), CLUSTER, "admin", Some("shop".into()), week, "demo")?;
+    store.add_grant(&ana_grant)?;
+    let (_, ana_token) = store.issue_credential(&ana, "demo", None)?;
+    let bot = Principal::bot("deployer");
+    store.add_principal(&bot, false)?;
+    let bot_grant = new_grant(&config, bot.clone(), CLUSTER, "developer", Some("payments".into()), week, "demo")?;
+    store.add_grant(&bot_grant)?;
+    let (_, bot_token) = store.issue_credential(&bot, "demo", None)?;
+    bind_in_simulator(&sim, &[&ana_grant, &bot_grant])?;
+
+    write(&dir.join("person.kubeconfig"), &kubeconfig(&url, &tls.ca_pem, "ana", &ana_token, "shop"))?;
+    write(&dir.join("bot.kubeconfig"), &kubeconfig(&url, &tls.ca_pem, "deployer", &bot_token, "payments"))?;
+    write(&dir.join("admin.kubeconfig"), &sim.kubeconfig(sim.admin_token()))?;
+    print_usage(&dir, &url);
+
+    app.run(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    sim.shutdown().await;
+    Ok(())
+}
+
+/// Write the ClusterRoles of the built-in roles and one RoleBinding per grant
+/// into the simulated cluster (the reconciler's job, later).
+pub fn bind_in_simulator(sim: &Sim, grants: &[&Grant]) -> Result<(), CliError> {
+    let fail = |e: crate::status::Status| CliError::Message(format!("simulated cluster: {}", e.message));
+    for role in roles::builtin() {
+        let object = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": role.cluster_role_name(), "labels": {"app.kubernetes.io/managed-by": "portcullis"}},
+            "rules": role.rules,
+        });
+        sim.store().put(object).map_err(fail)?;
+    }
+    for grant in grants {
+        let subjects = json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": grant.group()}]);
+        let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("portcullis:{}", grant.role)});
+        let labels = json!({"app.kubernetes.io/managed-by": "portcullis"});
+        let object = match &grant.namespace {
+            Some(ns) => json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": format!("portcullis-grant-{}", grant.id), "namespace": ns, "labels": labels},
+                "subjects": subjects, "roleRef": role_ref}),
+            None => json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": format!("portcullis-grant-{}", grant.id), "labels": labels},
+                "subjects": subjects, "roleRef": role_ref}),
+        };
+        sim.store().put(object).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// A kubeconfig for a portcullis user: context `portcullis-<cluster>`, the CA
+/// embedded.
+pub fn kubeconfig(url: &str, ca_pem: &str, user: &str, token: &str, namespace: &str) -> String {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let context = format!("portcullis-{CLUSTER}");
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {context}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {user}\n    namespace: {namespace}\ncurrent-context: {context}\n"
+    )
+}
+
+fn write(path: &PathBuf, contents: &str) -> Result<(), CliError> {
+    std::fs::write(path, contents).map_err(|e| CliError::Message(format!("cannot write {}: {e}", path.display())))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    }
+    Ok(())
+}
+
+fn print_usage(dir: &Path, url: &str) {
+    let d = dir.display();
+    println!(
+        "portcullis demo is running: {url} in front of a simulated cluster.
+
+  person ana (admin of namespace shop):
+    kubectl --kubeconfig {d}/person.kubeconfig get pods
+    kubectl --kubeconfig {d}/person.kubeconfig get secrets -o yaml
+    kubectl --kubeconfig {d}/person.kubeconfig auth whoami
+  bot deployer (developer in namespace payments):
+    kubectl --kubeconfig {d}/bot.kubeconfig get deployments
+    kubectl --kubeconfig {d}/bot.kubeconfig get pods -n shop      # the cluster's own 403
+  straight to the simulated cluster, for comparison:
+    kubectl --kubeconfig {d}/admin.kubeconfig get pods -A
+  administration, against the running demo:
+    portcullis --config {d}/portcullis.toml grant list
+
+Ctrl-C stops everything."
+    );
+}

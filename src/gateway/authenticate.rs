@@ -1,0 +1,237 @@
+//! Authenticate: turn a bearer token into an [`Identity`], or say why not.
+//!
+//! Tokens are checked for shape and checksum first, so garbage never reaches
+//! the store. Known tokens are cached by their SHA-256 for a couple of
+//! seconds: revocation is immediate in the process that revoked (it calls
+//! [`Authenticator::forget`]) and takes at most the cache lifetime elsewhere.
+//! Unknown tokens are never cached, so a flood of made-up tokens cannot grow
+//! memory.
+
+use crate::identity::{credential, Identity};
+use crate::store::{CredentialLookup, Store};
+use chrono::Utc;
+use dashmap::DashMap;
+use http::HeaderMap;
+use std::time::{Duration, Instant};
+
+/// How long a cached credential is trusted without asking the store again.
+pub const CACHE_TTL: Duration = Duration::from_secs(2);
+/// `last_used_at` is written at most this often per credential.
+const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+/// Why a request was not authenticated. The `prefix` is the first characters
+/// of the presented token: enough to recognise it in the audit, never enough
+/// to use it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No `Authorization: Bearer` header.
+    #[error("no bearer token")]
+    Missing,
+    /// Not a portcullis token, or a bad checksum.
+    #[error("malformed token {prefix}…")]
+    Malformed {
+        /// Token prefix.
+        prefix: String,
+    },
+    /// Well-formed but not issued here.
+    #[error("unknown token {prefix}…")]
+    Unknown {
+        /// Token prefix.
+        prefix: String,
+    },
+    /// Past its expiry.
+    #[error("expired token {prefix}…")]
+    Expired {
+        /// Token prefix.
+        prefix: String,
+    },
+    /// Revoked, or its owner disabled.
+    #[error("revoked token {prefix}…")]
+    Revoked {
+        /// Token prefix.
+        prefix: String,
+    },
+    /// The store could not be asked: fail closed.
+    #[error("credential store unavailable")]
+    StoreUnavailable,
+}
+
+impl AuthError {
+    /// Short reason for metrics and the audit.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::Missing => "missing",
+            AuthError::Malformed { .. } => "malformed",
+            AuthError::Unknown { .. } => "unknown",
+            AuthError::Expired { .. } => "expired",
+            AuthError::Revoked { .. } => "revoked",
+            AuthError::StoreUnavailable => "store_unavailable",
+        }
+    }
+}
+
+struct Cached {
+    lookup: CredentialLookup,
+    fetched: Instant,
+}
+
+/// Authenticates bearer tokens against the store, through a cache.
+pub struct Authenticator {
+    store: Store,
+    cache: DashMap<String, Cached>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator").field("cached", &self.cache.len()).finish()
+    }
+}
+
+impl Authenticator {
+    /// An authenticator over `store`.
+    pub fn new(store: Store) -> Self {
+        Authenticator { store, cache: DashMap::new() }
+    }
+
+    /// Authenticate the request's bearer token.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
+        let token = bearer_token(headers).ok_or(AuthError::Missing)?;
+        let prefix = credential::display_prefix(token);
+        credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix.clone() })?;
+        let hash = credential::hash(token);
+        let lookup = self.lookup(hash).await?.ok_or(AuthError::Unknown { prefix: prefix.clone() })?;
+        let now = Utc::now();
+        let cred = &lookup.credential;
+        if cred.revoked_at.is_some() || lookup.owner_disabled {
+            return Err(AuthError::Revoked { prefix });
+        }
+        if cred.expires_at.is_some_and(|at| at <= now) {
+            return Err(AuthError::Expired { prefix });
+        }
+        self.touch(&lookup, now);
+        Ok(Identity { principal: cred.principal.clone(), credential_id: cred.id.clone() })
+    }
+
+    /// Drop every cached entry of credential `id` (after revoking it here).
+    pub fn forget(&self, id: &str) {
+        self.cache.retain(|_, cached| cached.lookup.credential.id != id);
+    }
+
+    async fn lookup(&self, hash: String) -> Result<Option<CredentialLookup>, AuthError> {
+        if let Some(cached) = self.cache.get(&hash) {
+            if cached.fetched.elapsed() < CACHE_TTL {
+                return Ok(Some(cached.lookup.clone()));
+            }
+        }
+        let store = self.store.clone();
+        let key = hash.clone();
+        let found = tokio::task::spawn_blocking(move || store.lookup_credential(&key))
+            .await
+            .map_err(|_| AuthError::StoreUnavailable)?
+            .map_err(|error| {
+                tracing::error!(%error, "credential lookup failed");
+                AuthError::StoreUnavailable
+            })?;
+        match &found {
+            Some(lookup) => {
+                self.cache.insert(hash, Cached { lookup: lookup.clone(), fetched: Instant::now() });
+            }
+            None => {
+                self.cache.remove(&hash);
+            }
+        }
+        Ok(found)
+    }
+
+    fn touch(&self, lookup: &CredentialLookup, now: chrono::DateTime<Utc>) {
+        let due = lookup.credential.last_used_at.is_none_or(|at| now - at > TOUCH_EVERY);
+        if !due {
+            return;
+        }
+        // Update the cached copy first so concurrent requests don't all write.
+        for mut entry in self.cache.iter_mut() {
+            if entry.lookup.credential.id == lookup.credential.id {
+                entry.lookup.credential.last_used_at = Some(now);
+            }
+        }
+        let store = self.store.clone();
+        let id = lookup.credential.id.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = store.touch_credential(&id, now) {
+                tracing::warn!(%error, credential = %id, "could not record last use");
+            }
+        });
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme in any
+/// case).
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Principal;
+
+    fn headers(token: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        h
+    }
+
+    fn setup() -> (tempfile::TempDir, Store, Authenticator) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        store.add_principal(&Principal::person("ana"), false).unwrap();
+        let auth = Authenticator::new(store.clone());
+        (dir, store, auth)
+    }
+
+    #[tokio::test]
+    async fn a_valid_token_authenticates_its_owner() {
+        let (_dir, store, auth) = setup();
+        let (cred, token) = store.issue_credential(&Principal::person("ana"), "laptop", None).unwrap();
+        let identity = auth.authenticate(&headers(&token)).await.unwrap();
+        assert_eq!(identity.principal, Principal::person("ana"));
+        assert_eq!(identity.credential_id, cred.id);
+    }
+
+    #[tokio::test]
+    async fn each_kind_of_bad_token_is_told_apart() {
+        let (_dir, store, auth) = setup();
+        let ana = Principal::person("ana");
+        assert_eq!(auth.authenticate(&HeaderMap::new()).await, Err(AuthError::Missing));
+        assert!(matches!(auth.authenticate(&headers("hello")).await, Err(AuthError::Malformed { .. })));
+        let unknown = credential::mint().token;
+        assert!(matches!(auth.authenticate(&headers(&unknown)).await, Err(AuthError::Unknown { .. })));
+        let past = Utc::now() - chrono::TimeDelta::minutes(1);
+        let (_, expired) = store.issue_credential(&ana, "old", Some(past)).unwrap();
+        assert!(matches!(auth.authenticate(&headers(&expired)).await, Err(AuthError::Expired { .. })));
+        let (cred, revoked) = store.issue_credential(&ana, "gone", None).unwrap();
+        auth.authenticate(&headers(&revoked)).await.unwrap();
+        store.revoke_credential(&cred.id).unwrap();
+        auth.forget(&cred.id);
+        assert!(matches!(auth.authenticate(&headers(&revoked)).await, Err(AuthError::Revoked { .. })));
+    }
+
+    #[tokio::test]
+    async fn errors_never_carry_the_whole_token() {
+        let (_dir, _store, auth) = setup();
+        let unknown = credential::mint().token;
+        let err = auth.authenticate(&headers(&unknown)).await.unwrap_err();
+        assert!(!format!("{err} {err:?}").contains(&unknown));
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        let mut h = HeaderMap::new();
+        h.insert(http::header::AUTHORIZATION, "bearer abc".parse().unwrap());
+        assert_eq!(bearer_token(&h), Some("abc"));
+        h.insert(http::header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer_token(&h), None);
+    }
+}

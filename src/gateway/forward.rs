@@ -1,0 +1,219 @@
+//! Forward: send the request to the cluster as portcullis, impersonating the
+//! caller, and relay the answer as it streams.
+//!
+//! Ordinary requests get the request timeout and the response cap; the API
+//! server's long-running requests (watch, exec, attach, port-forward, proxy,
+//! log follow) get neither, because both would cut a healthy stream.
+//! Upgrades (exec, attach, port-forward) are spliced only after the cluster
+//! answers 101; any other answer is relayed unchanged, so kubectl's fallback
+//! from WebSocket to SPDY works and the upstream connection is never reused
+//! for a half-upgraded exchange (CVE-2018-1002105).
+
+use super::classify::RequestInfo;
+use super::limits::{BodyOutcome, Capped};
+use super::metrics::{ClusterLabels, Metrics};
+use super::upstream::Upstream;
+use super::{headers, limits};
+use crate::body::{self, Body};
+use crate::config::Limits;
+use crate::identity::Identity;
+use crate::status::Status;
+use http::{header, HeaderValue, Request, Response, StatusCode, Version};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use prometheus_client::metrics::gauge::Gauge;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The extra key carrying the credential id to the cluster's audit log.
+pub const CREDENTIAL_EXTRA: &str = "portcullis.dev/credential-id";
+
+/// Everything the forward stage needs about one request.
+pub struct Call<'a> {
+    /// The cluster.
+    pub upstream: &'a Arc<Upstream>,
+    /// Kubernetes path, raw.
+    pub path: &'a str,
+    /// What the request is.
+    pub info: &'a RequestInfo,
+    /// Who sends it.
+    pub identity: &'a Identity,
+    /// Groups of the grants in effect.
+    pub groups: Vec<String>,
+    /// Sent as `Audit-ID`.
+    pub audit_id: uuid::Uuid,
+    /// Size and time limits.
+    pub limits: &'a Limits,
+    /// Where to count.
+    pub metrics: &'a Metrics,
+}
+
+/// Upgrade protocols portcullis relays.
+const UPGRADE_PROTOCOLS: &[&str] = &["websocket", "spdy/3.1"];
+
+/// Forward `request` as described by `call`.
+pub async fn forward(call: Call<'_>, mut request: Request<Incoming>) -> Result<Response<Body>, Status> {
+    let upgrade = upgrade_protocol(&request)?;
+    if upgrade.is_some() && !call.info.is_stream_subresource() {
+        return Err(Status::bad_request("portcullis upgrades only exec, attach and port-forward requests"));
+    }
+    let limit = call.limits.request_body_bytes;
+    if content_length(request.headers()).is_some_and(|len| len > limit) {
+        return Err(body_too_large(limit));
+    }
+    let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
+    let client_upgrade = upgrade.map(|_| hyper::upgrade::on(&mut request));
+    let upstream_request = build_request(&call, request, upgrade.is_some())?;
+
+    let started = Instant::now();
+    let sent = if upgrade.is_some() {
+        call.upstream.send_upgrade(upstream_request).await
+    } else if streaming {
+        call.upstream.send(upstream_request).await
+    } else {
+        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(upstream_request))
+            .await
+            .map_err(|_| timeout(call.upstream, call.limits))?
+    };
+    let mut response = sent.map_err(|e| send_error(call.upstream, &e, limit))?;
+    call.metrics
+        .upstream_latency
+        .get_or_create(&ClusterLabels { cluster: call.upstream.name.clone() })
+        .observe(started.elapsed().as_secs_f64());
+
+    if let Some(client_upgrade) = client_upgrade {
+        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+            return Ok(splice(client_upgrade, response, call.metrics.open_streams.clone()));
+        }
+    }
+    if !streaming {
+        if let Some(len) = content_length(response.headers()).filter(|len| *len > call.limits.response_bytes) {
+            return Err(response_too_large(len, call.limits.response_bytes));
+        }
+    }
+    headers::strip_response(response.headers_mut(), false);
+    let (parts, incoming) = response.into_parts();
+    let outcome = Arc::new(BodyOutcome::default());
+    let relayed = if streaming {
+        Capped::new(incoming, None, None, outcome).guarded(call.metrics.open_streams.clone())
+    } else {
+        let deadline = tokio::time::Instant::from_std(started) + call.limits.request_timeout;
+        Capped::new(incoming, Some(call.limits.response_bytes), Some(deadline), outcome)
+    };
+    Ok(Response::from_parts(parts, body::boxed(relayed)))
+}
+
+/// The upgrade protocol asked for, if any; an unknown one is refused.
+fn upgrade_protocol(request: &Request<Incoming>) -> Result<Option<&'static str>, Status> {
+    let Some(value) = request.headers().get(header::UPGRADE) else { return Ok(None) };
+    let wanted = value.to_str().unwrap_or("").trim().to_ascii_lowercase();
+    UPGRADE_PROTOCOLS
+        .iter()
+        .find(|p| **p == wanted)
+        .map(|p| Some(*p))
+        .ok_or_else(|| Status::bad_request(format!("upgrade protocol {wanted:?} is not allowed: only WebSocket and SPDY/3.1")))
+}
+
+/// Long-running in the API server's sense, except that a log that does not
+/// follow is an ordinary bounded response.
+fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
+    if info.subresource == "log" {
+        let follow = query.is_some_and(|q| {
+            form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "follow" && matches!(&*v, "true" | "1"))
+        });
+        return follow;
+    }
+    info.is_long_running()
+}
+
+fn build_request(call: &Call<'_>, request: Request<Incoming>, upgrade: bool) -> Result<Request<Body>, Status> {
+    let (mut parts, incoming) = request.into_parts();
+    parts.uri = call
+        .upstream
+        .uri(call.path, parts.uri.query())
+        .map_err(|_| Status::bad_request("the request path cannot be forwarded"))?;
+    parts.version = Version::HTTP_11;
+    let headers = &mut parts.headers;
+    headers::strip_request(headers, upgrade);
+    headers.insert(header::AUTHORIZATION, call.upstream.authorization());
+    let user = call.identity.principal.kube_user();
+    headers::impersonate(headers, &user, &call.groups, &[(CREDENTIAL_EXTRA, &call.identity.credential_id)])
+        .map_err(|e| Status::internal(e.to_string()))?;
+    let audit_id = HeaderValue::from_str(&call.audit_id.to_string()).map_err(|e| Status::internal(e.to_string()))?;
+    headers.insert("audit-id", audit_id);
+    let limited = http_body_util::Limited::new(incoming, call.limits.request_body_bytes as usize);
+    Ok(Request::from_parts(parts, body::boxed(limited)))
+}
+
+/// Answer 101 to the client and splice the two upgraded connections.
+fn splice(client: hyper::upgrade::OnUpgrade, mut response: Response<Incoming>, open: Gauge) -> Response<Body> {
+    let upstream = hyper::upgrade::on(&mut response);
+    tokio::spawn(async move {
+        let (client, upstream) = tokio::join!(client, upstream);
+        let (Ok(client), Ok(upstream)) = (client, upstream) else {
+            tracing::warn!("an upgraded stream could not be established");
+            return;
+        };
+        open.inc();
+        let result = tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(upstream)).await;
+        open.dec();
+        if let Err(error) = result {
+            tracing::debug!(%error, "upgraded stream ended with an error");
+        }
+    });
+    let (mut parts, _) = response.into_parts();
+    headers::strip_response(&mut parts.headers, true);
+    Response::from_parts(parts, body::empty())
+}
+
+fn content_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+fn body_too_large(limit: u64) -> Status {
+    Status::too_large(format!("the request body is larger than portcullis's limit of {limit} bytes"))
+}
+
+fn response_too_large(len: u64, limit: u64) -> Status {
+    Status::failure(
+        502,
+        "BadGateway",
+        format!(
+            "the cluster's response ({len} bytes) is larger than portcullis's limit of {limit} bytes: ask for fewer objects at a time (kubectl --chunk-size, or limit and continue in the API)"
+        ),
+    )
+}
+
+fn timeout(upstream: &Upstream, limits: &Limits) -> Status {
+    Status::failure(
+        504,
+        "Timeout",
+        format!(
+            "cluster \"{}\" did not answer within {}",
+            upstream.name,
+            humantime::format_duration(limits.request_timeout)
+        ),
+    )
+}
+
+fn send_error(upstream: &Upstream, error: &hyper_util::client::legacy::Error, limit: u64) -> Status {
+    if limits::is_body_limit(error) {
+        return body_too_large(limit);
+    }
+    tracing::warn!(cluster = %upstream.name, error = %error_chain(error), "upstream request failed");
+    if error.is_connect() {
+        return Status::unavailable(format!("cluster \"{}\" is unreachable", upstream.name));
+    }
+    Status::failure(502, "BadGateway", format!("the connection to cluster \"{}\" failed", upstream.name))
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

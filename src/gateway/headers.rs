@@ -1,0 +1,226 @@
+//! Identity headers: refuse the ones a client may not send, strip the ones
+//! that must not reach the cluster, and build the impersonation headers
+//! portcullis sends instead.
+//!
+//! Client libraries add `Authorization` and `Impersonate-User` only when a
+//! request does not carry them already, so anything a client sends that
+//! claims an identity would otherwise travel with portcullis's own
+//! credentials. Header names are case-insensitive (`http` lower-cases them).
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use ipnet::IpNet;
+use std::net::IpAddr;
+
+/// Does the request carry any `Impersonate-*` header (any letter case)?
+pub fn has_impersonation(headers: &HeaderMap) -> Option<&HeaderName> {
+    headers.keys().find(|name| name.as_str().starts_with("impersonate-"))
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) plus `Proxy-Connection`.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Remove what must not travel upstream: credentials and claimed identities,
+/// forwarding headers, cookies, the client's Audit-ID, and hop-by-hop
+/// headers. `keep_upgrade` keeps `Connection`/`Upgrade` for exec, attach and
+/// port-forward.
+pub fn strip_request(headers: &mut HeaderMap, keep_upgrade: bool) {
+    remove_connection_listed(headers, keep_upgrade);
+    let doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let n = name.as_str();
+            let hop = HOP_BY_HOP.contains(&n) && !(keep_upgrade && matches!(n, "connection" | "upgrade"));
+            hop || n == "authorization"
+                || n == "cookie"
+                || n == "audit-id"
+                || n == "x-real-ip"
+                || n == "host"
+                || n.starts_with("impersonate-")
+                || n.starts_with("x-remote-")
+                || n.starts_with("x-forwarded-")
+        })
+        .cloned()
+        .collect();
+    for name in doomed {
+        headers.remove(name);
+    }
+}
+
+/// Remove hop-by-hop headers from a response (keeping the upgrade pair on a
+/// 101).
+pub fn strip_response(headers: &mut HeaderMap, keep_upgrade: bool) {
+    remove_connection_listed(headers, keep_upgrade);
+    for name in HOP_BY_HOP {
+        if keep_upgrade && matches!(*name, "connection" | "upgrade") {
+            continue;
+        }
+        headers.remove(*name);
+    }
+}
+
+/// Headers named in `Connection` are hop-by-hop too.
+fn remove_connection_listed(headers: &mut HeaderMap, keep_upgrade: bool) {
+    let listed: Vec<String> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty() && !(keep_upgrade && s == "upgrade"))
+        .collect();
+    for name in listed {
+        headers.remove(name.as_str());
+    }
+}
+
+/// The client's address: the peer, or — only when the peer is a trusted
+/// proxy — the right-most `X-Forwarded-For` entry that is not itself
+/// trusted.
+pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    if !is_trusted(&peer) {
+        return peer;
+    }
+    let hops: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    hops.iter().rev().find(|ip| !is_trusted(ip)).copied().unwrap_or(peer)
+}
+
+/// Percent-encode an extra key for `Impersonate-Extra-<key>`: the API server
+/// lower-cases the suffix, then percent-decodes it, so every byte outside the
+/// RFC 7230 token set, and `%` itself, is encoded. Keys must be lower-case to
+/// round-trip.
+pub fn encode_extra_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for byte in key.bytes() {
+        let token = byte.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&byte);
+        if token {
+            out.push(byte.to_ascii_lowercase() as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// A user, group or extra that cannot be sent as a header value unaltered.
+#[derive(Debug, thiserror::Error)]
+#[error("identity value {0:?} cannot be sent in a header")]
+pub struct UnsendableIdentity(pub String);
+
+/// Append the impersonation headers for `user`, `groups` and `extras`.
+/// Values are sent verbatim (never percent-encoded); a value that is not a
+/// valid header value is an error rather than being altered.
+pub fn impersonate(
+    headers: &mut HeaderMap,
+    user: &str,
+    groups: &[String],
+    extras: &[(&str, &str)],
+) -> Result<(), UnsendableIdentity> {
+    let value = |v: &str| HeaderValue::from_str(v).map_err(|_| UnsendableIdentity(v.to_string()));
+    headers.insert("impersonate-user", value(user)?);
+    for group in groups {
+        headers.append("impersonate-group", value(group)?);
+    }
+    for (key, extra) in extras {
+        let name = format!("impersonate-extra-{}", encode_extra_key(key));
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| UnsendableIdentity(key.to_string()))?;
+        headers.append(name, value(extra)?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn impersonation_headers_are_found_in_any_case() {
+        for name in ["Impersonate-User", "impersonate-uid", "IMPERSONATE-EXTRA-x", "Impersonate-Group"] {
+            assert!(has_impersonation(&map(&[(name, "x")])).is_some(), "{name}");
+        }
+        assert!(has_impersonation(&map(&[("accept", "x")])).is_none());
+    }
+
+    #[test]
+    fn identity_and_forwarding_headers_never_travel() {
+        let mut h = map(&[
+            ("Authorization", "Bearer pcl_x"),
+            ("X-Remote-User", "admin"),
+            ("X-Remote-Group", "system:masters"),
+            ("X-Forwarded-For", "1.2.3.4"),
+            ("X-Forwarded-Proto", "https"),
+            ("X-Real-Ip", "1.2.3.4"),
+            ("Cookie", "a=b"),
+            ("Audit-ID", "mine"),
+            ("Connection", "keep-alive, X-Secret"),
+            ("X-Secret", "1"),
+            ("Accept", "application/json"),
+            ("User-Agent", "kubectl/v1.37.1"),
+        ]);
+        strip_request(&mut h, false);
+        let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["accept", "user-agent"]);
+    }
+
+    #[test]
+    fn upgrade_headers_survive_only_for_upgrades() {
+        let mut h = map(&[("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Protocol", "v5.channel.k8s.io")]);
+        strip_request(&mut h, true);
+        assert!(h.contains_key("upgrade") && h.contains_key("connection") && h.contains_key("sec-websocket-protocol"));
+        strip_request(&mut h, false);
+        assert!(!h.contains_key("upgrade") && !h.contains_key("connection"));
+    }
+
+    #[test]
+    fn forwarded_for_is_believed_only_from_trusted_peers() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let h = map(&[("X-Forwarded-For", "6.6.6.6, 203.0.113.9, 10.0.0.7")]);
+        let untrusted_peer: IpAddr = "198.51.100.1".parse().unwrap();
+        assert_eq!(client_address(untrusted_peer, &h, &trusted), untrusted_peer);
+        let lb: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(client_address(lb, &h, &trusted), "203.0.113.9".parse::<IpAddr>().unwrap());
+        assert_eq!(client_address(lb, &HeaderMap::new(), &trusted), lb);
+    }
+
+    #[test]
+    fn extra_keys_are_encoded_and_values_are_not() {
+        assert_eq!(encode_extra_key("portcullis.dev/credential-id"), "portcullis.dev%2Fcredential-id");
+        assert_eq!(encode_extra_key("a%b c"), "a%25b%20c");
+        let mut h = HeaderMap::new();
+        impersonate(
+            &mut h,
+            "user:ana",
+            &["Domain Admins".into(), "portcullis:grant:1".into()],
+            &[("portcullis.dev/credential-id", "x%41 y")],
+        )
+        .unwrap();
+        assert_eq!(h["impersonate-user"], "user:ana");
+        let groups: Vec<_> = h.get_all("impersonate-group").iter().collect();
+        assert_eq!(groups, ["Domain Admins", "portcullis:grant:1"]);
+        assert_eq!(h["impersonate-extra-portcullis.dev%2fcredential-id"], "x%41 y");
+    }
+}

@@ -1,0 +1,83 @@
+//! Prometheus metrics at `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// Labels of a forwarded or refused request.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Cluster name (empty when the request named none).
+    pub cluster: String,
+    /// Kubernetes verb.
+    pub verb: String,
+    /// HTTP status code.
+    pub code: u16,
+}
+
+/// Labels of a rejected credential.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectLabels {
+    /// missing, malformed, unknown, expired, revoked.
+    pub reason: String,
+}
+
+/// Labels of an upstream call.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// Cluster name.
+    pub cluster: String,
+}
+
+/// The process's metrics.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by cluster, verb and code.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Time to the cluster's response headers.
+    pub upstream_latency: Family<ClusterLabels, Histogram>,
+    /// Watches, follows and upgraded streams open now.
+    pub open_streams: Gauge,
+    /// Credentials refused, by reason.
+    pub rejected_credentials: Family<RejectLabels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("portcullis");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let upstream_latency = Family::<ClusterLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        });
+        let open_streams = Gauge::default();
+        let rejected_credentials = Family::<RejectLabels, Counter>::default();
+        registry.register("requests", "Requests by cluster, verb and code", requests.clone());
+        registry.register(
+            "upstream_latency_seconds",
+            "Time from forwarding to the cluster's response headers",
+            upstream_latency.clone(),
+        );
+        registry.register("open_streams", "Watches, log follows and upgraded streams open now", open_streams.clone());
+        registry.register("rejected_credentials", "Credentials refused, by reason", rejected_credentials.clone());
+        Metrics { registry, requests, upstream_latency, open_streams, rejected_credentials }
+    }
+}
+
+impl Metrics {
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

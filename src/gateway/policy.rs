@@ -1,0 +1,133 @@
+//! Policy: which grants are in effect for this request, and so which groups
+//! the cluster is sent.
+//!
+//! portcullis does not authorize Kubernetes requests itself; the cluster's
+//! RBAC does, against the groups sent here. Expiry is checked on every
+//! request (so an expired grant stops being sent at once, even from the
+//! cache); the cache only spares the store, and lasts two seconds so a grant
+//! revoked by another process stops applying within that time.
+
+use super::classify::RequestInfo;
+use crate::identity::{Grant, Identity, Principal};
+use crate::store::Store;
+use chrono::Utc;
+use dashmap::DashMap;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const CACHE_TTL: Duration = Duration::from_secs(2);
+
+/// What policy decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Forward, sending these groups (one per grant in effect).
+    Allow {
+        /// `portcullis:grant:<id>` for each grant in effect.
+        groups: Vec<String>,
+    },
+}
+
+/// The store could not be asked: fail closed.
+#[derive(Debug, thiserror::Error)]
+#[error("grant store unavailable")]
+pub struct PolicyUnavailable;
+
+/// Decides the groups a request carries.
+#[derive(Debug)]
+pub struct Policy {
+    store: Store,
+    protected: HashSet<String>,
+    cache: DashMap<(Principal, String), (Arc<Vec<Grant>>, Instant)>,
+}
+
+impl Policy {
+    /// A policy over `store`, with `protected` namespaces where no grant
+    /// applies.
+    pub fn new(store: Store, protected: impl IntoIterator<Item = String>) -> Self {
+        Policy { store, protected: protected.into_iter().collect(), cache: DashMap::new() }
+    }
+
+    /// Decide for `identity` on `cluster` doing `info`.
+    pub async fn decide(
+        &self,
+        identity: &Identity,
+        cluster: &str,
+        info: &RequestInfo,
+    ) -> Result<Decision, PolicyUnavailable> {
+        if !info.namespace.is_empty() && self.protected.contains(&info.namespace) {
+            return Ok(Decision::Allow { groups: Vec::new() });
+        }
+        let grants = self.grants(&identity.principal, cluster).await?;
+        let now = Utc::now();
+        let groups = grants.iter().filter(|g| g.in_effect(now)).map(Grant::group).collect();
+        Ok(Decision::Allow { groups })
+    }
+
+    /// Forget cached grants (after a change made in this process).
+    pub fn forget(&self) {
+        self.cache.clear();
+    }
+
+    async fn grants(&self, principal: &Principal, cluster: &str) -> Result<Arc<Vec<Grant>>, PolicyUnavailable> {
+        let key = (principal.clone(), cluster.to_string());
+        if let Some(entry) = self.cache.get(&key) {
+            if entry.1.elapsed() < CACHE_TTL {
+                return Ok(entry.0.clone());
+            }
+        }
+        let store = self.store.clone();
+        let (p, c) = key.clone();
+        let grants = tokio::task::spawn_blocking(move || store.grants_of(&p, &c))
+            .await
+            .map_err(|_| PolicyUnavailable)?
+            .map_err(|error| {
+                tracing::error!(%error, "grant lookup failed");
+                PolicyUnavailable
+            })?;
+        let grants = Arc::new(grants);
+        self.cache.insert(key, (grants.clone(), Instant::now()));
+        Ok(grants)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::classify::classify;
+
+    fn grant(id: &str, ns: Option<&str>, expires_in: i64) -> Grant {
+        Grant {
+            id: id.into(),
+            subject: Principal::person("ana"),
+            cluster: "c".into(),
+            namespace: ns.map(Into::into),
+            role: "viewer".into(),
+            expires_at: Utc::now() + chrono::TimeDelta::seconds(expires_in),
+            granted_by: "admin".into(),
+            created_at: Utc::now(),
+            revoked_at: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn only_grants_in_effect_are_sent_and_protected_namespaces_get_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        store.add_principal(&Principal::person("ana"), false).unwrap();
+        store.add_grant(&grant("g1", Some("shop"), 3600)).unwrap();
+        store.add_grant(&grant("g2", None, -1)).unwrap();
+        store.add_grant(&grant("g3", None, 3600)).unwrap();
+        store.revoke_grant("g3").unwrap();
+        let policy = Policy::new(store, ["kube-system".to_string()]);
+        let ana = Identity { principal: Principal::person("ana"), credential_id: "c1".into() };
+        let pods = classify(&http::Method::GET, "/api/v1/namespaces/shop/pods", None);
+        assert_eq!(
+            policy.decide(&ana, "c", &pods).await.unwrap(),
+            Decision::Allow { groups: vec!["portcullis:grant:g1".into()] }
+        );
+        let system = classify(&http::Method::GET, "/api/v1/namespaces/kube-system/pods", None);
+        assert_eq!(policy.decide(&ana, "c", &system).await.unwrap(), Decision::Allow { groups: vec![] });
+        assert_eq!(policy.decide(&ana, "other", &pods).await.unwrap(), Decision::Allow { groups: vec![] });
+    }
+}

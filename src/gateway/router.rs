@@ -1,0 +1,134 @@
+//! Route a request by its raw path, and refuse ambiguous paths before
+//! anything else looks at them.
+//!
+//! The path is never decoded: what is forwarded is byte for byte what was
+//! routed and what is audited. A percent-encoded slash or a dot segment could
+//! make portcullis and the API server disagree about which object is meant,
+//! so such paths are refused with a 400 Status before authentication.
+
+use crate::status::Status;
+
+/// Where a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// `/clusters/<name><path>`: the raw Kubernetes API of a cluster.
+    Cluster {
+        /// Cluster name.
+        name: &'a str,
+        /// The Kubernetes path, starting with `/` (just `/` when empty).
+        path: &'a str,
+    },
+    /// `/healthz`: the process is up.
+    Healthz,
+    /// `/readyz`: every cluster is reachable.
+    Readyz,
+    /// `/metrics`: Prometheus metrics.
+    Metrics,
+    /// Anything else.
+    NotFound,
+}
+
+/// Route `path` (the raw, undecoded path of the request URI).
+pub fn route(path: &str) -> Result<Route<'_>, Status> {
+    match path {
+        "/healthz" => return Ok(Route::Healthz),
+        "/readyz" => return Ok(Route::Readyz),
+        "/metrics" => return Ok(Route::Metrics),
+        _ => {}
+    }
+    let Some(rest) = path.strip_prefix("/clusters/") else {
+        return Ok(Route::NotFound);
+    };
+    let (name, k8s_path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if !valid_cluster_name(name) {
+        return Err(Status::bad_request(format!(
+            "invalid cluster name {name:?} in the path: use /clusters/<name>/… with the name from your kubeconfig"
+        )));
+    }
+    check_path(k8s_path)?;
+    Ok(Route::Cluster { name, path: k8s_path })
+}
+
+/// Cluster names are DNS-1123 labels: they appear in paths and kubeconfigs.
+pub fn valid_cluster_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+fn check_path(path: &str) -> Result<(), Status> {
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("%2f") || lower.contains("%5c") || path.contains('\\') {
+        return Err(Status::bad_request(
+            "the path contains an encoded slash or a backslash, which portcullis does not forward",
+        ));
+    }
+    let segments: Vec<&str> = lower.split('/').skip(1).collect();
+    let last = segments.len().saturating_sub(1);
+    for (i, segment) in segments.iter().enumerate() {
+        let decoded_dots = segment.replace("%2e", ".");
+        if decoded_dots == "." || decoded_dots == ".." {
+            return Err(Status::bad_request(
+                "the path contains a dot segment ('.' or '..'), which portcullis does not forward",
+            ));
+        }
+        if segment.is_empty() && i != last {
+            return Err(Status::bad_request("the path contains an empty segment ('//')"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_paths_keep_their_raw_bytes() {
+        assert_eq!(
+            route("/clusters/kind-local/api/v1/namespaces/shop/pods").unwrap(),
+            Route::Cluster { name: "kind-local", path: "/api/v1/namespaces/shop/pods" }
+        );
+        assert_eq!(route("/clusters/a").unwrap(), Route::Cluster { name: "a", path: "/" });
+        assert_eq!(
+            route("/clusters/a/api/v1/namespaces/x/configmaps/caf%C3%A9").unwrap(),
+            Route::Cluster { name: "a", path: "/api/v1/namespaces/x/configmaps/caf%C3%A9" }
+        );
+        assert_eq!(route("/clusters/a/apis/").unwrap(), Route::Cluster { name: "a", path: "/apis/" });
+    }
+
+    #[test]
+    fn ambiguous_paths_are_refused() {
+        for bad in [
+            "/clusters/a/api/v1/namespaces/x%2Fy/pods",
+            "/clusters/a/api/v1/namespaces/x%2fy/pods",
+            "/clusters/a/api/v1/../../secrets",
+            "/clusters/a/api/v1/%2e%2e/secrets",
+            "/clusters/a/api/v1/%2E/secrets",
+            "/clusters/a/./api",
+            "/clusters/a/api//v1",
+            "/clusters/a/api\\v1",
+            "/clusters/A/api",
+            "/clusters/a_b/api",
+            "/clusters//api",
+            "/clusters/%61/api",
+        ] {
+            let err = route(bad).unwrap_err();
+            assert_eq!(err.code, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn service_routes_are_exact() {
+        assert_eq!(route("/healthz").unwrap(), Route::Healthz);
+        assert_eq!(route("/readyz").unwrap(), Route::Readyz);
+        assert_eq!(route("/metrics").unwrap(), Route::Metrics);
+        assert_eq!(route("/healthz/x").unwrap(), Route::NotFound);
+        assert_eq!(route("/api/v1").unwrap(), Route::NotFound);
+    }
+}

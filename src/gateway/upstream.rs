@@ -1,0 +1,210 @@
+//! Upstream: one pooled client per cluster, built once at start.
+//!
+//! Ordinary requests go over HTTP/2 when the API server offers it (ALPN);
+//! exec, attach and port-forward go over a separate HTTP/1.1 client because
+//! the API server never upgrades over HTTP/2. The ServiceAccount token is
+//! re-read when its file changes (projected tokens rotate), so the request
+//! path only clones a header value.
+
+use crate::body::Body;
+use crate::config::ClusterConfig;
+use http::{HeaderValue, Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
+
+/// Why a cluster's client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The CA bundle could not be read or holds no certificate.
+    #[error("cluster {cluster}: cannot use CA bundle {path}: {message}")]
+    CaBundle {
+        /// Cluster.
+        cluster: String,
+        /// File.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The token file could not be read.
+    #[error("cluster {cluster}: cannot read token file {path}: {source}")]
+    Token {
+        /// Cluster.
+        cluster: String,
+        /// File.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server URL is not usable.
+    #[error("cluster {cluster}: invalid server URL {url}")]
+    Url {
+        /// Cluster.
+        cluster: String,
+        /// URL.
+        url: String,
+    },
+}
+
+/// A cluster behind portcullis.
+pub struct Upstream {
+    /// Cluster name.
+    pub name: String,
+    base: String,
+    client: HttpsClient,
+    upgrade_client: HttpsClient,
+    token_file: PathBuf,
+    authorization: RwLock<(HeaderValue, Option<SystemTime>)>,
+    reachable: AtomicBool,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").field("name", &self.name).field("base", &self.base).finish()
+    }
+}
+
+impl Upstream {
+    /// Build the clients for `config`.
+    pub fn new(config: &ClusterConfig) -> Result<Arc<Upstream>, UpstreamError> {
+        let ca_error = |message: String| UpstreamError::CaBundle {
+            cluster: config.name.clone(),
+            path: config.ca_file.clone(),
+            message,
+        };
+        let pem = std::fs::read(&config.ca_file).map_err(|e| ca_error(e.to_string()))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| ca_error(e.to_string()))?;
+            roots.add(cert).map_err(|e| ca_error(e.to_string()))?;
+        }
+        if roots.is_empty() {
+            return Err(ca_error("no certificate found".into()));
+        }
+        let base = config.server.trim_end_matches('/').to_string();
+        if base.parse::<Uri>().is_err() {
+            return Err(UpstreamError::Url { cluster: config.name.clone(), url: config.server.clone() });
+        }
+        let (authorization, modified) = read_token(&config.token_file).map_err(|source| UpstreamError::Token {
+            cluster: config.name.clone(),
+            path: config.token_file.clone(),
+            source,
+        })?;
+        Ok(Arc::new(Upstream {
+            name: config.name.clone(),
+            base,
+            client: client(roots.clone(), true),
+            upgrade_client: client(roots, false),
+            token_file: config.token_file.clone(),
+            authorization: RwLock::new((authorization, modified)),
+            reachable: AtomicBool::new(true),
+        }))
+    }
+
+    /// The full upstream URI for a Kubernetes path and query.
+    pub fn uri(&self, path: &str, query: Option<&str>) -> Result<Uri, http::uri::InvalidUri> {
+        match query {
+            Some(q) => format!("{}{path}?{q}", self.base).parse(),
+            None => format!("{}{path}", self.base).parse(),
+        }
+    }
+
+    /// `Bearer <ServiceAccount token>`, marked sensitive.
+    pub fn authorization(&self) -> HeaderValue {
+        self.authorization.read().unwrap_or_else(|p| p.into_inner()).0.clone()
+    }
+
+    /// Send an ordinary request (HTTP/2 when offered).
+    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        self.client.request(request).await
+    }
+
+    /// Send an upgrade request over HTTP/1.1.
+    pub async fn send_upgrade(
+        &self,
+        request: Request<Body>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        self.upgrade_client.request(request).await
+    }
+
+    /// Was the cluster reachable at the last probe?
+    pub fn is_reachable(&self) -> bool {
+        self.reachable.load(Ordering::Relaxed)
+    }
+
+    /// Re-read the token if its file changed; probe reachability. Run every
+    /// few seconds by the app.
+    pub async fn refresh(&self) {
+        self.reload_token();
+        let probe = async {
+            let uri = self.uri("/readyz", None).ok()?;
+            let request = Request::get(uri)
+                .header(http::header::AUTHORIZATION, self.authorization())
+                .body(crate::body::empty())
+                .ok()?;
+            self.send(request).await.ok()
+        };
+        let reachable = tokio::time::timeout(Duration::from_secs(5), probe).await.ok().flatten().is_some();
+        if self.reachable.swap(reachable, Ordering::Relaxed) != reachable {
+            tracing::warn!(cluster = %self.name, reachable, "cluster reachability changed");
+        }
+    }
+
+    fn reload_token(&self) {
+        let modified = std::fs::metadata(&self.token_file).and_then(|m| m.modified()).ok();
+        let current = self.authorization.read().unwrap_or_else(|p| p.into_inner()).1;
+        if modified.is_none() || modified == current {
+            return;
+        }
+        match read_token(&self.token_file) {
+            Ok(fresh) => {
+                *self.authorization.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+                tracing::info!(cluster = %self.name, "ServiceAccount token reloaded");
+            }
+            Err(error) => tracing::error!(cluster = %self.name, %error, "cannot re-read ServiceAccount token"),
+        }
+    }
+}
+
+fn read_token(path: &PathBuf) -> std::io::Result<(HeaderValue, Option<SystemTime>)> {
+    let modified = std::fs::metadata(path)?.modified().ok();
+    let token = std::fs::read_to_string(path)?;
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "token is not a valid header value"))?;
+    value.set_sensitive(true);
+    Ok((value, modified))
+}
+
+fn client(roots: rustls::RootCertStore, http2: bool) -> HttpsClient {
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap_or_else(|_| unreachable_tls())
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only();
+    let connector = if http2 {
+        builder.enable_http1().enable_http2().build()
+    } else {
+        builder.enable_http1().build()
+    };
+    let mut client = Client::builder(TokioExecutor::new());
+    client.timer(hyper_util::rt::TokioTimer::new()).pool_timer(hyper_util::rt::TokioTimer::new()).pool_idle_timeout(Duration::from_secs(90)).http2_keep_alive_interval(Duration::from_secs(30));
+    client.build(connector)
+}
+
+/// The ring provider supports the default protocol versions; this cannot
+/// happen.
+fn unreachable_tls() -> ! {
+    panic!("ring provider lacks default TLS versions")
+}

@@ -1,0 +1,159 @@
+//! Opaque bearer tokens: `pcl_` + 31 base62 random characters (184 bits) +
+//! a 6-character base62 CRC-32 checksum.
+//!
+//! The prefix makes a leaked token recognisable to secret scanners, and the
+//! checksum lets portcullis refuse a mistyped or made-up token without a store
+//! lookup. Only the SHA-256 of a token is ever stored.
+
+use rand::Rng;
+use sha2::{Digest, Sha256};
+
+/// Every portcullis token starts with this.
+pub const PREFIX: &str = "pcl_";
+const RANDOM_CHARS: usize = 31;
+const CHECKSUM_CHARS: usize = 6;
+const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Length of a well-formed token.
+pub const TOKEN_LEN: usize = PREFIX.len() + RANDOM_CHARS + CHECKSUM_CHARS;
+
+/// A freshly minted token. Shown to its owner once, never stored.
+pub struct NewToken {
+    /// The whole secret token.
+    pub token: String,
+    /// SHA-256 of the token, hex: what the store keeps.
+    pub hash: String,
+    /// The first characters, safe to show in lists and audit rows.
+    pub display_prefix: String,
+}
+
+impl std::fmt::Debug for NewToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewToken")
+            .field("display_prefix", &self.display_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a presented token is not even worth looking up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MalformedToken {
+    /// Not `pcl_…` of the right length and alphabet.
+    #[error("not a portcullis token")]
+    Shape,
+    /// The checksum does not match: a typo or a made-up token.
+    #[error("token checksum does not match")]
+    Checksum,
+}
+
+/// Mint a new token.
+pub fn mint() -> NewToken {
+    let mut rng = rand::rng();
+    let random: String = (0..RANDOM_CHARS)
+        .map(|_| BASE62[rng.random_range(0..BASE62.len())] as char)
+        .collect();
+    let token = format!("{PREFIX}{random}{}", checksum(&random));
+    NewToken {
+        hash: hash(&token),
+        display_prefix: display_prefix(&token),
+        token,
+    }
+}
+
+/// Check a presented token's shape and checksum.
+pub fn check(token: &str) -> Result<(), MalformedToken> {
+    let body = token.strip_prefix(PREFIX).ok_or(MalformedToken::Shape)?;
+    if token.len() != TOKEN_LEN || !body.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(MalformedToken::Shape);
+    }
+    let (random, sum) = body.split_at(RANDOM_CHARS);
+    if checksum(random) != sum {
+        return Err(MalformedToken::Checksum);
+    }
+    Ok(())
+}
+
+/// SHA-256 of a token, lower-case hex.
+pub fn hash(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The part of a token that may be shown: `pcl_` and 6 characters. Also used
+/// for presented tokens that fail, so it never reveals enough to use one.
+pub fn display_prefix(token: &str) -> String {
+    token.chars().take(PREFIX.len() + 6).collect()
+}
+
+fn checksum(random: &str) -> String {
+    let mut n = crc32(random.as_bytes());
+    let mut out = [b'0'; CHECKSUM_CHARS];
+    for slot in out.iter_mut().rev() {
+        *slot = BASE62[(n % 62) as usize];
+        n /= 62;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_tokens_pass_their_own_check() {
+        for _ in 0..100 {
+            let new = mint();
+            assert_eq!(new.token.len(), TOKEN_LEN);
+            assert!(new.token.starts_with(PREFIX));
+            assert_eq!(check(&new.token), Ok(()));
+            assert_eq!(new.hash, hash(&new.token));
+            assert_eq!(new.hash.len(), 64);
+        }
+    }
+
+    #[test]
+    fn a_typo_fails_the_checksum() {
+        let token = mint().token;
+        let mut chars: Vec<char> = token.chars().collect();
+        chars[10] = if chars[10] == 'a' { 'b' } else { 'a' };
+        let typo: String = chars.into_iter().collect();
+        assert_eq!(check(&typo), Err(MalformedToken::Checksum));
+    }
+
+    #[test]
+    fn other_shapes_are_malformed() {
+        for bad in ["", "pcl_", "Bearer x", "pcl_short", &format!("xyz_{}", "a".repeat(37))] {
+            assert_eq!(check(bad), Err(MalformedToken::Shape), "{bad}");
+        }
+        let token = mint().token;
+        assert_eq!(check(&format!("{token}x")), Err(MalformedToken::Shape));
+    }
+
+    #[test]
+    fn randomness_is_at_least_178_bits() {
+        let bits = (RANDOM_CHARS as f64) * (62f64).log2();
+        assert!(bits >= 178.0, "{bits}");
+    }
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn debug_output_hides_the_token() {
+        let new = mint();
+        assert!(!format!("{new:?}").contains(&new.token));
+    }
+}

@@ -1,0 +1,142 @@
+//! People, bots, credentials, grants and roles.
+//!
+//! A person is impersonated on a cluster as `user:<login>`, a bot as
+//! `bot:<name>`. Each grant in effect is sent as its own group
+//! (`portcullis:grant:<id>`), so ending a grant ends its access on the next
+//! request, before any clean-up in the cluster.
+
+pub mod credential;
+pub mod roles;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::fmt;
+
+/// Who a credential belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrincipalKind {
+    /// A human.
+    Person,
+    /// A CI job or other automation.
+    Bot,
+}
+
+impl PrincipalKind {
+    /// `person` or `bot`, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrincipalKind::Person => "person",
+            PrincipalKind::Bot => "bot",
+        }
+    }
+
+    /// Parse the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "person" => Some(PrincipalKind::Person),
+            "bot" => Some(PrincipalKind::Bot),
+            _ => None,
+        }
+    }
+}
+
+/// A person or a bot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Principal {
+    /// Person or bot.
+    pub kind: PrincipalKind,
+    /// Login (person) or name (bot).
+    pub name: String,
+}
+
+impl Principal {
+    /// A person.
+    pub fn person(login: impl Into<String>) -> Self {
+        Principal { kind: PrincipalKind::Person, name: login.into() }
+    }
+
+    /// A bot.
+    pub fn bot(name: impl Into<String>) -> Self {
+        Principal { kind: PrincipalKind::Bot, name: name.into() }
+    }
+
+    /// The user name the cluster sees.
+    pub fn kube_user(&self) -> String {
+        match self.kind {
+            PrincipalKind::Person => format!("user:{}", self.name),
+            PrincipalKind::Bot => format!("bot:{}", self.name),
+        }
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind.as_str(), self.name)
+    }
+}
+
+/// A credential's record (never the token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Credential {
+    /// Stable id, sent to the cluster as an extra and written to the audit.
+    pub id: String,
+    /// Owner.
+    pub principal: Principal,
+    /// Owner's label for it (`laptop`, `ci`).
+    pub name: String,
+    /// `pcl_` and the first characters, for lists.
+    pub display_prefix: String,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+    /// When it stops working.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Last time it authenticated a request (updated at most once a minute).
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A role for a subject on a cluster, over a namespace or the whole cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    /// Stable id; the cluster sees `portcullis:grant:<id>`.
+    pub id: String,
+    /// Who it is for.
+    pub subject: Principal,
+    /// Cluster name.
+    pub cluster: String,
+    /// `None` for the whole cluster.
+    pub namespace: Option<String>,
+    /// Role name.
+    pub role: String,
+    /// When it ends.
+    pub expires_at: DateTime<Utc>,
+    /// Who granted it.
+    pub granted_by: String,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl Grant {
+    /// The group the cluster binds to the grant's role.
+    pub fn group(&self) -> String {
+        format!("portcullis:grant:{}", self.id)
+    }
+
+    /// Is it in effect at `now`?
+    pub fn in_effect(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none() && self.expires_at > now
+    }
+}
+
+/// Who a request is from: what `authenticate` proves and later stages use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The person or bot.
+    pub principal: Principal,
+    /// The credential that authenticated the request.
+    pub credential_id: String,
+}

@@ -1,0 +1,189 @@
+//! The built-in roles, written down in one place, and custom roles from the
+//! configuration.
+//!
+//! | role | what it allows |
+//! | --- | --- |
+//! | `viewer` | read (get, list, watch) namespaced workloads, services, configmaps, events, pods and their logs; not Secrets |
+//! | `developer` | viewer, plus create/update/patch/delete of workloads, services, configmaps, and scaling; not Secrets, not exec |
+//! | `debugger` | viewer, plus exec, attach and port-forward into pods |
+//! | `secrets-reader` | read Secrets (and reveals their values) |
+//! | `admin` | everything in a namespace, Secrets and RBAC included (reveals Secrets) |
+//! | `cluster-admin` | everything everywhere; at most 4 hours a grant (reveals Secrets) |
+//!
+//! Each role becomes a ClusterRole `portcullis:<role>` in every cluster; a
+//! grant binds it in one namespace (RoleBinding) or cluster-wide
+//! (ClusterRoleBinding).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A role portcullis can grant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Role {
+    /// Name, e.g. `viewer`.
+    pub name: String,
+    /// RBAC PolicyRules, as in a ClusterRole.
+    pub rules: Vec<Value>,
+    /// Whether a grant of this role lets its holder see Secret values.
+    #[serde(default)]
+    pub reveals_secrets: bool,
+    /// The longest a grant of this role may last.
+    #[serde(default, with = "humantime_serde_opt")]
+    pub max_duration: Option<Duration>,
+}
+
+impl Role {
+    /// The ClusterRole name in each cluster.
+    pub fn cluster_role_name(&self) -> String {
+        format!("portcullis:{}", self.name)
+    }
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+
+fn readable() -> Vec<Value> {
+    vec![
+        json!({"apiGroups": [""], "resources": ["pods", "pods/log", "pods/status", "services", "endpoints", "configmaps", "events", "persistentvolumeclaims", "serviceaccounts", "replicationcontrollers", "resourcequotas", "limitranges"], "verbs": READ}),
+        json!({"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale", "daemonsets", "controllerrevisions"], "verbs": READ}),
+        json!({"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": READ}),
+        json!({"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "networkpolicies"], "verbs": READ}),
+        json!({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": READ}),
+        json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": READ}),
+        json!({"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": READ}),
+    ]
+}
+
+fn developer_writes() -> Vec<Value> {
+    vec![
+        json!({"apiGroups": [""], "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"], "verbs": WRITE}),
+        json!({"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale", "daemonsets"], "verbs": WRITE}),
+        json!({"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE}),
+        json!({"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": WRITE}),
+        json!({"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": WRITE}),
+    ]
+}
+
+/// The six built-in roles.
+pub fn builtin() -> Vec<Role> {
+    let role = |name: &str, rules: Vec<Value>, reveals: bool, max: Option<u64>| Role {
+        name: name.into(),
+        rules,
+        reveals_secrets: reveals,
+        max_duration: max.map(Duration::from_secs),
+    };
+    let stream = json!({"apiGroups": [""], "resources": ["pods/exec", "pods/attach", "pods/portforward"], "verbs": ["get", "create"]});
+    let secrets = json!({"apiGroups": [""], "resources": ["secrets"], "verbs": READ});
+    let everything = json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]});
+    vec![
+        role("viewer", readable(), false, None),
+        role("developer", [readable(), developer_writes()].concat(), false, None),
+        role("debugger", [readable(), vec![stream]].concat(), false, None),
+        role("secrets-reader", vec![secrets], true, None),
+        role("admin", vec![everything.clone()], true, None),
+        role(
+            "cluster-admin",
+            vec![everything, json!({"nonResourceURLs": ["*"], "verbs": ["*"]})],
+            true,
+            Some(4 * 3600),
+        ),
+    ]
+}
+
+/// The built-in roles as ClusterRole manifests (what `deploy/roles.yaml`
+/// holds, kept in step by a test).
+pub fn cluster_roles_yaml() -> String {
+    let mut out = String::from(
+        "# Generated from src/identity/roles.rs (the test `deploy_roles_yaml_matches_the_builtin_roles`\n# fails when they differ; PORTCULLIS_BLESS=1 rewrites this file).\n",
+    );
+    for role in builtin() {
+        let object = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role.cluster_role_name(), "labels": {"app.kubernetes.io/managed-by": "portcullis"}},
+            "rules": role.rules,
+        });
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&object).unwrap_or_default());
+    }
+    out
+}
+
+/// `humantime` (de)serialization for an optional duration (`"8h"`).
+mod humantime_serde_opt {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(name: &str) -> Role {
+        builtin().into_iter().find(|r| r.name == name).unwrap()
+    }
+
+    fn allows(role: &Role, group: &str, resource: &str, verb: &str) -> bool {
+        role.rules.iter().any(|rule| {
+            let has = |key: &str, want: &str| {
+                rule[key].as_array().is_some_and(|v| v.iter().any(|x| x == want || x == "*"))
+            };
+            has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+        })
+    }
+
+    #[test]
+    fn viewer_reads_workloads_but_not_secrets() {
+        let viewer = role("viewer");
+        assert!(allows(&viewer, "apps", "deployments", "list"));
+        assert!(allows(&viewer, "", "pods/log", "get"));
+        assert!(!allows(&viewer, "", "secrets", "get"));
+        assert!(!allows(&viewer, "", "configmaps", "create"));
+    }
+
+    #[test]
+    fn developer_writes_workloads_without_secrets_or_exec() {
+        let dev = role("developer");
+        assert!(allows(&dev, "apps", "deployments", "patch"));
+        assert!(allows(&dev, "apps", "deployments/scale", "update"));
+        assert!(!allows(&dev, "", "secrets", "get"));
+        assert!(!allows(&dev, "", "pods/exec", "create"));
+    }
+
+    #[test]
+    fn only_secret_revealing_roles_reveal() {
+        let revealing: Vec<String> =
+            builtin().into_iter().filter(|r| r.reveals_secrets).map(|r| r.name).collect();
+        assert_eq!(revealing, ["secrets-reader", "admin", "cluster-admin"]);
+    }
+
+    #[test]
+    fn deploy_roles_yaml_matches_the_builtin_roles() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/roles.yaml");
+        let expected = cluster_roles_yaml();
+        if std::env::var_os("PORTCULLIS_BLESS").is_some() {
+            std::fs::write(path, &expected).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(path).unwrap(), expected, "run with PORTCULLIS_BLESS=1 to regenerate");
+    }
+
+    #[test]
+    fn cluster_admin_has_a_short_maximum() {
+        assert_eq!(role("cluster-admin").max_duration, Some(Duration::from_secs(4 * 3600)));
+        assert_eq!(role("admin").max_duration, None);
+    }
+}

@@ -1,0 +1,383 @@
+//! Storage of people, bots, credentials and grants.
+//!
+//! Embedded SQLite (WAL mode) in the data directory: one command runs
+//! everything on one machine, and the CLI can work on the same file while the
+//! server runs. Migrations are embedded and applied at open. The request path
+//! reads through caches (see `gateway::authenticate`); the store is touched on
+//! a cache miss only.
+
+use crate::identity::{credential, Credential, Grant, Principal, PrincipalKind};
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Errors from the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    /// Something named does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// Something with that name exists already.
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    /// The request makes no sense.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A handle on the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
+}
+
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_identity.sql")];
+
+/// A credential found by its token hash, with whether its owner is disabled.
+#[derive(Debug, Clone)]
+pub struct CredentialLookup {
+    /// The credential.
+    pub credential: Credential,
+    /// The owning person or bot is disabled.
+    pub owner_disabled: bool,
+}
+
+/// A person or bot as listed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PrincipalRecord {
+    /// Who.
+    pub principal: Principal,
+    /// Disabled principals' credentials stop working.
+    pub disabled: bool,
+    /// For bots: writes wait for a person's approval.
+    pub writes_need_approval: bool,
+    /// When added.
+    pub created_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Open (creating if needed) the SQLite database at `path` and migrate it.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&conn)?;
+        Ok(Store { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// Run `f` with the connection. Blocking: from async code, call inside
+    /// `spawn_blocking`.
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&conn)
+    }
+
+    /// Add a person or bot.
+    pub fn add_principal(&self, principal: &Principal, writes_need_approval: bool) -> Result<(), StoreError> {
+        validate_name(&principal.name)?;
+        self.with(|c| {
+            let inserted = c.execute(
+                "INSERT OR IGNORE INTO principals (kind, name, disabled, writes_need_approval, created_at) VALUES (?1, ?2, 0, ?3, ?4)",
+                params![principal.kind.as_str(), principal.name, writes_need_approval, Utc::now()],
+            )?;
+            if inserted == 0 {
+                return Err(StoreError::AlreadyExists(principal.to_string()));
+            }
+            Ok(())
+        })
+    }
+
+    /// List people or bots.
+    pub fn list_principals(&self, kind: PrincipalKind) -> Result<Vec<PrincipalRecord>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT name, disabled, writes_need_approval, created_at FROM principals WHERE kind = ?1 ORDER BY name",
+            )?;
+            let rows = stmt.query_map(params![kind.as_str()], |r| {
+                Ok(PrincipalRecord {
+                    principal: Principal { kind, name: r.get(0)? },
+                    disabled: r.get(1)?,
+                    writes_need_approval: r.get(2)?,
+                    created_at: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Disable a person or bot: its credentials stop working.
+    pub fn disable_principal(&self, principal: &Principal) -> Result<(), StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE principals SET disabled = 1 WHERE kind = ?1 AND name = ?2",
+                params![principal.kind.as_str(), principal.name],
+            )?;
+            if n == 0 {
+                return Err(StoreError::NotFound(principal.to_string()));
+            }
+            Ok(())
+        })
+    }
+
+    /// Issue a credential; returns its record and the token (shown once).
+    pub fn issue_credential(
+        &self,
+        principal: &Principal,
+        name: &str,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<(Credential, String), StoreError> {
+        let new = credential::mint();
+        let credential = Credential {
+            id: uuid::Uuid::now_v7().to_string(),
+            principal: principal.clone(),
+            name: name.to_string(),
+            display_prefix: new.display_prefix.clone(),
+            created_at: Utc::now(),
+            expires_at,
+            last_used_at: None,
+            revoked_at: None,
+        };
+        self.with(|c| {
+            exists(c, principal)?;
+            c.execute(
+                "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at],
+            )?;
+            Ok(())
+        })?;
+        Ok((credential, new.token))
+    }
+
+    /// Find a credential by the SHA-256 of its token.
+    pub fn lookup_credential(&self, token_sha256: &str) -> Result<Option<CredentialLookup>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                &format!("{CREDENTIAL_SELECT} WHERE c.token_sha256 = ?1"),
+                params![token_sha256],
+                |r| Ok(CredentialLookup { credential: credential_row(r)?, owner_disabled: r.get(9)? }),
+            )
+            .optional()?)
+        })
+    }
+
+    /// List credentials, optionally of one principal.
+    pub fn list_credentials(&self, owner: Option<&Principal>) -> Result<Vec<Credential>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "{CREDENTIAL_SELECT} WHERE (?1 IS NULL OR (c.kind = ?1 AND c.owner = ?2)) ORDER BY c.created_at"
+            ))?;
+            let (kind, name) = owner.map_or((None, None), |p| (Some(p.kind.as_str()), Some(p.name.as_str())));
+            let rows = stmt.query_map(params![kind, name], credential_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Revoke a credential at once.
+    pub fn revoke_credential(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
+                params![id, Utc::now()],
+            )?;
+            if n == 0 {
+                return Err(StoreError::NotFound(format!("credential {id}")));
+            }
+            Ok(())
+        })
+    }
+
+    /// Record that a credential was used.
+    pub fn touch_credential(&self, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute("UPDATE credentials SET last_used_at = ?2 WHERE id = ?1", params![id, at])?;
+            Ok(())
+        })
+    }
+
+    /// Add a grant.
+    pub fn add_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        self.with(|c| {
+            exists(c, &grant.subject)?;
+            c.execute(
+                "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Grants of `subject` on `cluster` (all, in effect or not).
+    pub fn grants_of(&self, subject: &Principal, cluster: &str) -> Result<Vec<Grant>, StoreError> {
+        self.query_grants(
+            &format!("{GRANT_SELECT} WHERE kind = ?1 AND subject = ?2 AND cluster = ?3 AND revoked_at IS NULL ORDER BY created_at"),
+            params![subject.kind.as_str(), subject.name, cluster],
+        )
+    }
+
+    /// All grants, newest last.
+    pub fn list_grants(&self) -> Result<Vec<Grant>, StoreError> {
+        self.query_grants(&format!("{GRANT_SELECT} ORDER BY created_at"), params![])
+    }
+
+    /// Revoke a grant at once.
+    pub fn revoke_grant(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
+                params![id, Utc::now()],
+            )?;
+            if n == 0 {
+                return Err(StoreError::NotFound(format!("grant {id}")));
+            }
+            Ok(())
+        })
+    }
+
+    fn query_grants(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Grant>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(sql)?;
+            let rows = stmt.query_map(args, grant_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+}
+
+const CREDENTIAL_SELECT: &str = "SELECT c.id, c.kind, c.owner, c.name, c.display_prefix, c.created_at, c.expires_at, c.last_used_at, c.revoked_at, p.disabled FROM credentials c JOIN principals p ON p.kind = c.kind AND p.name = c.owner";
+const GRANT_SELECT: &str = "SELECT id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, revoked_at FROM grants";
+
+fn kind_of(r: &Row, index: usize) -> rusqlite::Result<PrincipalKind> {
+    let text: String = r.get(index)?;
+    PrincipalKind::parse(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, format!("bad kind {text}").into())
+    })
+}
+
+fn credential_row(r: &Row) -> rusqlite::Result<Credential> {
+    Ok(Credential {
+        id: r.get(0)?,
+        principal: Principal { kind: kind_of(r, 1)?, name: r.get(2)? },
+        name: r.get(3)?,
+        display_prefix: r.get(4)?,
+        created_at: r.get(5)?,
+        expires_at: r.get(6)?,
+        last_used_at: r.get(7)?,
+        revoked_at: r.get(8)?,
+    })
+}
+
+fn grant_row(r: &Row) -> rusqlite::Result<Grant> {
+    Ok(Grant {
+        id: r.get(0)?,
+        subject: Principal { kind: kind_of(r, 1)?, name: r.get(2)? },
+        cluster: r.get(3)?,
+        namespace: r.get(4)?,
+        role: r.get(5)?,
+        expires_at: r.get(6)?,
+        granted_by: r.get(7)?,
+        created_at: r.get(8)?,
+        revoked_at: r.get(9)?,
+    })
+}
+
+fn exists(c: &Connection, principal: &Principal) -> Result<(), StoreError> {
+    let found: Option<i64> = c
+        .query_row(
+            "SELECT 1 FROM principals WHERE kind = ?1 AND name = ?2",
+            params![principal.kind.as_str(), principal.name],
+            |r| r.get(0),
+        )
+        .optional()?;
+    found.map(|_| ()).ok_or_else(|| StoreError::NotFound(principal.to_string()))
+}
+
+/// Logins and bot names become Kubernetes user names: keep them plain.
+fn validate_name(name: &str) -> Result<(), StoreError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_'))
+        && name.as_bytes()[0].is_ascii_alphanumeric();
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "invalid name {name:?}: use 1-63 lower-case letters, digits, '-', '.' or '_', starting with a letter or digit"
+        )))
+    }
+}
+
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")?;
+    let applied: i64 = conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
+        conn.execute_batch(&format!("BEGIN; {sql}; INSERT INTO schema_migrations VALUES ({}); COMMIT;", index + 1))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn an_issued_credential_is_found_by_its_hash_only() {
+        let (_dir, store) = store();
+        let ana = Principal::person("ana");
+        store.add_principal(&ana, false).unwrap();
+        let (cred, token) = store.issue_credential(&ana, "laptop", None).unwrap();
+        let found = store.lookup_credential(&credential::hash(&token)).unwrap().unwrap();
+        assert_eq!(found.credential, cred);
+        assert!(!found.owner_disabled);
+        assert!(store.lookup_credential(&credential::hash("pcl_other")).unwrap().is_none());
+    }
+
+    #[test]
+    fn revoking_and_disabling_show_in_lookups() {
+        let (_dir, store) = store();
+        let bot = Principal::bot("ci");
+        store.add_principal(&bot, true).unwrap();
+        let (cred, token) = store.issue_credential(&bot, "ci", None).unwrap();
+        store.revoke_credential(&cred.id).unwrap();
+        store.disable_principal(&bot).unwrap();
+        let found = store.lookup_credential(&credential::hash(&token)).unwrap().unwrap();
+        assert!(found.credential.revoked_at.is_some());
+        assert!(found.owner_disabled);
+    }
+
+    #[test]
+    fn names_that_would_confuse_the_cluster_are_refused() {
+        let (_dir, store) = store();
+        for bad in ["", "Ana", "a b", "a:b", "-x"] {
+            assert!(store.add_principal(&Principal::person(bad), false).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            store.issue_credential(&Principal::person("ghost"), "x", None),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn migrations_apply_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        Store::open(&path).unwrap().add_principal(&Principal::person("ana"), false).unwrap();
+        let again = Store::open(&path).unwrap();
+        assert_eq!(again.list_principals(PrincipalKind::Person).unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,270 @@
+//! `Portcullis::start()`: the simulated cluster with portcullis in front of
+//! it on 127.0.0.1 port 0, a temporary store, and real clients.
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use portcullis::app::App;
+use portcullis::config::{ClusterConfig, Config, Limits, TlsConfig};
+use portcullis::identity::{Grant, Principal};
+use portcullis::sim::{Sim, SimConfig};
+use portcullis::store::Store;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The cluster name tests use.
+pub const CLUSTER: &str = "sim";
+
+/// A running simulated cluster with portcullis in front of it.
+pub struct Portcullis {
+    sim: Option<Sim>,
+    pub addr: SocketAddr,
+    pub ca_pem: String,
+    pub store: Store,
+    pub config: Config,
+    pub dir: tempfile::TempDir,
+    pub gateway: Arc<portcullis::gateway::Gateway>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Portcullis {
+    /// Start with default limits.
+    pub async fn start() -> Portcullis {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Start, adjusting the configuration first.
+    pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Portcullis {
+        let sim = Sim::start(SimConfig::new()).await.expect("simulated cluster starts");
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("cluster-ca.pem"), sim.ca_pem()).unwrap();
+        std::fs::write(path("cluster-token"), sim.portcullis_token()).unwrap();
+        let tls = portcullis::tls::generate(&["localhost"]).unwrap();
+        std::fs::write(path("tls.crt"), &tls.cert_pem).unwrap();
+        std::fs::write(path("tls.key"), &tls.key_pem).unwrap();
+        let mut config = Config {
+            listen: "127.0.0.1:0".into(),
+            public_url: "https://127.0.0.1".into(),
+            tls: TlsConfig { cert_file: path("tls.crt"), key_file: path("tls.key") },
+            data_dir: path("data"),
+            trusted_proxies: Vec::new(),
+            protected_namespaces: vec!["kube-system".into()],
+            limits: Limits::default(),
+            clusters: vec![ClusterConfig {
+                name: CLUSTER.into(),
+                server: sim.url(),
+                ca_file: path("cluster-ca.pem"),
+                token_file: path("cluster-token"),
+            }],
+            roles: Vec::new(),
+        };
+        adjust(&mut config);
+        let store = portcullis::cli::open_store(&config).unwrap();
+        let app = App::build(&config, store.clone()).await.expect("portcullis starts");
+        let addr = app.local_addr();
+        let gateway = app.gateway();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(app.run(async {
+            let _ = stopped.await;
+        }));
+        portcullis::demo::bind_in_simulator(&sim, &[]).unwrap();
+        Portcullis { sim: Some(sim), addr, ca_pem: tls.ca_pem, store, config, dir, gateway, stop: Some(stop), task: Some(task) }
+    }
+
+    /// The simulated cluster.
+    pub fn sim(&self) -> &Sim {
+        self.sim.as_ref().expect("running")
+    }
+
+    /// `https://127.0.0.1:<port>/clusters/sim`.
+    pub fn url(&self) -> String {
+        format!("https://{}/clusters/{CLUSTER}", self.addr)
+    }
+
+    /// Add a person with `grants` (role, namespace) lasting `ttl`; returns a
+    /// token and the grants.
+    pub fn person_with_ttl(&self, login: &str, grants: &[(&str, Option<&str>)], ttl: Duration) -> (String, Vec<Grant>) {
+        let person = Principal::person(login);
+        self.store.add_principal(&person, false).unwrap();
+        let grants: Vec<Grant> = grants
+            .iter()
+            .map(|(role, ns)| {
+                let grant =
+                    portcullis::cli::new_grant(&self.config, person.clone(), CLUSTER, role, ns.map(Into::into), ttl, "test")
+                        .unwrap();
+                self.store.add_grant(&grant).unwrap();
+                grant
+            })
+            .collect();
+        let refs: Vec<&Grant> = grants.iter().collect();
+        portcullis::demo::bind_in_simulator(self.sim(), &refs).unwrap();
+        let (_, token) = self.store.issue_credential(&person, "test", None).unwrap();
+        (token, grants)
+    }
+
+    /// Add a person with `grants` for an hour; returns a token.
+    pub fn person(&self, login: &str, grants: &[(&str, Option<&str>)]) -> String {
+        self.person_with_ttl(login, grants, Duration::from_secs(3600)).0
+    }
+
+    /// kubectl with a kubeconfig for `token`, default namespace `namespace`.
+    pub fn kubectl(&self, token: &str, namespace: &str) -> Kubectl {
+        let kubeconfig = portcullis::demo::kubeconfig(&self.url(), &self.ca_pem, "tester", token, namespace);
+        let path = self.dir.path().join(format!("kubeconfig-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&path, kubeconfig).unwrap();
+        Kubectl { kubeconfig: path }
+    }
+
+    /// A raw HTTPS client trusting portcullis's CA (HTTP/1.1 and HTTP/2).
+    pub fn raw(&self) -> Raw {
+        Raw::new(&self.ca_pem, format!("https://{}", self.addr))
+    }
+
+    /// A kube-rs client for `token`.
+    pub fn kube(&self, token: &str) -> kube::Client {
+        let mut config = kube::Config::new(self.url().parse().unwrap());
+        config.root_cert = Some(vec![pem_to_der(&self.ca_pem)]);
+        config.auth_info.token = Some(token.to_string().into());
+        config.default_namespace = "shop".into();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// Stop portcullis and the simulated cluster.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        if let Some(sim) = self.sim.take() {
+            sim.shutdown().await;
+        }
+    }
+}
+
+impl Drop for Portcullis {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn pem_to_der(pem: &str) -> Vec<u8> {
+    use rustls_pki_types::pem::PemObject;
+    rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap().to_vec()
+}
+
+/// kubectl 1.37 with a kubeconfig.
+pub struct Kubectl {
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    /// Run kubectl; returns its output whatever the exit status.
+    pub fn run(&self, args: &[&str]) -> Output {
+        std::process::Command::new(crate::support::kubectl_path())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// Run kubectl and return stdout; panic with stderr if it fails.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Run kubectl expecting failure; return stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(!out.status.success(), "kubectl {args:?} succeeded: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// The kubeconfig's path.
+    pub fn kubeconfig(&self) -> &PathBuf {
+        &self.kubeconfig
+    }
+}
+
+/// A raw HTTPS client.
+pub struct Raw {
+    client: hyper_util::client::legacy::Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        Full<Bytes>,
+    >,
+    base: String,
+}
+
+/// A response read whole.
+pub struct RawResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl RawResponse {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+impl Raw {
+    fn new(ca_pem: &str, base: String) -> Raw {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls_pki_types::CertificateDer::from(pem_to_der(ca_pem))).unwrap();
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_http1()
+            .enable_http2()
+            .build();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        Raw { client, base }
+    }
+
+    /// Send a request to `path` (raw, not normalised) and read the answer.
+    pub async fn send(&self, method: Method, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> RawResponse {
+        let mut request = Request::builder().method(method).uri(format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = self.client.request(request.body(Full::new(Bytes::from(body))).unwrap()).await.expect("request sent");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        RawResponse { status: parts.status, headers: parts.headers, body }
+    }
+
+    /// GET with a bearer token.
+    pub async fn get(&self, path: &str, token: &str) -> RawResponse {
+        let auth = format!("Bearer {token}");
+        self.send(Method::GET, path, &[("authorization", &auth)], Vec::new()).await
+    }
+
+    /// Send and return the streaming response (for watches).
+    pub async fn stream(&self, path: &str, token: &str) -> http::Response<hyper::body::Incoming> {
+        let request = Request::get(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        self.client.request(request).await.expect("request sent")
+    }
+}

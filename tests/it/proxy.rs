@@ -1,0 +1,275 @@
+//! kubectl and kube-rs through portcullis: everything works as against the
+//! cluster, under the caller's identity.
+
+use crate::harness::{Portcullis, CLUSTER};
+use http::Method;
+use std::time::Duration;
+
+const SA: &str = "system:serviceaccount:portcullis:portcullis";
+
+fn header<'a>(request: &'a portcullis::sim::RecordedRequest, name: &str) -> Vec<&'a str> {
+    request.headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_and_writes_as_the_person_with_their_grant() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("admin", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+
+    let pods = kubectl.ok(&["get", "pods"]);
+    assert!(pods.starts_with("NAME"), "{pods}");
+    assert!(pods.contains("READY") && pods.contains("STATUS"), "{pods}");
+
+    kubectl.ok(&["create", "configmap", "flags", "--from-literal=dark=true"]);
+    let yaml = kubectl.ok(&["get", "configmap", "flags", "-o", "yaml"]);
+    assert!(yaml.contains("dark: \"true\""), "{yaml}");
+
+    let manifest = env.dir.path().join("cm.yaml");
+    std::fs::write(&manifest, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: \"1\"\n").unwrap();
+    let applied = kubectl.ok(&["apply", "--server-side", "-f", manifest.to_str().unwrap()]);
+    assert!(applied.contains("configmap/applied serverside-applied"), "{applied}");
+
+    kubectl.ok(&["delete", "configmap", "flags"]);
+    let gone = kubectl.fails(&["get", "configmap", "flags"]);
+    assert!(gone.contains("configmaps \"flags\" not found"), "{gone}");
+
+    let writes: Vec<_> = env.sim().requests().into_iter().filter(|r| r.verb == "create" || r.verb == "delete").collect();
+    assert!(!writes.is_empty());
+    for request in writes {
+        let user = request.impersonated.as_ref().expect("impersonated");
+        assert_eq!(user.name, "user:ana");
+        assert_eq!(request.user.as_ref().unwrap().name, SA);
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_denial_is_the_clusters_own_403() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let err = kubectl.fails(&["get", "pods", "-n", "payments"]);
+    assert!(
+        err.contains(r#"pods is forbidden: User "user:ana" cannot list resource "pods" in API group "" in the namespace "payments""#),
+        "{err}"
+    );
+    let err = kubectl.fails(&["delete", "pod", "--all"]);
+    assert!(err.contains(r#"User "user:ana" cannot deletecollection resource "pods""#), "{err}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_whoami_and_can_i_show_the_impersonated_identity() {
+    let env = Portcullis::start().await;
+    let (token, grants) = env.person_with_ttl("ana", &[("developer", Some("shop"))], Duration::from_secs(3600));
+    let kubectl = env.kubectl(&token, "shop");
+    let whoami = kubectl.ok(&["auth", "whoami"]);
+    assert!(whoami.contains("user:ana"), "{whoami}");
+    assert!(whoami.contains(&grants[0].group()), "{whoami}");
+    assert_eq!(kubectl.ok(&["auth", "can-i", "create", "deployments"]).trim(), "yes");
+    let no = kubectl.run(&["auth", "can-i", "get", "secrets"]);
+    assert_eq!(String::from_utf8_lossy(&no.stdout).trim(), "no");
+    let extra = env.sim().requests().into_iter().rev().find_map(|r| r.impersonated).unwrap();
+    assert!(extra.extra.contains_key("portcullis.dev/credential-id"), "{extra:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_impersonation_headers_are_refused_in_any_case() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let raw = env.raw();
+    let auth = format!("Bearer {token}");
+    let before = env.sim().requests().len();
+    for (name, value) in [("Impersonate-User", "admin"), ("impersonate-uid", "1"), ("Impersonate-Extra-x", "y"), ("IMPERSONATE-GROUP", "system:masters")] {
+        let response = raw
+            .send(Method::GET, &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &[("authorization", &auth), (name, value)], Vec::new())
+            .await;
+        assert_eq!(response.status, 400, "{name}");
+        let status = response.json();
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["code"], 400);
+        assert!(response.headers.contains_key("audit-id"));
+    }
+    assert_eq!(env.sim().requests().len(), before, "nothing reached the cluster");
+    let err = env.kubectl(&token, "shop").fails(&["get", "pods", "--as", "admin"]);
+    assert!(err.contains("Impersonate"), "{err}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_identity_and_forwarding_headers_never_reach_the_cluster() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let auth = format!("Bearer {token}");
+    let response = env
+        .raw()
+        .send(
+            Method::GET,
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"),
+            &[("authorization", &auth), ("x-remote-user", "admin"), ("x-remote-group", "system:masters"), ("x-forwarded-for", "6.6.6.6"), ("x-real-ip", "6.6.6.6"), ("audit-id", "chosen-by-client")],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(response.status, 200);
+    let seen = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
+    let authorization = header(&seen, "authorization");
+    assert_eq!(authorization, [format!("Bearer {}", env.sim().portcullis_token())]);
+    for name in ["x-remote-user", "x-remote-group", "x-forwarded-for", "x-real-ip"] {
+        assert!(header(&seen, name).is_empty(), "{name} reached the cluster");
+    }
+    assert!(!seen.headers.iter().any(|(_, v)| v.contains(&token)), "the caller's token reached the cluster");
+    assert_ne!(seen.audit_id, "chosen-by-client");
+    assert_eq!(seen.user.as_ref().unwrap().name, SA);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_id_the_cluster_saw_is_the_one_the_client_got() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let response = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token).await;
+    assert_eq!(response.status, 200);
+    let audit_id = response.headers["audit-id"].to_str().unwrap().to_string();
+    assert_eq!(uuid::Uuid::parse_str(&audit_id).unwrap().get_version_num(), 7);
+    let seen = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/pods")).unwrap();
+    assert_eq!(seen.audit_id, audit_id);
+    assert_eq!(header(&seen, "audit-id"), [audit_id.as_str()]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambiguous_paths_are_refused_before_authentication() {
+    let env = Portcullis::start().await;
+    let raw = env.raw();
+    let before = env.sim().requests().len();
+    for path in [
+        "/clusters/sim/api/v1/namespaces/shop%2Fpayments/pods",
+        "/clusters/sim/api/v1/namespaces/shop/../../secrets",
+        "/clusters/sim/api/v1/%2e%2e/secrets",
+        "/clusters/Bad_Name/api",
+    ] {
+        let response = raw.send(Method::GET, path, &[], Vec::new()).await;
+        assert_eq!(response.status, 400, "{path}");
+        assert_eq!(response.json()["reason"], "BadRequest", "{path}");
+    }
+    let unknown = raw.send(Method::GET, "/clusters/nope/api", &[], Vec::new()).await;
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.json()["reason"], "NotFound");
+    assert_eq!(env.sim().requests().len(), before);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_expired_revoked_and_malformed_tokens_get_401() {
+    let env = Portcullis::start().await;
+    let raw = env.raw();
+    let ana = portcullis::identity::Principal::person("ana");
+    env.store.add_principal(&ana, false).unwrap();
+    let past = chrono::Utc::now() - chrono::TimeDelta::seconds(5);
+    let (_, expired) = env.store.issue_credential(&ana, "old", Some(past)).unwrap();
+    let (revoked_cred, revoked) = env.store.issue_credential(&ana, "gone", None).unwrap();
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
+    assert_eq!(raw.get(&path, &revoked).await.status, 200);
+    env.store.revoke_credential(&revoked_cred.id).unwrap();
+    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
+    let unknown = portcullis::identity::credential::mint().token;
+    for (token, why) in [(unknown.as_str(), "unknown"), (expired.as_str(), "expired"), (revoked.as_str(), "revoked"), ("pcl_nonsense", "malformed")] {
+        let response = raw.get(&path, token).await;
+        assert_eq!(response.status, 401, "{why}");
+        assert_eq!(response.headers["www-authenticate"], "Bearer realm=\"portcullis\"");
+        let status = response.json();
+        assert_eq!(status["reason"], "Unauthorized");
+        assert!(status["message"].as_str().unwrap().contains(why), "{status}");
+    }
+    let none = raw.send(Method::GET, &path, &[], Vec::new()).await;
+    assert_eq!(none.status, 401);
+    let err = env.kubectl(&unknown, "shop").fails(&["get", "pods"]);
+    assert!(err.contains("Unauthorized") || err.contains("logged in"), "{err}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_grant_stops_applying_on_the_next_request() {
+    let env = Portcullis::start().await;
+    let (token, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(2));
+    let kubectl = env.kubectl(&token, "shop");
+    kubectl.ok(&["get", "configmaps"]);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let err = kubectl.fails(&["get", "configmaps"]);
+    assert!(err.contains("forbidden"), "{err}");
+    let last = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
+    assert!(!header(&last, "impersonate-group").contains(&grants[0].group().as_str()));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_grant_stops_applying() {
+    let env = Portcullis::start().await;
+    let (token, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
+    let kubectl = env.kubectl(&token, "shop");
+    kubectl.ok(&["get", "configmaps"]);
+    env.store.revoke_grant(&grants[0].id).unwrap();
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert!(kubectl.fails(&["get", "configmaps"]).contains("forbidden"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_over_the_limit_is_413() {
+    let env = Portcullis::start_with(|c| c.limits.request_body_bytes = 64 * 1024).await;
+    let token = env.person("ana", &[("admin", Some("shop"))]);
+    let big = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"x": "a".repeat(100 * 1024)}});
+    let auth = format!("Bearer {token}");
+    let response = env
+        .raw()
+        .send(Method::POST, &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"), &[("authorization", &auth), ("content-type", "application/json")], serde_json::to_vec(&big).unwrap())
+        .await;
+    assert_eq!(response.status, 413);
+    assert_eq!(response.json()["reason"], "RequestEntityTooLarge");
+    assert!(!env.sim().requests().iter().any(|r| r.verb == "create"), "the body never reached the cluster");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_over_the_limit_is_refused_or_cut() {
+    let env = Portcullis::start_with(|c| c.limits.response_bytes = 32 * 1024).await;
+    let token = env.person("ana", &[("admin", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    for i in 0..4 {
+        let data = format!("--from-literal=x={}", "a".repeat(12 * 1024));
+        kubectl.ok(&["create", "configmap", &format!("big-{i}"), &data]);
+    }
+    let one = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps/big-0"), &token).await;
+    assert_eq!(one.status, 200, "a small object passes");
+    let list = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"), &token).await;
+    if list.status == 502 {
+        let message = list.json()["message"].as_str().unwrap().to_string();
+        assert!(message.contains("limit") && message.contains("continue"), "{message}");
+    } else {
+        assert!(list.body.len() <= 32 * 1024, "a cut body never exceeds the cap");
+        assert!(serde_json::from_slice::<serde_json::Value>(&list.body).is_err(), "the client sees a broken body, not a short valid one");
+    }
+    let err = kubectl.fails(&["get", "configmaps", "--chunk-size=0"]);
+    assert!(!err.is_empty());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_metrics_are_served() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let raw = env.raw();
+    assert_eq!(raw.send(Method::GET, "/healthz", &[], Vec::new()).await.status, 200);
+    assert_eq!(raw.send(Method::GET, "/readyz", &[], Vec::new()).await.status, 200);
+    raw.get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token).await;
+    raw.get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), "pcl_bad").await;
+    let metrics = raw.send(Method::GET, "/metrics", &[], Vec::new()).await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(text.contains(r#"portcullis_requests_total{cluster="sim",verb="list",code="200"} 1"#), "{text}");
+    assert!(text.contains(r#"portcullis_rejected_credentials_total{reason="malformed"} 1"#), "{text}");
+    assert!(text.contains("portcullis_upstream_latency_seconds_bucket"), "{text}");
+    assert!(text.contains("portcullis_open_streams"), "{text}");
+    env.stop().await;
+}

@@ -1,0 +1,243 @@
+//! Streams through portcullis: watch, logs -f, exec, cp, port-forward, and
+//! what happens when either side goes away.
+
+use crate::harness::{Portcullis, CLUSTER};
+use futures_util::{StreamExt, TryStreamExt};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+fn admin_api(env: &Portcullis) -> Api<ConfigMap> {
+    let mut config = kube::Config::new(env.sim().url().parse().unwrap());
+    config.root_cert = Some(vec![{
+        use rustls_pki_types::pem::PemObject;
+        rustls_pki_types::CertificateDer::from_pem_slice(env.sim().ca_pem().as_bytes()).unwrap().to_vec()
+    }]);
+    config.auth_info.token = Some(env.sim().admin_token().to_string().into());
+    Api::namespaced(kube::Client::try_from(config).unwrap(), "shop")
+}
+
+fn configmap(name: &str) -> ConfigMap {
+    serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_held_over_a_minute_still_delivers_events() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let api: Api<ConfigMap> = Api::namespaced(env.kube(&token), "shop");
+    let list = api.list(&Default::default()).await.unwrap();
+    let rv = list.metadata.resource_version.unwrap();
+    let params = WatchParams::default().timeout(290);
+    let mut events = api.watch(&params, &rv).await.unwrap().boxed();
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    admin_api(&env).create(&PostParams::default(), &configmap("late")).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match events.try_next().await.unwrap() {
+                Some(WatchEvent::Added(cm)) if cm.metadata.name.as_deref() == Some("late") => return cm,
+                Some(_) => continue,
+                None => panic!("the watch ended"),
+            }
+        }
+    })
+    .await
+    .expect("the event arrives after a minute of silence");
+    assert_eq!(event.data.unwrap()["k"], "v");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_a_watch_closes_its_stream() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let response = env.raw().stream(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps?watch=1"), &token).await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let first = tokio::time::timeout(Duration::from_secs(5), body.frame()).await.unwrap().unwrap().unwrap();
+    assert!(first.into_data().unwrap().starts_with(b"{\"type\":\"ADDED\""));
+    assert_eq!(env.gateway.metrics.open_streams.get(), 1);
+    drop(body);
+    let closed = async {
+        while env.gateway.metrics.open_streams.get() != 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), closed).await.expect("the stream is closed when the client leaves");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_dropping_a_list_midway_is_reported_not_hung() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+        method: None,
+        path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
+        times: None,
+        action: portcullis::sim::faults::FaultAction::CutBody { after_bytes: 10 },
+    });
+    let kubectl = env.kubectl(&token, "shop");
+    let started = std::time::Instant::now();
+    let out = kubectl.run(&["get", "configmaps", "--request-timeout=20s"]);
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(20), "reported, not hung");
+    env.sim().faults().clear();
+    kubectl.ok(&["get", "configmaps"]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_upstream_connection_is_survived_by_the_next_request() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    kubectl.ok(&["get", "configmaps"]);
+    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+        method: None,
+        path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
+        times: Some(1),
+        action: portcullis::sim::faults::FaultAction::CloseConnection,
+    });
+    let _ = kubectl.run(&["get", "configmaps"]);
+    kubectl.ok(&["get", "configmaps"]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_streams_lines_as_they_come() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let pod = first_pod(&kubectl);
+    let mut child = std::process::Command::new(crate::support::kubectl_path())
+        .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "logs", "-f", "--tail=1", &pod])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while seen.iter().filter(|b| **b == b'\n').count() < 4 {
+            let n = stdout.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        seen
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !reader.is_finished() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let seen = reader.join().unwrap();
+    assert!(seen.iter().filter(|b| **b == b'\n').count() >= 4, "followed lines: {}", String::from_utf8_lossy(&seen));
+    env.stop().await;
+}
+
+fn first_pod(kubectl: &crate::harness::Kubectl) -> String {
+    let name = kubectl.ok(&["get", "pods", "-o", "jsonpath={.items[0].metadata.name}"]);
+    assert!(!name.is_empty(), "the seed has pods in shop");
+    name
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_works_over_websocket_and_spdy() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let pod = first_pod(&kubectl);
+    assert_eq!(kubectl.ok(&["exec", &pod, "--", "echo", "hello", "there"]), "hello there\n");
+    let spdy = std::process::Command::new(crate::support::kubectl_path())
+        .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "exec", &pod, "--", "echo", "over", "spdy"])
+        .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", "false")
+        .output()
+        .unwrap();
+    assert!(spdy.status.success(), "{}", String::from_utf8_lossy(&spdy.stderr));
+    assert_eq!(String::from_utf8_lossy(&spdy.stdout), "over spdy\n");
+    let failing = kubectl.run(&["exec", &pod, "--", "sh", "-c", "exit 3"]);
+    assert_eq!(failing.status.code(), Some(3));
+    let mut cat = std::process::Command::new(crate::support::kubectl_path())
+        .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "exec", "-i", &pod, "--", "cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    cat.stdin.take().unwrap().write_all(b"piped through portcullis\n").unwrap();
+    let out = cat.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "piped through portcullis\n");
+    let upgrades: Vec<_> = env.sim().requests().into_iter().filter(|r| r.path.ends_with("/exec")).collect();
+    assert!(upgrades.iter().all(|r| r.impersonated.as_ref().is_some_and(|u| u.name == "user:ana")));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_is_the_clusters_decision() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let pod = first_pod(&kubectl);
+    let err = kubectl.fails(&["exec", &pod, "--", "echo", "hi"]);
+    assert!(err.contains("forbidden") && err.contains("pods/exec"), "{err}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_cp_copies_both_ways() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let pod = first_pod(&kubectl);
+    let local = env.dir.path().join("note.txt");
+    std::fs::write(&local, "carried through portcullis\n").unwrap();
+    kubectl.ok(&["cp", local.to_str().unwrap(), &format!("{pod}:/tmp/note.txt")]);
+    let back = env.dir.path().join("back.txt");
+    kubectl.ok(&["cp", &format!("{pod}:/tmp/note.txt"), back.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(back).unwrap(), "carried through portcullis\n");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_forward_round_trips_bytes() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let pod = first_pod(&kubectl);
+    for websockets in ["true", "false"] {
+        let port = free_port();
+        let mut child = std::process::Command::new(crate::support::kubectl_path())
+            .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "port-forward", &format!("pod/{pod}"), &format!("{port}:80")])
+            .env("KUBECTL_PORT_FORWARD_WEBSOCKETS", websockets)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut connected = None;
+        for _ in 0..100 {
+            if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                connected = Some(stream);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut stream = connected.expect("port-forward listens");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.write_all(b"ping through portcullis").unwrap();
+        let mut buf = [0u8; 23];
+        stream.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping through portcullis", "websockets={websockets}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    env.stop().await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
