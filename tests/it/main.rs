@@ -1,5 +1,6 @@
 //! One integration-test binary with a module per area.
 
+mod harness;
 mod support;
 
 mod sim_auth;
@@ -7,3 +8,5 @@ mod sim_discovery;
 mod sim_patch;
 mod sim_streams;
 mod sim_verbs;
+mod proxy;
+mod proxy_streams;

@@ -1,1 +1,198 @@
-//! (being written)
+//! Helpers shared by the integration tests: the simulated cluster, kubectl
+//! pointed straight at it, a kube-rs client and a raw HTTPS client.
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use portcullis::sim::{Sim, SimConfig};
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::Arc;
+
+/// kubectl 1.37: `PORTCULLIS_KUBECTL`, else the one the repository installs.
+pub fn kubectl_path() -> PathBuf {
+    match std::env::var_os("PORTCULLIS_KUBECTL") {
+        Some(path) => PathBuf::from(path),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/venv/bin/kubectl"),
+    }
+}
+
+/// A simulated cluster on 127.0.0.1 port 0 with the default objects.
+pub async fn spawn_sim() -> Sim {
+    Sim::start(SimConfig::new())
+        .await
+        .expect("the simulated cluster starts")
+}
+
+/// A simulated cluster with an adjusted configuration.
+pub async fn spawn_sim_with(adjust: impl FnOnce(&mut SimConfig)) -> Sim {
+    let mut config = SimConfig::new();
+    adjust(&mut config);
+    Sim::start(config).await.expect("the simulated cluster starts")
+}
+
+/// kubectl with its own kubeconfig and cache in a temporary directory.
+pub struct Kubectl {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    /// kubectl for `sim` as the user of `token`.
+    pub fn new(sim: &Sim, token: &str) -> Kubectl {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, sim.kubeconfig(token)).expect("the kubeconfig is written");
+        Kubectl { dir, kubeconfig }
+    }
+
+    /// kubectl for `sim` as `kubernetes-admin`.
+    pub fn admin(sim: &Sim) -> Kubectl {
+        Self::new(sim, sim.admin_token())
+    }
+
+    /// The temporary directory (for manifests).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Run kubectl; its output whatever the exit status.
+    pub fn run(&self, args: &[&str]) -> Output {
+        std::process::Command::new(kubectl_path())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// Run kubectl and return stdout; panic with stderr if it fails.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Run kubectl expecting failure; return stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// A kube-rs client for `sim` as the user of `token`.
+pub async fn kube_client(sim: &Sim, token: &str) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig(token)).expect("the kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("a kube-rs configuration");
+    kube::Client::try_from(config).expect("a kube-rs client")
+}
+
+/// A raw answer: status, headers and the body bytes as sent (not
+/// decompressed).
+pub struct RawAnswer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Result<Bytes, String>,
+    /// The ALPN protocol the connection negotiated.
+    pub alpn: Option<Vec<u8>>,
+}
+
+impl RawAnswer {
+    /// The body as JSON (panics when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        let body = self.body.as_ref().expect("a complete body");
+        serde_json::from_slice(body).expect("a JSON body")
+    }
+}
+
+/// The ALPN protocol the simulator picks when a client offers `offers`.
+pub async fn negotiated_alpn(sim: &Sim, offers: &[&[u8]]) -> Option<Vec<u8>> {
+    let mut tls = client_tls(sim).ok()?;
+    tls.alpn_protocols = offers.iter().map(|p| p.to_vec()).collect();
+    let tcp = tokio::net::TcpStream::connect(sim.addr()).await.ok()?;
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").ok()?;
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(name, tcp)
+        .await
+        .ok()?;
+    stream.get_ref().1.alpn_protocol().map(|p| p.to_vec())
+}
+
+fn client_tls(sim: &Sim) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::pem::PemObject::pem_slice_iter(sim.ca_pem().as_bytes()) {
+        roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// Send one HTTP/1.1 request over a fresh TLS connection trusting the sim's
+/// CA, with the admin token unless `headers` has an Authorization. `Err` when
+/// the connection fails before an answer.
+pub async fn raw(
+    sim: &Sim,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<RawAnswer, String> {
+    let mut tls = client_tls(sim)?;
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(sim.addr())
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let alpn = stream.get_ref().1.alpn_protocol().map(|p| p.to_vec());
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", sim.addr().to_string());
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization")) {
+        builder = builder.header("authorization", format!("Bearer {}", sim.admin_token()));
+    }
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map(|c| c.to_bytes()).map_err(|e| e.to_string());
+    Ok(RawAnswer {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+        alpn,
+    })
+}

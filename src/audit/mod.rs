@@ -1,0 +1,115 @@
+//! The audit: one row per request, and per upgraded stream, that a security
+//! team can query and join with the API server's audit log by audit id.
+//!
+//! - [`row`]: what a row holds; never a token or a Secret value.
+//! - [`record`]: how the request path fills a row and writes it once, when
+//!   the response body ends (or the client goes away), or when an upgraded
+//!   stream closes.
+//! - [`writer`]: the batching writer with a bounded queue; writes committed
+//!   before they are forwarded, reads group-committed within 100 ms.
+//! - [`store`] and [`sqlite`]: the storage interface and its SQLite
+//!   implementation (a PostgreSQL one can fill the same trait).
+//! - [`chain`]: the hash chain and its verification.
+//! - [`query`]: filters; [`cli`] (`portcullis audit`) and [`http`]
+//!   (`GET /audit`) use them.
+//! - [`export`]: the JSON lines sink for a SIEM; [`retention`]: the hourly
+//!   sweep.
+
+pub mod chain;
+pub mod cli;
+pub mod export;
+pub mod http;
+pub mod query;
+pub mod record;
+pub mod retention;
+pub mod row;
+pub mod sqlite;
+pub mod store;
+pub mod writer;
+
+use crate::config::AuditConfig;
+use crate::store::Store;
+use query::Filter;
+use row::ChainedRow;
+use sqlite::SqliteAuditStore;
+use std::sync::{Arc, Mutex};
+use store::AuditStore;
+use writer::{AuditWriter, WriterMetrics, WriterSettings};
+
+/// Why the audit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The database failed.
+    #[error("audit database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    /// The store could not be opened or holds something unreadable.
+    #[error("audit store: {0}")]
+    Store(String),
+    /// A commit failed (the message is the store's error).
+    #[error("audit commit failed: {0}")]
+    Commit(String),
+    /// The writer has stopped (shutting down).
+    #[error("the audit writer has stopped")]
+    Stopped,
+    /// The export sink could not be opened.
+    #[error("audit export {target}: {source}")]
+    Export {
+        /// `stdout` or the file.
+        target: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The running audit: the writer, a reader for queries, and the retention
+/// sweep.
+#[derive(Debug)]
+pub struct Audit {
+    writer: AuditWriter,
+    reader: Arc<Mutex<SqliteAuditStore>>,
+    store: Store,
+    retention: tokio::task::JoinHandle<()>,
+}
+
+impl Audit {
+    /// Start writing to the database of `store`, each with its own
+    /// connection. Must be called inside a Tokio runtime.
+    pub fn start(config: &AuditConfig, store: &Store, metrics: WriterMetrics) -> Result<Audit, AuditError> {
+        let sink = config
+            .export
+            .as_deref()
+            .map(|spec| {
+                export::ExportSink::open(spec, config.rotate_bytes, config.keep)
+                    .map_err(|source| AuditError::Export { target: spec.to_string(), source })
+            })
+            .transpose()?;
+        let own = SqliteAuditStore::open(store.path())?;
+        let writer = AuditWriter::spawn(Box::new(own), sink, WriterSettings::default(), metrics);
+        let reader = Arc::new(Mutex::new(SqliteAuditStore::open(store.path())?));
+        let retention = retention::spawn(writer.clone(), config.retention);
+        Ok(Audit { writer, reader, store: store.clone(), retention })
+    }
+
+    /// The writer.
+    pub fn writer(&self) -> &AuditWriter {
+        &self.writer
+    }
+
+    /// Rows matching `filter` (on a blocking thread).
+    pub async fn query(&self, filter: Filter) -> Result<Vec<ChainedRow>, AuditError> {
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut reader = reader.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            reader.query(&filter)
+        })
+        .await
+        .map_err(|e| AuditError::Store(e.to_string()))?
+    }
+
+    /// Commit everything queued and stop (a clean shutdown loses nothing).
+    pub async fn close(&self) {
+        self.retention.abort();
+        self.writer.close().await;
+    }
+}

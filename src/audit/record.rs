@@ -1,0 +1,250 @@
+//! How the request path fills a row and writes it exactly once.
+//!
+//! The row is written when the response body ends or is dropped (the client
+//! went away), so bytes out and truncation are known; for an upgraded
+//! stream, when the stream closes, with bytes both ways. Bodies are counted
+//! as their frames pass, never copied.
+
+use super::row::{bounded, clean_query, is_discovery, AuditRow};
+use super::writer::AuditWriter;
+use crate::body::{self, Body};
+use crate::gateway::classify::RequestInfo;
+use crate::identity::Identity;
+use bytes::Bytes;
+use chrono::Utc;
+use http::Response;
+use http_body::{Frame, SizeHint};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+/// Bytes that went each way through an upgraded stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Client to cluster.
+    pub up: u64,
+    /// Cluster to client.
+    pub down: u64,
+}
+
+/// Put in a 101 response's extensions by `forward`: resolves when the
+/// spliced stream closes.
+#[derive(Debug, Clone)]
+pub struct StreamEnd(Arc<Mutex<Option<oneshot::Receiver<StreamStats>>>>);
+
+impl StreamEnd {
+    /// A pair: the sender goes to the splice task, the `StreamEnd` into the
+    /// response.
+    pub fn new() -> (oneshot::Sender<StreamStats>, StreamEnd) {
+        let (tx, rx) = oneshot::channel();
+        (tx, StreamEnd(Arc::new(Mutex::new(Some(rx)))))
+    }
+
+    fn take(&self) -> Option<oneshot::Receiver<StreamStats>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
+    }
+}
+
+impl AuditRow {
+    /// A row for a request that just arrived.
+    pub fn arrived(id: uuid::Uuid, method: &http::Method, path: &str, query: Option<&str>) -> AuditRow {
+        let mut row = AuditRow::new(id, Utc::now());
+        row.method = method.to_string();
+        row.path = bounded(path);
+        row.query = query.map(clean_query).unwrap_or_default();
+        row
+    }
+
+    /// Record who sent it.
+    pub fn identify(&mut self, identity: &Identity) {
+        self.principal_kind = identity.principal.kind.as_str().to_string();
+        self.login = identity.principal.name.clone();
+        self.credential_id = identity.credential_id.clone();
+    }
+
+    /// Record what it is, as Kubernetes classifies it.
+    pub fn classify(&mut self, info: &RequestInfo, query: Option<&str>) {
+        self.verb = info.verb.clone();
+        self.api_group = info.api_group.clone();
+        self.api_version = info.api_version.clone();
+        self.resource = info.resource.clone();
+        self.subresource = info.subresource.clone();
+        self.namespace = info.namespace.clone();
+        self.name = info.name.clone();
+        self.write = info.is_write();
+        self.discovery = !info.is_resource_request && is_discovery(&info.path);
+        self.dry_run = query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"));
+    }
+}
+
+/// A request body that counts its bytes into `count` as they pass.
+#[derive(Debug)]
+pub struct Counted<B> {
+    inner: B,
+    count: Arc<AtomicU64>,
+}
+
+impl<B> Counted<B> {
+    /// Count `inner`'s data bytes into `count`.
+    pub fn new(inner: B, count: Arc<AtomicU64>) -> Self {
+        Counted { inner, count }
+    }
+}
+
+impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Counted<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+            self.count.fetch_add(data.map_or(0, |d| d.len() as u64), Ordering::Relaxed);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A row waiting for its response to end.
+#[derive(Debug)]
+struct Pending {
+    writer: AuditWriter,
+    row: AuditRow,
+    sent: Arc<AtomicU64>,
+}
+
+impl Pending {
+    fn write(mut self) {
+        self.row.bytes_in = self.sent.load(Ordering::Relaxed);
+        self.row.finish(Utc::now());
+        self.writer.submit(self.row);
+    }
+}
+
+/// Attach `row` to `response` so that it is written exactly once: when the
+/// body ends or is dropped, or, for an upgraded stream, when the stream
+/// closes. `sent` counts the request body bytes forwarded.
+pub fn attach(writer: &AuditWriter, mut row: AuditRow, sent: Arc<AtomicU64>, response: Response<Body>) -> Response<Body> {
+    row.code = response.status().as_u16();
+    let pending = Pending { writer: writer.clone(), row, sent };
+    if let Some(end) = response.extensions().get::<StreamEnd>().and_then(StreamEnd::take) {
+        tokio::spawn(after_stream(pending, end).in_current_span());
+        return response;
+    }
+    let sniff = pending.row.code >= 400 && pending.row.reason.is_empty();
+    response.map(|inner| body::boxed(Recorded { inner, pending: Some(pending), sniff }))
+}
+
+async fn after_stream(mut pending: Pending, end: oneshot::Receiver<StreamStats>) {
+    // A stream that could not be established ends with nothing sent.
+    let stats = end.await.unwrap_or_default();
+    pending.row.bytes_out = stats.down;
+    pending.sent.store(stats.up, Ordering::Relaxed);
+    pending.write();
+}
+
+/// The response body, counted; writes the row when it ends or is dropped.
+struct Recorded {
+    inner: Body,
+    pending: Option<Pending>,
+    /// Look for the Status reason in the first frame of an error response.
+    sniff: bool,
+}
+
+impl http_body::Body for Recorded {
+    type Data = Bytes;
+    type Error = crate::body::BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        let frame = ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        if let Some(pending) = this.pending.as_mut() {
+            match &frame {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        pending.row.bytes_out += data.len() as u64;
+                        if std::mem::take(&mut this.sniff) {
+                            pending.row.reason = status_reason(data).unwrap_or_default();
+                        }
+                    }
+                }
+                Some(Err(_)) => pending.row.truncated = true,
+                None => {}
+            }
+        }
+        if frame.is_none() {
+            this.pending.take().map(Pending::write);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            pending.write();
+        }
+    }
+}
+
+/// The `reason` of a Kubernetes Status in `data` (the start of an error
+/// response), without parsing or copying the body.
+fn status_reason(data: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"\"reason\":\"";
+    let start = data.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let rest = &data[start..];
+    let end = rest.iter().position(|b| !b.is_ascii_alphanumeric())?;
+    (rest.get(end) == Some(&b'"') && end > 0 && end <= 64).then(|| String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[test]
+    fn the_status_reason_is_found_in_an_error_body() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"x","reason":"Forbidden","code":403}"#;
+        assert_eq!(status_reason(body).as_deref(), Some("Forbidden"));
+        assert_eq!(status_reason(br#"{"reason":"Bad\"x"}"#), None);
+        assert_eq!(status_reason(b"not json"), None);
+    }
+
+    #[test]
+    fn dry_run_and_writes_are_flagged_from_the_request() {
+        let info = crate::gateway::classify::classify(&http::Method::POST, "/api/v1/namespaces/shop/configmaps", None);
+        let mut row = AuditRow::default();
+        row.classify(&info, Some("dryRun=All&fieldManager=kubectl"));
+        assert!(row.write && row.dry_run && !row.discovery);
+        assert_eq!((row.verb.as_str(), row.namespace.as_str(), row.resource.as_str()), ("create", "shop", "configmaps"));
+        let discovery = crate::gateway::classify::classify(&http::Method::GET, "/apis/apps/v1", None);
+        row.classify(&discovery, None);
+        assert!(row.discovery && !row.write && !row.dry_run);
+    }
+
+    #[tokio::test]
+    async fn a_request_body_is_counted_as_it_passes() {
+        let count = Arc::new(AtomicU64::new(0));
+        let body = Counted::new(http_body_util::Full::new(Bytes::from_static(b"hello")), count.clone());
+        assert_eq!(body.collect().await.unwrap().to_bytes().len(), 5);
+        assert_eq!(count.load(Ordering::Relaxed), 5);
+    }
+}

@@ -1,0 +1,210 @@
+//! The audit row: one per request, and one per upgraded stream.
+//!
+//! Its fields are what a security team asks of a request ("who did what, on
+//! which cluster, when, through which credential or agent, and what came of
+//! it"), in Kubernetes' own words so that a row and the API server's audit
+//! event read alike. Never a token (only its display prefix) and never a
+//! body, so no Secret value can reach a row.
+
+use chrono::{DateTime, SubsecRound, Utc};
+use serde::{Deserialize, Serialize};
+
+/// One audited request. Serialized as one JSON line for the export sink,
+/// `portcullis audit --json` and `GET /audit`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuditRow {
+    /// UUIDv7, also sent upstream as `Audit-ID` and returned as `Audit-Id`.
+    pub id: String,
+    /// When the request arrived (microseconds).
+    pub started_at: DateTime<Utc>,
+    /// When its response ended, or its stream closed (microseconds).
+    pub ended_at: DateTime<Utc>,
+    /// Cluster name; empty for requests that named none.
+    pub cluster: String,
+    /// `person` or `bot`; empty when not authenticated.
+    pub principal_kind: String,
+    /// Login or bot name; empty when not authenticated.
+    pub login: String,
+    /// Id of the credential that authenticated the request.
+    pub credential_id: String,
+    /// Display prefix of a presented token (never the token itself).
+    pub credential_prefix: String,
+    /// Agent session (empty until MCP exists).
+    pub session: String,
+    /// MCP tool (empty until MCP exists).
+    pub tool: String,
+    /// Client address (the peer, or `X-Forwarded-For` from a trusted proxy).
+    pub client: String,
+    /// HTTP method.
+    pub method: String,
+    /// Kubernetes path (after `/clusters/<name>`), or the whole path of a
+    /// request that named no cluster; raw, at most [`MAX_TEXT`] bytes.
+    pub path: String,
+    /// Query string, with credential-like parameters hidden (see
+    /// [`clean_query`]).
+    pub query: String,
+    /// Kubernetes verb (get, list, watch, create, …; the lower-case method
+    /// for non-resource requests).
+    pub verb: String,
+    /// API group; empty for the core group.
+    pub api_group: String,
+    /// API version.
+    pub api_version: String,
+    /// Plural resource.
+    pub resource: String,
+    /// Subresource (exec, log, status, …).
+    pub subresource: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+    /// HTTP status answered (101 for an upgraded stream; 0 if unknown).
+    pub code: u16,
+    /// Kubernetes Status reason of a failure (Forbidden, NotFound, …).
+    pub reason: String,
+    /// Why portcullis itself refused the request: `path`,
+    /// `identity_header`, `missing`, `malformed`, `unknown`, `expired`,
+    /// `revoked`, `store_unavailable`, `not_admin`, `audit_unavailable`;
+    /// empty otherwise.
+    pub refused: String,
+    /// Request body bytes sent on (client to cluster for a stream).
+    pub bytes_in: u64,
+    /// Response body bytes relayed (cluster to client for a stream).
+    pub bytes_out: u64,
+    /// Milliseconds from arrival to the end of the response or stream.
+    pub duration_ms: u64,
+    /// create, update, patch, delete or deletecollection of a resource.
+    pub write: bool,
+    /// Discovery (`/api`, `/apis`, `/openapi`, `/version`): hidden from
+    /// queries unless asked for.
+    pub discovery: bool,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// Secret values were redacted from the response.
+    pub redacted: bool,
+    /// The response was cut (size cap, deadline, or the cluster broke off).
+    pub truncated: bool,
+    /// A Secret value was revealed to an agent.
+    pub secret_revealed: bool,
+    /// The write was held for approval.
+    pub held: bool,
+    /// The write ran after a person approved it.
+    pub approved: bool,
+}
+
+/// A row with its place in the hash chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainedRow {
+    /// Position in the chain, from 1, without gaps.
+    pub seq: i64,
+    /// The previous row's hash (or the anchor's, or the genesis hash).
+    pub prev_hash: String,
+    /// SHA-256 over `seq`, `prev_hash` and the row (see `audit::chain`).
+    pub hash: String,
+    /// The row.
+    #[serde(flatten)]
+    pub row: AuditRow,
+}
+
+/// Longest path or query kept in a row: enough for any Kubernetes request,
+/// and a bound on what a client can make portcullis store.
+pub const MAX_TEXT: usize = 2048;
+
+/// Query parameters whose values could be credentials: their values are
+/// replaced, the parameter names kept.
+const HIDDEN_PARAMS: &[&str] = &["access_token", "token", "password", "secret"];
+
+impl AuditRow {
+    /// A row for a request that arrived now with id `id`.
+    pub fn new(id: uuid::Uuid, started_at: DateTime<Utc>) -> AuditRow {
+        AuditRow { id: id.to_string(), started_at: started_at.trunc_subsecs(6), ..AuditRow::default() }
+    }
+
+    /// Close the row at `ended_at`.
+    pub fn finish(&mut self, ended_at: DateTime<Utc>) {
+        self.ended_at = ended_at.trunc_subsecs(6);
+        self.duration_ms = (self.ended_at - self.started_at).num_milliseconds().max(0) as u64;
+    }
+
+    /// Did portcullis or the cluster deny it (401, 403, or refused)?
+    pub fn denied(&self) -> bool {
+        !self.refused.is_empty() || matches!(self.code, 401 | 403)
+    }
+}
+
+/// Cut `text` to at most [`MAX_TEXT`] bytes on a character boundary.
+pub fn bounded(text: &str) -> String {
+    if text.len() <= MAX_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// The query as recorded: raw, except that the values of credential-like
+/// parameters are replaced by `<hidden>`, and bounded in length.
+pub fn clean_query(query: &str) -> String {
+    let cleaned: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if HIDDEN_PARAMS.iter().any(|h| key.eq_ignore_ascii_case(h)) => format!("{key}=<hidden>"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    bounded(&cleaned.join("&"))
+}
+
+/// Is a non-resource `path` discovery (what clients fetch to learn the API)?
+pub fn is_discovery(path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    path.is_empty()
+        || path == "/api"
+        || path == "/apis"
+        || path == "/version"
+        || path.starts_with("/api/")
+        || path.starts_with("/apis/")
+        || path.starts_with("/openapi/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_like_query_values_are_hidden() {
+        assert_eq!(clean_query("watch=1&access_token=abc&limit=500"), "watch=1&access_token=<hidden>&limit=500");
+        assert_eq!(clean_query("TOKEN=x"), "TOKEN=<hidden>");
+        assert_eq!(clean_query("dryRun=All"), "dryRun=All");
+    }
+
+    #[test]
+    fn long_text_is_bounded_on_a_character_boundary() {
+        let long = "é".repeat(MAX_TEXT);
+        let cut = bounded(&long);
+        assert!(cut.len() <= MAX_TEXT);
+        assert!(cut.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn discovery_paths_are_recognised() {
+        for path in ["/api", "/apis", "/apis/apps/v1", "/api/v1", "/openapi/v3", "/version", "/"] {
+            assert!(is_discovery(path), "{path}");
+        }
+        for path in ["/healthz", "/metrics", "/logs"] {
+            assert!(!is_discovery(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn a_row_survives_a_json_round_trip() {
+        let mut row = AuditRow::new(uuid::Uuid::now_v7(), Utc::now());
+        row.login = "ana".into();
+        row.finish(Utc::now());
+        let line = serde_json::to_string(&row).unwrap();
+        assert_eq!(serde_json::from_str::<AuditRow>(&line).unwrap(), row);
+    }
+}

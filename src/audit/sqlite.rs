@@ -1,0 +1,307 @@
+//! The audit in the embedded SQLite database (tables from migration
+//! `0002_audit.sql`).
+//!
+//! The writer has a connection of its own with `synchronous = FULL`: every
+//! commit is on disk when it returns, and batching (see `audit::writer`)
+//! keeps that to one fsync per commit window rather than one per request.
+//! WAL mode lets the CLI and the admin endpoint read while it writes.
+
+use super::chain::{self, Anchor};
+use super::query::{Condition, Filter, Outcome};
+use super::row::{AuditRow, ChainedRow};
+use super::store::AuditStore;
+use super::AuditError;
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
+use std::path::Path;
+
+/// The audit tables of a SQLite database.
+pub struct SqliteAuditStore {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for SqliteAuditStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SqliteAuditStore")
+    }
+}
+
+/// The row's columns, in [`AuditRow`] field order.
+const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\"";
+const COLUMN_COUNT: usize = 35;
+
+impl SqliteAuditStore {
+    /// Open the database at `path` (migrating it if needed).
+    pub fn open(path: &Path) -> Result<Self, AuditError> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        crate::store::migrate(&conn).map_err(|e| AuditError::Store(e.to_string()))?;
+        Ok(SqliteAuditStore { conn })
+    }
+
+    fn last(conn: &Connection) -> Result<Anchor, AuditError> {
+        let last = conn
+            .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
+                Ok(Anchor { seq: r.get(0)?, hash: r.get(1)? })
+            })
+            .optional()?;
+        match last {
+            Some(last) => Ok(last),
+            None => anchor(conn),
+        }
+    }
+
+    fn select(&mut self, sql_tail: &str, args: Vec<Value>) -> Result<Vec<ChainedRow>, AuditError> {
+        let sql = format!("SELECT seq, prev_hash, hash, {COLUMNS} FROM audit {sql_tail}");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), chained_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+impl AuditStore for SqliteAuditStore {
+    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut chained = Vec::with_capacity(rows.len());
+        {
+            let mut intent = tx.prepare_cached("INSERT OR REPLACE INTO audit_intents (id, row) VALUES (?1, ?2)")?;
+            for row in intents {
+                intent.execute(params![row.id, serde_json::to_string(row).map_err(|e| AuditError::Store(e.to_string()))?])?;
+            }
+            let placeholders = vec!["?"; COLUMN_COUNT + 3].join(", ");
+            let mut insert = tx.prepare_cached(&format!(
+                "INSERT INTO audit (seq, prev_hash, hash, {COLUMNS}) VALUES ({placeholders})"
+            ))?;
+            let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
+            let mut prev = Self::last(&tx)?;
+            for row in rows {
+                let link = chain::append(&prev, row.clone());
+                let mut values = vec![Value::Integer(link.seq), Value::Text(link.prev_hash.clone()), Value::Text(link.hash.clone())];
+                values.extend(values_of(&link.row));
+                insert.execute(params_from_iter(values))?;
+                settle.execute(params![row.id])?;
+                prev = Anchor { seq: link.seq, hash: link.hash.clone() };
+                chained.push(link);
+            }
+        }
+        tx.commit()?;
+        Ok(chained)
+    }
+
+    fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
+        let left: Vec<String> = {
+            let mut stmt = self.conn.prepare("SELECT row FROM audit_intents ORDER BY id")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let now = Utc::now();
+        let mut rows = Vec::with_capacity(left.len());
+        for text in left {
+            let mut row: AuditRow = serde_json::from_str(&text).map_err(|e| AuditError::Store(e.to_string()))?;
+            row.code = 0;
+            row.reason = "Unknown".into();
+            row.finish(now);
+            rows.push(row);
+        }
+        self.commit(&[], &rows)
+    }
+
+    fn query(&mut self, filter: &Filter) -> Result<Vec<ChainedRow>, AuditError> {
+        let (clause, mut args) = render(&filter.conditions());
+        match filter.limit {
+            None => self.select(&format!("{clause} ORDER BY seq"), args),
+            Some(limit) => {
+                args.push(Value::Integer(limit.min(i64::MAX as usize) as i64));
+                let mut rows = self.select(&format!("{clause} ORDER BY seq DESC LIMIT ?"), args)?;
+                rows.reverse();
+                Ok(rows)
+            }
+        }
+    }
+
+    fn anchor(&mut self) -> Result<Anchor, AuditError> {
+        anchor(&self.conn)
+    }
+
+    fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError> {
+        let args = vec![Value::Integer(after_seq), Value::Integer(limit as i64)];
+        self.select("WHERE seq > ? ORDER BY seq LIMIT ?", args)
+    }
+
+    fn sweep(&mut self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut last: Option<Anchor> = None;
+        let mut count = 0;
+        {
+            let mut stmt = tx.prepare("SELECT seq, hash, ended_at FROM audit ORDER BY seq LIMIT ?1")?;
+            let mut rows = stmt.query(params![max_rows as i64])?;
+            // Only a prefix of the chain goes, so what remains still links
+            // to the anchor.
+            while let Some(r) = rows.next()? {
+                let ended: String = r.get(2)?;
+                if ended >= timestamp(&cutoff) {
+                    break;
+                }
+                last = Some(Anchor { seq: r.get(0)?, hash: r.get(1)? });
+                count += 1;
+            }
+        }
+        if let Some(last) = &last {
+            tx.execute("DELETE FROM audit WHERE seq <= ?1", params![last.seq])?;
+            tx.execute(
+                "INSERT INTO audit_anchor (one, seq, hash) VALUES (1, ?1, ?2) ON CONFLICT (one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+                params![last.seq, last.hash],
+            )?;
+        }
+        tx.commit()?;
+        Ok(count)
+    }
+}
+
+fn anchor(conn: &Connection) -> Result<Anchor, AuditError> {
+    let found = conn
+        .query_row("SELECT seq, hash FROM audit_anchor WHERE one = 1", [], |r| Ok(Anchor { seq: r.get(0)?, hash: r.get(1)? }))
+        .optional()?;
+    Ok(found.unwrap_or_default())
+}
+
+/// Timestamps are stored as fixed-width RFC 3339 text (microseconds, `Z`),
+/// so that text order is time order.
+fn timestamp(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn values_of(row: &AuditRow) -> Vec<Value> {
+    let text = |s: &String| Value::Text(s.clone());
+    let int = |n: u64| Value::Integer(n.min(i64::MAX as u64) as i64);
+    let flag = |b: bool| Value::Integer(b as i64);
+    vec![
+        text(&row.id),
+        Value::Text(timestamp(&row.started_at)),
+        Value::Text(timestamp(&row.ended_at)),
+        text(&row.cluster),
+        text(&row.principal_kind),
+        text(&row.login),
+        text(&row.credential_id),
+        text(&row.credential_prefix),
+        text(&row.session),
+        text(&row.tool),
+        text(&row.client),
+        text(&row.method),
+        text(&row.path),
+        text(&row.query),
+        text(&row.verb),
+        text(&row.api_group),
+        text(&row.api_version),
+        text(&row.resource),
+        text(&row.subresource),
+        text(&row.namespace),
+        text(&row.name),
+        int(row.code.into()),
+        text(&row.reason),
+        text(&row.refused),
+        int(row.bytes_in),
+        int(row.bytes_out),
+        int(row.duration_ms),
+        flag(row.write),
+        flag(row.discovery),
+        flag(row.dry_run),
+        flag(row.redacted),
+        flag(row.truncated),
+        flag(row.secret_revealed),
+        flag(row.held),
+        flag(row.approved),
+    ]
+}
+
+fn time_at(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {
+    let text: String = r.get(index)?;
+    DateTime::parse_from_rfc3339(&text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn chained_row(r: &Row) -> rusqlite::Result<ChainedRow> {
+    let n = |i: usize| -> rusqlite::Result<u64> { r.get::<_, i64>(i).map(|v| v.max(0) as u64) };
+    let row = AuditRow {
+        id: r.get(3)?,
+        started_at: time_at(r, 4)?,
+        ended_at: time_at(r, 5)?,
+        cluster: r.get(6)?,
+        principal_kind: r.get(7)?,
+        login: r.get(8)?,
+        credential_id: r.get(9)?,
+        credential_prefix: r.get(10)?,
+        session: r.get(11)?,
+        tool: r.get(12)?,
+        client: r.get(13)?,
+        method: r.get(14)?,
+        path: r.get(15)?,
+        query: r.get(16)?,
+        verb: r.get(17)?,
+        api_group: r.get(18)?,
+        api_version: r.get(19)?,
+        resource: r.get(20)?,
+        subresource: r.get(21)?,
+        namespace: r.get(22)?,
+        name: r.get(23)?,
+        code: n(24)?.min(u16::MAX.into()) as u16,
+        reason: r.get(25)?,
+        refused: r.get(26)?,
+        bytes_in: n(27)?,
+        bytes_out: n(28)?,
+        duration_ms: n(29)?,
+        write: r.get(30)?,
+        discovery: r.get(31)?,
+        dry_run: r.get(32)?,
+        redacted: r.get(33)?,
+        truncated: r.get(34)?,
+        secret_revealed: r.get(35)?,
+        held: r.get(36)?,
+        approved: r.get(37)?,
+    };
+    Ok(ChainedRow { seq: r.get(0)?, prev_hash: r.get(1)?, hash: r.get(2)?, row })
+}
+
+/// Render conditions as a `WHERE` clause and its arguments.
+fn render(conditions: &[Condition]) -> (String, Vec<Value>) {
+    let mut clauses = Vec::new();
+    let mut args = Vec::new();
+    for condition in conditions {
+        match condition {
+            Condition::Equals(column, value) => {
+                clauses.push(format!("\"{column}\" = ?"));
+                args.push(Value::Text(value.clone()));
+            }
+            Condition::AtOrAfter(column, t) => {
+                clauses.push(format!("\"{column}\" >= ?"));
+                args.push(Value::Text(timestamp(t)));
+            }
+            Condition::Before(column, t) => {
+                clauses.push(format!("\"{column}\" < ?"));
+                args.push(Value::Text(timestamp(t)));
+            }
+            Condition::Credential(c) => {
+                clauses.push("(credential_id = ? OR credential_prefix = ?)".into());
+                args.extend([Value::Text(c.clone()), Value::Text(c.clone())]);
+            }
+            Condition::Outcome(Outcome::Denied) => clauses.push(DENIED.into()),
+            Condition::Outcome(Outcome::Error) => clauses.push(format!("NOT {DENIED} AND (code >= 400 OR code = 0)")),
+            Condition::Outcome(Outcome::Write) => clauses.push("is_write = 1".into()),
+            Condition::NotDiscovery => clauses.push("discovery = 0".into()),
+        }
+    }
+    if clauses.is_empty() {
+        return (String::new(), args);
+    }
+    (format!("WHERE {}", clauses.join(" AND ")), args)
+}
+
+const DENIED: &str = "(refused <> '' OR code IN (401, 403))";
+
+#[cfg(test)]
+#[path = "sqlite_tests.rs"]
+mod tests;

@@ -1,0 +1,65 @@
+//! The storage interface of the audit. SQLite implements it today
+//! ([`super::sqlite`]); a PostgreSQL store for several replicas fills the
+//! same methods. Methods are blocking: the writer calls them from a blocking
+//! thread, never from the request path.
+
+use super::chain::{Anchor, Break, Verifier};
+use super::query::Filter;
+use super::row::{AuditRow, ChainedRow};
+use super::AuditError;
+use chrono::{DateTime, Utc};
+
+/// Where audit rows are kept.
+pub trait AuditStore: Send {
+    /// In one durable transaction: record `intents` (writes about to be
+    /// forwarded, whose outcome is not known yet), then append `rows` to the
+    /// hash chain, each replacing its intent. Returns the rows as chained.
+    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError>;
+
+    /// Turn intents left by a crash into rows whose outcome is unknown
+    /// (code 0, reason `Unknown`); returns them as chained.
+    fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError>;
+
+    /// Rows matching `filter`, oldest first.
+    fn query(&mut self, filter: &Filter) -> Result<Vec<ChainedRow>, AuditError>;
+
+    /// Where the chain starts (after retention sweeps).
+    fn anchor(&mut self) -> Result<Anchor, AuditError>;
+
+    /// Up to `limit` rows after position `after_seq`, in chain order.
+    fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError>;
+
+    /// Remove up to `max_rows` of the oldest rows that ended before
+    /// `cutoff`, recording the last one removed as the chain's anchor.
+    /// Returns how many were removed.
+    fn sweep(&mut self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError>;
+}
+
+/// What `portcullis audit verify` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Rows whose links checked out.
+    pub checked: u64,
+    /// The first break, if any.
+    pub broken: Option<Break>,
+}
+
+/// Walk the whole chain from its anchor, a page at a time.
+pub fn verify(store: &mut dyn AuditStore) -> Result<VerifyReport, AuditError> {
+    const PAGE: usize = 5000;
+    let anchor = store.anchor()?;
+    let mut after = anchor.seq;
+    let mut verifier = Verifier::new(anchor);
+    loop {
+        let page = store.chain_page(after, PAGE)?;
+        for row in &page {
+            if let Err(broken) = verifier.check(row) {
+                return Ok(VerifyReport { checked: verifier.checked, broken: Some(broken) });
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE => after = last.seq,
+            _ => return Ok(VerifyReport { checked: verifier.checked, broken: None }),
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The audit writer: one task that batches rows into the store.
+//!
+//! On the model of the API server's audit modes: a write's intent is
+//! committed before the write is forwarded (blocking mode; concurrent writes
+//! share one commit), while finished rows are group-committed at most
+//! [`WriterSettings::window`] after the first of them arrived (batch mode),
+//! with one fsync per commit rather than one per request. The queue is
+//! bounded and its depth is a metric; when it is full, a row waits for room
+//! rather than being dropped. A clean shutdown ([`AuditWriter::close`])
+//! commits everything queued; a crash loses at most the rows of the last
+//! commit window (never a write's intent, which recovery turns into a row).
+
+use super::export::ExportSink;
+use super::row::{AuditRow, ChainedRow};
+use super::store::AuditStore;
+use super::AuditError;
+use chrono::{DateTime, Utc};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How the writer batches.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterSettings {
+    /// Longest a finished row waits for its commit.
+    pub window: Duration,
+    /// Queue capacity, in rows.
+    pub capacity: usize,
+    /// Most rows in one commit.
+    pub max_batch: usize,
+}
+
+impl Default for WriterSettings {
+    fn default() -> Self {
+        WriterSettings { window: Duration::from_millis(100), capacity: 16_384, max_batch: 4096 }
+    }
+}
+
+/// The writer's metrics (clones of the registered ones).
+#[derive(Debug, Clone, Default)]
+pub struct WriterMetrics {
+    /// Messages waiting in the queue.
+    pub queue_depth: Gauge,
+    /// Rows committed.
+    pub rows: Counter,
+    /// Commits that failed.
+    pub failures: Counter,
+}
+
+/// Rows kept for another try after failed commits; past this, the oldest
+/// are logged and given up.
+const MAX_RETRY: usize = 100_000;
+
+type Ack<T> = oneshot::Sender<T>;
+
+enum Msg {
+    Row(AuditRow),
+    Intent(AuditRow, Ack<Result<(), String>>),
+    Flush(Ack<()>),
+    Sweep(DateTime<Utc>, usize, Ack<Result<usize, String>>),
+    Stop(Ack<()>),
+}
+
+/// A handle on the writer; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AuditWriter {
+    tx: mpsc::Sender<Msg>,
+    /// Rows waiting for room in a full queue.
+    waiting: Arc<AtomicUsize>,
+}
+
+impl AuditWriter {
+    /// Start the writer task over `store`, exporting committed rows to
+    /// `sink`. Must be called inside a Tokio runtime.
+    pub fn spawn(
+        store: Box<dyn AuditStore>,
+        sink: Option<ExportSink>,
+        settings: WriterSettings,
+        metrics: WriterMetrics,
+    ) -> AuditWriter {
+        let (tx, rx) = mpsc::channel(settings.capacity.max(1));
+        tokio::spawn(run(store, sink, rx, settings, metrics));
+        AuditWriter { tx, waiting: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// Commit `row` as an intent and wait until it is on disk. An error
+    /// means the request must not be forwarded.
+    pub async fn commit_intent(&self, row: AuditRow) -> Result<(), AuditError> {
+        let (ack, done) = oneshot::channel();
+        self.tx.send(Msg::Intent(row, ack)).await.map_err(|_| AuditError::Stopped)?;
+        done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
+    }
+
+    /// Queue a finished row without waiting (from `Drop`): if the queue is
+    /// full, a task waits for room.
+    pub fn submit(&self, row: AuditRow) {
+        match self.tx.try_send(Msg::Row(row)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(msg)) => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    self.waiting.fetch_add(1, Ordering::SeqCst);
+                    let (tx, waiting) = (self.tx.clone(), self.waiting.clone());
+                    runtime.spawn(async move {
+                        if let Err(mpsc::error::SendError(msg)) = tx.send(msg).await {
+                            lost(msg);
+                        }
+                        waiting.fetch_sub(1, Ordering::SeqCst);
+                    });
+                }
+                Err(_) => lost(msg),
+            },
+            Err(mpsc::error::TrySendError::Closed(msg)) => lost(msg),
+        }
+    }
+
+    /// Queue a finished row, waiting for room if the queue is full.
+    pub async fn append(&self, row: AuditRow) {
+        if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(row)).await {
+            lost(msg);
+        }
+    }
+
+    /// Wait until every row queued before now is committed (or has failed).
+    pub async fn flush(&self) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send(Msg::Flush(ack)).await.is_ok() {
+            let _ = done.await;
+        }
+    }
+
+    /// Remove up to `max_rows` of the oldest rows that ended before `cutoff`.
+    pub async fn sweep(&self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError> {
+        let (ack, done) = oneshot::channel();
+        self.tx.send(Msg::Sweep(cutoff, max_rows, ack)).await.map_err(|_| AuditError::Stopped)?;
+        done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
+    }
+
+    /// Commit everything queued (including rows waiting for room), then
+    /// stop. Rows submitted afterwards are logged as lost.
+    pub async fn close(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.waiting.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (ack, done) = oneshot::channel();
+        if self.tx.send(Msg::Stop(ack)).await.is_ok() {
+            let _ = done.await;
+        }
+    }
+}
+
+fn lost(msg: Msg) {
+    if let Msg::Row(row) | Msg::Intent(row, _) = msg {
+        tracing::error!(audit_id = %row.id, "the audit writer has stopped: this request's row is lost");
+    }
+}
+
+/// What one commit carries.
+#[derive(Default)]
+struct Batch {
+    rows: Vec<AuditRow>,
+    intents: Vec<AuditRow>,
+    intent_acks: Vec<Ack<Result<(), String>>>,
+    flushes: Vec<Ack<()>>,
+    sweep: Option<(DateTime<Utc>, usize, Ack<Result<usize, String>>)>,
+    stop: Option<Ack<()>>,
+}
+
+impl Batch {
+    fn add(&mut self, msg: Msg) {
+        match msg {
+            Msg::Row(row) => self.rows.push(row),
+            Msg::Intent(row, ack) => {
+                self.intents.push(row);
+                self.intent_acks.push(ack);
+            }
+            Msg::Flush(ack) => self.flushes.push(ack),
+            Msg::Sweep(cutoff, max, ack) => self.sweep = Some((cutoff, max, ack)),
+            Msg::Stop(ack) => self.stop = Some(ack),
+        }
+    }
+
+    /// Someone is waiting on this commit: do not wait for more rows.
+    fn urgent(&self) -> bool {
+        !self.intents.is_empty() || !self.flushes.is_empty() || self.sweep.is_some() || self.stop.is_some()
+    }
+
+    /// Nothing more may join (a sweep or stop closes the batch).
+    fn closed(&self, max: usize) -> bool {
+        self.sweep.is_some() || self.stop.is_some() || self.rows.len() + self.intents.len() >= max
+    }
+}
+
+async fn run(
+    mut store: Box<dyn AuditStore>,
+    mut sink: Option<ExportSink>,
+    mut rx: mpsc::Receiver<Msg>,
+    settings: WriterSettings,
+    metrics: WriterMetrics,
+) {
+    let recovered;
+    (store, sink, recovered) = blocking(store, sink, |store| store.recover().map(|c| (c.len(), c))).await;
+    match recovered {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(rows = n, "audit: writes whose outcome was lost in a crash are recorded as unknown"),
+        Err(error) => tracing::error!(%error, "audit: could not recover intents left by a crash"),
+    }
+    let mut retry: Vec<AuditRow> = Vec::new();
+    loop {
+        let mut batch = Batch { rows: std::mem::take(&mut retry), ..Batch::default() };
+        if batch.rows.is_empty() {
+            match rx.recv().await {
+                Some(msg) => batch.add(msg),
+                None => return,
+            }
+        }
+        gather(&mut rx, &mut batch, settings).await;
+        metrics.queue_depth.set(rx.len() as i64);
+        let (intents, rows) = (std::mem::take(&mut batch.intents), std::mem::take(&mut batch.rows));
+        let result;
+        (store, sink, result) = blocking(store, sink, move |store| {
+            store.commit(&intents, &rows).map(|c| (c.len(), c)).map_err(|e| (e, rows))
+        })
+        .await;
+        match result {
+            Ok(n) => {
+                metrics.rows.inc_by(n as u64);
+                batch.intent_acks.into_iter().for_each(|ack| drop(ack.send(Ok(()))));
+            }
+            Err((error, rows)) => {
+                metrics.failures.inc();
+                tracing::error!(%error, rows = rows.len(), "audit commit failed; rows kept for another try");
+                let message = error.to_string();
+                batch.intent_acks.into_iter().for_each(|ack| drop(ack.send(Err(message.clone()))));
+                retry = keep_for_retry(rows);
+            }
+        }
+        batch.flushes.into_iter().for_each(|ack| drop(ack.send(())));
+        if let Some((cutoff, max, ack)) = batch.sweep {
+            let swept;
+            (store, sink, swept) = blocking(store, sink, move |store| store.sweep(cutoff, max).map(|n| (n, Vec::new()))).await;
+            let _ = ack.send(swept.map(|(n, _)| n).map_err(|e| e.to_string()));
+        }
+        if let Some(ack) = batch.stop {
+            let _ = ack.send(());
+            return;
+        }
+    }
+}
+
+/// Add to `batch` what arrives within the window (or until someone waits).
+async fn gather(rx: &mut mpsc::Receiver<Msg>, batch: &mut Batch, settings: WriterSettings) {
+    let deadline = tokio::time::Instant::now() + settings.window;
+    while !batch.urgent() && !batch.closed(settings.max_batch) {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Some(msg) => batch.add(msg),
+                None => break,
+            },
+            () = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    while !batch.closed(settings.max_batch) {
+        match rx.try_recv() {
+            Ok(msg) => batch.add(msg),
+            Err(_) => break,
+        }
+    }
+}
+
+fn keep_for_retry(mut rows: Vec<AuditRow>) -> Vec<AuditRow> {
+    if rows.len() > MAX_RETRY {
+        for row in rows.drain(..rows.len() - MAX_RETRY) {
+            tracing::error!(audit_id = %row.id, "audit store unavailable for too long: row lost");
+        }
+    }
+    rows
+}
+
+/// Run `f` on a blocking thread with the store, then export what it
+/// committed. Returns the store and sink for the next round.
+async fn blocking<T: Send + 'static, E: Send + 'static>(
+    mut store: Box<dyn AuditStore>,
+    mut sink: Option<ExportSink>,
+    f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
+) -> (Box<dyn AuditStore>, Option<ExportSink>, Result<T, E>) {
+    let joined = tokio::task::spawn_blocking(move || {
+        let result = f(store.as_mut()).map(|(value, committed)| {
+            if let Some(sink) = sink.as_mut() {
+                sink.write(&committed);
+            }
+            value
+        });
+        (store, sink, result)
+    })
+    .await;
+    match joined {
+        Ok(done) => done,
+        // The closure does not panic on any input; if it ever did, the
+        // writer cannot go on without its store.
+        Err(error) => panic!("audit writer thread failed: {error}"),
+    }
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

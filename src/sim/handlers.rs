@@ -1,1 +1,0 @@
-//! The verbs. (Stub: owned by the core work.)

@@ -1,1 +1,0 @@
-//! In-memory storage. (Stub: owned by the core work.)

@@ -1,1 +1,0 @@
-//! pods/log, exec, attach and port-forward. (Interface stub.)

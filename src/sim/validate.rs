@@ -1,1 +1,0 @@
-//! Validation. (Stub: owned by the core work.)
