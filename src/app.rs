@@ -40,9 +40,9 @@ pub enum AppError {
     /// The TLS certificate or key is unusable.
     #[error("TLS: {0}")]
     Tls(String),
-    /// A cluster's client could not be built.
+    /// A cluster's client or the audit could not be set up.
     #[error(transparent)]
-    Upstream(#[from] crate::gateway::upstream::UpstreamError),
+    Gateway(#[from] crate::gateway::GatewayError),
 }
 
 /// A bound, not yet running, portcullis.
@@ -123,6 +123,8 @@ impl App {
         if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await.is_err() {
             tracing::info!("closing streams still open after 5 s");
         }
+        // A clean shutdown loses no audit row.
+        self.gateway.audit().close().await;
     }
 }
 

@@ -2,7 +2,7 @@
 //! commands that work on the store named by the configuration.
 
 use crate::config::Config;
-use crate::identity::{roles, Grant, Principal, PrincipalKind};
+use crate::identity::{Grant, Principal, PrincipalKind};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
@@ -48,6 +48,12 @@ pub enum Command {
     /// Give, list and revoke grants.
     #[command(subcommand)]
     Grant(GrantCommand),
+    /// Add, list and disable AI agents.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Query the audit (`--json` for JSON lines), or `audit verify` its
+    /// hash chain.
+    Audit(crate::audit::cli::AuditCommand),
 }
 
 /// `person …` / `bot …`.
@@ -60,6 +66,9 @@ pub enum PrincipalCommand {
         /// Bots only: writes wait for a person's approval.
         #[arg(long)]
         writes_need_approval: bool,
+        /// People only: may read everyone's audit (`GET /audit`).
+        #[arg(long)]
+        admin: bool,
     },
     /// List them.
     List,
@@ -150,6 +159,36 @@ pub enum GrantCommand {
     },
 }
 
+/// `agent …`.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Add an agent acting for a person (with `--grant`s of that person's,
+    /// never more) or for a bot; its token is printed once.
+    Add {
+        /// The agent's name, e.g. `claude`.
+        name: String,
+        /// Whose agent.
+        #[command(flatten)]
+        owner: Owner,
+        /// A grant id of the person's the agent may use (repeat it).
+        #[arg(long = "grant")]
+        grants: Vec<String>,
+        /// Its writes wait for a person's approval.
+        #[arg(long)]
+        writes_need_approval: bool,
+        /// Lifetime of its credential, e.g. `30d`.
+        #[arg(long, default_value = "30d")]
+        expires_in: humantime::Duration,
+    },
+    /// List agents.
+    List,
+    /// Disable an agent: its credentials stop working at once.
+    Disable {
+        /// Agent id.
+        id: String,
+    },
+}
+
 /// A CLI failure: printed as a plain message.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -179,6 +218,8 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Bot(c) => principal_command(&store, PrincipalKind::Bot, c),
         Command::Credential(c) => credential_command(&store, c),
         Command::Grant(c) => grant_command(config, &store, c),
+        Command::Agent(c) => agent_command(&store, c),
+        Command::Audit(c) => crate::audit::cli::run(&store, c, &mut std::io::stdout().lock()),
         Command::Serve | Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
     }
 }
@@ -186,14 +227,21 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
 fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalCommand) -> Result<(), CliError> {
     let make = |name: String| Principal { kind, name };
     match command {
-        PrincipalCommand::Add { name, writes_need_approval } => {
+        PrincipalCommand::Add { name, writes_need_approval, admin } => {
+            if admin && kind != PrincipalKind::Person {
+                return Err(CliError::Message("only people can be admins".into()));
+            }
             store.add_principal(&make(name.clone()), writes_need_approval)?;
-            println!("added {} {name}", kind.as_str());
+            if admin {
+                store.set_admin(&make(name.clone()), true)?;
+            }
+            println!("added {} {name}{}", kind.as_str(), if admin { " (admin)" } else { "" });
         }
         PrincipalCommand::List => {
-            println!("{:<24} {:<9} {:<15} CREATED", "NAME", "DISABLED", "WRITES-HELD");
+            println!("{:<24} {:<9} {:<15} {:<6} CREATED", "NAME", "DISABLED", "WRITES-HELD", "ADMIN");
             for p in store.list_principals(kind)? {
-                println!("{:<24} {:<9} {:<15} {}", p.principal.name, p.disabled, p.writes_need_approval, when(&p.created_at));
+                let (name, created) = (&p.principal.name, when(&p.created_at));
+                println!("{name:<24} {:<9} {:<15} {:<6} {created}", p.disabled, p.writes_need_approval, p.admin);
             }
         }
         PrincipalCommand::Disable { name } => {
@@ -252,6 +300,30 @@ fn grant_command(config: &Config, store: &Store, command: GrantCommand) -> Resul
     Ok(())
 }
 
+fn agent_command(store: &Store, command: AgentCommand) -> Result<(), CliError> {
+    match command {
+        AgentCommand::Add { name, owner, grants, writes_need_approval, expires_in } => {
+            let agent = store.add_agent(&owner.principal(), &name, &grants, writes_need_approval)?;
+            let expires = Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
+            let (_, token) = store.issue_agent_credential(&agent, Some(expires))?;
+            eprintln!("agent {} ({name}) acts for {}; its token is shown only now:", agent.id, agent.principal);
+            println!("{token}");
+        }
+        AgentCommand::List => {
+            println!("{:<38} {:<16} {:<20} {:<15} {:<9} GRANTS", "ID", "NAME", "ACTS FOR", "WRITES-HELD", "DISABLED");
+            for a in store.list_agents()? {
+                let grants = a.grant_ids.as_ref().map_or("all of the bot's".to_string(), |ids| ids.join(","));
+                println!("{:<38} {:<16} {:<20} {:<15} {:<9} {grants}", a.id, a.name, a.principal.to_string(), a.writes_need_approval, a.disabled);
+            }
+        }
+        AgentCommand::Disable { id } => {
+            store.disable_agent(&id)?;
+            println!("disabled agent {id}: its credentials stop working within seconds");
+        }
+    }
+    Ok(())
+}
+
 /// Check and build a grant: the role exists, the cluster is configured, the
 /// namespace is not protected, and the duration is within the role's maximum.
 pub fn new_grant(
@@ -263,7 +335,7 @@ pub fn new_grant(
     duration: std::time::Duration,
     by: &str,
 ) -> Result<Grant, CliError> {
-    let all_roles: Vec<roles::Role> = roles::builtin().into_iter().chain(config.roles.iter().cloned()).collect();
+    let all_roles = crate::gateway::all_roles(config);
     let found = all_roles.iter().find(|r| r.name == role).ok_or_else(|| {
         let names: Vec<&str> = all_roles.iter().map(|r| r.name.as_str()).collect();
         CliError::Message(format!("unknown role {role:?}; roles are: {}", names.join(", ")))

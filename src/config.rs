@@ -41,6 +41,36 @@ pub struct Config {
     /// Custom roles, alongside the built-in ones.
     #[serde(default)]
     pub roles: Vec<Role>,
+    /// The audit's export sink and retention.
+    #[serde(default)]
+    pub audit: AuditConfig,
+}
+
+/// `[audit]`: where rows are exported and how long they are kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// JSON lines sink for a SIEM: `"stdout"` or a file path; none if unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<String>,
+    /// An export file is rotated when it would grow past this (100 MiB).
+    pub rotate_bytes: u64,
+    /// Rotated export files kept (`<path>.1` … `<path>.<keep>`).
+    pub keep: usize,
+    /// Rows older than this are swept, hourly (30 days).
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            export: None,
+            rotate_bytes: 100 * 1024 * 1024,
+            keep: 5,
+            retention: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
 }
 
 /// Serving certificate and key, re-read when the files change.
@@ -279,6 +309,17 @@ token_file = "token"
         assert_eq!(config.limits.request_timeout, Duration::from_secs(5));
         assert_eq!(config.clusters[0].token_file, PathBuf::from("/var/run/token"));
         assert_eq!(config.protected_namespaces, ["kube-system"]);
+    }
+
+    #[test]
+    fn the_audit_section_has_defaults_and_can_be_set() {
+        let config = Config::from_sources(BASE, env(&[])).unwrap();
+        assert_eq!(config.audit, AuditConfig::default());
+        assert_eq!(config.audit.retention, Duration::from_secs(30 * 86400));
+        let text = format!("{BASE}\n[audit]\nexport = \"stdout\"\nretention = \"7d\"\nrotate_bytes = 1024\n");
+        let config = Config::from_sources(&text, env(&[])).unwrap();
+        assert_eq!(config.audit.export.as_deref(), Some("stdout"));
+        assert_eq!((config.audit.retention, config.audit.rotate_bytes), (Duration::from_secs(7 * 86400), 1024));
     }
 
     #[test]

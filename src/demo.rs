@@ -48,6 +48,7 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
             token_file: dir.join("cluster-token"),
         }],
         roles: Vec::new(),
+        audit: Default::default(),
     };
     let toml = toml::to_string(&config).map_err(|e| CliError::Message(e.to_string()))?;
     write(&dir.join("portcullis.toml"), &toml)?;

@@ -22,16 +22,21 @@
 //!    `gateway::limits`): strip client identity headers, impersonate, send
 //!    with the ServiceAccount token and the Audit-ID, stream the answer back
 //!    under the size cap; splice upgrades after a real 101.
-//! 7. **record**: one log line (and metrics) per request with the audit id.
+//!    A write is committed to the audit before it is forwarded.
+//! 7. **record**: one log line (and metrics) per request with the audit id,
+//!    and its audit row (`audit::record`), written when the response ends
+//!    or an upgraded stream closes.
 //!
 //! # Layout
 //!
 //! `config` (typed configuration), `app` (listener, TLS, serve), `status`
-//! (Kubernetes Status), `gateway` (the request path), `identity` (people,
-//! bots, credentials, grants, roles), `store` (SQLite), `cli` and `demo`
-//! (the command line), `sim` (the simulated kube-apiserver).
+//! (Kubernetes Status), `gateway` (the request path), `audit` (rows, writer,
+//! hash chain, queries, export, retention), `identity` (people, bots,
+//! credentials, grants, roles), `store` (SQLite), `cli` and `demo` (the
+//! command line), `sim` (the simulated kube-apiserver).
 
 pub mod app;
+pub mod audit;
 pub mod body;
 pub mod cli;
 pub mod config;

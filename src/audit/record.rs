@@ -18,6 +18,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
@@ -100,8 +101,8 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Counted<B> {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
-        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
-            self.count.fetch_add(data.map_or(0, |d| d.len() as u64), Ordering::Relaxed);
+        if let Some(data) = frame.as_ref().and_then(|f| f.as_ref().ok()).and_then(Frame::data_ref) {
+            self.count.fetch_add(data.len() as u64, Ordering::Relaxed);
         }
         Poll::Ready(frame)
     }
@@ -112,6 +113,44 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Counted<B> {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// An upgraded connection that counts the bytes read from it.
+#[derive(Debug)]
+pub struct CountedIo<T> {
+    inner: T,
+    /// Bytes read so far.
+    pub read: u64,
+}
+
+impl<T> CountedIo<T> {
+    /// Count what is read from `inner`.
+    pub fn new(inner: T) -> Self {
+        CountedIo { inner, read: 0 }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for CountedIo<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.read += (buf.filled().len() - before) as u64;
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for CountedIo<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

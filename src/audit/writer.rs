@@ -238,11 +238,13 @@ async fn run(
                 retry = keep_for_retry(rows);
             }
         }
-        batch.flushes.into_iter().for_each(|ack| drop(ack.send(())));
+        for ack in batch.flushes {
+            let _ = ack.send(());
+        }
         if let Some((cutoff, max, ack)) = batch.sweep {
             let swept;
             (store, sink, swept) = blocking(store, sink, move |store| store.sweep(cutoff, max).map(|n| (n, Vec::new()))).await;
-            let _ = ack.send(swept.map(|(n, _)| n).map_err(|e| e.to_string()));
+            let _ = ack.send(swept.map_err(|e| e.to_string()));
         }
         if let Some(ack) = batch.stop {
             let _ = ack.send(());

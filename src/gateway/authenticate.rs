@@ -7,11 +7,12 @@
 //! Unknown tokens are never cached, so a flood of made-up tokens cannot grow
 //! memory.
 
-use crate::identity::{credential, Identity};
+use crate::identity::{credential, Agent, Identity};
 use crate::store::{CredentialLookup, Store};
 use chrono::Utc;
 use dashmap::DashMap;
 use http::HeaderMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a cached credential is trusted without asking the store again.
@@ -68,10 +69,27 @@ impl AuthError {
             AuthError::StoreUnavailable => "store_unavailable",
         }
     }
+
+    /// The presented token's display prefix, when there was a token.
+    pub fn prefix(&self) -> Option<&str> {
+        match self {
+            AuthError::Malformed { prefix }
+            | AuthError::Unknown { prefix }
+            | AuthError::Expired { prefix }
+            | AuthError::Revoked { prefix } => Some(prefix),
+            AuthError::Missing | AuthError::StoreUnavailable => None,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Found {
+    lookup: CredentialLookup,
+    agent: Option<Arc<Agent>>,
 }
 
 struct Cached {
-    lookup: CredentialLookup,
+    found: Found,
     fetched: Instant,
 }
 
@@ -99,42 +117,47 @@ impl Authenticator {
         let prefix = credential::display_prefix(token);
         credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix.clone() })?;
         let hash = credential::hash(token);
-        let lookup = self.lookup(hash).await?.ok_or(AuthError::Unknown { prefix: prefix.clone() })?;
+        let found = self.lookup(hash).await?.ok_or(AuthError::Unknown { prefix: prefix.clone() })?;
         let now = Utc::now();
-        let cred = &lookup.credential;
-        if cred.revoked_at.is_some() || lookup.owner_disabled {
+        let cred = &found.lookup.credential;
+        let agent_disabled = found.agent.as_ref().is_some_and(|a| a.disabled);
+        if cred.revoked_at.is_some() || found.lookup.owner_disabled || agent_disabled {
             return Err(AuthError::Revoked { prefix });
         }
         if cred.expires_at.is_some_and(|at| at <= now) {
             return Err(AuthError::Expired { prefix });
         }
-        self.touch(&lookup, now);
-        Ok(Identity { principal: cred.principal.clone(), credential_id: cred.id.clone() })
+        self.touch(&found.lookup, now);
+        Ok(Identity { principal: cred.principal.clone(), credential_id: cred.id.clone(), agent: found.agent })
     }
 
     /// Drop every cached entry of credential `id` (after revoking it here).
     pub fn forget(&self, id: &str) {
-        self.cache.retain(|_, cached| cached.lookup.credential.id != id);
+        self.cache.retain(|_, cached| cached.found.lookup.credential.id != id);
     }
 
-    async fn lookup(&self, hash: String) -> Result<Option<CredentialLookup>, AuthError> {
+    async fn lookup(&self, hash: String) -> Result<Option<Found>, AuthError> {
         if let Some(cached) = self.cache.get(&hash) {
             if cached.fetched.elapsed() < CACHE_TTL {
-                return Ok(Some(cached.lookup.clone()));
+                return Ok(Some(cached.found.clone()));
             }
         }
         let store = self.store.clone();
         let key = hash.clone();
-        let found = tokio::task::spawn_blocking(move || store.lookup_credential(&key))
-            .await
+        let found = tokio::task::spawn_blocking(move || {
+            let Some(lookup) = store.lookup_credential(&key)? else { return Ok(None) };
+            let agent = store.agent_of_credential(&lookup.credential.id)?.map(Arc::new);
+            Ok::<_, crate::store::StoreError>(Some(Found { lookup, agent }))
+        })
+        .await
             .map_err(|_| AuthError::StoreUnavailable)?
             .map_err(|error| {
                 tracing::error!(%error, "credential lookup failed");
                 AuthError::StoreUnavailable
             })?;
         match &found {
-            Some(lookup) => {
-                self.cache.insert(hash, Cached { lookup: lookup.clone(), fetched: Instant::now() });
+            Some(found) => {
+                self.cache.insert(hash, Cached { found: found.clone(), fetched: Instant::now() });
             }
             None => {
                 self.cache.remove(&hash);
@@ -150,8 +173,8 @@ impl Authenticator {
         }
         // Update the cached copy first so concurrent requests don't all write.
         for mut entry in self.cache.iter_mut() {
-            if entry.lookup.credential.id == lookup.credential.id {
-                entry.lookup.credential.last_used_at = Some(now);
+            if entry.found.lookup.credential.id == lookup.credential.id {
+                entry.found.lookup.credential.last_used_at = Some(now);
             }
         }
         let store = self.store.clone();

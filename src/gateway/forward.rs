@@ -14,6 +14,7 @@ use super::limits::{BodyOutcome, Capped};
 use super::metrics::{ClusterLabels, Metrics};
 use super::upstream::Upstream;
 use super::{headers, limits};
+use crate::audit::record::{Counted, CountedIo, StreamEnd, StreamStats};
 use crate::body::{self, Body};
 use crate::config::Limits;
 use crate::identity::Identity;
@@ -22,11 +23,15 @@ use http::{header, HeaderValue, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// The extra key carrying the credential id to the cluster's audit log.
 pub const CREDENTIAL_EXTRA: &str = "portcullis.dev/credential-id";
+/// The extra key carrying an agent's session to the cluster's audit log.
+pub const AGENT_EXTRA: &str = "portcullis.dev/agent-session";
 
 /// Everything the forward stage needs about one request.
 pub struct Call<'a> {
@@ -46,6 +51,8 @@ pub struct Call<'a> {
     pub limits: &'a Limits,
     /// Where to count.
     pub metrics: &'a Metrics,
+    /// Request body bytes sent upstream, for the audit row.
+    pub sent: Arc<AtomicU64>,
 }
 
 /// Upgrade protocols portcullis relays.
@@ -137,32 +144,45 @@ fn build_request(call: &Call<'_>, request: Request<Incoming>, upgrade: bool) -> 
     headers::strip_request(headers, upgrade);
     headers.insert(header::AUTHORIZATION, call.upstream.authorization());
     let user = call.identity.principal.kube_user();
-    headers::impersonate(headers, &user, &call.groups, &[(CREDENTIAL_EXTRA, &call.identity.credential_id)])
-        .map_err(|e| Status::internal(e.to_string()))?;
+    let mut extras = vec![(CREDENTIAL_EXTRA, call.identity.credential_id.as_str())];
+    if let Some(agent) = &call.identity.agent {
+        extras.push((AGENT_EXTRA, agent.id.as_str()));
+    }
+    headers::impersonate(headers, &user, &call.groups, &extras).map_err(|e| Status::internal(e.to_string()))?;
     let audit_id = HeaderValue::from_str(&call.audit_id.to_string()).map_err(|e| Status::internal(e.to_string()))?;
     headers.insert("audit-id", audit_id);
-    let limited = http_body_util::Limited::new(incoming, call.limits.request_body_bytes as usize);
+    let counted = Counted::new(incoming, call.sent.clone());
+    let limited = http_body_util::Limited::new(counted, call.limits.request_body_bytes as usize);
     Ok(Request::from_parts(parts, body::boxed(limited)))
 }
 
-/// Answer 101 to the client and splice the two upgraded connections.
+/// Answer 101 to the client and splice the two upgraded connections. The
+/// response carries a [`StreamEnd`] that resolves, with the bytes each way,
+/// when the stream closes (for its audit row).
 fn splice(client: hyper::upgrade::OnUpgrade, mut response: Response<Incoming>, open: Gauge) -> Response<Body> {
     let upstream = hyper::upgrade::on(&mut response);
-    tokio::spawn(async move {
+    let (ended, end) = StreamEnd::new();
+    let relay = async move {
         let (client, upstream) = tokio::join!(client, upstream);
         let (Ok(client), Ok(upstream)) = (client, upstream) else {
             tracing::warn!("an upgraded stream could not be established");
             return;
         };
         open.inc();
-        let result = tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(upstream)).await;
+        // Counted as read, so that a stream cut by either side still reports
+        // its bytes (copy_bidirectional only reports them on success).
+        let (mut client, mut upstream) = (CountedIo::new(TokioIo::new(client)), CountedIo::new(TokioIo::new(upstream)));
+        let result = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
         open.dec();
         if let Err(error) = result {
             tracing::debug!(%error, "upgraded stream ended with an error");
         }
-    });
+        let _ = ended.send(StreamStats { up: client.read, down: upstream.read });
+    };
+    tokio::spawn(relay.in_current_span());
     let (mut parts, _) = response.into_parts();
     headers::strip_response(&mut parts.headers, true);
+    parts.extensions.insert(end);
     Response::from_parts(parts, body::empty())
 }
 

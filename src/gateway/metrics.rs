@@ -43,6 +43,12 @@ pub struct Metrics {
     pub open_streams: Gauge,
     /// Credentials refused, by reason.
     pub rejected_credentials: Family<RejectLabels, Counter>,
+    /// Audit rows waiting for the writer.
+    pub audit_queue_depth: Gauge,
+    /// Audit rows committed.
+    pub audit_rows: Counter,
+    /// Audit commits that failed.
+    pub audit_commit_failures: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -68,11 +74,33 @@ impl Default for Metrics {
         );
         registry.register("open_streams", "Watches, log follows and upgraded streams open now", open_streams.clone());
         registry.register("rejected_credentials", "Credentials refused, by reason", rejected_credentials.clone());
-        Metrics { registry, requests, upstream_latency, open_streams, rejected_credentials }
+        let (audit_queue_depth, audit_rows, audit_commit_failures) = Default::default();
+        registry.register("audit_queue_depth", "Audit rows waiting for the writer", Gauge::clone(&audit_queue_depth));
+        registry.register("audit_rows", "Audit rows committed", Counter::clone(&audit_rows));
+        registry.register("audit_commit_failures", "Audit commits that failed", Counter::clone(&audit_commit_failures));
+        Metrics {
+            registry,
+            requests,
+            upstream_latency,
+            open_streams,
+            rejected_credentials,
+            audit_queue_depth,
+            audit_rows,
+            audit_commit_failures,
+        }
     }
 }
 
 impl Metrics {
+    /// The audit writer's metrics (shared with the registered ones).
+    pub fn audit_writer(&self) -> crate::audit::writer::WriterMetrics {
+        crate::audit::writer::WriterMetrics {
+            queue_depth: self.audit_queue_depth.clone(),
+            rows: self.audit_rows.clone(),
+            failures: self.audit_commit_failures.clone(),
+        }
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();

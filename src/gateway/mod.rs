@@ -5,14 +5,16 @@
 //!    ambiguous paths before anything else reads them.
 //! 2. [`headers`]: refuse a client's `Impersonate-*` headers before
 //!    authenticating, so no identity claim is ever weighed.
-//! 3. [`authenticate`]: bearer token → [`Identity`].
-//! 4. [`classify`]: path and method → [`RequestInfo`], as kube-apiserver sees
+//! 3. [`authenticate`]: bearer token → [`Identity`](crate::identity::Identity).
+//! 4. [`classify`]: path and method → [`RequestInfo`](classify::RequestInfo), as kube-apiserver sees
 //!    it.
 //! 5. [`policy`]: grants in effect → the groups the cluster is sent.
 //! 6. [`forward`] (with [`upstream`] and [`limits`]): strip client identity
 //!    headers, impersonate, send with the ServiceAccount token and our
 //!    Audit-ID, stream the answer back under the size cap.
-//! 7. One log line per request, carrying the audit id.
+//! 7. One log line per request, and its audit row (`crate::audit::record`),
+//!    written when the response ends; a write's row is committed before it
+//!    is forwarded. Every log line about a request carries its audit id.
 
 pub mod authenticate;
 pub mod classify;
@@ -24,13 +26,13 @@ pub mod policy;
 pub mod router;
 pub mod upstream;
 
+use crate::audit::row::{bounded, AuditRow};
+use crate::audit::{Audit, AuditError};
 use crate::body::{self, Body};
 use crate::config::{Config, Limits};
-use crate::identity::Identity;
 use crate::status::Status;
 use crate::store::Store;
 use authenticate::{AuthError, Authenticator};
-use classify::RequestInfo;
 use http::{HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use ipnet::IpNet;
@@ -38,9 +40,11 @@ use policy::{Decision, Policy};
 use router::Route;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
-use upstream::Upstream;
+use tracing::Instrument;
+use upstream::{Upstream, UpstreamError};
 
 /// The challenge sent with every 401.
 const CHALLENGE: &str = "Bearer realm=\"portcullis\"";
@@ -53,36 +57,58 @@ pub struct Gateway {
     policy: Policy,
     limits: Limits,
     trusted_proxies: Vec<IpNet>,
+    audit: Audit,
     /// Prometheus metrics.
     pub metrics: metrics::Metrics,
 }
 
-/// What the request path learnt, for the log line (and later the audit row).
-#[derive(Debug, Default)]
+/// Why the gateway could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// A cluster's client could not be built.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The audit could not start.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+}
+
+/// What the request path learnt: the audit row being filled, which the log
+/// line reads too.
+#[derive(Debug)]
 struct Trace {
-    cluster: String,
-    identity: Option<Identity>,
-    info: Option<RequestInfo>,
-    client: Option<std::net::IpAddr>,
-    refused: Option<&'static str>,
+    row: AuditRow,
+    /// Request body bytes forwarded, counted by `forward`.
+    sent: Arc<AtomicU64>,
+    /// Probes and scrapes are not audited.
+    audited: bool,
 }
 
 impl Gateway {
-    /// Build the gateway: one upstream client per cluster.
-    pub fn new(config: &Config, store: Store) -> Result<Gateway, upstream::UpstreamError> {
+    /// Build the gateway: one upstream client per cluster, and the audit
+    /// writer. Must be called inside a Tokio runtime.
+    pub fn new(config: &Config, store: Store) -> Result<Gateway, GatewayError> {
         let clusters = config
             .clusters
             .iter()
             .map(|c| Upstream::new(c).map(|u| (c.name.clone(), u)))
             .collect::<Result<_, _>>()?;
+        let metrics = metrics::Metrics::default();
+        let audit = Audit::start(&config.audit, &store, metrics.audit_writer())?;
         Ok(Gateway {
             clusters,
             authenticator: Authenticator::new(store.clone()),
-            policy: Policy::new(store, config.protected_namespaces.iter().cloned()),
+            policy: Policy::new(store, config.protected_namespaces.iter().cloned(), &all_roles(config)),
             limits: config.limits.clone(),
             trusted_proxies: config.trusted_proxies.clone(),
-            metrics: metrics::Metrics::default(),
+            audit,
+            metrics,
         })
+    }
+
+    /// The audit (to close it at shutdown, or query it).
+    pub fn audit(&self) -> &Audit {
+        &self.audit
     }
 
     /// The clusters, for periodic refresh.
@@ -93,44 +119,61 @@ impl Gateway {
     /// Handle one request from `peer`. Never fails: every error becomes a
     /// Kubernetes Status, and every response carries the audit id.
     pub async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
-        let started = Instant::now();
         let audit_id = uuid::Uuid::now_v7();
-        let method = request.method().clone();
-        let path = request.uri().path().to_string();
-        let mut trace = Trace::default();
-        let mut response = match self.route(request, peer, audit_id, &mut trace).await {
+        // Every log line about this request carries its audit id.
+        let span = tracing::info_span!("request", %audit_id);
+        self.handle_traced(request, peer, audit_id).instrument(span).await
+    }
+
+    async fn handle_traced(&self, request: Request<Incoming>, peer: SocketAddr, audit_id: uuid::Uuid) -> Response<Body> {
+        let started = Instant::now();
+        let uri = request.uri();
+        let mut row = AuditRow::arrived(audit_id, request.method(), uri.path(), uri.query());
+        row.client = headers::client_address(peer.ip(), request.headers(), &self.trusted_proxies).to_string();
+        let mut trace = Trace { row, sent: Arc::default(), audited: true };
+        let mut response = match self.route(request, audit_id, &mut trace).await {
             Ok(response) => response,
-            Err(status) if status.code == 401 => {
+            Err(status) => {
+                trace.row.reason = status.reason.clone();
+                let challenge = status.code == 401;
                 let mut response = status.response();
-                response.headers_mut().insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+                if challenge {
+                    response.headers_mut().insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+                }
                 response
             }
-            Err(status) => status.response(),
         };
         if let Ok(value) = HeaderValue::from_str(&audit_id.to_string()) {
             response.headers_mut().insert("audit-id", value);
         }
-        self.record(&trace, &method, &path, response.status().as_u16(), audit_id, started);
-        response
+        self.record(&trace, response.status().as_u16(), started);
+        if !trace.audited {
+            return response;
+        }
+        // Written when the body ends or an upgraded stream closes, so that
+        // bytes and truncation are known.
+        crate::audit::record::attach(self.audit.writer(), trace.row, trace.sent, response)
     }
 
     async fn route(
         &self,
         request: Request<Incoming>,
-        peer: SocketAddr,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
-        let route = router::route(request.uri().path()).inspect_err(|_| trace.refused = Some("path"))?;
+        let route = router::route(request.uri().path()).inspect_err(|_| trace.row.refused = "path".into())?;
+        trace.audited = !matches!(route, Route::Healthz | Route::Readyz | Route::Metrics);
         match route {
             Route::Healthz => Ok(text(200, "ok".into())),
             Route::Readyz => Ok(self.readyz()),
             Route::Metrics => Ok(text(200, self.metrics.render())),
             Route::NotFound => Err(Status::path_not_found()),
+            Route::Audit => self.audit_request(request, trace).await,
             Route::Cluster { name, path } => {
-                trace.cluster = name.to_string();
+                trace.row.cluster = name.to_string();
+                trace.row.path = bounded(path);
                 let path = path.to_string();
-                self.cluster_request(name.to_string(), &path, request, peer, audit_id, trace).await
+                self.cluster_request(name.to_string(), &path, request, audit_id, trace).await
             }
         }
     }
@@ -140,35 +183,60 @@ impl Gateway {
         cluster: String,
         path: &str,
         request: Request<Incoming>,
-        peer: SocketAddr,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
         let upstream = self.clusters.get(&cluster).ok_or_else(|| {
             Status::failure(404, "NotFound", format!("cluster \"{cluster}\" is not served by this portcullis"))
         })?;
-        trace.client = Some(headers::client_address(peer.ip(), request.headers(), &self.trusted_proxies));
         // Refused before authenticating: an identity claim is never weighed.
         if let Some(name) = headers::has_impersonation(request.headers()) {
-            trace.refused = Some("identity_header");
+            trace.row.refused = "identity_header".into();
             return Err(Status::bad_request(format!(
                 "portcullis refuses requests carrying {name}: your credential decides who you are; ask for a grant instead"
             )));
         }
         let identity = self.authenticator.authenticate(request.headers()).await.map_err(|e| self.unauthorized(e, trace))?;
-        trace.identity = Some(identity.clone());
+        trace.row.identify(&identity);
         let info = classify::classify(request.method(), path, request.uri().query());
-        trace.info = Some(info.clone());
+        trace.row.classify(&info, request.uri().query());
         let groups = match self.policy.decide(&identity, &cluster, &info).await {
-            Ok(Decision::Allow { groups }) => groups,
+            Ok(Decision::Allow { groups, reveal_secrets: _ }) => groups,
             Err(e) => return Err(Status::unavailable(format!("portcullis cannot read grants now ({e}); try again"))),
         };
-        let call = forward::Call { upstream, path, info: &info, identity: &identity, groups, audit_id, limits: &self.limits, metrics: &self.metrics };
+        // A write is on record before the cluster sees it (the API server's
+        // blocking audit mode): no record, no write.
+        if info.is_write() {
+            self.audit.writer().commit_intent(trace.row.clone()).await.map_err(|error| {
+                tracing::error!(%error, "the audit cannot commit: write refused");
+                trace.row.refused = "audit_unavailable".into();
+                Status::unavailable("portcullis cannot record this write in its audit now, so it was not sent; try again")
+            })?;
+        }
+        let sent = trace.sent.clone();
+        let call = forward::Call { upstream, path, info: &info, identity: &identity, groups, audit_id, limits: &self.limits, metrics: &self.metrics, sent };
         forward::forward(call, request).await
     }
 
+    /// `GET /audit`: rows for admins, authenticated like any request.
+    async fn audit_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+        trace.row.verb = request.method().as_str().to_ascii_lowercase();
+        if request.method() != http::Method::GET {
+            return Err(Status::failure(405, "MethodNotAllowed", "the audit is read with GET"));
+        }
+        let identity = self.authenticator.authenticate(request.headers()).await.map_err(|e| self.unauthorized(e, trace))?;
+        trace.row.identify(&identity);
+        self.audit.serve(&identity, request.uri().query()).await.map_err(|error| {
+            if matches!(error, crate::audit::http::AuditHttpError::NotAdmin(_)) {
+                trace.row.refused = "not_admin".into();
+            }
+            error.status()
+        })
+    }
+
     fn unauthorized(&self, error: AuthError, trace: &mut Trace) -> Status {
-        trace.refused = Some(error.reason());
+        trace.row.refused = error.reason().into();
+        trace.row.credential_prefix = error.prefix().unwrap_or_default().into();
         self.metrics
             .rejected_credentials
             .get_or_create(&metrics::RejectLabels { reason: error.reason().into() })
@@ -192,29 +260,34 @@ impl Gateway {
         }
     }
 
-    fn record(&self, trace: &Trace, method: &http::Method, path: &str, code: u16, audit_id: uuid::Uuid, started: Instant) {
-        let verb = trace.info.as_ref().map_or("", |i| i.verb.as_str());
-        if !trace.cluster.is_empty() {
+    /// The request's log line (the audit id comes from its span) and
+    /// metrics.
+    fn record(&self, trace: &Trace, code: u16, started: Instant) {
+        let row = &trace.row;
+        if !row.cluster.is_empty() {
             self.metrics
                 .requests
-                .get_or_create(&metrics::RequestLabels { cluster: trace.cluster.clone(), verb: verb.into(), code })
+                .get_or_create(&metrics::RequestLabels { cluster: row.cluster.clone(), verb: row.verb.clone(), code })
                 .inc();
         }
-        let principal = trace.identity.as_ref().map(|i| i.principal.to_string()).unwrap_or_default();
         tracing::info!(
-            audit_id = %audit_id,
-            cluster = %trace.cluster,
-            principal = %principal,
-            client = ?trace.client,
-            %method,
-            path,
-            verb,
+            cluster = %row.cluster,
+            principal = %format_args!("{}:{}", row.principal_kind, row.login),
+            client = %row.client,
+            method = %row.method,
+            path = %row.path,
+            verb = %row.verb,
             code,
-            refused = trace.refused.unwrap_or(""),
+            refused = %row.refused,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "request"
         );
     }
+}
+
+/// The built-in roles and the configuration's custom ones.
+pub fn all_roles(config: &Config) -> Vec<crate::identity::roles::Role> {
+    crate::identity::roles::builtin().into_iter().chain(config.roles.iter().cloned()).collect()
 }
 
 fn text(code: u16, body: String) -> Response<Body> {

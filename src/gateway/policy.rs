@@ -8,7 +8,8 @@
 //! revoked by another process stops applying within that time.
 
 use super::classify::RequestInfo;
-use crate::identity::{Grant, Identity, Principal};
+use crate::identity::roles::Role;
+use crate::identity::{Agent, Grant, Identity, Principal};
 use crate::store::Store;
 use chrono::Utc;
 use dashmap::DashMap;
@@ -25,6 +26,10 @@ pub enum Decision {
     Allow {
         /// `portcullis:grant:<id>` for each grant in effect.
         groups: Vec<String>,
+        /// Whether Secret values may reach the caller: never for an agent;
+        /// for people and bots, when a grant in effect is of a role that
+        /// reveals Secrets.
+        reveal_secrets: bool,
     },
 }
 
@@ -38,14 +43,16 @@ pub struct PolicyUnavailable;
 pub struct Policy {
     store: Store,
     protected: HashSet<String>,
+    revealing_roles: HashSet<String>,
     cache: DashMap<(Principal, String), (Arc<Vec<Grant>>, Instant)>,
 }
 
 impl Policy {
     /// A policy over `store`, with `protected` namespaces where no grant
-    /// applies.
-    pub fn new(store: Store, protected: impl IntoIterator<Item = String>) -> Self {
-        Policy { store, protected: protected.into_iter().collect(), cache: DashMap::new() }
+    /// applies, and `roles` (built-in and custom).
+    pub fn new(store: Store, protected: impl IntoIterator<Item = String>, roles: &[Role]) -> Self {
+        let revealing_roles = roles.iter().filter(|r| r.reveals_secrets).map(|r| r.name.clone()).collect();
+        Policy { store, protected: protected.into_iter().collect(), revealing_roles, cache: DashMap::new() }
     }
 
     /// Decide for `identity` on `cluster` doing `info`.
@@ -56,12 +63,21 @@ impl Policy {
         info: &RequestInfo,
     ) -> Result<Decision, PolicyUnavailable> {
         if !info.namespace.is_empty() && self.protected.contains(&info.namespace) {
-            return Ok(Decision::Allow { groups: Vec::new() });
+            return Ok(Decision::Allow { groups: Vec::new(), reveal_secrets: false });
         }
         let grants = self.grants(&identity.principal, cluster).await?;
         let now = Utc::now();
-        let groups = grants.iter().filter(|g| g.in_effect(now)).map(Grant::group).collect();
-        Ok(Decision::Allow { groups })
+        // A delegated agent is sent only the grants it was given.
+        let delegated = identity.agent.as_ref().and_then(|a| a.grant_ids.as_ref());
+        let in_effect: Vec<&Grant> = grants
+            .iter()
+            .filter(|g| g.in_effect(now))
+            .filter(|g| delegated.is_none_or(|ids| ids.contains(&g.id)))
+            .collect();
+        let reveal_secrets =
+            !identity.is_agent() && in_effect.iter().any(|g| self.revealing_roles.contains(&g.role));
+        let groups = in_effect.iter().map(|g| g.group()).collect();
+        Ok(Decision::Allow { groups, reveal_secrets })
     }
 
     /// Forget cached grants (after a change made in this process).
@@ -119,15 +135,45 @@ mod tests {
         store.add_grant(&grant("g2", None, -1)).unwrap();
         store.add_grant(&grant("g3", None, 3600)).unwrap();
         store.revoke_grant("g3").unwrap();
-        let policy = Policy::new(store, ["kube-system".to_string()]);
-        let ana = Identity { principal: Principal::person("ana"), credential_id: "c1".into() };
+        let policy = Policy::new(store, ["kube-system".to_string()], &crate::identity::roles::builtin());
+        let ana = Identity { principal: Principal::person("ana"), credential_id: "c1".into(), agent: None };
         let pods = classify(&http::Method::GET, "/api/v1/namespaces/shop/pods", None);
-        assert_eq!(
-            policy.decide(&ana, "c", &pods).await.unwrap(),
-            Decision::Allow { groups: vec!["portcullis:grant:g1".into()] }
-        );
+        let allow = |groups: &[&str], reveal_secrets| Decision::Allow {
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            reveal_secrets,
+        };
+        assert_eq!(policy.decide(&ana, "c", &pods).await.unwrap(), allow(&["portcullis:grant:g1"], false));
         let system = classify(&http::Method::GET, "/api/v1/namespaces/kube-system/pods", None);
-        assert_eq!(policy.decide(&ana, "c", &system).await.unwrap(), Decision::Allow { groups: vec![] });
-        assert_eq!(policy.decide(&ana, "other", &pods).await.unwrap(), Decision::Allow { groups: vec![] });
+        assert_eq!(policy.decide(&ana, "c", &system).await.unwrap(), allow(&[], false));
+        assert_eq!(policy.decide(&ana, "other", &pods).await.unwrap(), allow(&[], false));
+    }
+
+    #[tokio::test]
+    async fn agents_get_only_their_grants_and_never_secret_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        store.add_principal(&Principal::person("ana"), false).unwrap();
+        let mut reader = grant("g1", Some("shop"), 3600);
+        reader.role = "secrets-reader".into();
+        store.add_grant(&reader).unwrap();
+        store.add_grant(&grant("g2", Some("shop"), 3600)).unwrap();
+        let policy = Policy::new(store, Vec::new(), &crate::identity::roles::builtin());
+        let pods = classify(&http::Method::GET, "/api/v1/namespaces/shop/secrets", None);
+        let ana = Identity { principal: Principal::person("ana"), credential_id: "c1".into(), agent: None };
+        let Decision::Allow { groups, reveal_secrets } = policy.decide(&ana, "c", &pods).await.unwrap();
+        assert_eq!(groups.len(), 2);
+        assert!(reveal_secrets, "secrets-reader reveals");
+        let agent = Agent {
+            id: "a1".into(),
+            name: "helper".into(),
+            principal: Principal::person("ana"),
+            writes_need_approval: false,
+            grant_ids: Some(vec!["g1".into()]),
+            disabled: false,
+        };
+        let delegated = Identity { agent: Some(std::sync::Arc::new(agent)), ..ana };
+        let Decision::Allow { groups, reveal_secrets } = policy.decide(&delegated, "c", &pods).await.unwrap();
+        assert_eq!(groups, ["portcullis:grant:g1"]);
+        assert!(!reveal_secrets, "an agent never sees Secret values");
     }
 }

@@ -24,6 +24,8 @@ pub enum Route<'a> {
     Readyz,
     /// `/metrics`: Prometheus metrics.
     Metrics,
+    /// `/audit`: the audit, for admins (`crate::audit::http`).
+    Audit,
     /// Anything else.
     NotFound,
 }
@@ -34,6 +36,7 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
         "/healthz" => return Ok(Route::Healthz),
         "/readyz" => return Ok(Route::Readyz),
         "/metrics" => return Ok(Route::Metrics),
+        "/audit" => return Ok(Route::Audit),
         _ => {}
     }
     let Some(rest) = path.strip_prefix("/clusters/") else {
@@ -128,6 +131,8 @@ mod tests {
         assert_eq!(route("/healthz").unwrap(), Route::Healthz);
         assert_eq!(route("/readyz").unwrap(), Route::Readyz);
         assert_eq!(route("/metrics").unwrap(), Route::Metrics);
+        assert_eq!(route("/audit").unwrap(), Route::Audit);
+        assert_eq!(route("/audit/x").unwrap(), Route::NotFound);
         assert_eq!(route("/healthz/x").unwrap(), Route::NotFound);
         assert_eq!(route("/api/v1").unwrap(), Route::NotFound);
     }

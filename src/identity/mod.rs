@@ -132,11 +132,40 @@ impl Grant {
     }
 }
 
+/// An AI agent: acts for a person (delegated, with a chosen subset of the
+/// person's grants) or for a bot (with the bot's grants).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Agent {
+    /// Stable id; sent to the cluster as the `portcullis.dev/agent-session`
+    /// extra and written to the audit.
+    pub id: String,
+    /// The owner's label for it.
+    pub name: String,
+    /// The person or bot it acts for (and is impersonated as).
+    pub principal: Principal,
+    /// Its writes wait for a person's approval.
+    pub writes_need_approval: bool,
+    /// For a delegated agent, the only grants it is sent; `None` for a bot's
+    /// agent (all of the bot's grants).
+    pub grant_ids: Option<Vec<String>>,
+    /// Disabled agents' credentials stop working.
+    pub disabled: bool,
+}
+
 /// Who a request is from: what `authenticate` proves and later stages use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    /// The person or bot.
+    /// The person or bot (for an agent, the one it acts for).
     pub principal: Principal,
     /// The credential that authenticated the request.
     pub credential_id: String,
+    /// Set when the credential is an agent's.
+    pub agent: Option<std::sync::Arc<Agent>>,
+}
+
+impl Identity {
+    /// Is this an AI agent (which never sees Secret values)?
+    pub fn is_agent(&self) -> bool {
+        self.agent.is_some()
+    }
 }

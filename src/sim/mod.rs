@@ -33,6 +33,7 @@ pub mod discovery;
 pub mod faults;
 pub mod handlers;
 pub mod patch;
+pub mod protobuf;
 pub mod rbac;
 pub mod registry;
 pub mod registry_table;

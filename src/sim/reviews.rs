@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 mod access;
+mod protobuf;
 
 use super::auth::TokenAuthenticator;
 use super::rbac::RbacObjects;
@@ -61,6 +62,54 @@ pub fn create_with_tokens(
         ("authorization.k8s.io", "subjectaccessreviews") => access::subject_access(&review, objects),
         _ => Err(Status::path_not_found()),
     }
+}
+
+/// As [`create_with_tokens`], from the raw request body in whichever
+/// `Content-Type` the client sent: JSON (also when absent), YAML, or
+/// protobuf, which kubectl's `auth whoami` and `auth can-i` use. Another
+/// media type is 415.
+pub fn create_from_body(
+    objects: &dyn RbacObjects,
+    tokens: &TokenAuthenticator,
+    user: &UserInfo,
+    info: &RequestInfo,
+    content_type: Option<&str>,
+    bytes: &[u8],
+) -> Result<Value, Status> {
+    let body = decode_body(info, content_type, bytes)?;
+    create_with_tokens(objects, tokens, user, info, &body)
+}
+
+/// The media types a review body may come in, as the API server lists them.
+const ACCEPTED: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// Decode a review body by its `Content-Type` into its JSON form: 400 when
+/// it does not decode, 415 for a media type the API server does not read.
+pub fn decode_body(info: &RequestInfo, content_type: Option<&str>, bytes: &[u8]) -> Result<Value, Status> {
+    let media_type = content_type
+        .and_then(|c| c.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| "application/json".into());
+    let (_, kind) = kind_of(&info.resource);
+    let version = if info.api_version.is_empty() {
+        "v1"
+    } else {
+        &info.api_version
+    };
+    let decoded = match media_type.as_str() {
+        "application/json" => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+        "application/yaml" => serde_yaml::from_slice(bytes).map_err(|e| e.to_string()),
+        "application/vnd.kubernetes.protobuf" => protobuf::decode(&info.resource, bytes),
+        _ => {
+            return Err(Status::failure(
+                415,
+                "UnsupportedMediaType",
+                format!("the body of the request was in an unknown format - accepted media types include: {ACCEPTED}"),
+            ))
+        }
+    };
+    decoded.map_err(|why| undecodable(kind, version, &why))
 }
 
 /// Is `resource` in `group` one of the review resources?

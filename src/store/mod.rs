@@ -9,8 +9,10 @@
 use crate::identity::{credential, Credential, Grant, Principal, PrincipalKind};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+mod agents;
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +35,7 @@ pub enum StoreError {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    path: Arc<PathBuf>,
 }
 
 impl std::fmt::Debug for Store {
@@ -41,7 +44,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_identity.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("migrations/0001_identity.sql"), include_str!("migrations/0002_audit.sql"),
+    include_str!("migrations/0003_agents.sql")];
 
 /// A credential found by its token hash, with whether its owner is disabled.
 #[derive(Debug, Clone)]
@@ -61,6 +66,8 @@ pub struct PrincipalRecord {
     pub disabled: bool,
     /// For bots: writes wait for a person's approval.
     pub writes_need_approval: bool,
+    /// For people: may read everyone's audit (`GET /audit`).
+    pub admin: bool,
     /// When added.
     pub created_at: DateTime<Utc>,
 }
@@ -73,7 +80,12 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         migrate(&conn)?;
-        Ok(Store { conn: Arc::new(Mutex::new(conn)) })
+        Ok(Store { conn: Arc::new(Mutex::new(conn)), path: Arc::new(path.to_path_buf()) })
+    }
+
+    /// The database file (the audit writer opens its own connection to it).
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Run `f` with the connection. Blocking: from async code, call inside
@@ -102,17 +114,46 @@ impl Store {
     pub fn list_principals(&self, kind: PrincipalKind) -> Result<Vec<PrincipalRecord>, StoreError> {
         self.with(|c| {
             let mut stmt = c.prepare(
-                "SELECT name, disabled, writes_need_approval, created_at FROM principals WHERE kind = ?1 ORDER BY name",
+                "SELECT name, disabled, writes_need_approval, admin, created_at FROM principals WHERE kind = ?1 ORDER BY name",
             )?;
             let rows = stmt.query_map(params![kind.as_str()], |r| {
                 Ok(PrincipalRecord {
                     principal: Principal { kind, name: r.get(0)? },
                     disabled: r.get(1)?,
                     writes_need_approval: r.get(2)?,
-                    created_at: r.get(3)?,
+                    admin: r.get(3)?,
+                    created_at: r.get(4)?,
                 })
             })?;
             Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Mark a person as an admin (may read everyone's audit), or not.
+    pub fn set_admin(&self, principal: &Principal, admin: bool) -> Result<(), StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE principals SET admin = ?3 WHERE kind = ?1 AND name = ?2",
+                params![principal.kind.as_str(), principal.name, admin],
+            )?;
+            if n == 0 {
+                return Err(StoreError::NotFound(principal.to_string()));
+            }
+            Ok(())
+        })
+    }
+
+    /// Is `principal` an enabled admin?
+    pub fn is_admin(&self, principal: &Principal) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let found: Option<bool> = c
+                .query_row(
+                    "SELECT admin AND NOT disabled FROM principals WHERE kind = ?1 AND name = ?2",
+                    params![principal.kind.as_str(), principal.name],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(found.unwrap_or(false))
         })
     }
 
@@ -316,7 +357,8 @@ fn validate_name(name: &str) -> Result<(), StoreError> {
     }
 }
 
-fn migrate(conn: &Connection) -> Result<(), StoreError> {
+/// Apply the embedded migrations not yet applied to `conn`'s database.
+pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")?;
     let applied: i64 = conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))?;
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
@@ -370,6 +412,20 @@ mod tests {
             store.issue_credential(&Principal::person("ghost"), "x", None),
             Err(StoreError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn only_enabled_people_marked_admin_are_admins() {
+        let (_dir, store) = store();
+        let ana = Principal::person("ana");
+        store.add_principal(&ana, false).unwrap();
+        assert!(!store.is_admin(&ana).unwrap());
+        store.set_admin(&ana, true).unwrap();
+        assert!(store.is_admin(&ana).unwrap());
+        assert!(store.list_principals(PrincipalKind::Person).unwrap()[0].admin);
+        store.disable_principal(&ana).unwrap();
+        assert!(!store.is_admin(&ana).unwrap());
+        assert!(!store.is_admin(&Principal::person("ghost")).unwrap());
     }
 
     #[test]

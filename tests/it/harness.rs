@@ -62,6 +62,7 @@ impl Portcullis {
                 token_file: path("cluster-token"),
             }],
             roles: Vec::new(),
+            audit: Default::default(),
         };
         adjust(&mut config);
         let store = portcullis::cli::open_store(&config).unwrap();
@@ -112,6 +113,18 @@ impl Portcullis {
         self.person_with_ttl(login, grants, Duration::from_secs(3600)).0
     }
 
+    /// Add an agent for person `login` with `grants` (ids); returns its token.
+    pub fn agent(&self, login: &str, grants: &[&Grant]) -> String {
+        self.agent_named(login, "helper", grants)
+    }
+
+    /// Add an agent called `name` for person `login`; returns its token.
+    pub fn agent_named(&self, login: &str, name: &str, grants: &[&Grant]) -> String {
+        let ids: Vec<String> = grants.iter().map(|g| g.id.clone()).collect();
+        let agent = self.store.add_agent(&Principal::person(login), name, &ids, false).unwrap();
+        self.store.issue_agent_credential(&agent, None).unwrap().1
+    }
+
     /// kubectl with a kubeconfig for `token`, default namespace `namespace`.
     pub fn kubectl(&self, token: &str, namespace: &str) -> Kubectl {
         let kubeconfig = portcullis::demo::kubeconfig(&self.url(), &self.ca_pem, "tester", token, namespace);
@@ -132,6 +145,25 @@ impl Portcullis {
         config.auth_info.token = Some(token.to_string().into());
         config.default_namespace = "shop".into();
         kube::Client::try_from(config).unwrap()
+    }
+
+    /// Stop portcullis cleanly (as on Ctrl-C) and start it again on the same
+    /// store and simulated cluster; it listens on a new port.
+    pub async fn restart(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(20), task).await.expect("portcullis stops").unwrap();
+        }
+        let app = App::build(&self.config, self.store.clone()).await.expect("portcullis restarts");
+        self.addr = app.local_addr();
+        self.gateway = app.gateway();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(app.run(async {
+            let _ = stopped.await;
+        })));
+        self.stop = Some(stop);
     }
 
     /// Stop portcullis and the simulated cluster.

@@ -10,3 +10,4 @@ mod sim_streams;
 mod sim_verbs;
 mod proxy;
 mod proxy_streams;
+mod audit;

@@ -281,3 +281,42 @@ async fn health_and_metrics_are_served() {
     assert!(text.contains("portcullis_open_streams"), "{text}");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegated_agent_is_sent_only_its_own_grants() {
+    let env = Portcullis::start().await;
+    let (_, grants) =
+        env.person_with_ttl("ana", &[("admin", Some("shop")), ("viewer", Some("payments"))], Duration::from_secs(3600));
+    let agent = env.agent("ana", &[&grants[1]]);
+    let kubectl = env.kubectl(&agent, "payments");
+    kubectl.ok(&["get", "pods"]);
+    let err = kubectl.fails(&["get", "pods", "-n", "shop"]);
+    assert!(err.contains(r#"User "user:ana" cannot list resource "pods""#), "{err}");
+    let seen = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/pods")).unwrap();
+    let user = seen.impersonated.unwrap();
+    assert_eq!(user.name, "user:ana");
+    assert!(user.groups.contains(&grants[1].group()));
+    assert!(!user.groups.contains(&grants[0].group()), "the person's other grant is never sent");
+    assert!(user.extra.contains_key("portcullis.dev/agent-session"), "{:?}", user.extra);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabling_the_person_or_the_agent_ends_the_agents_access() {
+    let env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
+    let agent = env.agent("ana", &[&grants[0]]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
+    assert_eq!(env.raw().get(&path, &agent).await.status, 200);
+    let id = env.store.list_agents().unwrap()[0].id.clone();
+    env.store.disable_agent(&id).unwrap();
+    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
+    assert_eq!(env.raw().get(&path, &agent).await.status, 401);
+
+    let other = env.agent_named("ana", "second", &[&grants[0]]);
+    assert_eq!(env.raw().get(&path, &other).await.status, 200);
+    env.store.disable_principal(&portcullis::identity::Principal::person("ana")).unwrap();
+    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
+    assert_eq!(env.raw().get(&path, &other).await.status, 401);
+    env.stop().await;
+}

@@ -114,6 +114,10 @@ pub(super) fn decode_body(ctx: &Ctx<'_>, body: &Bytes) -> Result<Value, Status> 
     let parsed = match media.as_str() {
         "application/json" | "" => serde_json::from_slice::<Value>(body).map_err(|e| e.to_string()),
         "application/yaml" => serde_yaml::from_slice::<Value>(body).map_err(|e| e.to_string()),
+        // kubectl's typed clients send protobuf; custom resources refuse it (415).
+        crate::sim::protobuf::MEDIA_TYPE if crate::sim::protobuf::accepts_group(ctx.rt.group) => {
+            return crate::sim::protobuf::decode_request(ctx.rt.kind, body);
+        }
         _ => {
             return Err(Status::failure(
                 415,

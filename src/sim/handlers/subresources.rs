@@ -76,8 +76,8 @@ fn write_scale(ctx: &Ctx<'_>, body: &Bytes) -> Result<Response<Body>, Status> {
             OptionsKind::Update
         },
     )?;
-    let sent: Value =
-        serde_json::from_slice(body).map_err(|e| Status::bad_request(format!("error decoding Scale: {e}")))?;
+    let sent: Value = crate::sim::protobuf::json_or_protobuf(crate::sim::protobuf::is_protobuf(ctx.headers), body)
+        .map_err(|e| Status::bad_request(format!("error decoding Scale: {e}")))?;
     let (rt, name) = (ctx.rt, ctx.info.name.as_str());
     let written = ctx.store.write(rt, ctx.namespace(), name, opts.dry_run, |current| {
         let current = current.ok_or_else(|| Status::not_found(rt.group, rt.plural, name))?;
@@ -121,7 +121,8 @@ fn token(ctx: &Ctx<'_>, body: &Bytes) -> Result<Response<Body>, Status> {
     let request: Value = if body.is_empty() {
         json!({})
     } else {
-        serde_json::from_slice(body).map_err(|e| Status::bad_request(format!("error decoding TokenRequest: {e}")))?
+        crate::sim::protobuf::json_or_protobuf(crate::sim::protobuf::is_protobuf(ctx.headers), body)
+            .map_err(|e| Status::bad_request(format!("error decoding TokenRequest: {e}")))?
     };
     let seconds = request["spec"]["expirationSeconds"].as_i64().unwrap_or(3600).max(600);
     let audiences = match request["spec"]["audiences"].as_array() {

@@ -258,7 +258,8 @@ fn delete_options(ctx: &Ctx<'_>, body: &Bytes) -> Result<(WriteOptions, Value), 
     let body_options: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(body).map_err(|e| Status::bad_request(format!("decoding DeleteOptions: {e}")))?
+        crate::sim::protobuf::json_or_protobuf(crate::sim::protobuf::is_protobuf(ctx.headers), body)
+            .map_err(|e| Status::bad_request(format!("decoding DeleteOptions: {e}")))?
     };
     let body_dry_run: Vec<String> = body_options["dryRun"]
         .as_array()

@@ -253,3 +253,36 @@ fn a_resource_that_is_no_review_is_404() {
     assert!(!is_review("", "configmaps"));
     assert!(is_review("authorization.k8s.io", "selfsubjectrulesreviews"));
 }
+
+#[test]
+fn review_bodies_decode_by_content_type() {
+    let info = classify(&Method::POST, SSAR, None);
+    let json_body = br#"{"spec":{"nonResourceAttributes":{"path":"/api","verb":"get"}}}"#;
+    for content_type in [None, Some("application/json"), Some("application/json; charset=utf-8")] {
+        let body = decode_body(&info, content_type, json_body).unwrap();
+        assert_eq!(body["spec"]["nonResourceAttributes"]["path"], "/api");
+    }
+    let yaml = decode_body(
+        &info,
+        Some("application/yaml"),
+        b"spec:\n  nonResourceAttributes: {path: /api, verb: get}\n",
+    );
+    assert_eq!(yaml.unwrap()["spec"]["nonResourceAttributes"]["verb"], "get");
+    let status = decode_body(&info, Some("text/plain"), json_body).unwrap_err();
+    assert_eq!((status.code, status.reason.as_str()), (415, "UnsupportedMediaType"));
+    let status = decode_body(&info, None, b"{nope").unwrap_err();
+    assert_eq!(status.code, 400);
+    assert!(status
+        .message
+        .starts_with("SelfSubjectAccessReview in version \"v1\" cannot be handled as a SelfSubjectAccessReview:"));
+    let answer = create_from_body(
+        &objects(),
+        &TokenAuthenticator::default(),
+        &ana(),
+        &info,
+        None,
+        json_body,
+    )
+    .unwrap();
+    assert_eq!(answer["status"]["allowed"], true);
+}

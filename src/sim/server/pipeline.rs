@@ -96,11 +96,13 @@ async fn review(state: &State, user: &UserInfo, req: Request<Incoming>, info: &R
             "the server does not allow this method on the requested resource",
         ));
     }
+    // kubectl sends reviews (auth whoami, auth can-i) as protobuf.
+    let protobuf = crate::sim::protobuf::is_protobuf(req.headers());
     let bytes = match Limited::new(req.into_body(), handlers::MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => return error(Status::too_large("the request body is too large")),
     };
-    let body: serde_json::Value = match serde_json::from_slice(&bytes) {
+    let body: serde_json::Value = match crate::sim::protobuf::json_or_protobuf(protobuf, &bytes) {
         Ok(body) => body,
         Err(e) => return error(Status::bad_request(format!("decoding the review: {e}"))),
     };

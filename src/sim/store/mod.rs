@@ -55,6 +55,10 @@ pub enum Change {
     /// Leave the current object as it is (a no-op update): no new
     /// resourceVersion, no event.
     Keep,
+    /// Store this object keeping the uid and creationTimestamp it carries
+    /// (seeding a cluster whose objects existed before the simulator
+    /// started); never used for API requests, where the server sets both.
+    Restore(Value),
 }
 
 /// The result of a write.
@@ -199,11 +203,13 @@ impl Store {
         }
         let key = (rt.group, rt.plural);
         let current = self.get(rt, namespace, name);
-        match decide(current.as_ref())? {
-            Change::Put(mut object) => {
+        let decided = decide(current.as_ref())?;
+        let keep_identity = matches!(decided, Change::Restore(_));
+        match decided {
+            Change::Put(mut object) | Change::Restore(mut object) => {
                 let created = current.is_none();
                 let revision = if dry_run { None } else { Some(self.next_revision()) };
-                stamp(&mut object, current.as_deref(), revision);
+                stamp(&mut object, current.as_deref(), revision, keep_identity);
                 let object = Arc::new(object);
                 if let Some(revision) = revision {
                     let kind = if created { EventType::Added } else { EventType::Modified };
@@ -290,13 +296,14 @@ impl Store {
     }
 
     /// Create `obj`, finding its type from `apiVersion` and `kind` (for
-    /// seeding and tests). 409 if it exists; 404 if its namespace does not.
+    /// seeding and tests): a uid and creationTimestamp it carries are kept.
+    /// 409 if it exists; 404 if its namespace does not.
     pub fn create(&self, obj: Value) -> Result<Arc<Value>, Status> {
         let (rt, ns, name) = locate(&obj)?;
         let (group, plural) = (rt.group, rt.plural);
         self.write(rt, &ns, &name, false, |current| match current {
             Some(_) => Err(Status::already_exists(group, plural, &name)),
-            None => Ok(Change::Put(obj)),
+            None => Ok(Change::Restore(obj)),
         })
         .map(|w| w.object)
     }
@@ -410,7 +417,7 @@ pub fn set_meta(obj: &mut Value, field: &str, value: Value) {
 }
 
 /// Stamp the server-owned metadata on an object about to be stored.
-fn stamp(obj: &mut Value, old: Option<&Value>, revision: Option<u64>) {
+fn stamp(obj: &mut Value, old: Option<&Value>, revision: Option<u64>, keep_identity: bool) {
     match old {
         Some(old) => {
             for field in ["uid", "creationTimestamp"] {
@@ -418,8 +425,12 @@ fn stamp(obj: &mut Value, old: Option<&Value>, revision: Option<u64>) {
             }
         }
         None => {
-            set_meta(obj, "uid", Value::String(uuid::Uuid::new_v4().to_string()));
-            set_meta(obj, "creationTimestamp", Value::String(now_timestamp()));
+            if !(keep_identity && obj["metadata"]["uid"].is_string()) {
+                set_meta(obj, "uid", Value::String(uuid::Uuid::new_v4().to_string()));
+            }
+            if !(keep_identity && obj["metadata"]["creationTimestamp"].is_string()) {
+                set_meta(obj, "creationTimestamp", Value::String(now_timestamp()));
+            }
         }
     }
     match (revision, old) {

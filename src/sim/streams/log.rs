@@ -66,8 +66,9 @@ impl LogOptions {
                 "sinceSeconds" => o.since_seconds = Some(parse_int("sinceSeconds", &value)?),
                 "limitBytes" => o.limit_bytes = Some(parse_int("limitBytes", &value)?),
                 "sinceTime" => {
-                    let t = DateTime::parse_from_rfc3339(&value)
-                        .map_err(|_| Status::bad_request(format!("sinceTime: parsing time \"{value}\" as RFC3339 failed")))?;
+                    let t = DateTime::parse_from_rfc3339(&value).map_err(|_| {
+                        Status::bad_request(format!("sinceTime: parsing time \"{value}\" as RFC3339 failed"))
+                    })?;
                     o.since_time = Some(t.with_timezone(&Utc));
                 }
                 _ => {}
@@ -108,12 +109,30 @@ impl LogOptions {
         }
         let listed: Vec<String> = causes
             .iter()
-            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+            .map(|c| {
+                if c.field.is_empty() {
+                    c.message.clone()
+                } else {
+                    format!("{}: {}", c.field, c.message)
+                }
+            })
             .collect();
-        let message = if listed.len() == 1 { listed[0].clone() } else { format!("[{}]", listed.join(", ")) };
-        Err(Status::failure(422, "Invalid", format!("PodLogOptions \"{name}\" is invalid: {message}")).with_details(
-            StatusDetails { name: name.into(), kind: "PodLogOptions".into(), causes, ..Default::default() },
-        ))
+        let message = if listed.len() == 1 {
+            listed[0].clone()
+        } else {
+            format!("[{}]", listed.join(", "))
+        };
+        Err(Status::failure(
+            422,
+            "Invalid",
+            format!("PodLogOptions \"{name}\" is invalid: {message}"),
+        )
+        .with_details(StatusDetails {
+            name: name.into(),
+            kind: "PodLogOptions".into(),
+            causes,
+            ..Default::default()
+        }))
     }
 }
 
@@ -133,7 +152,10 @@ fn line(pod: &str, container: &str, n: u64, at: DateTime<Utc>, previous: bool) -
     let (method, path, status) = PATHS[(n * 7 % PATHS.len() as u64) as usize];
     let ms = 1 + n * 37 % 120;
     let instance = if previous { " [previous]" } else { "" };
-    format!("{} {pod} {container}{instance} #{n} {method} {path} {status} {ms}ms\n", at.format("%Y-%m-%dT%H:%M:%SZ"))
+    format!(
+        "{} {pod} {container}{instance} #{n} {method} {path} {status} {ms}ms\n",
+        at.format("%Y-%m-%dT%H:%M:%SZ")
+    )
 }
 
 /// When history line 1 of the current instance was written.
@@ -145,7 +167,12 @@ fn history_start(pod: &PodInfo, c: &ContainerInfo, now: DateTime<Utc>) -> DateTi
 
 /// The history lines with their times, after `sinceSeconds`/`sinceTime`
 /// and `tailLines`.
-pub fn history(pod: &PodInfo, c: &ContainerInfo, opts: &LogOptions, now: DateTime<Utc>) -> Vec<(DateTime<Utc>, String)> {
+pub fn history(
+    pod: &PodInfo,
+    c: &ContainerInfo,
+    opts: &LogOptions,
+    now: DateTime<Utc>,
+) -> Vec<(DateTime<Utc>, String)> {
     let mut start = history_start(pod, c, now);
     if opts.previous {
         start -= ChronoDuration::seconds(3600);
@@ -158,9 +185,19 @@ pub fn history(pod: &PodInfo, c: &ContainerInfo, opts: &LogOptions, now: DateTim
         .collect();
     if opts.previous {
         let at = start + ChronoDuration::seconds(HISTORY as i64 + 1);
-        lines.push((at, format!("{} {} {} [previous] received SIGTERM, shutting down\n", at.format("%Y-%m-%dT%H:%M:%SZ"), pod.name, c.name)));
+        lines.push((
+            at,
+            format!(
+                "{} {} {} [previous] received SIGTERM, shutting down\n",
+                at.format("%Y-%m-%dT%H:%M:%SZ"),
+                pod.name,
+                c.name
+            ),
+        ));
     }
-    let since = opts.since_time.or_else(|| opts.since_seconds.map(|s| now - ChronoDuration::seconds(s)));
+    let since = opts
+        .since_time
+        .or_else(|| opts.since_seconds.map(|s| now - ChronoDuration::seconds(s)));
     if let Some(since) = since {
         lines.retain(|(at, _)| *at >= since);
     }
@@ -188,7 +225,9 @@ pub fn serve(pod: &PodInfo, query: Option<&str>) -> Result<Response<Body>, Statu
         )));
     }
     let mut response = Response::new(body::empty());
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     if pod.node_name.is_empty() {
         // No kubelet: kube-apiserver answers with an empty log.
         return Ok(response);
@@ -229,7 +268,11 @@ fn follow(history: Vec<String>, pod: String, container: String, timestamps: bool
         n: u64,
         sent: usize,
     }
-    let state = State { queued: history.into(), n: HISTORY, sent: 0 };
+    let state = State {
+        queued: history.into(),
+        n: HISTORY,
+        sent: 0,
+    };
     let stream = futures_util::stream::unfold(state, move |mut st| {
         let (pod, container) = (pod.clone(), container.clone());
         async move {
@@ -243,7 +286,11 @@ fn follow(history: Vec<String>, pod: String, container: String, timestamps: bool
                     st.n += 1;
                     let now = Utc::now();
                     let text = line(&pod, &container, st.n, now, false);
-                    if timestamps { stamp(now, &text) } else { text }
+                    if timestamps {
+                        stamp(now, &text)
+                    } else {
+                        text
+                    }
                 }
             };
             if let Some(l) = limit {
@@ -278,7 +325,15 @@ mod tests {
         let all = history(&p, c, &LogOptions::default(), now);
         assert_eq!(all.len() as u64, HISTORY);
         assert_eq!(all, history(&p, c, &LogOptions::default(), now));
-        let tail = history(&p, c, &LogOptions { tail_lines: Some(3), ..Default::default() }, now);
+        let tail = history(
+            &p,
+            c,
+            &LogOptions {
+                tail_lines: Some(3),
+                ..Default::default()
+            },
+            now,
+        );
         assert_eq!(tail, all[47..].to_vec());
         assert!(tail[2].1.contains(" #50 "));
     }
@@ -287,15 +342,35 @@ mod tests {
     fn since_seconds_keeps_only_recent_lines() {
         let p = pod(100);
         let now = Utc::now();
-        let recent = history(&p, &p.containers[0], &LogOptions { since_seconds: Some(75), ..Default::default() }, now);
-        assert!(!recent.is_empty() && (recent.len() as u64) < HISTORY, "{}", recent.len());
+        let recent = history(
+            &p,
+            &p.containers[0],
+            &LogOptions {
+                since_seconds: Some(75),
+                ..Default::default()
+            },
+            now,
+        );
+        assert!(
+            !recent.is_empty() && (recent.len() as u64) < HISTORY,
+            "{}",
+            recent.len()
+        );
     }
 
     #[test]
     fn previous_instance_has_different_lines() {
         let p = pod(3600);
         let now = Utc::now();
-        let prev = history(&p, &p.containers[0], &LogOptions { previous: true, ..Default::default() }, now);
+        let prev = history(
+            &p,
+            &p.containers[0],
+            &LogOptions {
+                previous: true,
+                ..Default::default()
+            },
+            now,
+        );
         assert!(prev.iter().all(|(_, l)| l.contains("[previous]")));
         assert!(prev.last().is_some_and(|(_, l)| l.contains("SIGTERM")));
     }
@@ -304,15 +379,23 @@ mod tests {
     fn invalid_options_are_422_and_bad_numbers_400() {
         let err = LogOptions::from_query(Some("tailLines=-1"), "web").unwrap_err();
         assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
-        assert_eq!(err.message, "PodLogOptions \"web\" is invalid: tailLines: Invalid value: -1: must be greater than or equal to 0");
-        assert_eq!(LogOptions::from_query(Some("limitBytes=x"), "web").unwrap_err().code, 400);
+        assert_eq!(
+            err.message,
+            "PodLogOptions \"web\" is invalid: tailLines: Invalid value: -1: must be greater than or equal to 0"
+        );
+        assert_eq!(
+            LogOptions::from_query(Some("limitBytes=x"), "web").unwrap_err().code,
+            400
+        );
         let o = LogOptions::from_query(Some("follow=true&timestamps=1&sinceSeconds=10&limitBytes=5"), "web").unwrap();
         assert!(o.follow && o.timestamps && o.since_seconds == Some(10) && o.limit_bytes == Some(5));
     }
 
     #[test]
     fn timestamps_use_the_kubelets_nanosecond_format() {
-        let at = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z").unwrap().with_timezone(&Utc);
+        let at = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
         assert_eq!(stamp(at, "x\n"), "2026-12-02T10:00:00.000000000Z x\n");
     }
 }

@@ -50,6 +50,10 @@
 //!   hold its own output to the client's window (spdystream never grows it).
 //! - Streams have no idle timeout (the kubelet's is 4 h).
 
+// Status is the error currency of the simulator: built once per failed
+// request, so its size in a Result does not matter.
+#![allow(clippy::result_large_err)]
+
 pub mod exec;
 pub mod log;
 pub mod pod;
@@ -115,7 +119,11 @@ fn error_response(status: Status) -> http::Response<Body> {
     status.into_response::<bytes::Bytes>().map(crate::body::full)
 }
 
-fn serve_exec(pod: PodInfo, req: http::Request<hyper::body::Incoming>, attach: bool) -> Result<http::Response<Body>, Status> {
+fn serve_exec(
+    pod: PodInfo,
+    req: http::Request<hyper::body::Incoming>,
+    attach: bool,
+) -> Result<http::Response<Body>, Status> {
     let opts = ExecOptions::from_query(req.uri().query(), attach)?;
     let container = pod.container(&opts.container)?;
     pod.require_node()?;
@@ -127,7 +135,8 @@ fn serve_exec(pod: PodInfo, req: http::Request<hyper::body::Incoming>, attach: b
             // No subprotocol is the kubelet's original channel protocol.
             String::new()
         } else {
-            upgrade::negotiate(&offered, exec::ws::PROTOCOLS).ok_or_else(|| unsupported(&offered, exec::ws::PROTOCOLS))?
+            upgrade::negotiate(&offered, exec::ws::PROTOCOLS)
+                .ok_or_else(|| unsupported(&offered, exec::ws::PROTOCOLS))?
         };
         let response = upgrade::websocket_accept(headers, &protocol)?;
         upgrade::on_upgrade(hyper::upgrade::on(req), move |io| async move {
@@ -138,7 +147,9 @@ fn serve_exec(pod: PodInfo, req: http::Request<hyper::body::Incoming>, attach: b
     if upgrade::is_spdy(headers) {
         let protocol = upgrade::spdy_negotiate(headers, exec::spdy::PROTOCOLS)?;
         let response = upgrade::spdy_accept(&protocol);
-        upgrade::on_upgrade(hyper::upgrade::on(req), move |io| exec::spdy::serve(io, protocol, runtime, opts));
+        upgrade::on_upgrade(hyper::upgrade::on(req), move |io| {
+            exec::spdy::serve(io, protocol, runtime, opts)
+        });
         return Ok(response);
     }
     Err(upgrade::upgrade_required())
@@ -158,13 +169,26 @@ fn serve_portforward(pod: PodInfo, req: http::Request<hyper::body::Incoming>) ->
     let (response, transport) = if upgrade::is_websocket(headers) {
         let offered = upgrade::header_list(headers, "sec-websocket-protocol");
         if offered.iter().any(|p| p == portforward::TUNNEL_PROTOCOL) {
-            (upgrade::websocket_accept(headers, portforward::TUNNEL_PROTOCOL)?, Transport::Tunnel)
+            (
+                upgrade::websocket_accept(headers, portforward::TUNNEL_PROTOCOL)?,
+                Transport::Tunnel,
+            )
         } else if offered.is_empty() || offered.iter().any(|p| p == portforward::CHANNEL_PROTOCOL) {
             let ports = portforward::query_ports(req.uri().query()).map_err(Status::bad_request)?;
-            let protocol = if offered.is_empty() { "" } else { portforward::CHANNEL_PROTOCOL };
-            (upgrade::websocket_accept(headers, protocol)?, Transport::Channels(ports))
+            let protocol = if offered.is_empty() {
+                ""
+            } else {
+                portforward::CHANNEL_PROTOCOL
+            };
+            (
+                upgrade::websocket_accept(headers, protocol)?,
+                Transport::Channels(ports),
+            )
         } else {
-            return Err(unsupported(&offered, &[portforward::TUNNEL_PROTOCOL, portforward::CHANNEL_PROTOCOL]));
+            return Err(unsupported(
+                &offered,
+                &[portforward::TUNNEL_PROTOCOL, portforward::CHANNEL_PROTOCOL],
+            ));
         }
     } else if upgrade::is_spdy(headers) {
         let protocol = upgrade::spdy_negotiate(headers, &[portforward::SPDY_PROTOCOL])?;

@@ -63,11 +63,15 @@ fn time(s: &str) -> Option<DateTime<Utc>> {
 impl PodInfo {
     /// Read a pod object.
     pub fn from_object(pod: &Value) -> Self {
-        let statuses: Vec<&Value> = ["initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"]
-            .iter()
-            .filter_map(|k| pod["status"][*k].as_array())
-            .flatten()
-            .collect();
+        let statuses: Vec<&Value> = [
+            "initContainerStatuses",
+            "containerStatuses",
+            "ephemeralContainerStatuses",
+        ]
+        .iter()
+        .filter_map(|k| pod["status"][*k].as_array())
+        .flatten()
+        .collect();
         let mut containers = Vec::new();
         for (list, kind) in [
             ("initContainers", ContainerKind::Init),
@@ -117,11 +121,17 @@ impl PodInfo {
                 Status::bad_request(format!("container {requested} is not valid for pod {}", self.name))
             });
         }
-        let regular: Vec<&ContainerInfo> =
-            self.containers.iter().filter(|c| c.kind == ContainerKind::Regular).collect();
+        let regular: Vec<&ContainerInfo> = self
+            .containers
+            .iter()
+            .filter(|c| c.kind == ContainerKind::Regular)
+            .collect();
         match regular.as_slice() {
             [only] => Ok(only),
-            [] => Err(Status::bad_request(format!("a container name must be specified for pod {}", self.name))),
+            [] => Err(Status::bad_request(format!(
+                "a container name must be specified for pod {}",
+                self.name
+            ))),
             _ => {
                 let names: Vec<&str> = self.containers.iter().map(|c| c.name.as_str()).collect();
                 Err(Status::bad_request(format!(
@@ -136,7 +146,10 @@ impl PodInfo {
     /// 400 when the pod is not scheduled: there is no kubelet to stream from.
     pub fn require_node(&self) -> Result<(), Status> {
         if self.node_name.is_empty() {
-            return Err(Status::bad_request(format!("pod {} does not have a host assigned", self.name)));
+            return Err(Status::bad_request(format!(
+                "pod {} does not have a host assigned",
+                self.name
+            )));
         }
         Ok(())
     }
@@ -149,7 +162,10 @@ impl PodInfo {
     /// The runtime view of `container` for running commands in it.
     pub fn runtime(&self, container: &ContainerInfo, tty: bool) -> Container {
         let mut env = vec![
-            ("PATH".to_string(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string()),
+            (
+                "PATH".to_string(),
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+            ),
             ("HOSTNAME".to_string(), self.name.clone()),
         ];
         if tty {
@@ -166,7 +182,11 @@ impl PodInfo {
             ]
             .map(|(k, v)| (k.to_string(), v.to_string())),
         );
-        let key = if self.uid.is_empty() { format!("{}/{}", self.namespace, self.name) } else { self.uid.clone() };
+        let key = if self.uid.is_empty() {
+            format!("{}/{}", self.namespace, self.name)
+        } else {
+            self.uid.clone()
+        };
         Container {
             pod: self.name.clone(),
             container: container.name.clone(),
@@ -203,13 +223,22 @@ mod tests {
         let p = pod(json!([{"name": "a"}, {"name": "b"}]));
         let err = p.container("").unwrap_err();
         assert_eq!(err.code, 400);
-        assert_eq!(err.message, "a container name must be specified for pod web, choose one of: [init a b]");
-        assert_eq!(p.container("x").unwrap_err().message, "container x is not valid for pod web");
+        assert_eq!(
+            err.message,
+            "a container name must be specified for pod web, choose one of: [init a b]"
+        );
+        assert_eq!(
+            p.container("x").unwrap_err().message,
+            "container x is not valid for pod web"
+        );
     }
 
     #[test]
     fn unscheduled_pods_cannot_stream() {
         let p = PodInfo::from_object(&json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}]}}));
-        assert_eq!(p.require_node().unwrap_err().message, "pod p does not have a host assigned");
+        assert_eq!(
+            p.require_node().unwrap_err().message,
+            "pod p does not have a host assigned"
+        );
     }
 }

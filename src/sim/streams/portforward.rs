@@ -80,10 +80,15 @@ where
                     continue;
                 };
                 conn.reply(id);
-                let request = header(&headers, "requestid").map_or_else(|| legacy_request_id(id, &kind), str::to_string);
+                let request =
+                    header(&headers, "requestid").map_or_else(|| legacy_request_id(id, &kind), str::to_string);
                 let pair = pairs.entry(request.clone()).or_default();
                 pair.port = port;
-                if kind == "data" { pair.data = Some(id) } else { pair.error = Some(id) }
+                if kind == "data" {
+                    pair.data = Some(id)
+                } else {
+                    pair.error = Some(id)
+                }
                 if let (Some(data), Some(error)) = (pair.data, pair.error) {
                     pairs.remove(&request);
                     if pod.listens_on(port) {
@@ -112,7 +117,11 @@ where
 /// Old clients send no `requestid`: derive it from the stream ids as the
 /// kubelet does (error stream id; data stream id minus 2).
 fn legacy_request_id(id: u32, kind: &str) -> String {
-    if kind == "data" { id.saturating_sub(2).to_string() } else { id.to_string() }
+    if kind == "data" {
+        id.saturating_sub(2).to_string()
+    } else {
+        id.to_string()
+    }
 }
 
 /// Carry the SPDY bytes of a tunnel in binary WebSocket messages.
@@ -149,7 +158,10 @@ pub async fn serve_tunnel(mut ws: WebSocket, pod: PodInfo) {
 }
 
 async fn close(ws: &mut WebSocket) {
-    let frame = CloseFrame { code: CloseCode::Normal, reason: "".into() };
+    let frame = CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    };
     if ws.send(Message::Close(Some(frame))).await.is_ok() {
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             while let Some(Ok(_)) = ws.next().await {}
@@ -247,9 +259,15 @@ mod tests {
     #[test]
     fn streams_need_a_port_and_a_known_type() {
         let h = |pairs: &[(&str, &str)]| -> spdy::frame::Headers {
-            pairs.iter().map(|(k, v)| (k.to_string(), vec![v.to_string()])).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+                .collect()
         };
-        assert_eq!(validate(&h(&[("port", "80"), ("streamtype", "data")])), Some((80, "data".into())));
+        assert_eq!(
+            validate(&h(&[("port", "80"), ("streamtype", "data")])),
+            Some((80, "data".into()))
+        );
         assert_eq!(validate(&h(&[("port", "0"), ("streamtype", "data")])), None);
         assert_eq!(validate(&h(&[("port", "80"), ("streamtype", "stdin")])), None);
         assert_eq!(legacy_request_id(5, "data"), "3");

@@ -68,9 +68,9 @@ pub fn upgrade_required() -> Status {
 
 /// The 101 answer to a WebSocket upgrade choosing `protocol`.
 pub fn websocket_accept(headers: &HeaderMap, protocol: &str) -> Result<Response<Body>, Status> {
-    let key = headers
-        .get(header::SEC_WEBSOCKET_KEY)
-        .ok_or_else(|| Status::bad_request("websocket: not a websocket handshake: 'Sec-WebSocket-Key' header is missing or blank"))?;
+    let key = headers.get(header::SEC_WEBSOCKET_KEY).ok_or_else(|| {
+        Status::bad_request("websocket: not a websocket handshake: 'Sec-WebSocket-Key' header is missing or blank")
+    })?;
     let accept = derive_accept_key(key.as_bytes());
     let mut response = Response::new(body::empty());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -106,7 +106,9 @@ pub fn spdy_accept(protocol: &str) -> Response<Body> {
 pub fn spdy_negotiate(headers: &HeaderMap, supported: &[&str]) -> Result<String, Status> {
     let offered = header_list(headers, "x-stream-protocol-version");
     if offered.is_empty() {
-        return Err(Status::bad_request("unable to upgrade: X-Stream-Protocol-Version is required"));
+        return Err(Status::bad_request(
+            "unable to upgrade: X-Stream-Protocol-Version is required",
+        ));
     }
     negotiate(&offered, supported).ok_or_else(|| {
         Status::failure(
@@ -147,22 +149,37 @@ mod tests {
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
         }
         h
     }
 
     #[test]
     fn upgrades_are_recognized_by_connection_and_upgrade_headers() {
-        assert!(is_websocket(&headers(&[("connection", "keep-alive, Upgrade"), ("upgrade", "WebSocket")])));
+        assert!(is_websocket(&headers(&[
+            ("connection", "keep-alive, Upgrade"),
+            ("upgrade", "WebSocket")
+        ])));
         assert!(is_spdy(&headers(&[("connection", "Upgrade"), ("upgrade", "SPDY/3.1")])));
-        assert!(!is_spdy(&headers(&[("upgrade", "SPDY/3.1")])), "Connection: Upgrade is required");
+        assert!(
+            !is_spdy(&headers(&[("upgrade", "SPDY/3.1")])),
+            "Connection: Upgrade is required"
+        );
     }
 
     #[test]
     fn negotiation_follows_the_clients_order() {
-        let h = headers(&[("x-stream-protocol-version", "v4.channel.k8s.io"), ("x-stream-protocol-version", "v5.channel.k8s.io, v3.channel.k8s.io")]);
-        assert_eq!(spdy_negotiate(&h, &["v5.channel.k8s.io", "v4.channel.k8s.io"]).unwrap(), "v4.channel.k8s.io");
+        let h = headers(&[
+            ("x-stream-protocol-version", "v4.channel.k8s.io"),
+            ("x-stream-protocol-version", "v5.channel.k8s.io, v3.channel.k8s.io"),
+        ]);
+        assert_eq!(
+            spdy_negotiate(&h, &["v5.channel.k8s.io", "v4.channel.k8s.io"]).unwrap(),
+            "v4.channel.k8s.io"
+        );
         assert_eq!(spdy_negotiate(&headers(&[]), &["x"]).unwrap_err().code, 400);
         assert_eq!(spdy_negotiate(&h, &["portforward.k8s.io"]).unwrap_err().code, 403);
     }
@@ -172,7 +189,10 @@ mod tests {
         let h = headers(&[("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")]);
         let response = websocket_accept(&h, "v5.channel.k8s.io").unwrap();
         assert_eq!(response.status(), 101);
-        assert_eq!(response.headers()["sec-websocket-accept"], "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert_eq!(
+            response.headers()["sec-websocket-accept"],
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
         assert_eq!(response.headers()["sec-websocket-protocol"], "v5.channel.k8s.io");
     }
 }

@@ -43,7 +43,11 @@ impl Shell {
     pub fn new(container: &Container) -> Self {
         let mut vars: BTreeMap<String, String> = container.env.iter().cloned().collect();
         vars.insert("?".into(), "0".into());
-        Shell { vars, cwd: "/".into(), exit: None }
+        Shell {
+            vars,
+            cwd: "/".into(),
+            exit: None,
+        }
     }
 }
 
@@ -75,7 +79,10 @@ pub fn run<'a>(c: &'a Container, sh: &'a mut Shell, argv: Vec<String>, io: &'a m
                     sh.cwd = target;
                     0
                 } else {
-                    io.err(format!("sh: cd: can't cd to {}: No such file or directory\n", args.first().map_or("", String::as_str)));
+                    io.err(format!(
+                        "sh: cd: can't cd to {}: No such file or directory\n",
+                        args.first().map_or("", String::as_str)
+                    ));
                     2
                 }
             }
@@ -108,7 +115,11 @@ pub fn run<'a>(c: &'a Container, sh: &'a mut Shell, argv: Vec<String>, io: &'a m
             }
             "uname" => {
                 let all = args.iter().any(|a| a == "-a");
-                io.out(if all { format!("Linux {} 6.8.0-sim #1 SMP x86_64 GNU/Linux\n", c.pod) } else { "Linux\n".into() });
+                io.out(if all {
+                    format!("Linux {} 6.8.0-sim #1 SMP x86_64 GNU/Linux\n", c.pod)
+                } else {
+                    "Linux\n".into()
+                });
                 0
             }
             "date" => {
@@ -179,7 +190,10 @@ async fn sleep(args: &[String], io: &Stdio) -> i32 {
             0
         }
         _ => {
-            io.err(format!("sleep: invalid number '{}'\n", args.first().map_or("", String::as_str)));
+            io.err(format!(
+                "sleep: invalid number '{}'\n",
+                args.first().map_or("", String::as_str)
+            ));
             1
         }
     }
@@ -226,7 +240,9 @@ async fn interactive(c: &Container, sh: &mut Shell, io: &mut Stdio) -> i32 {
         if io.tty {
             io.out(format!("{}:{}# ", c.pod, sh.cwd));
         }
-        let Some(line) = io.read_line(&mut pending).await else { return status };
+        let Some(line) = io.read_line(&mut pending).await else {
+            return status;
+        };
         if io.tty {
             // A terminal echoes what was typed.
             io.out(format!("{line}\n"));
@@ -275,17 +291,38 @@ async fn run_pipeline(c: &Container, sh: &mut Shell, stages: Vec<Simple>, io: &m
     for (i, stage) in stages.into_iter().enumerate() {
         let last = i + 1 == count;
         let (out, buf) = capture();
+        let stdout = if last && stage.redirect.is_none() {
+            io.stdout.clone()
+        } else {
+            out
+        };
+        let stderr = match &stage.stderr_file {
+            Some(file) if file == "/dev/null" => super::io::discard(),
+            Some(file) => files::file_output(c, sh, file),
+            None => io.stderr.clone(),
+        };
+        let (stdout, stderr) = match stage.dup {
+            Some(">&2") => (stderr.clone(), stderr),
+            Some(_) => (stdout.clone(), stdout),
+            None => (stdout, stderr),
+        };
         let mut stage_io = Stdio {
-            stdin: if i == 0 { std::mem::replace(&mut io.stdin, Stdin::None) } else { Stdin::Buffer(input.take()) },
-            stdout: if last && stage.redirect.is_none() { io.stdout.clone() } else { out },
-            stderr: io.stderr.clone(),
+            stdin: if i == 0 {
+                std::mem::replace(&mut io.stdin, Stdin::None)
+            } else {
+                Stdin::Buffer(input.take())
+            },
+            stdout,
+            stderr,
             tty: io.tty,
         };
         status = run(c, sh, stage.argv, &mut stage_io).await;
         if i == 0 {
             io.stdin = std::mem::replace(&mut stage_io.stdin, Stdin::None);
         }
-        let produced = Bytes::from(std::mem::take(&mut *buf.lock().unwrap_or_else(std::sync::PoisonError::into_inner)));
+        let produced = Bytes::from(std::mem::take(
+            &mut *buf.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        ));
         if let Some((file, append)) = stage.redirect {
             status = files::redirect(c, sh, &file, append, produced, io).max(status);
         } else {
@@ -319,14 +356,18 @@ mod tests {
             tty: false,
         };
         let code = exec(c, argv.iter().map(|s| s.to_string()).collect(), io).await;
-        let text = |b: &std::sync::Arc<std::sync::Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+        let text =
+            |b: &std::sync::Arc<std::sync::Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
         (code, text(&out_buf), text(&err_buf))
     }
 
     #[tokio::test]
     async fn echo_env_and_hostname_answer_from_the_pod() {
         let c = container("cmd-test-1");
-        assert_eq!(run_capture(&c, &["echo", "hi", "there"], None).await, (0, "hi there\n".into(), String::new()));
+        assert_eq!(
+            run_capture(&c, &["echo", "hi", "there"], None).await,
+            (0, "hi there\n".into(), String::new())
+        );
         assert_eq!(run_capture(&c, &["hostname"], None).await.1, "web-1\n");
         assert!(run_capture(&c, &["env"], None).await.1.contains("MODE=demo\n"));
     }
@@ -343,7 +384,10 @@ mod tests {
     #[tokio::test]
     async fn unknown_commands_exit_127_with_a_not_found_message() {
         let c = container("cmd-test-3");
-        assert_eq!(run_capture(&c, &["nope", "x"], None).await, (127, String::new(), "sh: nope: not found\n".into()));
+        assert_eq!(
+            run_capture(&c, &["nope", "x"], None).await,
+            (127, String::new(), "sh: nope: not found\n".into())
+        );
     }
 
     #[tokio::test]
@@ -352,7 +396,10 @@ mod tests {
         assert_eq!(run_capture(&c, &["cat"], Some(b"piped")).await.1, "piped");
         run_capture(&c, &["sh", "-c", "echo saved > /tmp/f; echo more >> /tmp/f"], None).await;
         assert_eq!(run_capture(&c, &["cat", "/tmp/f"], None).await.1, "saved\nmore\n");
-        assert_eq!(run_capture(&c, &["sh", "-c", "cat /tmp/f | tail -n 1"], None).await.1, "more\n");
+        assert_eq!(
+            run_capture(&c, &["sh", "-c", "cat /tmp/f | tail -n 1"], None).await.1,
+            "more\n"
+        );
     }
 
     #[tokio::test]

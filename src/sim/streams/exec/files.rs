@@ -38,7 +38,7 @@ pub async fn cat(c: &Container, sh: &Shell, args: &[String], io: &mut Stdio) -> 
         match node {
             Some(Node::File { data, .. }) => io.out(&data),
             Some(Node::Dir) => {
-                io.err(format!("cat: read error: Is a directory\n"));
+                io.err("cat: read error: Is a directory\n");
                 status = 1;
             }
             None => {
@@ -89,7 +89,11 @@ pub fn ls(c: &Container, sh: &Shell, args: &[String], io: &Stdio) -> i32 {
                 status = 1;
             }
             Some(node @ Node::File { .. }) => {
-                text.push_str(&if long { long_line(target, node) } else { format!("{target}\n") });
+                text.push_str(&if long {
+                    long_line(target, node)
+                } else {
+                    format!("{target}\n")
+                });
             }
             Some(Node::Dir) => {
                 if targets.len() > 1 {
@@ -102,7 +106,11 @@ pub fn ls(c: &Container, sh: &Shell, args: &[String], io: &Stdio) -> i32 {
                 for name in names.iter().filter(|n| all || !n.starts_with('.')) {
                     let child = fs::normalize(&path, name);
                     let node = fs.get(&child).cloned().unwrap_or(Node::Dir);
-                    text.push_str(&if long { long_line(name, &node) } else { format!("{name}\n") });
+                    text.push_str(&if long {
+                        long_line(name, &node)
+                    } else {
+                        format!("{name}\n")
+                    });
                 }
             }
         }
@@ -121,7 +129,9 @@ pub fn mkdir(c: &Container, sh: &Shell, args: &[String], io: &Stdio) -> i32 {
         let parent_ok = flags.contains('p') || fs.is_dir(&fs::normalize(&path, ".."));
         let exists = fs.get(&path).is_some();
         let result = match (parent_ok, exists && !flags.contains('p')) {
-            (false, _) => Err(format!("mkdir: can't create directory '{dir}': No such file or directory")),
+            (false, _) => Err(format!(
+                "mkdir: can't create directory '{dir}': No such file or directory"
+            )),
             (_, true) => Err(format!("mkdir: can't create directory '{dir}': File exists")),
             _ => fs.mkdir_all(&path).map_err(|e| format!("mkdir: {e}")),
         };
@@ -142,7 +152,10 @@ pub fn rm(c: &Container, sh: &Shell, args: &[String], io: &Stdio) -> i32 {
         let path = fs::normalize(&sh.cwd, target);
         if let Err(e) = fs.remove(&path, flags.contains('r') || flags.contains('R')) {
             if !(flags.contains('f') && fs.get(&path).is_none()) {
-                io.err(format!("rm: can't remove '{target}': {}\n", e.rsplit(": ").next().unwrap_or(&e)));
+                io.err(format!(
+                    "rm: can't remove '{target}': {}\n",
+                    e.rsplit(": ").next().unwrap_or(&e)
+                ));
                 status = 1;
             }
         }
@@ -226,7 +239,11 @@ pub async fn tail(c: &Container, sh: &Shell, args: &[String], io: &mut Stdio) ->
     while let Some(arg) = iter.next() {
         if let Some(rest) = arg.strip_prefix("-c").or_else(|| arg.strip_prefix("-n")) {
             bytes_mode = arg.starts_with("-c");
-            spec = if rest.is_empty() { iter.next().cloned().unwrap_or_default() } else { rest.to_string() };
+            spec = if rest.is_empty() {
+                iter.next().cloned().unwrap_or_default()
+            } else {
+                rest.to_string()
+            };
         } else {
             file = Some(arg.clone());
         }
@@ -247,20 +264,51 @@ pub async fn tail(c: &Container, sh: &Shell, args: &[String], io: &mut Stdio) ->
         return 1;
     };
     let out: &[u8] = if bytes_mode {
-        if from_start { &data[n.saturating_sub(1).min(data.len())..] } else { &data[data.len().saturating_sub(n)..] }
+        if from_start {
+            &data[n.saturating_sub(1).min(data.len())..]
+        } else {
+            &data[data.len().saturating_sub(n)..]
+        }
     } else {
         let starts: Vec<usize> = std::iter::once(0)
-            .chain(data.iter().enumerate().filter(|(i, &b)| b == b'\n' && i + 1 < data.len()).map(|(i, _)| i + 1))
+            .chain(
+                data.iter()
+                    .enumerate()
+                    .filter(|(i, &b)| b == b'\n' && i + 1 < data.len())
+                    .map(|(i, _)| i + 1),
+            )
             .collect();
-        let index = if from_start { n.saturating_sub(1) } else { starts.len().saturating_sub(n) };
+        let index = if from_start {
+            n.saturating_sub(1)
+        } else {
+            starts.len().saturating_sub(n)
+        };
         starts.get(index).map_or(&data[data.len()..], |&s| &data[s..])
     };
     io.out(out);
     0
 }
 
+/// An output appending to `file` (for `2> file`).
+pub fn file_output(c: &Container, sh: &Shell, file: &str) -> super::io::Output {
+    let path = fs::normalize(&sh.cwd, file);
+    let fs = c.fs.clone();
+    let _ = fs::lock(&fs).write(&path, Bytes::new(), 0o644);
+    std::sync::Arc::new(move |chunk: Bytes| {
+        let mut fs = fs::lock(&fs);
+        let old = match fs.get(&path) {
+            Some(Node::File { data, .. }) => data.clone(),
+            _ => Bytes::new(),
+        };
+        let _ = fs.write(&path, Bytes::from([old.as_ref(), chunk.as_ref()].concat()), 0o644);
+    })
+}
+
 /// `> FILE` / `>> FILE`: store a command's output in the filesystem.
 pub fn redirect(c: &Container, sh: &Shell, file: &str, append: bool, data: Bytes, io: &Stdio) -> i32 {
+    if file == "/dev/null" {
+        return 0;
+    }
     let path = fs::normalize(&sh.cwd, file);
     let mut fs = fs::lock(&c.fs);
     let contents = match (append, fs.get(&path)) {
@@ -268,7 +316,11 @@ pub fn redirect(c: &Container, sh: &Shell, file: &str, append: bool, data: Bytes
         _ => data,
     };
     let parent_exists = fs.is_dir(&fs::normalize(&path, ".."));
-    let result = if parent_exists { fs.write(&path, contents, 0o644) } else { Err("nonexistent directory".into()) };
+    let result = if parent_exists {
+        fs.write(&path, contents, 0o644)
+    } else {
+        Err("nonexistent directory".into())
+    };
     match result {
         Ok(()) => 0,
         Err(e) => {

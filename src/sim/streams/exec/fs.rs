@@ -53,7 +53,11 @@ pub fn lock(fs: &SharedFs) -> MutexGuard<'_, Fs> {
 /// Normalize `path` against working directory `cwd`: absolute, no `.`,
 /// `..` resolved, no trailing slash (except `/`).
 pub fn normalize(cwd: &str, path: &str) -> String {
-    let joined = if path.starts_with('/') { path.to_string() } else { format!("{cwd}/{path}") };
+    let joined = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{cwd}/{path}")
+    };
     let mut parts: Vec<&str> = Vec::new();
     for part in joined.split('/') {
         match part {
@@ -85,16 +89,27 @@ impl Fs {
     /// A root with the directories a small Linux image has.
     pub fn seeded(hostname: &str) -> Self {
         let mut fs = Fs::empty();
-        for dir in ["/bin", "/etc", "/home", "/root", "/tmp", "/usr", "/var", "/var/log", "/app"] {
+        for dir in [
+            "/bin", "/etc", "/home", "/root", "/tmp", "/usr", "/var", "/var/log", "/app",
+        ] {
             fs.nodes.insert(dir.into(), Node::Dir);
         }
         let files = [
             ("/etc/hostname", format!("{hostname}\n")),
             ("/etc/os-release", "NAME=\"Simulated Linux\"\nID=sim\n".to_string()),
-            ("/app/README", "served by the portcullis cluster simulator\n".to_string()),
+            (
+                "/app/README",
+                "served by the portcullis cluster simulator\n".to_string(),
+            ),
         ];
         for (path, text) in files {
-            fs.nodes.insert(path.into(), Node::File { data: Bytes::from(text), mode: 0o644 });
+            fs.nodes.insert(
+                path.into(),
+                Node::File {
+                    data: Bytes::from(text),
+                    mode: 0o644,
+                },
+            );
         }
         fs
     }
@@ -151,7 +166,11 @@ impl Fs {
 
     /// Names directly inside directory `path`, sorted.
     pub fn list(&self, path: &str) -> Vec<String> {
-        let prefix = if path == "/" { "/".to_string() } else { format!("{path}/") };
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
         self.nodes
             .range(prefix.clone()..)
             .take_while(|(p, _)| p.starts_with(&prefix))
@@ -164,7 +183,11 @@ impl Fs {
 
     /// `path` and everything below it, in path order (what `tar c` walks).
     pub fn walk(&self, path: &str) -> Vec<(String, Node)> {
-        let prefix = if path == "/" { "/".to_string() } else { format!("{path}/") };
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
         self.nodes
             .iter()
             .filter(|(p, _)| p.as_str() == path || p.starts_with(&prefix))

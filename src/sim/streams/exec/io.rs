@@ -17,7 +17,9 @@ pub fn capture() -> (Output, Arc<Mutex<Vec<u8>>>) {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&buf);
     let out: Output = Arc::new(move |chunk: Bytes| {
-        sink.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(&chunk);
+        sink.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(&chunk);
     });
     (out, buf)
 }
@@ -47,7 +49,10 @@ pub struct Stdio {
 
 impl std::fmt::Debug for Stdio {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stdio").field("stdin", &self.stdin).field("tty", &self.tty).finish()
+        f.debug_struct("Stdio")
+            .field("stdin", &self.stdin)
+            .field("tty", &self.tty)
+            .finish()
     }
 }
 

@@ -50,7 +50,10 @@ fn parse_bool(name: &str, value: &str) -> Result<bool, Status> {
 impl ExecOptions {
     /// Parse the query of an exec (`attach` false) or attach request.
     pub fn from_query(query: Option<&str>, attach: bool) -> Result<Self, Status> {
-        let mut opts = ExecOptions { attach, ..Default::default() };
+        let mut opts = ExecOptions {
+            attach,
+            ..Default::default()
+        };
         for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             match &*key {
                 "command" if !attach => opts.command.push(value.into_owned()),
@@ -66,7 +69,9 @@ impl ExecOptions {
             opts.stderr = false;
         }
         if !(opts.stdin || opts.stdout || opts.stderr) {
-            return Err(Status::bad_request("you must specify at least 1 of stdin, stdout, stderr"));
+            return Err(Status::bad_request(
+                "you must specify at least 1 of stdin, stdout, stderr",
+            ));
         }
         Ok(opts)
     }
@@ -127,7 +132,10 @@ pub async fn run_process(container: &commands::Container, opts: &ExecOptions, io
     loop {
         n += 1;
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ");
-        io.out(format!("{now} {} {} attached request #{n} GET /healthz 200\n", container.pod, container.container));
+        io.out(format!(
+            "{now} {} {} attached request #{n} GET /healthz 200\n",
+            container.pod, container.container
+        ));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -138,13 +146,27 @@ mod tests {
 
     #[test]
     fn exec_options_parse_like_the_parameter_codec() {
-        let o = ExecOptions::from_query(Some("command=sh&command=-c&command=exit%203&container=web&stdout=true&stderr=1"), false).unwrap();
+        let o = ExecOptions::from_query(
+            Some("command=sh&command=-c&command=exit%203&container=web&stdout=true&stderr=1"),
+            false,
+        )
+        .unwrap();
         assert_eq!(o.command, ["sh", "-c", "exit 3"]);
-        assert_eq!((o.container.as_str(), o.stdin, o.stdout, o.stderr, o.tty), ("web", false, true, true, false));
-        let tty = ExecOptions::from_query(Some("command=sh&stdin=true&stdout=true&stderr=true&tty=true"), false).unwrap();
+        assert_eq!(
+            (o.container.as_str(), o.stdin, o.stdout, o.stderr, o.tty),
+            ("web", false, true, true, false)
+        );
+        let tty =
+            ExecOptions::from_query(Some("command=sh&stdin=true&stdout=true&stderr=true&tty=true"), false).unwrap();
         assert!(!tty.stderr, "a TTY merges stderr into stdout");
-        assert_eq!(ExecOptions::from_query(Some("command=ls"), false).unwrap_err().code, 400);
-        assert_eq!(ExecOptions::from_query(Some("stdout=yes"), false).unwrap_err().code, 400);
+        assert_eq!(
+            ExecOptions::from_query(Some("command=ls"), false).unwrap_err().code,
+            400
+        );
+        assert_eq!(
+            ExecOptions::from_query(Some("stdout=yes"), false).unwrap_err().code,
+            400
+        );
     }
 
     #[test]
@@ -153,8 +175,14 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&exit_status(3, &argv, Reporter::Kubelet)).unwrap();
         assert_eq!(v["reason"], "NonZeroExitCode");
         assert_eq!(v["details"]["causes"][0], json!({"reason": "ExitCode", "message": "3"}));
-        assert_eq!(v["message"], "command terminated with non-zero exit code: error executing command [sh -c exit 3], exit code 3");
-        assert_eq!(&exit_status(0, &argv, Reporter::Translator)[..], br#"{"metadata":{},"status":"Success"}"#);
+        assert_eq!(
+            v["message"],
+            "command terminated with non-zero exit code: error executing command [sh -c exit 3], exit code 3"
+        );
+        assert_eq!(
+            &exit_status(0, &argv, Reporter::Translator)[..],
+            br#"{"metadata":{},"status":"Success"}"#
+        );
         assert!(exit_text(0, &argv).is_empty());
     }
 }

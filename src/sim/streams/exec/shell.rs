@@ -33,6 +33,29 @@ pub fn tokenize(line: &str, vars: &BTreeMap<String, String>) -> Result<Vec<Token
                 flush(&mut tokens, &mut word, &mut in_word);
                 tokens.push(Token::Op(";"));
             }
+            '>' if chars.peek() == Some(&'&') || (in_word && (word == "1" || word == "2")) => {
+                // `>&2`, `1>&2`, `2>&1`, `2>file`: file-descriptor redirects.
+                let fd = if in_word && (word == "1" || word == "2") {
+                    std::mem::take(&mut word)
+                } else {
+                    "1".into()
+                };
+                in_word = false;
+                flush(&mut tokens, &mut word, &mut in_word);
+                let dup = chars.peek() == Some(&'&');
+                if dup {
+                    chars.next();
+                }
+                let target = if dup { chars.next() } else { None };
+                tokens.push(Token::Op(match (fd.as_str(), target) {
+                    ("1", Some('2')) => ">&2",
+                    ("2", Some('1')) => "2>&1",
+                    ("1", Some('1')) | ("2", Some('2')) => "",
+                    ("2", None) => "2>",
+                    ("1", None) => ">",
+                    _ => return Err(SyntaxError("bad fd number".into())),
+                }));
+            }
             '&' | '|' | '>' => {
                 flush(&mut tokens, &mut word, &mut in_word);
                 let doubled = chars.peek() == Some(&c);
@@ -105,11 +128,7 @@ fn flush(tokens: &mut Vec<Token>, word: &mut String, in_word: &mut bool) {
     }
 }
 
-fn expand(
-    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
-    vars: &BTreeMap<String, String>,
-    word: &mut String,
-) {
+fn expand(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, vars: &BTreeMap<String, String>, word: &mut String) {
     let mut name = String::new();
     match chars.peek() {
         Some('{') => {
@@ -151,6 +170,10 @@ pub struct Simple {
     pub argv: Vec<String>,
     /// `> file` (false) or `>> file` (true).
     pub redirect: Option<(String, bool)>,
+    /// `2> file`.
+    pub stderr_file: Option<String>,
+    /// `>&2` (stdout to stderr) or `2>&1` (stderr to stdout).
+    pub dup: Option<&'static str>,
 }
 
 /// A pipeline and the operator that joins it to the next one (`;`, `&&`,
@@ -166,10 +189,13 @@ pub fn parse(tokens: Vec<Token>) -> Result<Vec<Step>, SyntaxError> {
         let Some(current) = pipeline.last_mut() else { break };
         match token {
             Token::Word(w) => current.argv.push(w),
-            Token::Op(op @ (">" | ">>")) => match tokens.next() {
+            Token::Op(op @ (">" | ">>" | "2>")) => match tokens.next() {
+                Some(Token::Word(file)) if op == "2>" => current.stderr_file = Some(file),
                 Some(Token::Word(file)) => current.redirect = Some((file, op == ">>")),
                 _ => return Err(SyntaxError("redirection unexpected".into())),
             },
+            Token::Op(op @ (">&2" | "2>&1")) => current.dup = Some(op),
+            Token::Op("") => {}
             Token::Op("|") => {
                 if current.argv.is_empty() {
                     return Err(SyntaxError("\"|\" unexpected".into()));
@@ -199,7 +225,10 @@ mod tests {
     use super::*;
 
     fn words(line: &str) -> Vec<String> {
-        let vars = BTreeMap::from([("HOME".to_string(), "/root".to_string()), ("?".to_string(), "3".to_string())]);
+        let vars = BTreeMap::from([
+            ("HOME".to_string(), "/root".to_string()),
+            ("?".to_string(), "3".to_string()),
+        ]);
         tokenize(line, &vars)
             .unwrap()
             .into_iter()
@@ -212,14 +241,24 @@ mod tests {
 
     #[test]
     fn quotes_escapes_and_variables_expand_like_sh() {
-        assert_eq!(words(r#"echo 'a  b' "c $HOME" d\ e ${HOME}x $? $NOPE"#), ["echo", "a  b", "c /root", "d e", "/rootx", "3", ""]);
+        assert_eq!(
+            words(r#"echo 'a  b' "c $HOME" d\ e ${HOME}x $? $NOPE"#),
+            ["echo", "a  b", "c /root", "d e", "/rootx", "3", ""]
+        );
         assert_eq!(words("echo '$HOME' # comment"), ["echo", "$HOME"]);
         assert!(tokenize("echo 'open", &BTreeMap::new()).is_err());
     }
 
     #[test]
     fn lists_pipelines_and_redirects_parse_into_steps() {
-        let steps = parse(tokenize("false || echo x > /tmp/f; tar cf - /a | tail -c+5 && exit 3", &BTreeMap::new()).unwrap()).unwrap();
+        let steps = parse(
+            tokenize(
+                "false || echo x > /tmp/f; tar cf - /a | tail -c+5 && exit 3",
+                &BTreeMap::new(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
         assert_eq!(steps.len(), 4);
         assert_eq!(steps[0].1, "||");
         assert_eq!(steps[1].0[0].redirect, Some(("/tmp/f".to_string(), false)));
@@ -227,5 +266,12 @@ mod tests {
         assert_eq!((steps[2].0.len(), steps[2].1), (2, "&&"));
         assert_eq!(steps[3].0[0].argv, ["exit", "3"]);
         assert!(parse(tokenize("| x", &BTreeMap::new()).unwrap()).is_err());
+        let dup = parse(tokenize("echo oops >&2; ls 2>/dev/null 2>&1", &BTreeMap::new()).unwrap()).unwrap();
+        assert_eq!(dup[0].0[0].dup, Some(">&2"));
+        assert_eq!(dup[0].0[0].argv, ["echo", "oops"]);
+        assert_eq!(
+            (dup[1].0[0].stderr_file.as_deref(), dup[1].0[0].dup),
+            (Some("/dev/null"), Some("2>&1"))
+        );
     }
 }

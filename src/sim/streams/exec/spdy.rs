@@ -37,7 +37,11 @@ struct Streams {
 }
 
 fn expected(opts: &ExecOptions, protocol: &str) -> usize {
-    let resize = opts.tty && matches!(protocol, "v3.channel.k8s.io" | "v4.channel.k8s.io" | "v5.channel.k8s.io");
+    let resize = opts.tty
+        && matches!(
+            protocol,
+            "v3.channel.k8s.io" | "v4.channel.k8s.io" | "v5.channel.k8s.io"
+        );
     1 + usize::from(opts.stdin) + usize::from(opts.stdout) + usize::from(opts.stderr) + usize::from(resize)
 }
 
@@ -83,7 +87,11 @@ where
         }
     };
     let stdio = Stdio {
-        stdin: if id("stdin").is_some() { Stdin::Stream(stdin_rx) } else { Stdin::None },
+        stdin: if id("stdin").is_some() {
+            Stdin::Stream(stdin_rx)
+        } else {
+            Stdin::None
+        },
         stdout: output(id("stdout")),
         stderr: output(id("stderr")),
         tty: opts.tty,
@@ -129,7 +137,11 @@ struct Finish {
 impl Finish {
     fn done(self, code: i32, argv: &[String]) {
         if let Some(error) = self.error {
-            let status = if self.json { exit_status(code, argv, Reporter::Kubelet) } else { exit_text(code, argv) };
+            let status = if self.json {
+                exit_status(code, argv, Reporter::Kubelet)
+            } else {
+                exit_text(code, argv)
+            };
             self.conn.data(error, status);
         }
         for id in self.ours {
@@ -145,9 +157,19 @@ mod tests {
 
     #[test]
     fn the_kubelet_waits_for_the_streams_the_options_ask_for() {
-        let opts = ExecOptions { stdin: true, stdout: true, stderr: true, ..Default::default() };
+        let opts = ExecOptions {
+            stdin: true,
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        };
         assert_eq!(expected(&opts, "v4.channel.k8s.io"), 4);
-        let tty = ExecOptions { stdin: true, stdout: true, tty: true, ..Default::default() };
+        let tty = ExecOptions {
+            stdin: true,
+            stdout: true,
+            tty: true,
+            ..Default::default()
+        };
         assert_eq!(expected(&tty, "v4.channel.k8s.io"), 4, "error, stdin, stdout, resize");
         assert_eq!(expected(&tty, "v2.channel.k8s.io"), 3, "v2 has no resize stream");
     }

@@ -108,7 +108,9 @@ fn header(name: &str, typeflag: u8, mode: u32, size: u64, mtime: u64) -> [u8; BL
 fn parse_number(field: &[u8]) -> u64 {
     // Base-256 (high bit set) for values octal cannot hold.
     if field.first().is_some_and(|b| b & 0x80 != 0) {
-        return field[1..].iter().fold(u64::from(field[0] & 0x7f), |acc, &b| (acc << 8) | u64::from(b));
+        return field[1..]
+            .iter()
+            .fold(u64::from(field[0] & 0x7f), |acc, &b| (acc << 8) | u64::from(b));
     }
     let text: String = field
         .iter()
@@ -175,7 +177,10 @@ pub fn read(archive: &[u8]) -> Result<Vec<Entry>, TarError> {
                     name = format!("{}/{}", cstr(&h[345..500]), name);
                 }
                 let name = long_name.take().unwrap_or(name);
-                let name = name.trim_start_matches("./").trim_start_matches('/').trim_end_matches('/');
+                let name = name
+                    .trim_start_matches("./")
+                    .trim_start_matches('/')
+                    .trim_end_matches('/');
                 let kind = match typeflag {
                     b'0' | 0 | b'7' => EntryKind::File(Bytes::copy_from_slice(data)),
                     b'5' => EntryKind::Dir,
@@ -183,7 +188,11 @@ pub fn read(archive: &[u8]) -> Result<Vec<Entry>, TarError> {
                 };
                 let mode = parse_number(&h[100..108]) as u32;
                 if !name.is_empty() {
-                    entries.push(Entry { name: name.to_string(), kind, mode });
+                    entries.push(Entry {
+                        name: name.to_string(),
+                        kind,
+                        mode,
+                    });
                 }
             }
         }
@@ -197,14 +206,22 @@ mod tests {
     use super::*;
 
     fn file(name: &str, data: &'static [u8]) -> Entry {
-        Entry { name: name.into(), kind: EntryKind::File(Bytes::from_static(data)), mode: 0o644 }
+        Entry {
+            name: name.into(),
+            kind: EntryKind::File(Bytes::from_static(data)),
+            mode: 0o644,
+        }
     }
 
     #[test]
     fn archives_round_trip_with_dirs_files_and_long_names() {
         let long = format!("deep/{}", "n".repeat(150));
         let entries = vec![
-            Entry { name: "tmp/dir".into(), kind: EntryKind::Dir, mode: 0o755 },
+            Entry {
+                name: "tmp/dir".into(),
+                kind: EntryKind::Dir,
+                mode: 0o755,
+            },
             file("tmp/dir/a.txt", b"hello\n"),
             file(&long, b""),
             file("tmp/dir/block", &[7u8; 512]),

@@ -61,9 +61,15 @@ pub async fn tar(c: &Container, sh: &Shell, args: &[String], io: &mut Stdio) -> 
         io.err("tar: gzip compression is not supported here\n");
         return 2;
     }
-    let base = opts.dir.as_deref().map_or_else(|| sh.cwd.clone(), |d| fs::normalize(&sh.cwd, d));
+    let base = opts
+        .dir
+        .as_deref()
+        .map_or_else(|| sh.cwd.clone(), |d| fs::normalize(&sh.cwd, d));
     if !fs::lock(&c.fs).is_dir(&base) {
-        io.err(format!("tar: {}: Cannot open: No such file or directory\ntar: Error is not recoverable: exiting now\n", opts.dir.as_deref().unwrap_or(&base)));
+        io.err(format!(
+            "tar: {}: Cannot open: No such file or directory\ntar: Error is not recoverable: exiting now\n",
+            opts.dir.as_deref().unwrap_or(&base)
+        ));
         return 2;
     }
     match opts.mode {
@@ -153,7 +159,9 @@ async fn extract(c: &Container, base: &str, opts: &Options, io: &mut Stdio) -> i
     let entries = match tar::read(&data) {
         Ok(entries) => entries,
         Err(e) => {
-            io.err(format!("tar: {e}\ntar: Exiting with failure status due to previous errors\n"));
+            io.err(format!(
+                "tar: {e}\ntar: Exiting with failure status due to previous errors\n"
+            ));
             return 2;
         }
     };
@@ -191,9 +199,15 @@ mod tests {
     #[test]
     fn kubectl_cp_command_lines_parse() {
         let o = parse(&args("cf - /tmp/x"));
-        assert_eq!((o.mode, o.archive.as_deref(), o.paths.clone()), (Some('c'), Some("-"), vec!["/tmp/x".to_string()]));
+        assert_eq!(
+            (o.mode, o.archive.as_deref(), o.paths.clone()),
+            (Some('c'), Some("-"), vec!["/tmp/x".to_string()])
+        );
         let o = parse(&args("--no-same-permissions --no-same-owner -xmf - -C /tmp"));
-        assert_eq!((o.mode, o.archive.as_deref(), o.dir.as_deref()), (Some('x'), Some("-"), Some("/tmp")));
+        assert_eq!(
+            (o.mode, o.archive.as_deref(), o.dir.as_deref()),
+            (Some('x'), Some("-"), Some("/tmp"))
+        );
         let o = parse(&args("-xmf - -C /data/dir"));
         assert_eq!((o.mode, o.dir.as_deref()), (Some('x'), Some("/data/dir")));
     }

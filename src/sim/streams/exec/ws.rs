@@ -24,7 +24,13 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// Subprotocols served, best first. v5 is what kube-apiserver itself
 /// serves (translating to SPDY); the older ones are the kubelet's.
-pub const PROTOCOLS: &[&str] = &["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
+pub const PROTOCOLS: &[&str] = &[
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+];
 
 const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
@@ -55,10 +61,20 @@ pub async fn serve(mut ws: WebSocket, protocol: String, container: Container, op
     let (stdin_tx, stdin_rx) = mpsc::unbounded_channel::<Bytes>();
     let mut stdin_tx = opts.stdin.then_some(stdin_tx);
     // Tell the client the streams are established.
-    let first = if opts.stdout { STDOUT } else if opts.stderr { STDERR } else { ERROR };
+    let first = if opts.stdout {
+        STDOUT
+    } else if opts.stderr {
+        STDERR
+    } else {
+        ERROR
+    };
     let _ = out_tx.send(Out::Message(first, Bytes::new()));
     let stdio = Stdio {
-        stdin: if opts.stdin { Stdin::Stream(stdin_rx) } else { Stdin::None },
+        stdin: if opts.stdin {
+            Stdin::Stream(stdin_rx)
+        } else {
+            Stdin::None
+        },
         stdout: channel_output(&out_tx, STDOUT, opts.stdout),
         stderr: channel_output(&out_tx, STDERR, opts.stderr),
         tty: opts.tty,
@@ -67,7 +83,11 @@ pub async fn serve(mut ws: WebSocket, protocol: String, container: Container, op
         let out_tx = out_tx.clone();
         tokio::spawn(async move {
             let code = run_process(&container, &opts, stdio).await;
-            let status = if json { exit_status(code, &opts.command, Reporter::Translator) } else { exit_text(code, &opts.command) };
+            let status = if json {
+                exit_status(code, &opts.command, Reporter::Translator)
+            } else {
+                exit_text(code, &opts.command)
+            };
             if json || !status.is_empty() {
                 let _ = out_tx.send(Out::Message(ERROR, status));
             }
@@ -111,7 +131,10 @@ pub async fn serve(mut ws: WebSocket, protocol: String, container: Container, op
 
 /// Close normally and wait (briefly) for the client's close reply.
 async fn close(ws: &mut WebSocket) {
-    let frame = CloseFrame { code: CloseCode::Normal, reason: "".into() };
+    let frame = CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    };
     if ws.send(Message::Close(Some(frame))).await.is_err() {
         return;
     }

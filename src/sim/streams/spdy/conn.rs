@@ -8,7 +8,7 @@
 //! WINDOW_UPDATE, so the server does not hold its own output to the client's
 //! window (it would stall any output over 64 KiB).
 
-use super::frame::{self, Frame, Headers, HeaderDecoder, HeaderEncoder, RST_REFUSED_STREAM};
+use super::frame::{self, Frame, HeaderDecoder, HeaderEncoder, Headers, RST_REFUSED_STREAM};
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -77,12 +77,19 @@ impl Conn {
 
     /// Accept stream `id` (SYN_REPLY).
     pub fn reply(&self, id: u32) {
-        self.send(Frame::SynReply { stream_id: id, fin: false, headers: Headers::new() });
+        self.send(Frame::SynReply {
+            stream_id: id,
+            fin: false,
+            headers: Headers::new(),
+        });
     }
 
     /// Refuse stream `id` (RST_STREAM REFUSED_STREAM).
     pub fn refuse(&self, id: u32) {
-        self.send(Frame::RstStream { stream_id: id, status: RST_REFUSED_STREAM });
+        self.send(Frame::RstStream {
+            stream_id: id,
+            status: RST_REFUSED_STREAM,
+        });
     }
 
     /// Write `data` on stream `id`.
@@ -90,13 +97,21 @@ impl Conn {
         let mut rest = data;
         while !rest.is_empty() {
             let chunk = rest.split_to(rest.len().min(CHUNK));
-            self.send(Frame::Data { stream_id: id, fin: false, data: chunk });
+            self.send(Frame::Data {
+                stream_id: id,
+                fin: false,
+                data: chunk,
+            });
         }
     }
 
     /// Half-close stream `id` (an empty DATA frame with FLAG_FIN).
     pub fn fin(&self, id: u32) {
-        self.send(Frame::Data { stream_id: id, fin: true, data: Bytes::new() });
+        self.send(Frame::Data {
+            stream_id: id,
+            fin: true,
+            data: Bytes::new(),
+        });
     }
 
     /// Send GOAWAY, flush everything queued before, and close.
@@ -136,7 +151,9 @@ async fn write_loop<W: AsyncWrite>(
         }
         for cmd in batch {
             let Command::Frame(frame) = cmd else { break 'outer };
-            let Ok(bytes) = frame::encode(&frame, &mut encoder) else { continue };
+            let Ok(bytes) = frame::encode(&frame, &mut encoder) else {
+                continue;
+            };
             if writer.write_all(&bytes).await.is_err() {
                 break 'outer;
             }
@@ -186,7 +203,12 @@ async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, decoder: &mut HeaderDe
 /// Handle one frame; false when the connection is over.
 fn dispatch(frame: Frame, conn: &Conn, events: &mpsc::UnboundedSender<Event>) -> bool {
     let event = match frame {
-        Frame::SynStream { stream_id, flags, headers, .. } => {
+        Frame::SynStream {
+            stream_id,
+            flags,
+            headers,
+            ..
+        } => {
             let _ = events.send(Event::Open { id: stream_id, headers });
             (flags & frame::FLAG_FIN != 0).then_some(Event::Fin { id: stream_id })
         }
@@ -199,7 +221,9 @@ fn dispatch(frame: Frame, conn: &Conn, events: &mpsc::UnboundedSender<Event>) ->
             }
             fin.then_some(Event::Fin { id: stream_id })
         }
-        Frame::Headers { stream_id, fin: true, .. } => Some(Event::Fin { id: stream_id }),
+        Frame::Headers {
+            stream_id, fin: true, ..
+        } => Some(Event::Fin { id: stream_id }),
         Frame::RstStream { stream_id, .. } => Some(Event::Reset { id: stream_id }),
         // Odd ids are the client's pings: echo them.
         Frame::Ping(id) if id % 2 == 1 => {
@@ -230,11 +254,37 @@ mod tests {
         let (mut cr, mut cw) = tokio::io::split(client);
         let mut enc = HeaderEncoder::new().unwrap();
         let headers = vec![("streamtype".to_string(), vec!["stdout".to_string()])];
-        write_frame(&mut cw, &mut enc, Frame::SynStream { stream_id: 1, associated: 0, priority: 0, flags: 0, headers: headers.clone() }).await;
+        write_frame(
+            &mut cw,
+            &mut enc,
+            Frame::SynStream {
+                stream_id: 1,
+                associated: 0,
+                priority: 0,
+                flags: 0,
+                headers: headers.clone(),
+            },
+        )
+        .await;
         assert_eq!(events.recv().await, Some(Event::Open { id: 1, headers }));
         conn.reply(1);
-        write_frame(&mut cw, &mut enc, Frame::Data { stream_id: 1, fin: true, data: Bytes::from_static(b"in") }).await;
-        assert_eq!(events.recv().await, Some(Event::Data { id: 1, data: Bytes::from_static(b"in") }));
+        write_frame(
+            &mut cw,
+            &mut enc,
+            Frame::Data {
+                stream_id: 1,
+                fin: true,
+                data: Bytes::from_static(b"in"),
+            },
+        )
+        .await;
+        assert_eq!(
+            events.recv().await,
+            Some(Event::Data {
+                id: 1,
+                data: Bytes::from_static(b"in")
+            })
+        );
         assert_eq!(events.recv().await, Some(Event::Fin { id: 1 }));
         let mut dec = HeaderDecoder::new();
         let mut seen = Vec::new();
@@ -251,8 +301,16 @@ mod tests {
         }
         assert!(matches!(seen[0], Frame::SynReply { stream_id: 1, .. }));
         assert!(seen.contains(&Frame::WindowUpdate { stream_id: 1, delta: 2 }));
-        assert!(seen.contains(&Frame::Data { stream_id: 1, fin: false, data: Bytes::from_static(b"out") }));
-        assert!(seen.contains(&Frame::Data { stream_id: 1, fin: true, data: Bytes::new() }));
+        assert!(seen.contains(&Frame::Data {
+            stream_id: 1,
+            fin: false,
+            data: Bytes::from_static(b"out")
+        }));
+        assert!(seen.contains(&Frame::Data {
+            stream_id: 1,
+            fin: true,
+            data: Bytes::new()
+        }));
         assert!(matches!(seen.last(), Some(Frame::GoAway { .. })));
         assert_eq!(events.recv().await, Some(Event::Closed));
     }

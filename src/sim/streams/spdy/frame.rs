@@ -5,13 +5,11 @@
 //! A control frame is `1 | version(15) | type(16) | flags(8) | length(24)`
 //! then its payload; a data frame is `0 | stream-id(31) | flags(8) |
 //! length(24)` then the data. Header blocks are `u32 count` then
-//! `u32 len, name, u32 len, values joined by NUL` per header, compressed
-//! with one zlib stream per direction for the whole connection, primed with
-//! the SPDY/3 dictionary and sync-flushed after every block.
+//! `u32 len, name, u32 len, values joined by NUL` per header ([`super::headers`]).
 
-use super::dictionary::dictionary;
+use super::headers::take_u32;
+pub use super::headers::{HeaderDecoder, HeaderEncoder};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
 /// Protocol version carried in control frames.
 pub const VERSION: u16 = 3;
@@ -130,147 +128,6 @@ pub enum FrameError {
     TooLarge(usize),
 }
 
-/// Compresses header blocks for one direction of a connection.
-pub struct HeaderEncoder {
-    zlib: Compress,
-}
-
-impl std::fmt::Debug for HeaderEncoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HeaderEncoder")
-    }
-}
-
-impl HeaderEncoder {
-    /// A fresh zlib stream primed with the SPDY/3 dictionary.
-    pub fn new() -> Result<Self, FrameError> {
-        let mut zlib = Compress::new(Compression::best(), true);
-        zlib.set_dictionary(dictionary())
-            .map_err(|e| FrameError::Compression(e.to_string()))?;
-        Ok(Self { zlib })
-    }
-
-    /// The compressed form of `headers`, sync-flushed so the peer can decode
-    /// it without waiting for more.
-    pub fn encode(&mut self, headers: &Headers) -> Result<Vec<u8>, FrameError> {
-        let block = raw_block(headers);
-        let mut out = Vec::with_capacity(block.len() + 64);
-        let mut input = &block[..];
-        loop {
-            out.reserve(256);
-            let before = self.zlib.total_in();
-            self.zlib
-                .compress_vec(input, &mut out, FlushCompress::Sync)
-                .map_err(|e| FrameError::Compression(e.to_string()))?;
-            let consumed = (self.zlib.total_in() - before) as usize;
-            input = &input[consumed..];
-            // Done once all input is in and zlib left spare room (so the
-            // sync flush marker is complete).
-            if input.is_empty() && out.len() < out.capacity() {
-                return Ok(out);
-            }
-        }
-    }
-}
-
-/// Decompresses header blocks for one direction of a connection.
-pub struct HeaderDecoder {
-    zlib: Decompress,
-}
-
-impl std::fmt::Debug for HeaderDecoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HeaderDecoder")
-    }
-}
-
-impl Default for HeaderDecoder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl HeaderDecoder {
-    /// A fresh zlib stream; the dictionary is supplied when zlib asks.
-    pub fn new() -> Self {
-        Self {
-            zlib: Decompress::new(true),
-        }
-    }
-
-    /// Decode one compressed header block.
-    pub fn decode(&mut self, mut input: &[u8]) -> Result<Headers, FrameError> {
-        let mut out = Vec::with_capacity(input.len() * 4 + 64);
-        loop {
-            out.reserve(1024);
-            let (before_in, before_out) = (self.zlib.total_in(), out.len());
-            let result = self.zlib.decompress_vec(input, &mut out, FlushDecompress::Sync);
-            let consumed = (self.zlib.total_in() - before_in) as usize;
-            input = &input[consumed..];
-            match result {
-                Ok(Status::StreamEnd) => break,
-                Ok(_) if input.is_empty() && out.len() < out.capacity() => break,
-                // No progress with input left: a truncated or corrupt block.
-                Ok(_) if consumed == 0 && out.len() == before_out => {
-                    return Err(FrameError::Compression("no progress".into()))
-                }
-                Ok(_) => {}
-                Err(e) if e.needs_dictionary().is_some() => {
-                    self.zlib
-                        .set_dictionary(dictionary())
-                        .map_err(|e| FrameError::Compression(e.to_string()))?;
-                }
-                Err(e) => return Err(FrameError::Compression(e.to_string())),
-            }
-        }
-        parse_block(&out)
-    }
-}
-
-/// The uncompressed name/value block.
-fn raw_block(headers: &Headers) -> Vec<u8> {
-    let mut block = Vec::new();
-    block.put_u32(headers.len() as u32);
-    for (name, values) in headers {
-        let name = name.to_ascii_lowercase();
-        block.put_u32(name.len() as u32);
-        block.put_slice(name.as_bytes());
-        let value = values.join("\0");
-        block.put_u32(value.len() as u32);
-        block.put_slice(value.as_bytes());
-    }
-    block
-}
-
-fn parse_block(mut block: &[u8]) -> Result<Headers, FrameError> {
-    let count = take_u32(&mut block, "header block")?;
-    let mut headers = Headers::new();
-    for _ in 0..count {
-        let name = take_string(&mut block)?.to_ascii_lowercase();
-        let value = take_string(&mut block)?;
-        let values = value.split('\0').map(str::to_string).collect();
-        headers.push((name, values));
-    }
-    Ok(headers)
-}
-
-fn take_u32(buf: &mut &[u8], what: &'static str) -> Result<u32, FrameError> {
-    if buf.len() < 4 {
-        return Err(FrameError::Truncated(what));
-    }
-    Ok(buf.get_u32())
-}
-
-fn take_string(buf: &mut &[u8]) -> Result<String, FrameError> {
-    let len = take_u32(buf, "header block")? as usize;
-    if buf.len() < len {
-        return Err(FrameError::Truncated("header block"));
-    }
-    let s = std::str::from_utf8(&buf[..len]).map_err(|_| FrameError::NotUtf8)?;
-    buf.advance(len);
-    Ok(s.to_string())
-}
-
 /// Encode `frame`, compressing header blocks with `encoder`.
 pub fn encode(frame: &Frame, encoder: &mut HeaderEncoder) -> Result<Bytes, FrameError> {
     let mut out = BytesMut::new();
@@ -281,7 +138,13 @@ pub fn encode(frame: &Frame, encoder: &mut HeaderEncoder) -> Result<Bytes, Frame
             out.put_u32(flags_len(u8::from(*fin), data.len()));
             out.put_slice(data);
         }
-        Frame::SynStream { stream_id, associated, priority, flags, headers } => {
+        Frame::SynStream {
+            stream_id,
+            associated,
+            priority,
+            flags,
+            headers,
+        } => {
             let block = encoder.encode(headers)?;
             control(&mut out, 1, *flags, 10 + block.len())?;
             out.put_u32(*stream_id);
@@ -290,7 +153,16 @@ pub fn encode(frame: &Frame, encoder: &mut HeaderEncoder) -> Result<Bytes, Frame
             out.put_u8(0);
             out.put_slice(&block);
         }
-        Frame::SynReply { stream_id, fin, headers } | Frame::Headers { stream_id, fin, headers } => {
+        Frame::SynReply {
+            stream_id,
+            fin,
+            headers,
+        }
+        | Frame::Headers {
+            stream_id,
+            fin,
+            headers,
+        } => {
             let kind = if matches!(frame, Frame::SynReply { .. }) { 2 } else { 8 };
             let block = encoder.encode(headers)?;
             control(&mut out, kind, u8::from(*fin), 4 + block.len())?;
@@ -378,15 +250,29 @@ pub fn decode(prefix: [u8; 8], payload: Bytes, decoder: &mut HeaderDecoder) -> R
             let associated = p.get_u32() & 0x7fff_ffff;
             let priority = p.get_u8() >> 5;
             p.advance(1);
-            Frame::SynStream { stream_id, associated, priority, flags, headers: decoder.decode(p)? }
+            Frame::SynStream {
+                stream_id,
+                associated,
+                priority,
+                flags,
+                headers: decoder.decode(p)?,
+            }
         }
         kind @ (2 | 8) => {
             let stream_id = take_u32(&mut p, "SYN_REPLY")? & 0x7fff_ffff;
             let headers = decoder.decode(p)?;
             if kind == 2 {
-                Frame::SynReply { stream_id, fin, headers }
+                Frame::SynReply {
+                    stream_id,
+                    fin,
+                    headers,
+                }
             } else {
-                Frame::Headers { stream_id, fin, headers }
+                Frame::Headers {
+                    stream_id,
+                    fin,
+                    headers,
+                }
             }
         }
         3 => Frame::RstStream {
@@ -431,23 +317,57 @@ mod tests {
     }
 
     fn headers(pairs: &[(&str, &str)]) -> Headers {
-        pairs.iter().map(|(n, v)| (n.to_string(), vec![v.to_string()])).collect()
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), vec![v.to_string()]))
+            .collect()
     }
 
     #[test]
     fn every_frame_type_survives_an_encode_decode_round_trip() {
         let (mut enc, mut dec) = (HeaderEncoder::new().unwrap(), HeaderDecoder::new());
         let frames = [
-            Frame::Data { stream_id: 5, fin: true, data: Bytes::from_static(b"hello") },
-            Frame::Data { stream_id: 7, fin: false, data: Bytes::new() },
-            Frame::SynStream { stream_id: 1, associated: 0, priority: 0, flags: 0, headers: headers(&[("streamtype", "error")]) },
-            Frame::SynReply { stream_id: 1, fin: false, headers: Headers::new() },
-            Frame::Headers { stream_id: 3, fin: true, headers: headers(&[("a", "b")]) },
-            Frame::RstStream { stream_id: 9, status: RST_REFUSED_STREAM },
+            Frame::Data {
+                stream_id: 5,
+                fin: true,
+                data: Bytes::from_static(b"hello"),
+            },
+            Frame::Data {
+                stream_id: 7,
+                fin: false,
+                data: Bytes::new(),
+            },
+            Frame::SynStream {
+                stream_id: 1,
+                associated: 0,
+                priority: 0,
+                flags: 0,
+                headers: headers(&[("streamtype", "error")]),
+            },
+            Frame::SynReply {
+                stream_id: 1,
+                fin: false,
+                headers: Headers::new(),
+            },
+            Frame::Headers {
+                stream_id: 3,
+                fin: true,
+                headers: headers(&[("a", "b")]),
+            },
+            Frame::RstStream {
+                stream_id: 9,
+                status: RST_REFUSED_STREAM,
+            },
             Frame::Settings(vec![(0, 7, 65536), (1, 4, 100)]),
             Frame::Ping(2),
-            Frame::GoAway { last_good: 11, status: 0 },
-            Frame::WindowUpdate { stream_id: 3, delta: 4096 },
+            Frame::GoAway {
+                last_good: 11,
+                status: 0,
+            },
+            Frame::WindowUpdate {
+                stream_id: 3,
+                delta: 4096,
+            },
         ];
         for frame in &frames {
             assert_eq!(&round_trip(frame, &mut enc, &mut dec), frame);
@@ -459,28 +379,15 @@ mod tests {
         let (mut enc, mut dec) = (HeaderEncoder::new().unwrap(), HeaderDecoder::new());
         for i in 0..20 {
             let h = headers(&[("streamtype", "data"), ("port", "80"), ("requestid", &i.to_string())]);
-            let frame = Frame::SynStream { stream_id: 2 * i + 1, associated: 0, priority: 0, flags: 0, headers: h };
+            let frame = Frame::SynStream {
+                stream_id: 2 * i + 1,
+                associated: 0,
+                priority: 0,
+                flags: 0,
+                headers: h,
+            };
             assert_eq!(round_trip(&frame, &mut enc, &mut dec), frame);
         }
-    }
-
-    #[test]
-    fn header_block_names_the_spdy3_dictionary_and_compresses() {
-        let mut enc = HeaderEncoder::new().unwrap();
-        let block = enc.encode(&headers(&[("content-type", "text/plain"), ("user-agent", "x")])).unwrap();
-        // zlib header with FDICT set, then the dictionary's Adler-32.
-        assert_eq!(block[0] & 0x0f, 8);
-        assert_ne!(block[1] & 0x20, 0);
-        assert_eq!(&block[2..6], &0xe3c6_a7c2u32.to_be_bytes());
-    }
-
-    #[test]
-    fn multi_valued_headers_are_joined_by_nul() {
-        let (mut enc, mut dec) = (HeaderEncoder::new().unwrap(), HeaderDecoder::new());
-        let h: Headers = vec![("x-stream-protocol-version".into(), vec!["v4.channel.k8s.io".into(), "v3.channel.k8s.io".into()])];
-        let block = enc.encode(&h).unwrap();
-        assert_eq!(dec.decode(&block).unwrap(), h);
-        assert_eq!(header(&h, "x-stream-protocol-version"), Some("v4.channel.k8s.io"));
     }
 
     #[test]

@@ -4,5 +4,6 @@
 pub mod conn;
 pub mod dictionary;
 pub mod frame;
+pub mod headers;
 
 pub use conn::{serve, Conn, Event};

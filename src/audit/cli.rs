@@ -1,0 +1,195 @@
+//! `portcullis audit [filters] [--json]` and `portcullis audit verify`.
+//!
+//! Both read the store through their own connection, so they work while the
+//! server runs.
+
+use super::query::{parse_time, Filter, Outcome};
+use super::row::ChainedRow;
+use super::sqlite::SqliteAuditStore;
+use super::store::{verify, AuditStore};
+use crate::cli::CliError;
+use crate::store::Store;
+use clap::{Args, Subcommand};
+use std::io::Write;
+
+/// `audit …`: query rows (a table, or JSON lines with `--json`), or verify
+/// the hash chain.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AuditCommand {
+    /// Verify instead of querying.
+    #[command(subcommand)]
+    pub action: Option<AuditAction>,
+    /// Which rows.
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    /// One JSON object a line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `audit verify`.
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Walk the hash chain and name the first row removed, inserted or
+    /// edited; exits non-zero if there is one.
+    Verify,
+}
+
+/// The filters, as flags.
+#[derive(Debug, Default, Args)]
+pub struct FilterArgs {
+    /// Rows since a time (RFC 3339) or a duration ago (`1h`, `7d`).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Rows before a time (RFC 3339) or a duration ago.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// A person's login or a bot's name.
+    #[arg(long)]
+    pub login: Option<String>,
+    /// A credential id, or a rejected token's prefix.
+    #[arg(long)]
+    pub credential: Option<String>,
+    /// Cluster name.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Kubernetes verb.
+    #[arg(long)]
+    pub verb: Option<String>,
+    /// Resource, optionally with a subresource (`pods/exec`).
+    #[arg(long)]
+    pub resource: Option<String>,
+    /// denied, error or write.
+    #[arg(long, value_enum)]
+    pub outcome: Option<Outcome>,
+    /// Agent session.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// MCP tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// One audit id (the API server's audit event id too).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Include discovery requests.
+    #[arg(long)]
+    pub discovery: bool,
+    /// Only the newest N rows.
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+impl FilterArgs {
+    /// The filter these flags describe.
+    pub fn filter(self) -> Result<Filter, CliError> {
+        let now = chrono::Utc::now();
+        let time = |flag: &str, text: Option<String>| {
+            text.map(|t| parse_time(&t, now).map_err(|e| CliError::Message(format!("--{flag}: {e}")))).transpose()
+        };
+        Ok(Filter {
+            since: time("since", self.since)?,
+            until: time("until", self.until)?,
+            login: self.login,
+            credential: self.credential,
+            cluster: self.cluster,
+            namespace: self.namespace,
+            verb: self.verb,
+            resource: self.resource,
+            outcome: self.outcome,
+            session: self.session,
+            tool: self.tool,
+            id: self.id,
+            discovery: self.discovery,
+            limit: self.limit,
+        })
+    }
+}
+
+/// Run `command` on the audit of `store`, printing to `out`.
+pub fn run(store: &Store, command: AuditCommand, out: &mut dyn Write) -> Result<(), CliError> {
+    let mut audit = SqliteAuditStore::open(store.path()).map_err(|e| CliError::Message(e.to_string()))?;
+    let io = |e: std::io::Error| CliError::Message(format!("cannot write the output: {e}"));
+    if let Some(AuditAction::Verify) = command.action {
+        let report = verify(&mut audit).map_err(|e| CliError::Message(e.to_string()))?;
+        return match report.broken {
+            None => writeln!(out, "audit chain intact: {} rows verified", report.checked).map_err(io),
+            Some(broken) => Err(CliError::Message(format!(
+                "audit chain broken after {} good rows: {broken}",
+                report.checked
+            ))),
+        };
+    }
+    let rows = audit.query(&command.filters.filter()?).map_err(|e| CliError::Message(e.to_string()))?;
+    if command.json {
+        for row in &rows {
+            serde_json::to_writer(&mut *out, row).map_err(|e| CliError::Message(e.to_string()))?;
+            writeln!(out).map_err(io)?;
+        }
+        return Ok(());
+    }
+    writeln!(out, "{:<20} {:<36} {:<20} {:<10} {:<16} {:<48} {:>4} OUTCOME", "TIME", "ID", "WHO", "CLUSTER", "VERB", "WHAT", "CODE")
+        .map_err(io)?;
+    for row in &rows {
+        writeln!(out, "{}", table_line(row)).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// One row of the table.
+fn table_line(chained: &ChainedRow) -> String {
+    let row = &chained.row;
+    let who = match (row.login.is_empty(), row.credential_prefix.is_empty()) {
+        (false, _) => format!("{}:{}", row.principal_kind, row.login),
+        (true, false) => format!("{}…", row.credential_prefix),
+        (true, true) => "-".to_string(),
+    };
+    let what = if row.resource.is_empty() {
+        row.path.clone()
+    } else {
+        let resource = [row.resource.as_str(), row.subresource.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join("/");
+        let scope = if row.namespace.is_empty() { String::new() } else { format!("{}/", row.namespace) };
+        let name = if row.name.is_empty() { String::new() } else { format!(" {}", row.name) };
+        format!("{scope}{resource}{name}")
+    };
+    let outcome = match (row.refused.is_empty(), row.reason.is_empty()) {
+        (false, _) => format!("refused: {}", row.refused),
+        (true, false) => row.reason.clone(),
+        (true, true) => String::new(),
+    };
+    format!(
+        "{:<20} {:<36} {:<20} {:<10} {:<16} {:<48} {:>4} {outcome}",
+        row.started_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        row.id,
+        who,
+        if row.cluster.is_empty() { "-" } else { &row.cluster },
+        if row.verb.is_empty() { "-" } else { &row.verb },
+        what,
+        row.code,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::chain::{append, Anchor};
+    use crate::audit::row::AuditRow;
+
+    #[test]
+    fn a_table_line_names_who_what_and_the_outcome() {
+        let mut row = AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now());
+        (row.principal_kind, row.login, row.cluster) = ("person".into(), "ana".into(), "prod".into());
+        (row.verb, row.namespace, row.resource, row.subresource, row.name) =
+            ("create".into(), "shop".into(), "pods".into(), "exec".into(), "web-1".into());
+        (row.code, row.reason) = (403, "Forbidden".into());
+        let line = table_line(&append(&Anchor::default(), row.clone()));
+        assert!(line.contains("person:ana") && line.contains("shop/pods/exec web-1"), "{line}");
+        assert!(line.ends_with(" 403 Forbidden"), "{line}");
+        let refused = AuditRow { credential_prefix: "pcl_AbC".into(), refused: "revoked".into(), code: 401, ..row };
+        let line = table_line(&append(&Anchor::default(), AuditRow { login: String::new(), ..refused }));
+        assert!(line.contains("pcl_AbC…") && line.ends_with("refused: revoked"), "{line}");
+    }
+}

@@ -1,0 +1,110 @@
+use super::*;
+use crate::audit::chain::Anchor;
+use crate::audit::query::Filter;
+use crate::audit::sqlite::SqliteAuditStore;
+use std::sync::Mutex;
+
+fn row() -> AuditRow {
+    let mut row = AuditRow::new(uuid::Uuid::now_v7(), Utc::now());
+    row.finish(Utc::now());
+    row
+}
+
+/// A store that counts commits and can be told to fail.
+#[derive(Default, Clone)]
+struct Probe {
+    commits: Arc<Mutex<Vec<(usize, usize)>>>,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AuditStore for Probe {
+    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(AuditError::Store("disk full".into()));
+        }
+        self.commits.lock().unwrap().push((intents.len(), rows.len()));
+        Ok(rows.iter().map(|r| crate::audit::chain::append(&Anchor::default(), r.clone())).collect())
+    }
+    fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
+        Ok(Vec::new())
+    }
+    fn query(&mut self, _: &Filter) -> Result<Vec<ChainedRow>, AuditError> {
+        Ok(Vec::new())
+    }
+    fn anchor(&mut self) -> Result<Anchor, AuditError> {
+        Ok(Anchor::default())
+    }
+    fn chain_page(&mut self, _: i64, _: usize) -> Result<Vec<ChainedRow>, AuditError> {
+        Ok(Vec::new())
+    }
+    fn sweep(&mut self, _: DateTime<Utc>, _: usize) -> Result<usize, AuditError> {
+        Ok(0)
+    }
+}
+
+fn spawn(probe: &Probe, window: Duration) -> AuditWriter {
+    let settings = WriterSettings { window, ..WriterSettings::default() };
+    AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default())
+}
+
+#[tokio::test]
+async fn reads_arriving_together_share_one_commit() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_millis(200));
+    for _ in 0..50 {
+        writer.submit(row());
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(*probe.commits.lock().unwrap(), [(0, 50)]);
+}
+
+#[tokio::test]
+async fn a_read_is_committed_within_the_window_without_a_flush() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_millis(100));
+    writer.submit(row());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(probe.commits.lock().unwrap().is_empty(), "not before the window");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(*probe.commits.lock().unwrap(), [(0, 1)]);
+}
+
+#[tokio::test]
+async fn an_intent_is_committed_at_once_and_acknowledged() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_secs(60));
+    let started = std::time::Instant::now();
+    writer.commit_intent(row()).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "no waiting for the read window");
+    assert_eq!(*probe.commits.lock().unwrap(), [(1, 0)]);
+}
+
+#[tokio::test]
+async fn a_failed_commit_refuses_the_intent_and_keeps_the_rows() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_millis(20));
+    probe.failing.store(true, Ordering::SeqCst);
+    writer.submit(row());
+    let refused = writer.commit_intent(row()).await.unwrap_err();
+    assert!(matches!(refused, AuditError::Commit(ref m) if m.contains("disk full")), "{refused}");
+    probe.failing.store(false, Ordering::SeqCst);
+    writer.flush().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let rows: usize = probe.commits.lock().unwrap().iter().map(|(_, rows)| rows).sum();
+    assert_eq!(rows, 1, "the read row was retried, not lost");
+}
+
+#[tokio::test]
+async fn a_full_queue_makes_rows_wait_and_close_commits_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let store = SqliteAuditStore::open(&path).unwrap();
+    let settings = WriterSettings { capacity: 4, max_batch: 8, window: Duration::from_millis(5) };
+    let writer = AuditWriter::spawn(Box::new(store), None, settings, WriterMetrics::default());
+    for _ in 0..300 {
+        writer.submit(row());
+    }
+    writer.close().await;
+    let mut reader = SqliteAuditStore::open(&path).unwrap();
+    assert_eq!(reader.query(&Filter::default()).unwrap().len(), 300);
+}

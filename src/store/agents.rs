@@ -1,0 +1,191 @@
+//! Agents: credentials that act for a person (with a chosen subset of that
+//! person's grants) or for a bot.
+
+use super::{exists, Store, StoreError};
+use crate::identity::{credential, Agent, Credential, Principal, PrincipalKind};
+use chrono::Utc;
+use rusqlite::{params, OptionalExtension};
+
+impl Store {
+    /// Add an agent for `owner`. A person's agent gets exactly `grant_ids`,
+    /// each of which must be that person's own grant; a bot's agent acts with
+    /// all the bot's grants and takes no list.
+    pub fn add_agent(
+        &self,
+        owner: &Principal,
+        name: &str,
+        grant_ids: &[String],
+        writes_need_approval: bool,
+    ) -> Result<Agent, StoreError> {
+        super::validate_name(name)?;
+        let delegated = owner.kind == PrincipalKind::Person;
+        if !delegated && !grant_ids.is_empty() {
+            return Err(StoreError::Invalid("a bot's agent acts with the bot's grants; give no --grant".into()));
+        }
+        let agent = Agent {
+            id: uuid::Uuid::now_v7().to_string(),
+            name: name.into(),
+            principal: owner.clone(),
+            writes_need_approval,
+            grant_ids: delegated.then(|| grant_ids.to_vec()),
+            disabled: false,
+        };
+        self.with(|c| {
+            exists(c, owner)?;
+            for grant in grant_ids {
+                let theirs: Option<i64> = c
+                    .query_row(
+                        "SELECT 1 FROM grants WHERE id = ?1 AND kind = ?2 AND subject = ?3",
+                        params![grant, owner.kind.as_str(), owner.name],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if theirs.is_none() {
+                    return Err(StoreError::Invalid(format!("grant {grant} is not {owner}'s: an agent gets only its person's grants")));
+                }
+            }
+            let tx = c.unchecked_transaction()?;
+            tx.execute(
+                "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![agent.id, name, owner.kind.as_str(), owner.name, writes_need_approval, Utc::now()],
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                    StoreError::AlreadyExists(format!("agent {name} of {owner}"))
+                }
+                other => other.into(),
+            })?;
+            for grant in grant_ids {
+                tx.execute("INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)", params![agent.id, grant])?;
+            }
+            tx.commit()?;
+            Ok(())
+        })?;
+        Ok(agent)
+    }
+
+    /// Issue a credential for an agent; returns its record and the token.
+    pub fn issue_agent_credential(
+        &self,
+        agent: &Agent,
+        expires_at: Option<chrono::DateTime<Utc>>,
+    ) -> Result<(Credential, String), StoreError> {
+        let (cred, token) = self.issue_credential(&agent.principal, &format!("agent:{}", agent.name), expires_at)?;
+        self.with(|c| {
+            c.execute("UPDATE credentials SET agent_id = ?2 WHERE id = ?1", params![cred.id, agent.id])?;
+            Ok(())
+        })?;
+        Ok((cred, token))
+    }
+
+    /// The agent a credential belongs to, if any.
+    pub fn agent_of_credential(&self, credential_id: &str) -> Result<Option<Agent>, StoreError> {
+        self.with(|c| {
+            let agent_id: Option<String> = c
+                .query_row("SELECT agent_id FROM credentials WHERE id = ?1", params![credential_id], |r| r.get(0))
+                .optional()?
+                .flatten();
+            agent_id.map(|id| load(c, &id)).transpose().map(Option::flatten)
+        })
+    }
+
+    /// All agents.
+    pub fn list_agents(&self) -> Result<Vec<Agent>, StoreError> {
+        self.with(|c| {
+            let ids: Vec<String> = c
+                .prepare("SELECT id FROM agents ORDER BY created_at")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            Ok(ids.iter().filter_map(|id| load(c, id).transpose()).collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Disable an agent: its credentials stop working.
+    pub fn disable_agent(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            if c.execute("UPDATE agents SET disabled = 1 WHERE id = ?1", params![id])? == 0 {
+                return Err(StoreError::NotFound(format!("agent {id}")));
+            }
+            Ok(())
+        })
+    }
+}
+
+fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, StoreError> {
+    let row = c
+        .query_row(
+            "SELECT name, kind, owner, writes_need_approval, disabled FROM agents WHERE id = ?1",
+            params![id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, bool>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((name, kind, owner, writes_need_approval, disabled)) = row else { return Ok(None) };
+    let kind = PrincipalKind::parse(&kind).ok_or_else(|| StoreError::Invalid(format!("bad agent owner kind {kind}")))?;
+    let grant_ids = if kind == PrincipalKind::Person {
+        let ids = c
+            .prepare("SELECT grant_id FROM agent_grants WHERE agent_id = ?1 ORDER BY grant_id")?
+            .query_map(params![id], |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Some(ids)
+    } else {
+        None
+    };
+    Ok(Some(Agent {
+        id: id.into(),
+        name,
+        principal: Principal { kind, name: owner },
+        writes_need_approval,
+        grant_ids,
+        disabled,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Grant;
+
+    fn grant(id: &str, who: &Principal) -> Grant {
+        Grant {
+            id: id.into(),
+            subject: who.clone(),
+            cluster: "c".into(),
+            namespace: Some("shop".into()),
+            role: "viewer".into(),
+            expires_at: Utc::now() + chrono::TimeDelta::hours(1),
+            granted_by: "t".into(),
+            created_at: Utc::now(),
+            revoked_at: None,
+        }
+    }
+
+    #[test]
+    fn a_delegated_agent_gets_only_its_persons_grants() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
+        store.add_principal(&ana, false).unwrap();
+        store.add_principal(&bob, false).unwrap();
+        store.add_grant(&grant("g-ana", &ana)).unwrap();
+        store.add_grant(&grant("g-bob", &bob)).unwrap();
+        let err = store.add_agent(&ana, "helper", &["g-bob".into()], false).unwrap_err();
+        assert!(err.to_string().contains("not person:ana's"), "{err}");
+        let agent = store.add_agent(&ana, "helper", &["g-ana".into()], true).unwrap();
+        let (cred, token) = store.issue_agent_credential(&agent, None).unwrap();
+        assert!(credential::check(&token).is_ok());
+        let found = store.agent_of_credential(&cred.id).unwrap().unwrap();
+        assert_eq!(found.grant_ids, Some(vec!["g-ana".to_string()]));
+        assert!(found.writes_need_approval);
+        store.disable_agent(&agent.id).unwrap();
+        assert!(store.agent_of_credential(&cred.id).unwrap().unwrap().disabled);
+        assert_eq!(store.list_agents().unwrap().len(), 1);
+    }
+}
