@@ -30,11 +30,21 @@ fn row() -> AuditRow {
 }
 
 fn writer_throughput(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let dir = tempfile::tempdir().expect("temporary directory");
     let store = SqliteAuditStore::open(&dir.path().join("bench.db")).expect("store");
-    let writer = runtime
-        .block_on(async { AuditWriter::spawn(Box::new(store), None, WriterSettings::default(), WriterMetrics::default()) });
+    let writer = runtime.block_on(async {
+        AuditWriter::spawn(
+            Box::new(store),
+            None,
+            WriterSettings::default(),
+            WriterMetrics::default(),
+        )
+    });
 
     let mut group = c.benchmark_group("audit_writer");
     group.throughput(Throughput::Elements(ROWS));

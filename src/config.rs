@@ -4,7 +4,9 @@
 //! by path: `PORTCULLIS_LISTEN`, `PORTCULLIS_LIMITS__RESPONSE_BYTES`,
 //! `PORTCULLIS_CLUSTERS__0__TOKEN_FILE` (`__` separates levels, a number
 //! indexes an array, names are lower-cased). Values are read as TOML
-//! (`8388608`, `true`, `["a"]`) and otherwise taken as strings. Nothing
+//! (`8388608`, `true`, `["a"]`) and otherwise taken as strings.
+//! `PORTCULLIS_CONFIG` and `PORTCULLIS_LOG` belong to the command line, and
+//! any other unknown name is refused like an unknown field. Nothing
 //! reads the environment after start: [`Config::from_sources`] takes the
 //! variables as an argument so parsing is testable.
 
@@ -166,8 +168,10 @@ impl Config {
         let mut tree: toml::Value = toml::from_str(text)
             .map_err(|e| ConfigError::Syntax { path: PathBuf::new(), message: e.to_string() })?;
         for (key, value) in env {
-            if let Some(path) = key.strip_prefix("PORTCULLIS_") {
-                overlay(&mut tree, path, &value)?;
+            match key.strip_prefix("PORTCULLIS_") {
+                // The command line's own variables, not configuration fields.
+                Some("CONFIG" | "LOG") | None => {}
+                Some(path) => overlay(&mut tree, path, &value)?,
             }
         }
         let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| ConfigError::Field {
@@ -301,6 +305,8 @@ token_file = "token"
                 ("PORTCULLIS_CLUSTERS__0__TOKEN_FILE", "/var/run/token"),
                 ("PORTCULLIS_PROTECTED_NAMESPACES", r#"["kube-system"]"#),
                 ("HOME", "/root"),
+                ("PORTCULLIS_CONFIG", "/etc/portcullis.toml"),
+                ("PORTCULLIS_LOG", "debug"),
             ]),
         )
         .unwrap();

@@ -33,7 +33,7 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     write(&dir.join("portcullis.crt"), &tls.cert_pem)?;
     write(&dir.join("portcullis.key"), &tls.key_pem)?;
 
-    let config = Config {
+    let mut config = Config {
         listen: listen.to_string(),
         public_url: format!("https://{listen}"),
         tls: TlsConfig { cert_file: dir.join("portcullis.crt"), key_file: dir.join("portcullis.key") },
@@ -50,12 +50,14 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
         roles: Vec::new(),
         audit: Default::default(),
     };
-    let toml = toml::to_string(&config).map_err(|e| CliError::Message(e.to_string()))?;
-    write(&dir.join("portcullis.toml"), &toml)?;
-
     let store = open_store(&config)?;
     let app = App::build(&config, store.clone()).await.map_err(|e| CliError::Message(e.to_string()))?;
-    let url = format!("https://{}/clusters/{CLUSTER}", app.local_addr());
+    // With port 0 the address is known only now: write what is really served.
+    config.listen = app.local_addr().to_string();
+    config.public_url = format!("https://{}", app.local_addr());
+    let toml = toml::to_string(&config).map_err(|e| CliError::Message(e.to_string()))?;
+    write(&dir.join("portcullis.toml"), &toml)?;
+    let url = format!("{}/clusters/{CLUSTER}", config.public_url);
     let week = Duration::from_secs(7 * 24 * 3600);
     let ana = Principal::person("ana");
     store.add_principal(&ana, false)?;

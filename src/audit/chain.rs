@@ -26,7 +26,10 @@ pub struct Anchor {
 
 impl Default for Anchor {
     fn default() -> Self {
-        Anchor { seq: 0, hash: GENESIS.to_string() }
+        Anchor {
+            seq: 0,
+            hash: GENESIS.to_string(),
+        }
     }
 }
 
@@ -48,7 +51,12 @@ pub fn link(seq: i64, prev_hash: &str, row: &AuditRow) -> String {
 pub fn append(prev: &Anchor, row: AuditRow) -> ChainedRow {
     let seq = prev.seq + 1;
     let hash = link(seq, &prev.hash, &row);
-    ChainedRow { seq, prev_hash: prev.hash.clone(), hash, row }
+    ChainedRow {
+        seq,
+        prev_hash: prev.hash.clone(),
+        hash,
+        row,
+    }
 }
 
 /// The first break found in the chain.
@@ -88,10 +96,17 @@ impl fmt::Display for Break {
                 write!(f, "row {expected} was removed (the chain resumes at row {seq}, {id})")
             }
             Break::Removed { id, seq, expected } => {
-                write!(f, "rows {expected} to {} were removed (the chain resumes at row {seq}, {id})", seq - 1)
+                write!(
+                    f,
+                    "rows {expected} to {} were removed (the chain resumes at row {seq}, {id})",
+                    seq - 1
+                )
             }
             Break::Inserted { id, seq } => {
-                write!(f, "row {seq} ({id}) does not follow the row before it: inserted, or the row before it replaced")
+                write!(
+                    f,
+                    "row {seq} ({id}) does not follow the row before it: inserted, or the row before it replaced"
+                )
             }
             Break::Edited { id, seq } => write!(f, "row {seq} ({id}) was edited: its content does not match its hash"),
         }
@@ -109,7 +124,10 @@ pub struct Verifier {
 impl Verifier {
     /// Start at `anchor`.
     pub fn new(anchor: Anchor) -> Self {
-        Verifier { prev: anchor, checked: 0 }
+        Verifier {
+            prev: anchor,
+            checked: 0,
+        }
     }
 
     /// Check the next row.
@@ -118,18 +136,31 @@ impl Verifier {
         if row.seq != expected {
             let id = row.row.id.clone();
             return Err(if row.seq > expected {
-                Break::Removed { id, seq: row.seq, expected }
+                Break::Removed {
+                    id,
+                    seq: row.seq,
+                    expected,
+                }
             } else {
                 Break::Inserted { id, seq: row.seq }
             });
         }
         if link(row.seq, &row.prev_hash, &row.row) != row.hash {
-            return Err(Break::Edited { id: row.row.id.clone(), seq: row.seq });
+            return Err(Break::Edited {
+                id: row.row.id.clone(),
+                seq: row.seq,
+            });
         }
         if row.prev_hash != self.prev.hash {
-            return Err(Break::Inserted { id: row.row.id.clone(), seq: row.seq });
+            return Err(Break::Inserted {
+                id: row.row.id.clone(),
+                seq: row.seq,
+            });
         }
-        self.prev = Anchor { seq: row.seq, hash: row.hash.clone() };
+        self.prev = Anchor {
+            seq: row.seq,
+            hash: row.hash.clone(),
+        };
         self.checked += 1;
         Ok(())
     }
@@ -147,7 +178,10 @@ mod tests {
                 let mut row = AuditRow::new(uuid::Uuid::now_v7(), Utc::now());
                 row.login = format!("user{i}");
                 let chained = append(&prev, row);
-                prev = Anchor { seq: chained.seq, hash: chained.hash.clone() };
+                prev = Anchor {
+                    seq: chained.seq,
+                    hash: chained.hash.clone(),
+                };
                 chained
             })
             .collect()
@@ -169,7 +203,14 @@ mod tests {
         let mut rows = chain(5);
         rows.remove(2);
         let found = verify(&rows, Anchor::default()).unwrap_err();
-        assert_eq!(found, Break::Removed { id: rows[2].row.id.clone(), seq: 4, expected: 3 });
+        assert_eq!(
+            found,
+            Break::Removed {
+                id: rows[2].row.id.clone(),
+                seq: 4,
+                expected: 3
+            }
+        );
         assert!(found.to_string().starts_with("row 3 was removed"), "{found}");
     }
 
@@ -177,7 +218,13 @@ mod tests {
     fn an_edited_row_is_named() {
         let mut rows = chain(5);
         rows[1].row.code = 200;
-        assert_eq!(verify(&rows, Anchor::default()), Err(Break::Edited { id: rows[1].row.id.clone(), seq: 2 }));
+        assert_eq!(
+            verify(&rows, Anchor::default()),
+            Err(Break::Edited {
+                id: rows[1].row.id.clone(),
+                seq: 2
+            })
+        );
     }
 
     #[test]
@@ -185,7 +232,13 @@ mod tests {
         let mut rows = chain(5);
         rows[1].row.login = "mallory".into();
         rows[1].hash = link(2, &rows[1].prev_hash, &rows[1].row);
-        assert_eq!(verify(&rows, Anchor::default()), Err(Break::Inserted { id: rows[2].row.id.clone(), seq: 3 }));
+        assert_eq!(
+            verify(&rows, Anchor::default()),
+            Err(Break::Inserted {
+                id: rows[2].row.id.clone(),
+                seq: 3
+            })
+        );
     }
 
     #[test]
@@ -196,13 +249,22 @@ mod tests {
             row.seq = i as i64 + 1;
             row.hash = link(row.seq, &row.prev_hash, &row.row);
         }
-        assert_eq!(verify(&rows, Anchor::default()), Err(Break::Inserted { id: rows[1].row.id.clone(), seq: 2 }));
+        assert_eq!(
+            verify(&rows, Anchor::default()),
+            Err(Break::Inserted {
+                id: rows[1].row.id.clone(),
+                seq: 2
+            })
+        );
     }
 
     #[test]
     fn verification_starts_at_the_anchor_after_a_sweep() {
         let rows = chain(5);
-        let anchor = Anchor { seq: rows[1].seq, hash: rows[1].hash.clone() };
+        let anchor = Anchor {
+            seq: rows[1].seq,
+            hash: rows[1].hash.clone(),
+        };
         assert_eq!(verify(&rows[2..], anchor), Ok(3));
         assert!(verify(&rows[2..], Anchor::default()).is_err());
     }

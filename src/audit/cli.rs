@@ -88,7 +88,8 @@ impl FilterArgs {
     pub fn filter(self) -> Result<Filter, CliError> {
         let now = chrono::Utc::now();
         let time = |flag: &str, text: Option<String>| {
-            text.map(|t| parse_time(&t, now).map_err(|e| CliError::Message(format!("--{flag}: {e}")))).transpose()
+            text.map(|t| parse_time(&t, now).map_err(|e| CliError::Message(format!("--{flag}: {e}"))))
+                .transpose()
         };
         Ok(Filter {
             since: time("since", self.since)?,
@@ -123,7 +124,9 @@ pub fn run(store: &Store, command: AuditCommand, out: &mut dyn Write) -> Result<
             ))),
         };
     }
-    let rows = audit.query(&command.filters.filter()?).map_err(|e| CliError::Message(e.to_string()))?;
+    let rows = audit
+        .query(&command.filters.filter()?)
+        .map_err(|e| CliError::Message(e.to_string()))?;
     if command.json {
         for row in &rows {
             serde_json::to_writer(&mut *out, row).map_err(|e| CliError::Message(e.to_string()))?;
@@ -131,8 +134,12 @@ pub fn run(store: &Store, command: AuditCommand, out: &mut dyn Write) -> Result<
         }
         return Ok(());
     }
-    writeln!(out, "{:<20} {:<36} {:<20} {:<10} {:<16} {:<48} {:>4} OUTCOME", "TIME", "ID", "WHO", "CLUSTER", "VERB", "WHAT", "CODE")
-        .map_err(io)?;
+    writeln!(
+        out,
+        "{:<20} {:<36} {:<20} {:<10} {:<16} {:<48} {:>4} OUTCOME",
+        "TIME", "ID", "WHO", "CLUSTER", "VERB", "WHAT", "CODE"
+    )
+    .map_err(io)?;
     for row in &rows {
         writeln!(out, "{}", table_line(row)).map_err(io)?;
     }
@@ -150,9 +157,22 @@ fn table_line(chained: &ChainedRow) -> String {
     let what = if row.resource.is_empty() {
         row.path.clone()
     } else {
-        let resource = [row.resource.as_str(), row.subresource.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join("/");
-        let scope = if row.namespace.is_empty() { String::new() } else { format!("{}/", row.namespace) };
-        let name = if row.name.is_empty() { String::new() } else { format!(" {}", row.name) };
+        let resource = [row.resource.as_str(), row.subresource.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("/");
+        let scope = if row.namespace.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", row.namespace)
+        };
+        let name = if row.name.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", row.name)
+        };
         format!("{scope}{resource}{name}")
     };
     let outcome = match (row.refused.is_empty(), row.reason.is_empty()) {
@@ -182,14 +202,36 @@ mod tests {
     fn a_table_line_names_who_what_and_the_outcome() {
         let mut row = AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now());
         (row.principal_kind, row.login, row.cluster) = ("person".into(), "ana".into(), "prod".into());
-        (row.verb, row.namespace, row.resource, row.subresource, row.name) =
-            ("create".into(), "shop".into(), "pods".into(), "exec".into(), "web-1".into());
+        (row.verb, row.namespace, row.resource, row.subresource, row.name) = (
+            "create".into(),
+            "shop".into(),
+            "pods".into(),
+            "exec".into(),
+            "web-1".into(),
+        );
         (row.code, row.reason) = (403, "Forbidden".into());
         let line = table_line(&append(&Anchor::default(), row.clone()));
-        assert!(line.contains("person:ana") && line.contains("shop/pods/exec web-1"), "{line}");
+        assert!(
+            line.contains("person:ana") && line.contains("shop/pods/exec web-1"),
+            "{line}"
+        );
         assert!(line.ends_with(" 403 Forbidden"), "{line}");
-        let refused = AuditRow { credential_prefix: "pcl_AbC".into(), refused: "revoked".into(), code: 401, ..row };
-        let line = table_line(&append(&Anchor::default(), AuditRow { login: String::new(), ..refused }));
-        assert!(line.contains("pcl_AbC…") && line.ends_with("refused: revoked"), "{line}");
+        let refused = AuditRow {
+            credential_prefix: "pcl_AbC".into(),
+            refused: "revoked".into(),
+            code: 401,
+            ..row
+        };
+        let line = table_line(&append(
+            &Anchor::default(),
+            AuditRow {
+                login: String::new(),
+                ..refused
+            },
+        ));
+        assert!(
+            line.contains("pcl_AbC…") && line.ends_with("refused: revoked"),
+            "{line}"
+        );
     }
 }

@@ -36,7 +36,11 @@ impl ExportSink {
             let size = file.metadata()?.len();
             Target::File { path, file, size }
         };
-        Ok(ExportSink { target, rotate_bytes: rotate_bytes.max(1), keep })
+        Ok(ExportSink {
+            target,
+            rotate_bytes: rotate_bytes.max(1),
+            keep,
+        })
     }
 
     /// Export `rows`; failures are logged.
@@ -77,7 +81,9 @@ impl ExportSink {
     }
 
     fn rotate(&mut self) -> io::Result<()> {
-        let Target::File { path, file, size } = &mut self.target else { return Ok(()) };
+        let Target::File { path, file, size } = &mut self.target else {
+            return Ok(());
+        };
         let numbered = |n: usize| PathBuf::from(format!("{}.{n}", path.display()));
         if self.keep == 0 {
             std::fs::remove_file(&*path)?;
@@ -109,7 +115,14 @@ mod tests {
     use crate::audit::row::AuditRow;
 
     fn rows(n: usize) -> Vec<ChainedRow> {
-        (0..n).map(|_| append(&Anchor::default(), AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now()))).collect()
+        (0..n)
+            .map(|_| {
+                append(
+                    &Anchor::default(),
+                    AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now()),
+                )
+            })
+            .collect()
     }
 
     #[test]

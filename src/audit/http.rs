@@ -50,14 +50,20 @@ impl Audit {
         }
         let mut filter = Filter::from_query(query.unwrap_or(""), chrono::Utc::now())?;
         filter.limit = Some(filter.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
-        let rows = self.query(filter).await.map_err(|e| AuditHttpError::Unavailable(e.to_string()))?;
+        let rows = self
+            .query(filter)
+            .await
+            .map_err(|e| AuditHttpError::Unavailable(e.to_string()))?;
         let mut lines = Vec::with_capacity(rows.len() * 512);
         for row in &rows {
             serde_json::to_writer(&mut lines, row).map_err(|e| AuditHttpError::Unavailable(e.to_string()))?;
             lines.push(b'\n');
         }
         let mut response = Response::new(body::full(lines));
-        response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/jsonl"));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/jsonl"),
+        );
         Ok(response)
     }
 

@@ -80,15 +80,22 @@ impl Audit {
             .export
             .as_deref()
             .map(|spec| {
-                export::ExportSink::open(spec, config.rotate_bytes, config.keep)
-                    .map_err(|source| AuditError::Export { target: spec.to_string(), source })
+                export::ExportSink::open(spec, config.rotate_bytes, config.keep).map_err(|source| AuditError::Export {
+                    target: spec.to_string(),
+                    source,
+                })
             })
             .transpose()?;
         let own = SqliteAuditStore::open(store.path())?;
         let writer = AuditWriter::spawn(Box::new(own), sink, WriterSettings::default(), metrics);
         let reader = Arc::new(Mutex::new(SqliteAuditStore::open(store.path())?));
         let retention = retention::spawn(writer.clone(), config.retention);
-        Ok(Audit { writer, reader, store: store.clone(), retention })
+        Ok(Audit {
+            writer,
+            reader,
+            store: store.clone(),
+            retention,
+        })
     }
 
     /// The writer.

@@ -91,7 +91,10 @@ impl Filter {
     pub fn from_query(query: &str, now: DateTime<Utc>) -> Result<Filter, FilterError> {
         let mut filter = Filter::default();
         for (name, value) in form_urlencoded::parse(query.as_bytes()) {
-            let bad = |message: String| FilterError::Value { name: name.to_string(), message };
+            let bad = |message: String| FilterError::Value {
+                name: name.to_string(),
+                message,
+            };
             let text = Some(value.to_string()).filter(|v| !v.is_empty());
             match &*name {
                 "since" => filter.since = Some(parse_time(&value, now).map_err(bad)?),
@@ -206,13 +209,18 @@ mod tests {
         assert_eq!(filter.outcome, Some(Outcome::Denied));
         assert_eq!(filter.since, Some(now - chrono::TimeDelta::hours(1)));
         assert_eq!(filter.limit, Some(5));
-        assert!(filter.conditions().contains(&Condition::Equals("subresource", "exec".into())));
+        assert!(filter
+            .conditions()
+            .contains(&Condition::Equals("subresource", "exec".into())));
     }
 
     #[test]
     fn unknown_or_bad_parameters_are_refused_by_name() {
         let now = Utc::now();
-        assert_eq!(Filter::from_query("user=ana", now), Err(FilterError::Unknown("user".into())));
+        assert_eq!(
+            Filter::from_query("user=ana", now),
+            Err(FilterError::Unknown("user".into()))
+        );
         let err = Filter::from_query("since=yesterday", now).unwrap_err();
         assert!(err.to_string().starts_with("filter since:"), "{err}");
         assert!(Filter::from_query("outcome=maybe", now).is_err());
@@ -220,21 +228,50 @@ mod tests {
 
     #[test]
     fn discovery_is_hidden_unless_asked_for_or_named_by_id() {
-        let mut row = AuditRow { discovery: true, id: "x".into(), ..AuditRow::default() };
+        let mut row = AuditRow {
+            discovery: true,
+            id: "x".into(),
+            ..AuditRow::default()
+        };
         assert!(!Filter::default().matches(&row));
-        assert!(Filter { discovery: true, ..Filter::default() }.matches(&row));
-        assert!(Filter { id: Some("x".into()), ..Filter::default() }.matches(&row));
+        assert!(Filter {
+            discovery: true,
+            ..Filter::default()
+        }
+        .matches(&row));
+        assert!(Filter {
+            id: Some("x".into()),
+            ..Filter::default()
+        }
+        .matches(&row));
         row.discovery = false;
         assert!(Filter::default().matches(&row));
     }
 
     #[test]
     fn outcomes_partition_failures() {
-        let denied = AuditRow { code: 403, ..AuditRow::default() };
-        let refused = AuditRow { code: 400, refused: "path".into(), ..AuditRow::default() };
-        let error = AuditRow { code: 409, ..AuditRow::default() };
-        let ok = AuditRow { code: 200, write: true, ..AuditRow::default() };
-        let only = |o| Filter { outcome: Some(o), ..Filter::default() };
+        let denied = AuditRow {
+            code: 403,
+            ..AuditRow::default()
+        };
+        let refused = AuditRow {
+            code: 400,
+            refused: "path".into(),
+            ..AuditRow::default()
+        };
+        let error = AuditRow {
+            code: 409,
+            ..AuditRow::default()
+        };
+        let ok = AuditRow {
+            code: 200,
+            write: true,
+            ..AuditRow::default()
+        };
+        let only = |o| Filter {
+            outcome: Some(o),
+            ..Filter::default()
+        };
         assert!(only(Outcome::Denied).matches(&denied) && only(Outcome::Denied).matches(&refused));
         assert!(!only(Outcome::Error).matches(&denied) && only(Outcome::Error).matches(&error));
         assert!(!only(Outcome::Error).matches(&ok) && only(Outcome::Write).matches(&ok));

@@ -77,7 +77,8 @@ impl AuditRow {
         self.name = info.name.clone();
         self.write = info.is_write();
         self.discovery = !info.is_resource_request && is_discovery(&info.path);
-        self.dry_run = query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"));
+        self.dry_run =
+            query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"));
     }
 }
 
@@ -173,15 +174,30 @@ impl Pending {
 /// Attach `row` to `response` so that it is written exactly once: when the
 /// body ends or is dropped, or, for an upgraded stream, when the stream
 /// closes. `sent` counts the request body bytes forwarded.
-pub fn attach(writer: &AuditWriter, mut row: AuditRow, sent: Arc<AtomicU64>, response: Response<Body>) -> Response<Body> {
+pub fn attach(
+    writer: &AuditWriter,
+    mut row: AuditRow,
+    sent: Arc<AtomicU64>,
+    response: Response<Body>,
+) -> Response<Body> {
     row.code = response.status().as_u16();
-    let pending = Pending { writer: writer.clone(), row, sent };
+    let pending = Pending {
+        writer: writer.clone(),
+        row,
+        sent,
+    };
     if let Some(end) = response.extensions().get::<StreamEnd>().and_then(StreamEnd::take) {
         tokio::spawn(after_stream(pending, end).in_current_span());
         return response;
     }
     let sniff = pending.row.code >= 400 && pending.row.reason.is_empty();
-    response.map(|inner| body::boxed(Recorded { inner, pending: Some(pending), sniff }))
+    response.map(|inner| {
+        body::boxed(Recorded {
+            inner,
+            pending: Some(pending),
+            sniff,
+        })
+    })
 }
 
 async fn after_stream(mut pending: Pending, end: oneshot::Receiver<StreamStats>) {
@@ -222,7 +238,9 @@ impl http_body::Body for Recorded {
             }
         }
         if frame.is_none() {
-            this.pending.take().map(Pending::write);
+            if let Some(pending) = this.pending.take() {
+                pending.write();
+            }
         }
         Poll::Ready(frame)
     }
@@ -273,7 +291,10 @@ mod tests {
         let mut row = AuditRow::default();
         row.classify(&info, Some("dryRun=All&fieldManager=kubectl"));
         assert!(row.write && row.dry_run && !row.discovery);
-        assert_eq!((row.verb.as_str(), row.namespace.as_str(), row.resource.as_str()), ("create", "shop", "configmaps"));
+        assert_eq!(
+            (row.verb.as_str(), row.namespace.as_str(), row.resource.as_str()),
+            ("create", "shop", "configmaps")
+        );
         let discovery = crate::gateway::classify::classify(&http::Method::GET, "/apis/apps/v1", None);
         row.classify(&discovery, None);
         assert!(row.discovery && !row.write && !row.dry_run);

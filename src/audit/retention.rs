@@ -34,7 +34,9 @@ pub fn spawn(writer: AuditWriter, retention: Duration) -> tokio::task::JoinHandl
 /// Remove every row that ended more than `retention` ago; returns how many.
 pub async fn sweep(writer: &AuditWriter, retention: Duration) -> Result<usize, AuditError> {
     let age = chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX);
-    let cutoff = Utc::now().checked_sub_signed(age).unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
+    let cutoff = Utc::now()
+        .checked_sub_signed(age)
+        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
     let mut total = 0;
     loop {
         let removed = writer.sweep(cutoff, CHUNK).await?;
@@ -58,7 +60,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
         let store = SqliteAuditStore::open(&path).unwrap();
-        let writer = AuditWriter::spawn(Box::new(store), None, WriterSettings::default(), WriterMetrics::default());
+        let writer = AuditWriter::spawn(
+            Box::new(store),
+            None,
+            WriterSettings::default(),
+            WriterMetrics::default(),
+        );
         let old = Utc::now() - chrono::TimeDelta::days(31);
         for i in 0..5 {
             let mut row = AuditRow::new(uuid::Uuid::now_v7(), if i < 3 { old } else { Utc::now() });

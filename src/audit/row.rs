@@ -118,7 +118,11 @@ const HIDDEN_PARAMS: &[&str] = &["access_token", "token", "password", "secret"];
 impl AuditRow {
     /// A row for a request that arrived now with id `id`.
     pub fn new(id: uuid::Uuid, started_at: DateTime<Utc>) -> AuditRow {
-        AuditRow { id: id.to_string(), started_at: started_at.trunc_subsecs(6), ..AuditRow::default() }
+        AuditRow {
+            id: id.to_string(),
+            started_at: started_at.trunc_subsecs(6),
+            ..AuditRow::default()
+        }
     }
 
     /// Close the row at `ended_at`.
@@ -176,7 +180,10 @@ mod tests {
 
     #[test]
     fn credential_like_query_values_are_hidden() {
-        assert_eq!(clean_query("watch=1&access_token=abc&limit=500"), "watch=1&access_token=<hidden>&limit=500");
+        assert_eq!(
+            clean_query("watch=1&access_token=abc&limit=500"),
+            "watch=1&access_token=<hidden>&limit=500"
+        );
         assert_eq!(clean_query("TOKEN=x"), "TOKEN=<hidden>");
         assert_eq!(clean_query("dryRun=All"), "dryRun=All");
     }
@@ -191,7 +198,15 @@ mod tests {
 
     #[test]
     fn discovery_paths_are_recognised() {
-        for path in ["/api", "/apis", "/apis/apps/v1", "/api/v1", "/openapi/v3", "/version", "/"] {
+        for path in [
+            "/api",
+            "/apis",
+            "/apis/apps/v1",
+            "/api/v1",
+            "/openapi/v3",
+            "/version",
+            "/",
+        ] {
             assert!(is_discovery(path), "{path}");
         }
         for path in ["/healthz", "/metrics", "/logs"] {

@@ -45,7 +45,10 @@ impl SqliteAuditStore {
     fn last(conn: &Connection) -> Result<Anchor, AuditError> {
         let last = conn
             .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
-                Ok(Anchor { seq: r.get(0)?, hash: r.get(1)? })
+                Ok(Anchor {
+                    seq: r.get(0)?,
+                    hash: r.get(1)?,
+                })
             })
             .optional()?;
         match last {
@@ -69,7 +72,10 @@ impl AuditStore for SqliteAuditStore {
         {
             let mut intent = tx.prepare_cached("INSERT OR REPLACE INTO audit_intents (id, row) VALUES (?1, ?2)")?;
             for row in intents {
-                intent.execute(params![row.id, serde_json::to_string(row).map_err(|e| AuditError::Store(e.to_string()))?])?;
+                intent.execute(params![
+                    row.id,
+                    serde_json::to_string(row).map_err(|e| AuditError::Store(e.to_string()))?
+                ])?;
             }
             let placeholders = vec!["?"; COLUMN_COUNT + 3].join(", ");
             let mut insert = tx.prepare_cached(&format!(
@@ -79,11 +85,18 @@ impl AuditStore for SqliteAuditStore {
             let mut prev = Self::last(&tx)?;
             for row in rows {
                 let link = chain::append(&prev, row.clone());
-                let mut values = vec![Value::Integer(link.seq), Value::Text(link.prev_hash.clone()), Value::Text(link.hash.clone())];
+                let mut values = vec![
+                    Value::Integer(link.seq),
+                    Value::Text(link.prev_hash.clone()),
+                    Value::Text(link.hash.clone()),
+                ];
                 values.extend(values_of(&link.row));
                 insert.execute(params_from_iter(values))?;
                 settle.execute(params![row.id])?;
-                prev = Anchor { seq: link.seq, hash: link.hash.clone() };
+                prev = Anchor {
+                    seq: link.seq,
+                    hash: link.hash.clone(),
+                };
                 chained.push(link);
             }
         }
@@ -145,7 +158,10 @@ impl AuditStore for SqliteAuditStore {
                 if ended >= timestamp(&cutoff) {
                     break;
                 }
-                last = Some(Anchor { seq: r.get(0)?, hash: r.get(1)? });
+                last = Some(Anchor {
+                    seq: r.get(0)?,
+                    hash: r.get(1)?,
+                });
                 count += 1;
             }
         }
@@ -163,7 +179,12 @@ impl AuditStore for SqliteAuditStore {
 
 fn anchor(conn: &Connection) -> Result<Anchor, AuditError> {
     let found = conn
-        .query_row("SELECT seq, hash FROM audit_anchor WHERE one = 1", [], |r| Ok(Anchor { seq: r.get(0)?, hash: r.get(1)? }))
+        .query_row("SELECT seq, hash FROM audit_anchor WHERE one = 1", [], |r| {
+            Ok(Anchor {
+                seq: r.get(0)?,
+                hash: r.get(1)?,
+            })
+        })
         .optional()?;
     Ok(found.unwrap_or_default())
 }
@@ -263,7 +284,12 @@ fn chained_row(r: &Row) -> rusqlite::Result<ChainedRow> {
         held: r.get(36)?,
         approved: r.get(37)?,
     };
-    Ok(ChainedRow { seq: r.get(0)?, prev_hash: r.get(1)?, hash: r.get(2)?, row })
+    Ok(ChainedRow {
+        seq: r.get(0)?,
+        prev_hash: r.get(1)?,
+        hash: r.get(2)?,
+        row,
+    })
 }
 
 /// Render conditions as a `WHERE` clause and its arguments.

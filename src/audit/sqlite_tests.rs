@@ -28,24 +28,70 @@ fn a_committed_row_reads_back_equal_and_chained() {
     assert_eq!(read, chained);
     assert_eq!(read[0].row, rows[0]);
     assert_eq!(read[1].prev_hash, read[0].hash);
-    assert_eq!(verify(&mut store).unwrap(), VerifyReport { checked: 2, broken: None });
+    assert_eq!(
+        verify(&mut store).unwrap(),
+        VerifyReport {
+            checked: 2,
+            broken: None
+        }
+    );
 }
 
 #[test]
 fn filters_select_exactly_the_matching_rows() {
     let (_dir, mut store) = open();
-    let rows = vec![row("ana", "get", 200), row("ana", "create", 201), row("ben", "list", 403), row("ben", "get", 404)];
+    let rows = vec![
+        row("ana", "get", 200),
+        row("ana", "create", 201),
+        row("ben", "list", 403),
+        row("ben", "get", 404),
+    ];
     store.commit(&[], &rows).unwrap();
     let ids = |filter: Filter| -> Vec<String> {
-        let mut s = SqliteAuditStore { conn: Connection::open(store.conn.path().unwrap()).unwrap() };
+        let mut s = SqliteAuditStore {
+            conn: Connection::open(store.conn.path().unwrap()).unwrap(),
+        };
         s.query(&filter).unwrap().into_iter().map(|r| r.row.id).collect()
     };
-    assert_eq!(ids(Filter { login: Some("ana".into()), ..Filter::default() }), [rows[0].id.clone(), rows[1].id.clone()]);
-    assert_eq!(ids(Filter { outcome: Some(Outcome::Denied), ..Filter::default() }), [rows[2].id.clone()]);
-    assert_eq!(ids(Filter { outcome: Some(Outcome::Error), ..Filter::default() }), [rows[3].id.clone()]);
-    assert_eq!(ids(Filter { outcome: Some(Outcome::Write), ..Filter::default() }), [rows[1].id.clone()]);
-    assert_eq!(ids(Filter { limit: Some(2), ..Filter::default() }), [rows[2].id.clone(), rows[3].id.clone()]);
-    let before_all = Filter { until: Some(rows[0].started_at), ..Filter::default() };
+    assert_eq!(
+        ids(Filter {
+            login: Some("ana".into()),
+            ..Filter::default()
+        }),
+        [rows[0].id.clone(), rows[1].id.clone()]
+    );
+    assert_eq!(
+        ids(Filter {
+            outcome: Some(Outcome::Denied),
+            ..Filter::default()
+        }),
+        [rows[2].id.clone()]
+    );
+    assert_eq!(
+        ids(Filter {
+            outcome: Some(Outcome::Error),
+            ..Filter::default()
+        }),
+        [rows[3].id.clone()]
+    );
+    assert_eq!(
+        ids(Filter {
+            outcome: Some(Outcome::Write),
+            ..Filter::default()
+        }),
+        [rows[1].id.clone()]
+    );
+    assert_eq!(
+        ids(Filter {
+            limit: Some(2),
+            ..Filter::default()
+        }),
+        [rows[2].id.clone(), rows[3].id.clone()]
+    );
+    let before_all = Filter {
+        until: Some(rows[0].started_at),
+        ..Filter::default()
+    };
     assert!(ids(before_all).is_empty());
 }
 
@@ -54,13 +100,29 @@ fn verify_names_a_deleted_row_and_an_edited_row() {
     let (_dir, mut store) = open();
     let rows: Vec<AuditRow> = (0..5).map(|i| row(&format!("u{i}"), "get", 200)).collect();
     store.commit(&[], &rows).unwrap();
-    store.conn.execute("UPDATE audit SET code = 500 WHERE seq = 4", []).unwrap();
+    store
+        .conn
+        .execute("UPDATE audit SET code = 500 WHERE seq = 4", [])
+        .unwrap();
     let report = verify(&mut store).unwrap();
-    assert_eq!(report.broken, Some(chain::Break::Edited { id: rows[3].id.clone(), seq: 4 }));
+    assert_eq!(
+        report.broken,
+        Some(chain::Break::Edited {
+            id: rows[3].id.clone(),
+            seq: 4
+        })
+    );
     store.conn.execute("DELETE FROM audit WHERE seq = 2", []).unwrap();
     let report = verify(&mut store).unwrap();
     assert_eq!(report.checked, 1);
-    assert_eq!(report.broken, Some(chain::Break::Removed { id: rows[2].id.clone(), seq: 3, expected: 2 }));
+    assert_eq!(
+        report.broken,
+        Some(chain::Break::Removed {
+            id: rows[2].id.clone(),
+            seq: 3,
+            expected: 2
+        })
+    );
 }
 
 #[test]
@@ -75,8 +137,20 @@ fn a_sweep_removes_only_old_rows_and_the_chain_still_verifies() {
     assert_eq!(store.sweep(cutoff, 1).unwrap(), 1);
     assert_eq!(store.sweep(cutoff, 100).unwrap(), 1);
     assert_eq!(store.sweep(cutoff, 100).unwrap(), 0);
-    assert_eq!(store.anchor().unwrap(), Anchor { seq: 2, hash: chained[1].hash.clone() });
-    assert_eq!(verify(&mut store).unwrap(), VerifyReport { checked: 1, broken: None });
+    assert_eq!(
+        store.anchor().unwrap(),
+        Anchor {
+            seq: 2,
+            hash: chained[1].hash.clone()
+        }
+    );
+    assert_eq!(
+        verify(&mut store).unwrap(),
+        VerifyReport {
+            checked: 1,
+            broken: None
+        }
+    );
     let next = store.commit(&[], &[row("ben", "get", 200)]).unwrap();
     assert_eq!(next[0].seq, 4);
     assert_eq!(verify(&mut store).unwrap().checked, 2);
@@ -88,11 +162,14 @@ fn intents_left_by_a_crash_become_rows_with_an_unknown_outcome() {
     let settled = row("ana", "create", 201);
     let orphan = row("ana", "delete", 200);
     store.commit(&[settled.clone(), orphan.clone()], &[]).unwrap();
-    store.commit(&[], &[settled.clone()]).unwrap();
+    store.commit(&[], std::slice::from_ref(&settled)).unwrap();
     let recovered = store.recover().unwrap();
     assert_eq!(recovered.len(), 1);
     assert_eq!(recovered[0].row.id, orphan.id);
-    assert_eq!((recovered[0].row.code, recovered[0].row.reason.as_str()), (0, "Unknown"));
+    assert_eq!(
+        (recovered[0].row.code, recovered[0].row.reason.as_str()),
+        (0, "Unknown")
+    );
     assert!(store.recover().unwrap().is_empty());
     assert_eq!(store.query(&Filter::default()).unwrap().len(), 2);
 }

@@ -54,12 +54,20 @@ pub fn verify(store: &mut dyn AuditStore) -> Result<VerifyReport, AuditError> {
         let page = store.chain_page(after, PAGE)?;
         for row in &page {
             if let Err(broken) = verifier.check(row) {
-                return Ok(VerifyReport { checked: verifier.checked, broken: Some(broken) });
+                return Ok(VerifyReport {
+                    checked: verifier.checked,
+                    broken: Some(broken),
+                });
             }
         }
         match page.last() {
             Some(last) if page.len() == PAGE => after = last.seq,
-            _ => return Ok(VerifyReport { checked: verifier.checked, broken: None }),
+            _ => {
+                return Ok(VerifyReport {
+                    checked: verifier.checked,
+                    broken: None,
+                })
+            }
         }
     }
 }

@@ -35,7 +35,11 @@ pub struct WriterSettings {
 
 impl Default for WriterSettings {
     fn default() -> Self {
-        WriterSettings { window: Duration::from_millis(100), capacity: 16_384, max_batch: 4096 }
+        WriterSettings {
+            window: Duration::from_millis(100),
+            capacity: 16_384,
+            max_batch: 4096,
+        }
     }
 }
 
@@ -55,6 +59,8 @@ pub struct WriterMetrics {
 const MAX_RETRY: usize = 100_000;
 
 type Ack<T> = oneshot::Sender<T>;
+/// A sweep's cutoff, most rows, and where to answer.
+type Sweep = (DateTime<Utc>, usize, Ack<Result<usize, String>>);
 
 enum Msg {
     Row(AuditRow),
@@ -83,14 +89,20 @@ impl AuditWriter {
     ) -> AuditWriter {
         let (tx, rx) = mpsc::channel(settings.capacity.max(1));
         tokio::spawn(run(store, sink, rx, settings, metrics));
-        AuditWriter { tx, waiting: Arc::new(AtomicUsize::new(0)) }
+        AuditWriter {
+            tx,
+            waiting: Arc::new(AtomicUsize::new(0)),
+        }
     }
 
     /// Commit `row` as an intent and wait until it is on disk. An error
     /// means the request must not be forwarded.
     pub async fn commit_intent(&self, row: AuditRow) -> Result<(), AuditError> {
         let (ack, done) = oneshot::channel();
-        self.tx.send(Msg::Intent(row, ack)).await.map_err(|_| AuditError::Stopped)?;
+        self.tx
+            .send(Msg::Intent(row, ack))
+            .await
+            .map_err(|_| AuditError::Stopped)?;
         done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
     }
 
@@ -134,7 +146,10 @@ impl AuditWriter {
     /// Remove up to `max_rows` of the oldest rows that ended before `cutoff`.
     pub async fn sweep(&self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError> {
         let (ack, done) = oneshot::channel();
-        self.tx.send(Msg::Sweep(cutoff, max_rows, ack)).await.map_err(|_| AuditError::Stopped)?;
+        self.tx
+            .send(Msg::Sweep(cutoff, max_rows, ack))
+            .await
+            .map_err(|_| AuditError::Stopped)?;
         done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
     }
 
@@ -165,7 +180,7 @@ struct Batch {
     intents: Vec<AuditRow>,
     intent_acks: Vec<Ack<Result<(), String>>>,
     flushes: Vec<Ack<()>>,
-    sweep: Option<(DateTime<Utc>, usize, Ack<Result<usize, String>>)>,
+    sweep: Option<Sweep>,
     stop: Option<Ack<()>>,
 }
 
@@ -205,12 +220,18 @@ async fn run(
     (store, sink, recovered) = blocking(store, sink, |store| store.recover().map(|c| (c.len(), c))).await;
     match recovered {
         Ok(0) => {}
-        Ok(n) => tracing::warn!(rows = n, "audit: writes whose outcome was lost in a crash are recorded as unknown"),
+        Ok(n) => tracing::warn!(
+            rows = n,
+            "audit: writes whose outcome was lost in a crash are recorded as unknown"
+        ),
         Err(error) => tracing::error!(%error, "audit: could not recover intents left by a crash"),
     }
     let mut retry: Vec<AuditRow> = Vec::new();
     loop {
-        let mut batch = Batch { rows: std::mem::take(&mut retry), ..Batch::default() };
+        let mut batch = Batch {
+            rows: std::mem::take(&mut retry),
+            ..Batch::default()
+        };
         if batch.rows.is_empty() {
             match rx.recv().await {
                 Some(msg) => batch.add(msg),
@@ -222,7 +243,10 @@ async fn run(
         let (intents, rows) = (std::mem::take(&mut batch.intents), std::mem::take(&mut batch.rows));
         let result;
         (store, sink, result) = blocking(store, sink, move |store| {
-            store.commit(&intents, &rows).map(|c| (c.len(), c)).map_err(|e| (e, rows))
+            store
+                .commit(&intents, &rows)
+                .map(|c| (c.len(), c))
+                .map_err(|e| (e, rows))
         })
         .await;
         match result {
@@ -234,7 +258,10 @@ async fn run(
                 metrics.failures.inc();
                 tracing::error!(%error, rows = rows.len(), "audit commit failed; rows kept for another try");
                 let message = error.to_string();
-                batch.intent_acks.into_iter().for_each(|ack| drop(ack.send(Err(message.clone()))));
+                batch
+                    .intent_acks
+                    .into_iter()
+                    .for_each(|ack| drop(ack.send(Err(message.clone()))));
                 retry = keep_for_retry(rows);
             }
         }
@@ -243,7 +270,10 @@ async fn run(
         }
         if let Some((cutoff, max, ack)) = batch.sweep {
             let swept;
-            (store, sink, swept) = blocking(store, sink, move |store| store.sweep(cutoff, max).map(|n| (n, Vec::new()))).await;
+            (store, sink, swept) = blocking(store, sink, move |store| {
+                store.sweep(cutoff, max).map(|n| (n, Vec::new()))
+            })
+            .await;
             let _ = ack.send(swept.map_err(|e| e.to_string()));
         }
         if let Some(ack) = batch.stop {

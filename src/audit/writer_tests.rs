@@ -23,7 +23,10 @@ impl AuditStore for Probe {
             return Err(AuditError::Store("disk full".into()));
         }
         self.commits.lock().unwrap().push((intents.len(), rows.len()));
-        Ok(rows.iter().map(|r| crate::audit::chain::append(&Anchor::default(), r.clone())).collect())
+        Ok(rows
+            .iter()
+            .map(|r| crate::audit::chain::append(&Anchor::default(), r.clone()))
+            .collect())
     }
     fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
         Ok(Vec::new())
@@ -43,7 +46,10 @@ impl AuditStore for Probe {
 }
 
 fn spawn(probe: &Probe, window: Duration) -> AuditWriter {
-    let settings = WriterSettings { window, ..WriterSettings::default() };
+    let settings = WriterSettings {
+        window,
+        ..WriterSettings::default()
+    };
     AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default())
 }
 
@@ -75,7 +81,10 @@ async fn an_intent_is_committed_at_once_and_acknowledged() {
     let writer = spawn(&probe, Duration::from_secs(60));
     let started = std::time::Instant::now();
     writer.commit_intent(row()).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5), "no waiting for the read window");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no waiting for the read window"
+    );
     assert_eq!(*probe.commits.lock().unwrap(), [(1, 0)]);
 }
 
@@ -86,7 +95,10 @@ async fn a_failed_commit_refuses_the_intent_and_keeps_the_rows() {
     probe.failing.store(true, Ordering::SeqCst);
     writer.submit(row());
     let refused = writer.commit_intent(row()).await.unwrap_err();
-    assert!(matches!(refused, AuditError::Commit(ref m) if m.contains("disk full")), "{refused}");
+    assert!(
+        matches!(refused, AuditError::Commit(ref m) if m.contains("disk full")),
+        "{refused}"
+    );
     probe.failing.store(false, Ordering::SeqCst);
     writer.flush().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -99,7 +111,11 @@ async fn a_full_queue_makes_rows_wait_and_close_commits_them_all() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.db");
     let store = SqliteAuditStore::open(&path).unwrap();
-    let settings = WriterSettings { capacity: 4, max_batch: 8, window: Duration::from_millis(5) };
+    let settings = WriterSettings {
+        capacity: 4,
+        max_batch: 8,
+        window: Duration::from_millis(5),
+    };
     let writer = AuditWriter::spawn(Box::new(store), None, settings, WriterMetrics::default());
     for _ in 0..300 {
         writer.submit(row());

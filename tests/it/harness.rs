@@ -254,6 +254,18 @@ impl RawResponse {
 }
 
 impl Raw {
+    /// A client trusting only `ca_pem`, for `base` (`https://host:port`).
+    pub fn with_ca(ca_pem: &str, base: String) -> Raw {
+        Self::new(ca_pem, base)
+    }
+
+    /// GET `path`; `None` when the connection fails (e.g. TLS refused).
+    pub async fn try_send(&self, method: Method, path: &str) -> Option<StatusCode> {
+        let request = Request::builder().method(method).uri(format!("{}{path}", self.base));
+        let response = self.client.request(request.body(Full::new(Bytes::new())).unwrap()).await.ok()?;
+        Some(response.status())
+    }
+
     fn new(ca_pem: &str, base: String) -> Raw {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(rustls_pki_types::CertificateDer::from(pem_to_der(ca_pem))).unwrap();

@@ -320,3 +320,65 @@ async fn disabling_the_person_or_the_agent_ends_the_agents_access() {
     assert_eq!(env.raw().get(&path, &other).await.status, 401);
     env.stop().await;
 }
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(12);
+    while std::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{what} did not happen within 12 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_serviceaccount_token_file_is_reread() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    let token_file = env.config.clusters[0].token_file.clone();
+    std::fs::write(&token_file, "not-a-valid-token").unwrap();
+    eventually("the cluster refusing the new token", async || env.raw().get(&path, &token).await.status == 401).await;
+    std::fs::write(&token_file, env.sim().portcullis_token()).unwrap();
+    eventually("the good token in use again", async || env.raw().get(&path, &token).await.status == 200).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_serving_certificate_is_used_without_a_restart() {
+    let env = Portcullis::start().await;
+    let renewed = portcullis::tls::generate(&["localhost"]).unwrap();
+    std::fs::write(&env.config.tls.key_file, &renewed.key_pem).unwrap();
+    std::fs::write(&env.config.tls.cert_file, &renewed.cert_pem).unwrap();
+    let base = format!("https://{}", env.addr);
+    eventually("the renewed certificate served", async || {
+        let raw = crate::harness::Raw::with_ca(&renewed.ca_pem, base.clone());
+        raw.try_send(Method::GET, "/healthz").await.is_some_and(|status| status == 200)
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_names_an_unreachable_cluster() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let env = Portcullis::start_with(|c| {
+        let mut down = c.clusters[0].clone();
+        down.name = "down".into();
+        down.server = format!("https://{closed}");
+        c.clusters.push(down);
+    })
+    .await;
+    eventually("readyz to report the cluster", async || {
+        let response = env.raw().send(Method::GET, "/readyz", &[], Vec::new()).await;
+        response.status == 503 && String::from_utf8_lossy(&response.body).contains("down")
+    })
+    .await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let response = env.raw().get("/clusters/down/api/v1/namespaces", &token).await;
+    assert_eq!(response.status, 503);
+    assert_eq!(response.json()["reason"], "ServiceUnavailable");
+    env.stop().await;
+}

@@ -297,16 +297,19 @@ async fn kubectl_cp_copies_files_into_and_out_of_a_pod() {
 async fn port_forward(cli: &Cli, ns: &str, env: &[(&str, &str)]) -> (Child, u16) {
     let mut child = cli.spawn(&["port-forward", "-n", ns, "pod/web", ":80"], env);
     let stdout = child.stdout.take().expect("piped stdout");
-    let first = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        let mut reader = BufReader::new(stdout);
-        reader.read_line(&mut line).map(|_| line)
+    // Keep draining stdout: kubectl dies of SIGPIPE if it cannot print
+    // "Handling connection for …".
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let _ = first_tx.send(first);
+        for _ in lines {}
     });
-    let line = tokio::time::timeout(Duration::from_secs(20), first)
+    let line = tokio::time::timeout(Duration::from_secs(20), first_rx)
         .await
         .expect("port-forward is ready")
-        .expect("joined")
-        .expect("a line");
+        .expect("a first line");
     // "Forwarding from 127.0.0.1:43567 -> 80"
     let port = line
         .split_whitespace()

@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
 
-/// kubectl 1.37: `PORTCULLIS_KUBECTL`, else the one the repository installs.
+/// kubectl 1.37: `KUBECTL_FOR_TESTS`, else the one the repository installs.
 pub fn kubectl_path() -> PathBuf {
-    match std::env::var_os("PORTCULLIS_KUBECTL") {
+    match std::env::var_os("KUBECTL_FOR_TESTS") {
         Some(path) => PathBuf::from(path),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/venv/bin/kubectl"),
     }

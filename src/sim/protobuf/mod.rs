@@ -145,6 +145,8 @@ pub fn decode_object(body: &[u8]) -> Result<Value, DecodeError> {
 /// Decode a protobuf create or update body for an endpoint serving
 /// `endpoint_kind`: 400 BadRequest worded as kube-apiserver's
 /// `transformDecodeError` words it when the body does not decode.
+// The handlers take `Status` by value; the error path is cold.
+#[allow(clippy::result_large_err)]
 pub fn decode_request(endpoint_kind: &str, body: &[u8]) -> Result<Value, Status> {
     decode_object(body).map_err(|e| match e.type_meta() {
         Some((api_version, kind)) => {

@@ -1,0 +1,203 @@
+//! Redact: Secret values never leave the cluster unless a role reveals them.
+//!
+//! For a caller who may not see Secret values (every agent; a person or bot
+//! none of whose grants in effect is of a role that `reveals_secrets`), every
+//! response to a core/v1 `secrets` request — get, list (one namespace or
+//! all), watch, Tables, PartialObjectMetadata, create, update, patch, apply,
+//! delete, dry runs — has each `data` and `stringData` value replaced by
+//! `<redacted, N bytes>` (N the decoded length) and the
+//! `kubectl.kubernetes.io/last-applied-configuration` annotation removed.
+//! For an agent, a token minted by `serviceaccounts/<name>/token` is
+//! replaced the same way.
+//!
+//! How, in the forward stage:
+//!
+//! 1. [`plan`] decides, before anything is sent. A redacted request goes
+//!    upstream with `Accept` narrowed to the client's JSON entries (see
+//!    [`accept`]) and no `Accept-Encoding`, so the answer is always plain
+//!    JSON; a client accepting no JSON gets 406 and nothing is sent.
+//! 2. [`Transform::apply`] transforms the answer. A watch is redacted event
+//!    by event as it streams ([`watch`]); any other answer is read whole
+//!    (it is already capped at the response limit), redacted and sent with
+//!    a fresh length. A Status passes unchanged.
+//! 3. It fails closed: an answer that cannot be parsed or redacted is
+//!    refused with a 502 Status (a watch already under way ends with an
+//!    ERROR event), never passed on. Bodies are never logged.
+//!
+//! Every other response passes through [`Transform::Pass`] untouched: it
+//! pays nothing.
+
+pub mod accept;
+pub mod object;
+pub mod watch;
+
+use super::classify::RequestInfo;
+use super::limits::{ResponseDeadline, ResponseTooLarge};
+use crate::body::{self, Body, BoxError};
+use crate::identity::Identity;
+use crate::status::Status;
+use bytes::Bytes;
+use http::header::{HeaderMap, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH};
+use http::response::Parts;
+use http::Response;
+use http_body_util::BodyExt;
+use object::Target;
+
+/// Why a response that had to be redacted could not be. Messages never
+/// carry any part of the body.
+#[derive(Debug, thiserror::Error)]
+pub enum RedactError {
+    /// The body is not JSON (protobuf, compressed, cut short, …).
+    #[error("the response is not JSON (line {line}, column {column})")]
+    NotJson {
+        /// Where parsing stopped.
+        line: usize,
+        /// Where parsing stopped.
+        column: usize,
+    },
+    /// The body is JSON but not an object.
+    #[error("the response is not a JSON object")]
+    NotAnObject,
+    /// A field does not have the shape Kubernetes gives it.
+    #[error("the response's `{0}` does not have the expected shape")]
+    Shape(&'static str),
+    /// A `data` value is not base64.
+    #[error("a Secret's data value is not base64")]
+    NotBase64,
+    /// The body is compressed, though portcullis asked for no compression.
+    #[error("the response is compressed ({0})")]
+    Encoded(String),
+    /// The body (or one watch event) exceeds the response limit.
+    #[error("the response exceeds portcullis's limit of {0} bytes")]
+    TooLarge(u64),
+    /// The cluster's answer did not arrive whole.
+    #[error("the response could not be read")]
+    Incomplete(#[source] BoxError),
+    /// Serialising the redacted document failed.
+    #[error("the redacted response could not be serialised")]
+    Serialize,
+}
+
+impl RedactError {
+    fn not_json(error: serde_json::Error) -> Self {
+        // The error's text may quote the body: keep only where it stopped.
+        RedactError::NotJson { line: error.line(), column: error.column() }
+    }
+}
+
+/// What the forward stage does to one response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    /// Relay as it is.
+    Pass,
+    /// Redact for `target`; a watch event by event.
+    Redact {
+        /// What the values are.
+        target: Target,
+        /// The response is a watch stream.
+        watch: bool,
+    },
+}
+
+/// Decide whether the answer to this request must be redacted and, if so,
+/// prepare the request in `headers` (JSON, uncompressed). 406 when the
+/// client accepts no JSON.
+pub fn plan(
+    info: &RequestInfo,
+    identity: &Identity,
+    reveal_secrets: bool,
+    headers: &mut HeaderMap,
+) -> Result<Transform, Status> {
+    let Some(target) = target(info, identity, reveal_secrets) else { return Ok(Transform::Pass) };
+    let json = accept::json_only(headers).map_err(|e| Status::failure(406, "NotAcceptable", e.to_string()))?;
+    headers.insert(ACCEPT, json);
+    headers.remove(ACCEPT_ENCODING);
+    Ok(Transform::Redact { target, watch: info.verb == "watch" })
+}
+
+/// Does the answer to this request hide values? (For the audit row's
+/// `redacted` flag.)
+pub fn hides_values(info: &RequestInfo, identity: &Identity, reveal_secrets: bool) -> bool {
+    target(info, identity, reveal_secrets).is_some()
+}
+
+fn target(info: &RequestInfo, identity: &Identity, reveal_secrets: bool) -> Option<Target> {
+    if reveal_secrets {
+        return None;
+    }
+    if info.is_secrets() {
+        return Some(Target::Secrets);
+    }
+    let token_request = info.is_resource_request
+        && info.api_group.is_empty()
+        && info.resource == "serviceaccounts"
+        && info.subresource == "token";
+    (token_request && identity.is_agent()).then_some(Target::Token)
+}
+
+impl Transform {
+    /// Apply to the cluster's answer (`parts`, `body`); `limit` bounds one
+    /// watch event (the body of any other answer is capped already).
+    pub async fn apply<B>(self, mut parts: Parts, body: B, limit: u64) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let Transform::Redact { target, watch } = self else {
+            return Response::from_parts(parts, body::boxed(body));
+        };
+        // The length changes; hyper sets the new one.
+        parts.headers.remove(CONTENT_LENGTH);
+        if let Some(encoding) = parts.headers.remove(CONTENT_ENCODING) {
+            let encoding = String::from_utf8_lossy(encoding.as_bytes()).into_owned();
+            return refused(&RedactError::Encoded(encoding));
+        }
+        if watch && parts.status.is_success() {
+            return Response::from_parts(parts, body::boxed(watch::RedactedWatch::new(body, target, limit)));
+        }
+        match read_and_redact(body, target).await {
+            Ok(redacted) => Response::from_parts(parts, body::full(redacted)),
+            Err(error) => refused(&error),
+        }
+    }
+}
+
+/// Read a whole (capped) body and redact it.
+async fn read_and_redact<B>(body: B, target: Target) -> Result<Bytes, RedactError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let bytes = body.collect().await.map_err(|e| RedactError::Incomplete(e.into()))?.to_bytes();
+    // An empty body (a HEAD, a 204) holds no value.
+    if bytes.is_empty() {
+        return Ok(bytes);
+    }
+    Ok(object::redact_json(&bytes, target)?.map(Bytes::from).unwrap_or(bytes))
+}
+
+/// The Status a response that could not be redacted is replaced with.
+fn refusal(error: &RedactError) -> Status {
+    if let RedactError::Incomplete(cause) = error {
+        if cause.is::<ResponseDeadline>() {
+            return Status::failure(504, "Timeout", format!("{cause}; Secret responses are read whole to redact them"));
+        }
+        if let Some(too_large) = cause.downcast_ref::<ResponseTooLarge>() {
+            return Status::failure(502, "BadGateway", format!("{}: ask for fewer Secrets at a time", too_large));
+        }
+    }
+    Status::failure(
+        502,
+        "BadGateway",
+        format!("portcullis refused the cluster's response because it could not hide the Secret values in it: {error}"),
+    )
+}
+
+fn refused(error: &RedactError) -> Response<Body> {
+    tracing::warn!(%error, "a response carrying Secrets could not be redacted: refused");
+    refusal(error).response()
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

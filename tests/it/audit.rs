@@ -1,0 +1,300 @@
+//! The audit through a running portcullis: one row per request and per
+//! upgraded stream, joined with the cluster's audit id, written before a
+//! write is forwarded, kept across a restart, tamper-evident and queryable.
+
+use crate::harness::{Portcullis, CLUSTER};
+use http::Method;
+use portcullis::audit::query::Filter;
+use portcullis::audit::row::{AuditRow, ChainedRow};
+use portcullis::audit::sqlite::SqliteAuditStore;
+use portcullis::audit::store::AuditStore;
+use portcullis::identity::{credential, Principal};
+use std::time::Duration;
+
+/// Rows matching `filter`, read as the CLI would, with its own connection.
+pub fn rows(env: &Portcullis, filter: Filter) -> Vec<ChainedRow> {
+    SqliteAuditStore::open(env.store.path())
+        .unwrap()
+        .query(&filter)
+        .unwrap()
+}
+
+/// The row of `id`, once committed (reads are committed within 100 ms of
+/// their response's end).
+pub async fn row(env: &Portcullis, id: &str) -> AuditRow {
+    for _ in 0..100 {
+        if let Some(found) = rows(
+            env,
+            Filter {
+                id: Some(id.into()),
+                ..Filter::default()
+            },
+        )
+        .pop()
+        {
+            return found.row;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no audit row {id}");
+}
+
+pub fn audit_id(response: &crate::harness::RawResponse) -> String {
+    response
+        .headers
+        .get("audit-id")
+        .expect("Audit-Id returned")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_one_row_whose_id_the_cluster_recorded_as_its_audit_id() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let response = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods?limit=500"),
+            &token,
+        )
+        .await;
+    assert_eq!(response.status, 200);
+    let id = audit_id(&response);
+    let row = row(&env, &id).await;
+    let upstream: Vec<_> = env.sim().requests().into_iter().filter(|r| r.audit_id == id).collect();
+    assert_eq!(upstream.len(), 1, "the cluster recorded the row's id as its audit id");
+    assert_eq!(upstream[0].path, "/api/v1/namespaces/shop/pods");
+    assert_eq!(
+        (row.cluster.as_str(), row.principal_kind.as_str(), row.login.as_str()),
+        (CLUSTER, "person", "ana")
+    );
+    assert_eq!(
+        (row.method.as_str(), row.path.as_str(), row.query.as_str()),
+        ("GET", "/api/v1/namespaces/shop/pods", "limit=500")
+    );
+    assert_eq!(
+        (row.verb.as_str(), row.resource.as_str(), row.namespace.as_str()),
+        ("list", "pods", "shop")
+    );
+    assert_eq!((row.code, row.client.as_str()), (200, "127.0.0.1"));
+    assert_eq!(row.bytes_out, response.body.len() as u64);
+    assert!(!row.credential_id.is_empty() && row.ended_at >= row.started_at);
+    assert!(!row.write && !row.truncated && !row.discovery && row.refused.is_empty());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rbac_denial_is_a_row_with_the_clusters_reason() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let response = env
+        .raw()
+        .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/payments/pods"), &token)
+        .await;
+    assert_eq!(response.status, 403);
+    let row = row(&env, &audit_id(&response)).await;
+    assert_eq!(
+        (row.code, row.reason.as_str(), row.refused.as_str()),
+        (403, "Forbidden", "")
+    );
+    assert_eq!((row.login.as_str(), row.namespace.as_str()), ("ana", "payments"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_rejected_credential_is_a_row_with_its_prefix_and_reason_never_the_token() {
+    let env = Portcullis::start().await;
+    env.person("ana", &[("viewer", Some("shop"))]);
+    let ana = Principal::person("ana");
+    let past = chrono::Utc::now() - chrono::TimeDelta::minutes(1);
+    let (_, expired) = env.store.issue_credential(&ana, "old", Some(past)).unwrap();
+    let (revoked_cred, revoked) = env.store.issue_credential(&ana, "gone", None).unwrap();
+    env.store.revoke_credential(&revoked_cred.id).unwrap();
+    let unknown = credential::mint().token;
+    let malformed = "pcl_definitely-not-a-token".to_string();
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
+    let missing = env.raw().send(Method::GET, &path, &[], Vec::new()).await;
+    let row_of_missing = row(&env, &audit_id(&missing)).await;
+    assert_eq!(
+        (
+            row_of_missing.code,
+            row_of_missing.refused.as_str(),
+            row_of_missing.reason.as_str()
+        ),
+        (401, "missing", "Unauthorized")
+    );
+    for (token, reason) in [
+        (&malformed, "malformed"),
+        (&unknown, "unknown"),
+        (&expired, "expired"),
+        (&revoked, "revoked"),
+    ] {
+        let response = env.raw().get(&path, token).await;
+        assert_eq!(response.status, 401, "{reason}");
+        let row = row(&env, &audit_id(&response)).await;
+        assert_eq!((row.code, row.refused.as_str()), (401, reason));
+        assert_eq!(row.credential_prefix, credential::display_prefix(token), "{reason}");
+        assert!(row.login.is_empty() && row.credential_id.is_empty(), "{reason}");
+        let json = serde_json::to_string(&row).unwrap();
+        assert!(!json.contains(token.as_str()), "{reason}: the token is in the row");
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_path_and_a_refused_identity_header_are_rows() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let bad_path = env
+        .raw()
+        .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/a%2Fb/pods"), &token)
+        .await;
+    assert_eq!(bad_path.status, 400);
+    let row_of_path = row(&env, &audit_id(&bad_path)).await;
+    assert_eq!((row_of_path.code, row_of_path.refused.as_str()), (400, "path"));
+    assert_eq!(
+        row_of_path.path,
+        format!("/clusters/{CLUSTER}/api/v1/namespaces/a%2Fb/pods")
+    );
+    let auth = format!("Bearer {token}");
+    let headers = [("authorization", auth.as_str()), ("impersonate-user", "admin")];
+    let claimed = env
+        .raw()
+        .send(
+            Method::GET,
+            &format!("/clusters/{CLUSTER}/api/v1/pods"),
+            &headers,
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(claimed.status, 400);
+    let row_of_claim = row(&env, &audit_id(&claimed)).await;
+    assert_eq!(
+        (row_of_claim.refused.as_str(), row_of_claim.cluster.as_str()),
+        ("identity_header", CLUSTER)
+    );
+    assert!(row_of_claim.login.is_empty(), "refused before authenticating");
+    assert!(!env.sim().requests().iter().any(|r| r.audit_id == row_of_claim.id));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_stream_is_one_row_with_its_bytes_both_ways() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let pod = kubectl.ok(&["get", "pods", "-o", "jsonpath={.items[0].metadata.name}"]);
+    assert_eq!(
+        kubectl.ok(&["exec", &pod, "--", "echo", "hello", "there"]),
+        "hello there\n"
+    );
+    let exec = Filter {
+        resource: Some("pods/exec".into()),
+        ..Filter::default()
+    };
+    let mut found = Vec::new();
+    for _ in 0..100 {
+        found = rows(&env, exec.clone());
+        if !found.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(found.len(), 1, "one row for the stream");
+    let row = &found[0].row;
+    assert_eq!(
+        (row.code, row.verb.as_str(), row.name.as_str(), row.login.as_str()),
+        (101, "get", pod.as_str(), "ana")
+    );
+    assert!(row.bytes_in > 0, "client to cluster bytes counted");
+    assert!(
+        row.bytes_out > "hello there\n".len() as u64,
+        "cluster to client bytes counted"
+    );
+    assert!(row.ended_at >= row.started_at);
+    assert!(env
+        .sim()
+        .requests()
+        .iter()
+        .any(|r| r.audit_id == row.id && r.path.ends_with("/exec")));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_not_forwarded_when_the_audit_cannot_commit_it() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("admin", Some("shop"))]);
+    let db = rusqlite::Connection::open(env.store.path()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse BEFORE INSERT ON audit_intents BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .unwrap();
+    let auth = format!("Bearer {token}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"unrecorded"}}"#.to_vec();
+    let refused = env.raw().send(Method::POST, &path, &headers, body.clone()).await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.json()["reason"], "ServiceUnavailable");
+    assert!(
+        !env.sim().requests().iter().any(|r| r.method == "POST"),
+        "the write never reached the cluster"
+    );
+    let refused_row = row(&env, &audit_id(&refused)).await;
+    assert_eq!(
+        (refused_row.code, refused_row.refused.as_str(), refused_row.write),
+        (503, "audit_unavailable", true)
+    );
+    assert_eq!(env.raw().get(&path, &token).await.status, 200, "reads go on");
+
+    db.execute_batch("DROP TRIGGER refuse").unwrap();
+    let created = env.raw().send(Method::POST, &path, &headers, body).await;
+    assert_eq!(created.status, 201);
+    let id = audit_id(&created);
+    assert!(env
+        .sim()
+        .requests()
+        .iter()
+        .any(|r| r.method == "POST" && r.audit_id == id));
+    let row = row(&env, &id).await;
+    assert_eq!((row.code, row.verb.as_str(), row.write), (201, "create", true));
+    assert!(row.bytes_in > 0);
+    let intents: i64 = db
+        .query_row("SELECT COUNT(*) FROM audit_intents", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(intents, 0, "the row replaced its intent");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_row_is_lost_across_a_restart_under_load() {
+    const N: usize = 200;
+    let mut env = Portcullis::start().await;
+    let token = env.person("loader", &[("viewer", Some("shop"))]);
+    let raw = std::sync::Arc::new(env.raw());
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let requests: Vec<_> = (0..N)
+        .map(|_| {
+            let (raw, path, token) = (raw.clone(), path.clone(), token.clone());
+            tokio::spawn(async move { raw.get(&path, &token).await.status })
+        })
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    // No pause: rows still in the commit window must survive a clean stop.
+    env.restart().await;
+    let login = Filter {
+        login: Some("loader".into()),
+        ..Filter::default()
+    };
+    assert_eq!(rows(&env, login).len(), N);
+    let mut store = SqliteAuditStore::open(env.store.path()).unwrap();
+    let report = portcullis::audit::store::verify(&mut store).unwrap();
+    assert_eq!((report.checked as usize, report.broken), (N, None));
+    let after = env.raw().get(&path, &token).await;
+    assert_eq!(after.status, 200, "serving again after the restart");
+    env.stop().await;
+}

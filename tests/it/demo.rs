@@ -1,0 +1,61 @@
+//! `portcullis demo`, run as the binary a newcomer runs.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Demo(Child);
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(crate::support::kubectl_path()).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap()
+}
+
+#[test]
+fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = Demo(
+        Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["demo", "--listen", "127.0.0.1:0", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let person = dir.path().join("person.kubeconfig");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !person.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for file in ["portcullis.toml", "person.kubeconfig", "bot.kubeconfig", "admin.kubeconfig"] {
+        assert!(dir.path().join(file).exists(), "{file} written");
+    }
+    assert!(std::fs::read_to_string(&person).unwrap().contains("current-context: portcullis-sim"));
+
+    let pods = kubectl(&person, &["get", "pods"]);
+    assert!(pods.status.success(), "{}", String::from_utf8_lossy(&pods.stderr));
+    assert!(String::from_utf8_lossy(&pods.stdout).contains("web-"));
+    let whoami = kubectl(&person, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+    assert_eq!(String::from_utf8_lossy(&whoami.stdout), "user:ana", "{}", String::from_utf8_lossy(&whoami.stderr));
+    let bot = kubectl(&dir.path().join("bot.kubeconfig"), &["get", "pods", "-n", "shop"]);
+    assert!(String::from_utf8_lossy(&bot.stderr).contains(r#"User "bot:deployer" cannot list resource "pods""#));
+    let admin = kubectl(&dir.path().join("admin.kubeconfig"), &["get", "namespaces"]);
+    assert!(String::from_utf8_lossy(&admin.stdout).contains("payments"));
+
+    let grants = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("--config")
+        .arg(dir.path().join("portcullis.toml"))
+        .args(["grant", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&grants.stdout);
+    assert!(listed.contains("person:ana") && listed.contains("bot:deployer"), "{listed} {}", String::from_utf8_lossy(&grants.stderr));
+    drop(demo);
+}
