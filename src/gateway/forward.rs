@@ -13,7 +13,7 @@ use super::classify::RequestInfo;
 use super::limits::{BodyOutcome, Capped};
 use super::metrics::{ClusterLabels, Metrics};
 use super::upstream::Upstream;
-use super::{headers, limits};
+use super::{headers, limits, redact};
 use crate::audit::record::{Counted, CountedIo, StreamEnd, StreamStats};
 use crate::body::{self, Body};
 use crate::config::Limits;
@@ -45,6 +45,8 @@ pub struct Call<'a> {
     pub identity: &'a Identity,
     /// Groups of the grants in effect.
     pub groups: Vec<String>,
+    /// Policy lets Secret values reach the caller (else they are redacted).
+    pub reveal_secrets: bool,
     /// Sent as `Audit-ID`.
     pub audit_id: uuid::Uuid,
     /// Size and time limits.
@@ -70,6 +72,9 @@ pub async fn forward(call: Call<'_>, mut request: Request<Incoming>) -> Result<R
     }
     let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
     let client_upgrade = upgrade.map(|_| hyper::upgrade::on(&mut request));
+    // Secret values never leave the cluster unless a role reveals them: such
+    // a request asks for plain JSON, and its answer is redacted below.
+    let transform = redact::plan(call.info, call.identity, call.reveal_secrets, request.headers_mut())?;
     let upstream_request = build_request(&call, request, upgrade.is_some())?;
 
     let started = Instant::now();
@@ -107,7 +112,8 @@ pub async fn forward(call: Call<'_>, mut request: Request<Incoming>) -> Result<R
         let deadline = tokio::time::Instant::from_std(started) + call.limits.request_timeout;
         Capped::new(incoming, Some(call.limits.response_bytes), Some(deadline), outcome)
     };
-    Ok(Response::from_parts(parts, body::boxed(relayed)))
+    // Only Secret responses are transformed; everything else passes as is.
+    Ok(transform.apply(parts, relayed, call.limits.response_bytes).await)
 }
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.

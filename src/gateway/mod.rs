@@ -23,6 +23,7 @@ pub mod headers;
 pub mod limits;
 pub mod metrics;
 pub mod policy;
+pub mod redact;
 pub mod router;
 pub mod upstream;
 
@@ -200,8 +201,8 @@ impl Gateway {
         trace.row.identify(&identity);
         let info = classify::classify(request.method(), path, request.uri().query());
         trace.row.classify(&info, request.uri().query());
-        let groups = match self.policy.decide(&identity, &cluster, &info).await {
-            Ok(Decision::Allow { groups, reveal_secrets: _ }) => groups,
+        let (groups, reveal_secrets) = match self.policy.decide(&identity, &cluster, &info).await {
+            Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
             Err(e) => return Err(Status::unavailable(format!("portcullis cannot read grants now ({e}); try again"))),
         };
         // A write is on record before the cluster sees it (the API server's
@@ -214,7 +215,8 @@ impl Gateway {
             })?;
         }
         let sent = trace.sent.clone();
-        let call = forward::Call { upstream, path, info: &info, identity: &identity, groups, audit_id, limits: &self.limits, metrics: &self.metrics, sent };
+        trace.row.redacted = redact::hides_values(&info, &identity, reveal_secrets);
+        let call = forward::Call { upstream, path, info: &info, identity: &identity, groups, reveal_secrets, audit_id, limits: &self.limits, metrics: &self.metrics, sent };
         forward::forward(call, request).await
     }
 

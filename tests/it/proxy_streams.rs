@@ -174,6 +174,9 @@ async fn exec_works_over_websocket_and_spdy() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "piped through portcullis\n");
     let upgrades: Vec<_> = env.sim().requests().into_iter().filter(|r| r.path.ends_with("/exec")).collect();
     assert!(upgrades.iter().all(|r| r.impersonated.as_ref().is_some_and(|u| u.name == "user:ana")));
+    assert!(upgrades.iter().all(|r| r.version == "HTTP/1.1"), "upgrades go over HTTP/1.1");
+    let ordinary = env.sim().requests().into_iter().find(|r| r.path.ends_with("/pods")).unwrap();
+    assert_eq!(ordinary.version, "HTTP/2.0", "ordinary requests go over pooled HTTP/2");
     env.stop().await;
 }
 

@@ -321,3 +321,31 @@ fn resource_names_limit_who_may_be_impersonated() {
     let status = as_portcullis(&only_ana, &[("impersonate-user", "user:bo")]).unwrap_err();
     assert_eq!(status.code, 403);
 }
+
+#[test]
+fn an_extra_key_with_a_slash_is_authorized_as_its_own_subresource() {
+    let credential = impersonator(json!([
+        {"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["userextras/portcullis.dev/credential-id"], "verbs": ["impersonate"]},
+    ]));
+    let ana = ("impersonate-user", "user:ana");
+    let user = as_portcullis(
+        &credential,
+        &[ana, ("Impersonate-Extra-Portcullis.dev%2fcredential-id", "c-1")],
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(user.extra["portcullis.dev/credential-id"], ["c-1"]);
+    let status = as_portcullis(
+        &credential,
+        &[ana, ("Impersonate-Extra-Portcullis.dev%2fagent-session", "s-1")],
+    )
+    .unwrap_err();
+    assert!(
+        status
+            .message
+            .contains("cannot impersonate resource \"userextras/portcullis.dev/agent-session\""),
+        "{}",
+        status.message
+    );
+}

@@ -17,6 +17,9 @@ pub struct RecordedRequest {
     pub audit_id: String,
     /// HTTP method.
     pub method: String,
+    /// `HTTP/2.0` or `HTTP/1.1`: a proxy pools HTTP/2 for ordinary
+    /// requests and must use HTTP/1.1 for upgrades.
+    pub version: String,
     /// Path, as received (not decoded).
     pub path: String,
     /// Raw query string.

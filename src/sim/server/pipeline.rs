@@ -126,6 +126,7 @@ fn record<B>(req: &Request<B>, audit_id: &str) -> RecordedRequest {
     RecordedRequest {
         audit_id: audit_id.to_string(),
         method: req.method().to_string(),
+        version: format!("{:?}", req.version()),
         path: req.uri().path().to_string(),
         query: req.uri().query().map(str::to_string),
         headers: req
