@@ -9,6 +9,7 @@
 
 use crate::config::Config;
 use crate::gateway::Gateway;
+use crate::reconcile::Reconciler;
 use crate::store::Store;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -43,6 +44,9 @@ pub enum AppError {
     /// A cluster's client or the audit could not be set up.
     #[error(transparent)]
     Gateway(#[from] crate::gateway::GatewayError),
+    /// A cluster's reconciler client could not be set up.
+    #[error(transparent)]
+    Reconcile(#[from] crate::reconcile::cluster::ClientError),
 }
 
 /// A bound, not yet running, portcullis.
@@ -51,6 +55,8 @@ pub struct App {
     acceptor: TlsAcceptor,
     certificate: Arc<ReloadingCertificate>,
     gateway: Arc<Gateway>,
+    reconciler: Arc<Reconciler>,
+    store: Store,
 }
 
 impl App {
@@ -63,11 +69,13 @@ impl App {
             .with_no_client_auth()
             .with_cert_resolver(certificate.clone());
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let gateway = Arc::new(Gateway::new(config, store)?);
+        let reconciler = Arc::new(Reconciler::new(config, store.clone())?);
+        let kept = store.clone();
+        let gateway = Gateway::new(config, store)?;
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| AppError::Bind { addr: config.listen.clone(), source })?;
-        Ok(App { listener, acceptor: TlsAcceptor::from(Arc::new(tls)), certificate, gateway })
+        Ok(App { listener, acceptor: TlsAcceptor::from(Arc::new(tls)), certificate, gateway, reconciler, store: kept })
     }
 
     /// The bound address (useful with port 0).
@@ -80,10 +88,19 @@ impl App {
         self.gateway.clone()
     }
 
+    /// The clusters' RBAC reconciler (to trigger or await a pass).
+    pub fn reconciler(&self) -> Arc<Reconciler> {
+        self.reconciler.clone()
+    }
+
     /// Serve until `shutdown` completes; then stop accepting, give open
     /// requests a few seconds, and return.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        // The clusters' RBAC is kept in step, and undecided access requests
+        // expire, while portcullis serves.
+        let reconciler = tokio::spawn(self.reconciler.clone().run());
+        let expiry = tokio::spawn(crate::access::expire_periodically(self.store.clone()));
         let refresher = tokio::spawn(refresh(self.gateway.clone(), self.certificate.clone()));
         tokio::pin!(shutdown);
         loop {
@@ -119,6 +136,8 @@ impl App {
             });
         }
         refresher.abort();
+        reconciler.abort();
+        expiry.abort();
         drop(self.listener);
         if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await.is_err() {
             tracing::info!("closing streams still open after 5 s");

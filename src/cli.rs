@@ -54,6 +54,12 @@ pub enum Command {
     /// Query the audit (`--json` for JSON lines), or `audit verify` its
     /// hash chain.
     Audit(crate::audit::cli::AuditCommand),
+    /// Ask for access, list requests, approve or deny them.
+    #[command(subcommand)]
+    Access(crate::access::cli::AccessCommand),
+    /// The clusters' RBAC reconcile status.
+    #[command(subcommand)]
+    Cluster(crate::reconcile::cli::ClusterCommand),
 }
 
 /// `person …` / `bot …`.
@@ -220,6 +226,8 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Grant(c) => grant_command(config, &store, c),
         Command::Agent(c) => agent_command(&store, c),
         Command::Audit(c) => crate::audit::cli::run(&store, c, &mut std::io::stdout().lock()),
+        Command::Access(c) => crate::access::cli::run(config, &store, c, &mut std::io::stdout().lock()),
+        Command::Cluster(c) => crate::reconcile::cli::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Serve | Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
     }
 }
@@ -284,6 +292,8 @@ fn grant_command(config: &Config, store: &Store, command: GrantCommand) -> Resul
             store.add_grant(&grant)?;
             let scope = grant.namespace.as_deref().map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
             println!("grant {}: {} is {} on {} in {} until {}", grant.id, grant.subject, grant.role, grant.cluster, scope, when(&grant.expires_at));
+            // Bound before returning, or said to be pending.
+            println!("{}", crate::reconcile::cli::pass_from_cli(config, store, &grant.cluster));
         }
         GrantCommand::List => {
             println!("{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE", "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES");
@@ -295,6 +305,8 @@ fn grant_command(config: &Config, store: &Store, command: GrantCommand) -> Resul
         GrantCommand::Revoke { id } => {
             store.revoke_grant(&id)?;
             println!("revoked grant {id}: no longer sent to the cluster");
+            let cluster = store.grant(&id)?.cluster;
+            println!("{}", crate::reconcile::cli::pass_from_cli(config, store, &cluster));
         }
     }
     Ok(())

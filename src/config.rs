@@ -46,6 +46,67 @@ pub struct Config {
     /// The audit's export sink and retention.
     #[serde(default)]
     pub audit: AuditConfig,
+    /// The MCP server for AI agents (`/mcp`).
+    #[serde(default)]
+    pub mcp: McpConfig,
+    /// How the clusters' RBAC objects are kept in step.
+    #[serde(default)]
+    pub reconcile: ReconcileConfig,
+    /// Access requests.
+    #[serde(default)]
+    pub access: AccessConfig,
+}
+
+/// `[reconcile]`: how often each cluster's RBAC objects are resynced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconcileConfig {
+    /// A full pass runs at least this often (20 s), besides the passes that
+    /// changes and expiries trigger.
+    #[serde(with = "humantime_serde")]
+    pub resync: Duration,
+}
+
+impl Default for ReconcileConfig {
+    fn default() -> Self {
+        ReconcileConfig { resync: Duration::from_secs(20) }
+    }
+}
+
+/// `[access]`: access requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessConfig {
+    /// A request nobody decided within this long expires (1 h).
+    #[serde(with = "humantime_serde")]
+    pub request_ttl: Duration,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        AccessConfig { request_ttl: Duration::from_secs(3600) }
+    }
+}
+
+/// `[mcp]`: the MCP server for AI agents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// Sustained `/mcp` requests one credential may send per minute (240);
+    /// more get 429 before their body is read.
+    pub requests_per_minute: u32,
+    /// Requests one credential may send at once after a quiet spell (60).
+    pub burst: u32,
+    /// `scale` refuses fewer replicas than this (0).
+    pub scale_min_replicas: u32,
+    /// `scale` refuses more replicas than this (50).
+    pub scale_max_replicas: u32,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig { requests_per_minute: 240, burst: 60, scale_min_replicas: 0, scale_max_replicas: 50 }
+    }
 }
 
 /// `[audit]`: where rows are exported and how long they are kept.

@@ -2,16 +2,15 @@
 //! a person and a bot with their own credentials and grants, and the files
 //! to use them, in one directory.
 //!
-//! Until the reconciler exists (it will keep each cluster's RBAC in step with
-//! portcullis's grants), the demo writes the roles' ClusterRoles and the
-//! grants' RoleBindings straight into the simulated cluster.
+//! The reconciler writes the roles' ClusterRoles and the grants' bindings
+//! into the simulated cluster, as it would into a real one; the demo waits
+//! for its first pass before handing out kubeconfigs.
 
 use crate::app::App;
 use crate::cli::{new_grant, open_store, CliError};
 use crate::config::{ClusterConfig, Config, Limits, TlsConfig};
-use crate::identity::{roles, Grant, Principal};
+use crate::identity::Principal;
 use crate::sim::{Sim, SimConfig};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -49,6 +48,9 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
         }],
         roles: Vec::new(),
         audit: Default::default(),
+        mcp: Default::default(),
+        reconcile: Default::default(),
+        access: Default::default(),
     };
     let store = open_store(&config)?;
     let app = App::build(&config, store.clone()).await.map_err(|e| CliError::Message(e.to_string()))?;
@@ -69,7 +71,10 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     let bot_grant = new_grant(&config, bot.clone(), CLUSTER, "developer", Some("payments".into()), week, "demo")?;
     store.add_grant(&bot_grant)?;
     let (_, bot_token) = store.issue_credential(&bot, "demo", None)?;
-    bind_in_simulator(&sim, &[&ana_grant, &bot_grant])?;
+    let pass = app.reconciler().pass_now(CLUSTER).await.map_err(|e| CliError::Message(e.to_string()))?;
+    if !pass.outcome.ok() {
+        return Err(CliError::Message(format!("the simulated cluster's RBAC: {}", pass.outcome.errors.join("; "))));
+    }
 
     write(&dir.join("person.kubeconfig"), &kubeconfig(&url, &tls.ca_pem, "ana", &ana_token, "shop"))?;
     write(&dir.join("bot.kubeconfig"), &kubeconfig(&url, &tls.ca_pem, "deployer", &bot_token, "payments"))?;
@@ -81,35 +86,6 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     })
     .await;
     sim.shutdown().await;
-    Ok(())
-}
-
-/// Write the ClusterRoles of the built-in roles and one RoleBinding per grant
-/// into the simulated cluster (the reconciler's job, later).
-pub fn bind_in_simulator(sim: &Sim, grants: &[&Grant]) -> Result<(), CliError> {
-    let fail = |e: crate::status::Status| CliError::Message(format!("simulated cluster: {}", e.message));
-    for role in roles::builtin() {
-        let object = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": role.cluster_role_name(), "labels": {"app.kubernetes.io/managed-by": "portcullis"}},
-            "rules": role.rules,
-        });
-        sim.store().put(object).map_err(fail)?;
-    }
-    for grant in grants {
-        let subjects = json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": grant.group()}]);
-        let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("portcullis:{}", grant.role)});
-        let labels = json!({"app.kubernetes.io/managed-by": "portcullis"});
-        let object = match &grant.namespace {
-            Some(ns) => json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                "metadata": {"name": format!("portcullis-grant-{}", grant.id), "namespace": ns, "labels": labels},
-                "subjects": subjects, "roleRef": role_ref}),
-            None => json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": format!("portcullis-grant-{}", grant.id), "labels": labels},
-                "subjects": subjects, "roleRef": role_ref}),
-        };
-        sim.store().put(object).map_err(fail)?;
-    }
     Ok(())
 }
 

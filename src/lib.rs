@@ -11,8 +11,10 @@
 //! Every request meets the same stages in this order (see [`gateway`], one
 //! file per stage):
 //!
-//! 1. **route** (`gateway::router`): `/clusters/<name>/…`, `/healthz`,
-//!    `/readyz`, `/metrics`; ambiguous paths refused before anything else.
+//! 1. **route** (`gateway::router`): `/clusters/<name>/…`, `/mcp`,
+//!    `/healthz`, `/readyz`, `/metrics`; ambiguous paths refused before
+//!    anything else. An MCP tool's cluster requests enter at stage 4
+//!    through `Gateway::call` (`gateway::call`), with the agent's identity.
 //! 2. **identity headers** (`gateway::headers`): a client's `Impersonate-*`
 //!    is refused before authentication.
 //! 3. **authenticate** (`gateway::authenticate`): bearer token → `Identity`.
@@ -35,6 +37,7 @@
 //! credentials, grants, roles), `store` (SQLite), `cli` and `demo` (the
 //! command line), `sim` (the simulated kube-apiserver).
 
+pub mod access;
 pub mod app;
 pub mod audit;
 pub mod body;
@@ -43,6 +46,8 @@ pub mod config;
 pub mod demo;
 pub mod gateway;
 pub mod identity;
+pub mod mcp;
+pub mod reconcile;
 pub mod sim;
 pub mod status;
 pub mod store;

@@ -164,7 +164,8 @@ mod tests {
     }
 
     /// (method, path, verb, group, version, namespace, resource, subresource, name)
-    const TABLE: &[(&str, &str, &str, &str, &str, &str, &str, &str, &str)] = &[
+    type Row = (&'static str, &'static str, &'static str, &'static str, &'static str, &'static str, &'static str, &'static str, &'static str);
+    const TABLE: &[Row] = &[
         ("GET", "/api/v1/namespaces", "list", "", "v1", "", "namespaces", "", ""),
         ("GET", "/api/v1/namespaces/shop", "get", "", "v1", "shop", "namespaces", "", "shop"),
         ("PUT", "/api/v1/namespaces/shop/finalize", "update", "", "v1", "shop", "namespaces", "finalize", "shop"),

@@ -60,8 +60,13 @@ pub struct Call<'a> {
 /// Upgrade protocols portcullis relays.
 const UPGRADE_PROTOCOLS: &[&str] = &["websocket", "spdy/3.1"];
 
-/// Forward `request` as described by `call`.
-pub async fn forward(call: Call<'_>, mut request: Request<Incoming>) -> Result<Response<Body>, Status> {
+/// Forward `request` as described by `call`. The body is the listener's, or
+/// an MCP tool's.
+pub async fn forward<B>(call: Call<'_>, mut request: Request<B>) -> Result<Response<Body>, Status>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<crate::body::BoxError>,
+{
     let upgrade = upgrade_protocol(&request)?;
     if upgrade.is_some() && !call.info.is_stream_subresource() {
         return Err(Status::bad_request("portcullis upgrades only exec, attach and port-forward requests"));
@@ -117,7 +122,7 @@ pub async fn forward(call: Call<'_>, mut request: Request<Incoming>) -> Result<R
 }
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.
-fn upgrade_protocol(request: &Request<Incoming>) -> Result<Option<&'static str>, Status> {
+fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, Status> {
     let Some(value) = request.headers().get(header::UPGRADE) else { return Ok(None) };
     let wanted = value.to_str().unwrap_or("").trim().to_ascii_lowercase();
     UPGRADE_PROTOCOLS
@@ -139,7 +144,11 @@ fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
     info.is_long_running()
 }
 
-fn build_request(call: &Call<'_>, request: Request<Incoming>, upgrade: bool) -> Result<Request<Body>, Status> {
+fn build_request<B>(call: &Call<'_>, request: Request<B>, upgrade: bool) -> Result<Request<Body>, Status>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<crate::body::BoxError>,
+{
     let (mut parts, incoming) = request.into_parts();
     parts.uri = call
         .upstream

@@ -76,7 +76,8 @@ fn remove_connection_listed(headers: &mut HeaderMap, keep_upgrade: bool) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| !s.is_empty() && !(keep_upgrade && s == "upgrade"))
+        .filter(|s| !s.is_empty())
+        .filter(|s| !keep_upgrade || s != "upgrade")
         .collect();
     for name in listed {
         headers.remove(name.as_str());

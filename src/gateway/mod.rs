@@ -17,6 +17,7 @@
 //!    is forwarded. Every log line about a request carries its audit id.
 
 pub mod authenticate;
+pub mod call;
 pub mod classify;
 pub mod forward;
 pub mod headers;
@@ -50,6 +51,11 @@ use upstream::{Upstream, UpstreamError};
 /// The challenge sent with every 401.
 const CHALLENGE: &str = "Bearer realm=\"portcullis\"";
 
+/// A cluster request from an MCP tool has this long at most (a raw request
+/// has the configured request timeout): an agent waiting on a tool should
+/// hear back well within a model's patience.
+const TOOL_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Everything a request needs, built once at start.
 #[derive(Debug)]
 pub struct Gateway {
@@ -57,8 +63,12 @@ pub struct Gateway {
     authenticator: Authenticator,
     policy: Policy,
     limits: Limits,
+    /// `limits` with the shorter timeout of a tool's cluster request.
+    tool_limits: Limits,
     trusted_proxies: Vec<IpNet>,
     audit: Audit,
+    /// `/mcp`: the MCP server for AI agents.
+    mcp: crate::mcp::Endpoint,
     /// Prometheus metrics.
     pub metrics: metrics::Metrics,
 }
@@ -85,10 +95,24 @@ struct Trace {
     audited: bool,
 }
 
+/// What the stages after authentication need about one request, whichever
+/// door it came in by.
+struct Stages<'a> {
+    upstream: &'a Arc<Upstream>,
+    /// Kubernetes path, raw.
+    path: &'a str,
+    identity: &'a crate::identity::Identity,
+    audit_id: uuid::Uuid,
+    limits: &'a Limits,
+    /// See [`call::ToolCall::reveal_secret`].
+    reveal_secret: bool,
+}
+
 impl Gateway {
-    /// Build the gateway: one upstream client per cluster, and the audit
-    /// writer. Must be called inside a Tokio runtime.
-    pub fn new(config: &Config, store: Store) -> Result<Gateway, GatewayError> {
+    /// Build the gateway: one upstream client per cluster, the audit writer
+    /// and the MCP endpoint (whose tools call back into the gateway, hence
+    /// the `Arc`). Must be called inside a Tokio runtime.
+    pub fn new(config: &Config, store: Store) -> Result<Arc<Gateway>, GatewayError> {
         let clusters = config
             .clusters
             .iter()
@@ -96,15 +120,19 @@ impl Gateway {
             .collect::<Result<_, _>>()?;
         let metrics = metrics::Metrics::default();
         let audit = Audit::start(&config.audit, &store, metrics.audit_writer())?;
-        Ok(Gateway {
+        let mut tool_limits = config.limits.clone();
+        tool_limits.request_timeout = tool_limits.request_timeout.min(TOOL_REQUEST_TIMEOUT);
+        Ok(Arc::new_cyclic(|gateway| Gateway {
             clusters,
             authenticator: Authenticator::new(store.clone()),
-            policy: Policy::new(store, config.protected_namespaces.iter().cloned(), &all_roles(config)),
+            policy: Policy::new(store.clone(), config.protected_namespaces.iter().cloned(), &all_roles(config)),
             limits: config.limits.clone(),
+            tool_limits,
             trusted_proxies: config.trusted_proxies.clone(),
             audit,
+            mcp: crate::mcp::Endpoint::new(gateway.clone(), config, store),
             metrics,
-        })
+        }))
     }
 
     /// The audit (to close it at shutdown, or query it).
@@ -132,7 +160,14 @@ impl Gateway {
         let mut row = AuditRow::arrived(audit_id, request.method(), uri.path(), uri.query());
         row.client = headers::client_address(peer.ip(), request.headers(), &self.trusted_proxies).to_string();
         let mut trace = Trace { row, sent: Arc::default(), audited: true };
-        let mut response = match self.route(request, audit_id, &mut trace).await {
+        let result = self.route(request, audit_id, &mut trace).await;
+        let response = self.respond(&mut trace, result);
+        self.finish(trace, response, audit_id, started)
+    }
+
+    /// Turn a refusal into its Status response (a 401 with the challenge).
+    fn respond(&self, trace: &mut Trace, result: Result<Response<Body>, Status>) -> Response<Body> {
+        match result {
             Ok(response) => response,
             Err(status) => {
                 trace.row.reason = status.reason.clone();
@@ -143,7 +178,11 @@ impl Gateway {
                 }
                 response
             }
-        };
+        }
+    }
+
+    /// Stamp the audit id, log the request, and arrange for its audit row.
+    fn finish(&self, trace: Trace, mut response: Response<Body>, audit_id: uuid::Uuid, started: Instant) -> Response<Body> {
         if let Ok(value) = HeaderValue::from_str(&audit_id.to_string()) {
             response.headers_mut().insert("audit-id", value);
         }
@@ -170,6 +209,7 @@ impl Gateway {
             Route::Metrics => Ok(text(200, self.metrics.render())),
             Route::NotFound => Err(Status::path_not_found()),
             Route::Audit => self.audit_request(request, trace).await,
+            Route::Mcp => self.mcp_request(request, trace).await,
             Route::Cluster { name, path } => {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);
@@ -187,9 +227,7 @@ impl Gateway {
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
-        let upstream = self.clusters.get(&cluster).ok_or_else(|| {
-            Status::failure(404, "NotFound", format!("cluster \"{cluster}\" is not served by this portcullis"))
-        })?;
+        let upstream = self.clusters.get(&cluster).ok_or_else(|| call::unknown_cluster(&cluster))?;
         // Refused before authenticating: an identity claim is never weighed.
         if let Some(name) = headers::has_impersonation(request.headers()) {
             trace.row.refused = "identity_header".into();
@@ -199,12 +237,33 @@ impl Gateway {
         }
         let identity = self.authenticator.authenticate(request.headers()).await.map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);
+        let stages =
+            Stages { upstream, path, identity: &identity, audit_id, limits: &self.limits, reveal_secret: false };
+        self.through(stages, request, trace).await
+    }
+
+    /// The stages after authentication, for a request from the listener or
+    /// from an MCP tool ([`call`]): classify, policy, commit a write to the
+    /// audit, forward.
+    async fn through<B>(&self, stages: Stages<'_>, request: Request<B>, trace: &mut Trace) -> Result<Response<Body>, Status>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+        B::Error: Into<body::BoxError>,
+    {
+        let Stages { upstream, path, identity, audit_id, limits, reveal_secret } = stages;
+        if let Some(agent) = &identity.agent {
+            trace.row.session = agent.id.clone();
+        }
         let info = classify::classify(request.method(), path, request.uri().query());
         trace.row.classify(&info, request.uri().query());
-        let (groups, reveal_secrets) = match self.policy.decide(&identity, &cluster, &info).await {
+        let (groups, reveal_secrets) = match self.policy.decide(identity, &upstream.name, &info).await {
             Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
             Err(e) => return Err(Status::unavailable(format!("portcullis cannot read grants now ({e}); try again"))),
         };
+        // `read_secret`: one get of one Secret, recorded as a reveal.
+        let reveal_one = reveal_secret && info.is_secrets() && info.verb == "get" && !info.name.is_empty();
+        trace.row.secret_revealed = reveal_one;
+        let reveal_secrets = reveal_secrets || reveal_one;
         // A write is on record before the cluster sees it (the API server's
         // blocking audit mode): no record, no write.
         if info.is_write() {
@@ -215,8 +274,8 @@ impl Gateway {
             })?;
         }
         let sent = trace.sent.clone();
-        trace.row.redacted = redact::hides_values(&info, &identity, reveal_secrets);
-        let call = forward::Call { upstream, path, info: &info, identity: &identity, groups, reveal_secrets, audit_id, limits: &self.limits, metrics: &self.metrics, sent };
+        trace.row.redacted = redact::hides_values(&info, identity, reveal_secrets);
+        let call = forward::Call { upstream, path, info: &info, identity, groups, reveal_secrets, audit_id, limits, metrics: &self.metrics, sent };
         forward::forward(call, request).await
     }
 
@@ -234,6 +293,26 @@ impl Gateway {
             }
             error.status()
         })
+    }
+
+    /// `/mcp`: the MCP server, for agent credentials. The bearer token is
+    /// checked before anything reads the body; each tool call then goes
+    /// through [`Gateway::call`].
+    async fn mcp_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+        trace.row.verb = request.method().as_str().to_ascii_lowercase();
+        let identity = match self.authenticator.authenticate(request.headers()).await {
+            Ok(identity) => identity,
+            Err(error) => {
+                let status = self.unauthorized(error, trace);
+                trace.row.reason = status.reason.clone();
+                return Ok(self.mcp.unauthorized(&status));
+            }
+        };
+        trace.row.identify(&identity);
+        if let Some(agent) = &identity.agent {
+            trace.row.session = agent.id.clone();
+        }
+        Ok(self.mcp.serve(request, identity, &mut trace.row).await)
     }
 
     fn unauthorized(&self, error: AuthError, trace: &mut Trace) -> Status {

@@ -9,7 +9,7 @@
 
 use super::classify::RequestInfo;
 use crate::identity::roles::Role;
-use crate::identity::{Agent, Grant, Identity, Principal};
+use crate::identity::{Grant, Identity, Principal};
 use crate::store::Store;
 use chrono::Utc;
 use dashmap::DashMap;
@@ -44,8 +44,11 @@ pub struct Policy {
     store: Store,
     protected: HashSet<String>,
     revealing_roles: HashSet<String>,
-    cache: DashMap<(Principal, String), (Arc<Vec<Grant>>, Instant)>,
+    cache: DashMap<(Principal, String), CachedGrants>,
 }
+
+/// A subject's grants on one cluster, and when they were read.
+type CachedGrants = (Arc<Vec<Grant>>, Instant);
 
 impl Policy {
     /// A policy over `store`, with `protected` namespaces where no grant
@@ -111,6 +114,7 @@ impl Policy {
 mod tests {
     use super::*;
     use crate::gateway::classify::classify;
+    use crate::identity::Agent;
 
     fn grant(id: &str, ns: Option<&str>, expires_in: i64) -> Grant {
         Grant {

@@ -26,6 +26,8 @@ pub enum Route<'a> {
     Metrics,
     /// `/audit`: the audit, for admins (`crate::audit::http`).
     Audit,
+    /// `/mcp`: the MCP server for AI agents (`crate::mcp`).
+    Mcp,
     /// Anything else.
     NotFound,
 }
@@ -37,6 +39,7 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
         "/readyz" => return Ok(Route::Readyz),
         "/metrics" => return Ok(Route::Metrics),
         "/audit" => return Ok(Route::Audit),
+        "/mcp" => return Ok(Route::Mcp),
         _ => {}
     }
     let Some(rest) = path.strip_prefix("/clusters/") else {
@@ -133,6 +136,8 @@ mod tests {
         assert_eq!(route("/metrics").unwrap(), Route::Metrics);
         assert_eq!(route("/audit").unwrap(), Route::Audit);
         assert_eq!(route("/audit/x").unwrap(), Route::NotFound);
+        assert_eq!(route("/mcp").unwrap(), Route::Mcp);
+        assert_eq!(route("/mcp/x").unwrap(), Route::NotFound);
         assert_eq!(route("/healthz/x").unwrap(), Route::NotFound);
         assert_eq!(route("/api/v1").unwrap(), Route::NotFound);
     }

@@ -2,7 +2,7 @@
 //! person's grants) or for a bot.
 
 use super::{exists, Store, StoreError};
-use crate::identity::{credential, Agent, Credential, Principal, PrincipalKind};
+use crate::identity::{Agent, Credential, Principal, PrincipalKind};
 use chrono::Utc;
 use rusqlite::{params, OptionalExtension};
 
@@ -96,7 +96,7 @@ impl Store {
                 .prepare("SELECT id FROM agents ORDER BY created_at")?
                 .query_map([], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
-            Ok(ids.iter().filter_map(|id| load(c, id).transpose()).collect::<Result<_, _>>()?)
+            ids.iter().filter_map(|id| load(c, id).transpose()).collect()
         })
     }
 
@@ -151,7 +151,7 @@ fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, StoreError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::Grant;
+    use crate::identity::{credential, Grant};
 
     fn grant(id: &str, who: &Principal) -> Grant {
         Grant {

@@ -12,7 +12,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod access;
 mod agents;
+mod reconcile;
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +48,7 @@ impl std::fmt::Debug for Store {
 
 const MIGRATIONS: &[&str] =
     &[include_str!("migrations/0001_identity.sql"), include_str!("migrations/0002_audit.sql"),
-    include_str!("migrations/0003_agents.sql")];
+    include_str!("migrations/0003_agents.sql"), include_str!("migrations/0004_reconcile_access.sql")];
 
 /// A credential found by its token hash, with whether its owner is disabled.
 #[derive(Debug, Clone)]

@@ -27,6 +27,7 @@ pub struct Portcullis {
     pub config: Config,
     pub dir: tempfile::TempDir,
     pub gateway: Arc<portcullis::gateway::Gateway>,
+    pub reconciler: Arc<portcullis::reconcile::Reconciler>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -63,18 +64,54 @@ impl Portcullis {
             }],
             roles: Vec::new(),
             audit: Default::default(),
+            mcp: Default::default(),
+            // Passes run when a test asks (`reconcile()`): no periodic
+            // resync traffic in the simulated cluster's request log unless a
+            // test sets a short one.
+            reconcile: portcullis::config::ReconcileConfig { resync: Duration::from_secs(3600) },
+            access: Default::default(),
         };
         adjust(&mut config);
         let store = portcullis::cli::open_store(&config).unwrap();
         let app = App::build(&config, store.clone()).await.expect("portcullis starts");
         let addr = app.local_addr();
         let gateway = app.gateway();
+        let reconciler = app.reconciler();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(app.run(async {
             let _ = stopped.await;
         }));
-        portcullis::demo::bind_in_simulator(&sim, &[]).unwrap();
-        Portcullis { sim: Some(sim), addr, ca_pem: tls.ca_pem, store, config, dir, gateway, stop: Some(stop), task: Some(task) }
+        let env = Portcullis { sim: Some(sim), addr, ca_pem: tls.ca_pem, store, config, dir, gateway, reconciler, stop: Some(stop), task: Some(task) };
+        // The roles' ClusterRoles exist before any test runs.
+        env.reconcile().await;
+        env
+    }
+
+    /// Run one reconcile pass of the cluster now and wait for it; panics
+    /// unless everything got into step (tests stay deterministic).
+    pub async fn reconcile(&self) -> portcullis::reconcile::pass::PassReport {
+        let report = self.reconciler.pass_now(CLUSTER).await.expect("the cluster is configured");
+        assert!(report.outcome.ok(), "reconcile pass failed: {:?}", report.outcome);
+        report
+    }
+
+    /// [`Self::reconcile`] from synchronous test code (multi-thread runtime).
+    pub fn reconcile_blocking(&self) -> portcullis::reconcile::pass::PassReport {
+        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(self.reconcile()))
+    }
+
+    /// Run the `portcullis` binary with this configuration (written to the
+    /// temporary directory), as an administrator would.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        let path = self.dir.path().join("portcullis.toml");
+        std::fs::write(&path, toml::to_string(&self.config).unwrap()).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .arg("--config")
+            .arg(&path)
+            .args(args)
+            .env_remove("PORTCULLIS_CONFIG")
+            .output()
+            .expect("portcullis runs")
     }
 
     /// The simulated cluster.
@@ -102,8 +139,7 @@ impl Portcullis {
                 grant
             })
             .collect();
-        let refs: Vec<&Grant> = grants.iter().collect();
-        portcullis::demo::bind_in_simulator(self.sim(), &refs).unwrap();
+        self.reconcile_blocking();
         let (_, token) = self.store.issue_credential(&person, "test", None).unwrap();
         (token, grants)
     }
@@ -159,6 +195,7 @@ impl Portcullis {
         let app = App::build(&self.config, self.store.clone()).await.expect("portcullis restarts");
         self.addr = app.local_addr();
         self.gateway = app.gateway();
+        self.reconciler = app.reconciler();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         self.task = Some(tokio::spawn(app.run(async {
             let _ = stopped.await;

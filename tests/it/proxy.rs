@@ -7,9 +7,10 @@ use std::time::Duration;
 
 const SA: &str = "system:serviceaccount:portcullis:portcullis";
 
-/// What reached the cluster, less portcullis's own readiness probes.
+/// What reached the cluster on a caller's behalf (not portcullis's own
+/// probes and reconciles, which impersonate no one).
 fn forwarded(env: &Portcullis) -> Vec<portcullis::sim::RecordedRequest> {
-    env.sim().requests().into_iter().filter(|r| r.path != "/readyz").collect()
+    env.sim().requests().into_iter().filter(|r| r.header("impersonate-user").is_some()).collect()
 }
 
 fn header<'a>(request: &'a portcullis::sim::RecordedRequest, name: &str) -> Vec<&'a str> {
@@ -39,7 +40,7 @@ async fn kubectl_reads_and_writes_as_the_person_with_their_grant() {
     let gone = kubectl.fails(&["get", "configmap", "flags"]);
     assert!(gone.contains("configmaps \"flags\" not found"), "{gone}");
 
-    let writes: Vec<_> = env.sim().requests().into_iter().filter(|r| r.verb == "create" || r.verb == "delete").collect();
+    let writes: Vec<_> = forwarded(&env).into_iter().filter(|r| r.verb == "create" || r.verb == "delete").collect();
     assert!(!writes.is_empty());
     for request in writes {
         let user = request.impersonated.as_ref().expect("impersonated");
@@ -75,7 +76,7 @@ async fn auth_whoami_and_can_i_show_the_impersonated_identity() {
     assert_eq!(kubectl.ok(&["auth", "can-i", "create", "deployments"]).trim(), "yes");
     let no = kubectl.run(&["auth", "can-i", "get", "secrets"]);
     assert_eq!(String::from_utf8_lossy(&no.stdout).trim(), "no");
-    let extra = env.sim().requests().into_iter().rev().find_map(|r| r.impersonated).unwrap();
+    let extra = forwarded(&env).into_iter().rev().find_map(|r| r.impersonated).unwrap();
     assert!(extra.extra.contains_key("portcullis.dev/credential-id"), "{extra:?}");
     env.stop().await;
 }
@@ -119,7 +120,7 @@ async fn client_identity_and_forwarding_headers_never_reach_the_cluster() {
         )
         .await;
     assert_eq!(response.status, 200);
-    let seen = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
+    let seen = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
     let authorization = header(&seen, "authorization");
     assert_eq!(authorization, [format!("Bearer {}", env.sim().portcullis_token())]);
     for name in ["x-remote-user", "x-remote-group", "x-forwarded-for", "x-real-ip"] {
@@ -139,7 +140,7 @@ async fn the_audit_id_the_cluster_saw_is_the_one_the_client_got() {
     assert_eq!(response.status, 200);
     let audit_id = response.headers["audit-id"].to_str().unwrap().to_string();
     assert_eq!(uuid::Uuid::parse_str(&audit_id).unwrap().get_version_num(), 7);
-    let seen = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/pods")).unwrap();
+    let seen = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/pods")).unwrap();
     assert_eq!(seen.audit_id, audit_id);
     assert_eq!(header(&seen, "audit-id"), [audit_id.as_str()]);
     env.stop().await;
@@ -205,7 +206,7 @@ async fn an_expired_grant_stops_applying_on_the_next_request() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let err = kubectl.fails(&["get", "configmaps"]);
     assert!(err.contains("forbidden"), "{err}");
-    let last = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
+    let last = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
     assert!(!header(&last, "impersonate-group").contains(&grants[0].group().as_str()));
     env.stop().await;
 }
@@ -234,7 +235,7 @@ async fn a_request_body_over_the_limit_is_413() {
         .await;
     assert_eq!(response.status, 413);
     assert_eq!(response.json()["reason"], "RequestEntityTooLarge");
-    assert!(!env.sim().requests().iter().any(|r| r.verb == "create"), "the body never reached the cluster");
+    assert!(!forwarded(&env).iter().any(|r| r.verb == "create"), "the body never reached the cluster");
     env.stop().await;
 }
 
@@ -380,5 +381,27 @@ async fn readyz_names_an_unreachable_cluster() {
     let response = env.raw().get("/clusters/down/api/v1/namespaces", &token).await;
     assert_eq!(response.status, 503);
     assert_eq!(response.json()["reason"], "ServiceUnavailable");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_for_is_believed_only_from_a_trusted_proxy() {
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let spoofed = [("x-forwarded-for", "203.0.113.7")];
+
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let auth = format!("Bearer {token}");
+    let response = env.raw().send(Method::GET, &path, &[("authorization", &auth), spoofed[0]], Vec::new()).await;
+    let row = crate::audit::row(&env, &crate::audit::audit_id(&response)).await;
+    assert_eq!(row.client, "127.0.0.1", "a spoofed header from an untrusted peer is ignored");
+    env.stop().await;
+
+    let env = Portcullis::start_with(|c| c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()]).await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let auth = format!("Bearer {token}");
+    let response = env.raw().send(Method::GET, &path, &[("authorization", &auth), spoofed[0]], Vec::new()).await;
+    let row = crate::audit::row(&env, &crate::audit::audit_id(&response)).await;
+    assert_eq!(row.client, "203.0.113.7", "a trusted load balancer's header is believed");
     env.stop().await;
 }

@@ -8,7 +8,9 @@ use http::header::{HeaderMap, HeaderValue, ACCEPT};
 /// The client accepts no JSON, so portcullis cannot answer a redacted
 /// request in anything it accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("portcullis answers requests for Secrets in JSON only, so that it can hide their values: accept application/json")]
+#[error(
+    "portcullis answers requests for Secrets in JSON only, so that it can hide their values: accept application/json"
+)]
 pub struct NotAcceptable;
 
 /// The client's JSON entries (`application/json`, and the wildcards
@@ -74,9 +76,18 @@ mod tests {
     #[test]
     fn protobuf_and_yaml_entries_are_dropped_and_wildcards_become_json() {
         let client_go = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json;as=Table;v=v1;g=meta.k8s.io, application/vnd.kubernetes.protobuf, */*";
-        assert_eq!(rewritten(&[client_go]).unwrap(), "application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
-        assert_eq!(rewritten(&["application/yaml", "application/*;q=0.5"]).unwrap(), "application/json;q=0.5");
-        assert_eq!(rewritten(&["APPLICATION/JSON;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"]).unwrap(), "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+        assert_eq!(
+            rewritten(&[client_go]).unwrap(),
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        );
+        assert_eq!(
+            rewritten(&["application/yaml", "application/*;q=0.5"]).unwrap(),
+            "application/json;q=0.5"
+        );
+        assert_eq!(
+            rewritten(&["APPLICATION/JSON;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"]).unwrap(),
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+        );
     }
 
     #[test]
@@ -89,6 +100,9 @@ mod tests {
     fn a_client_accepting_no_json_is_not_acceptable() {
         assert_eq!(rewritten(&["application/vnd.kubernetes.protobuf"]), Err(NotAcceptable));
         assert_eq!(rewritten(&["application/yaml, application/cbor"]), Err(NotAcceptable));
-        assert_eq!(rewritten(&["application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"]), Err(NotAcceptable));
+        assert_eq!(
+            rewritten(&["application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"]),
+            Err(NotAcceptable)
+        );
     }
 }

@@ -81,7 +81,10 @@ pub enum RedactError {
 impl RedactError {
     fn not_json(error: serde_json::Error) -> Self {
         // The error's text may quote the body: keep only where it stopped.
-        RedactError::NotJson { line: error.line(), column: error.column() }
+        RedactError::NotJson {
+            line: error.line(),
+            column: error.column(),
+        }
     }
 }
 
@@ -108,11 +111,16 @@ pub fn plan(
     reveal_secrets: bool,
     headers: &mut HeaderMap,
 ) -> Result<Transform, Status> {
-    let Some(target) = target(info, identity, reveal_secrets) else { return Ok(Transform::Pass) };
+    let Some(target) = target(info, identity, reveal_secrets) else {
+        return Ok(Transform::Pass);
+    };
     let json = accept::json_only(headers).map_err(|e| Status::failure(406, "NotAcceptable", e.to_string()))?;
     headers.insert(ACCEPT, json);
     headers.remove(ACCEPT_ENCODING);
-    Ok(Transform::Redact { target, watch: info.verb == "watch" })
+    Ok(Transform::Redact {
+        target,
+        watch: info.verb == "watch",
+    })
 }
 
 /// Does the answer to this request hide values? (For the audit row's
@@ -168,7 +176,11 @@ where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let bytes = body.collect().await.map_err(|e| RedactError::Incomplete(e.into()))?.to_bytes();
+    let bytes = body
+        .collect()
+        .await
+        .map_err(|e| RedactError::Incomplete(e.into()))?
+        .to_bytes();
     // An empty body (a HEAD, a 204) holds no value.
     if bytes.is_empty() {
         return Ok(bytes);
@@ -180,10 +192,18 @@ where
 fn refusal(error: &RedactError) -> Status {
     if let RedactError::Incomplete(cause) = error {
         if cause.is::<ResponseDeadline>() {
-            return Status::failure(504, "Timeout", format!("{cause}; Secret responses are read whole to redact them"));
+            return Status::failure(
+                504,
+                "Timeout",
+                format!("{cause}; Secret responses are read whole to redact them"),
+            );
         }
         if let Some(too_large) = cause.downcast_ref::<ResponseTooLarge>() {
-            return Status::failure(502, "BadGateway", format!("{}: ask for fewer Secrets at a time", too_large));
+            return Status::failure(
+                502,
+                "BadGateway",
+                format!("{}: ask for fewer Secrets at a time", too_large),
+            );
         }
     }
     Status::failure(

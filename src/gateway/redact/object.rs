@@ -36,7 +36,9 @@ pub fn redact_json(body: &[u8], target: Target) -> Result<Option<Vec<u8>>, Redac
         return Ok(None);
     }
     redact_document(&mut document, target)?;
-    serde_json::to_vec(&document).map(Some).map_err(|_| RedactError::Serialize)
+    serde_json::to_vec(&document)
+        .map(Some)
+        .map_err(|_| RedactError::Serialize)
 }
 
 /// Redact one watch event (a line of a watch stream, without its newline).
@@ -158,7 +160,10 @@ fn redact_values(
 /// decoding: the value itself is never copied.
 fn decoded_len(text: &str) -> Result<usize, RedactError> {
     let bytes = text.as_bytes();
-    let body = bytes.strip_suffix(b"==").or_else(|| bytes.strip_suffix(b"=")).unwrap_or(bytes);
+    let body = bytes
+        .strip_suffix(b"==")
+        .or_else(|| bytes.strip_suffix(b"="))
+        .unwrap_or(bytes);
     let padded = body.len() != bytes.len();
     let alphabet = |b: &u8| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/';
     if !body.iter().all(alphabet) || body.len() % 4 == 1 || (padded && bytes.len() % 4 != 0) {

@@ -25,15 +25,31 @@ fn a_secret_loses_its_values_and_its_last_applied_annotation() {
     assert_eq!(secret["data"]["password"], "<redacted, 15 bytes>");
     assert_eq!(secret["data"]["username"], "<redacted, 4 bytes>");
     assert_eq!(secret["data"]["empty"], "<redacted, 0 bytes>");
-    assert_eq!(secret["stringData"]["note"], "<redacted, 6 bytes>", "stringData counts UTF-8 bytes");
+    assert_eq!(
+        secret["stringData"]["note"], "<redacted, 6 bytes>",
+        "stringData counts UTF-8 bytes"
+    );
     assert_eq!(secret["metadata"]["annotations"], json!({"team": "checkout"}));
-    assert_eq!((secret["type"].as_str(), secret["metadata"]["name"].as_str()), (Some("Opaque"), Some("db")));
-    assert!(!String::from_utf8(serde_json::to_vec(&secret).unwrap()).unwrap().contains("s3cr3t"));
+    assert_eq!(
+        (secret["type"].as_str(), secret["metadata"]["name"].as_str()),
+        (Some("Opaque"), Some("db"))
+    );
+    assert!(!String::from_utf8(serde_json::to_vec(&secret).unwrap())
+        .unwrap()
+        .contains("s3cr3t"));
 }
 
 #[test]
 fn base64_lengths_are_the_decoded_lengths_padded_or_not() {
-    for (text, len) in [("", 0), ("YQ==", 1), ("YWI=", 2), ("YWJj", 3), ("YWJjZA", 4), ("YWJjZGU", 5), ("+/+/", 3)] {
+    for (text, len) in [
+        ("", 0),
+        ("YQ==", 1),
+        ("YWI=", 2),
+        ("YWJj", 3),
+        ("YWJjZA", 4),
+        ("YWJjZGU", 5),
+        ("+/+/", 3),
+    ] {
         assert_eq!(decoded_len(text).unwrap(), len, "{text}");
     }
     for bad in ["Y", "YWJjZ", "YW=j", "YQ=", "<redacted, 3 bytes>", "YWJj\n"] {
@@ -70,7 +86,10 @@ fn every_item_of_a_list_is_redacted_even_without_its_kind() {
         assert!(item["metadata"]["annotations"].get(LAST_APPLIED).is_none());
     }
     assert_eq!(list["metadata"]["resourceVersion"], "7");
-    let empty = redacted(json!({"kind": "SecretList", "apiVersion": "v1", "items": null}), Target::Secrets);
+    let empty = redacted(
+        json!({"kind": "SecretList", "apiVersion": "v1", "items": null}),
+        Target::Secrets,
+    );
     assert!(empty["items"].is_null());
 }
 
@@ -83,7 +102,10 @@ fn table_rows_lose_values_whether_they_carry_metadata_or_the_whole_object() {
                  {"cells": ["none"]}]});
     let table = redacted(table, Target::Secrets);
     let rows = table["rows"].as_array().unwrap();
-    assert_eq!(rows[0]["object"]["metadata"]["annotations"], json!({"team": "checkout"}));
+    assert_eq!(
+        rows[0]["object"]["metadata"]["annotations"],
+        json!({"team": "checkout"})
+    );
     assert_eq!(rows[1]["object"]["data"]["password"], "<redacted, 15 bytes>");
     assert!(!serde_json::to_string(&table).unwrap().contains("s3cr3t"));
     assert_eq!(rows[2]["cells"], json!(["none"]));
@@ -93,14 +115,21 @@ fn table_rows_lose_values_whether_they_carry_metadata_or_the_whole_object() {
 fn partial_object_metadata_and_its_list_lose_the_last_applied_annotation() {
     let one = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
         "metadata": db_credentials()["metadata"].clone()});
-    assert_eq!(redacted(one.clone(), Target::Secrets)["metadata"]["annotations"], json!({"team": "checkout"}));
+    assert_eq!(
+        redacted(one.clone(), Target::Secrets)["metadata"]["annotations"],
+        json!({"team": "checkout"})
+    );
     let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "items": [one]});
-    assert_eq!(redacted(list, Target::Secrets)["items"][0]["metadata"]["annotations"], json!({"team": "checkout"}));
+    assert_eq!(
+        redacted(list, Target::Secrets)["items"][0]["metadata"]["annotations"],
+        json!({"team": "checkout"})
+    );
 }
 
 #[test]
 fn a_status_passes_unchanged() {
-    let status = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"NotFound","code":404}"#;
+    let status =
+        br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"NotFound","code":404}"#;
     assert_eq!(redact_json(status, Target::Secrets).unwrap(), None);
     assert_eq!(redact_json(status, Target::Token).unwrap(), None);
 }
@@ -132,7 +161,11 @@ fn malformed_or_unexpected_bodies_are_errors_never_passed() {
         br#"{"kind":"Table","rows":[{"object":"x"}]}"#,
     ];
     for body in cases {
-        assert!(redact_json(body, Target::Secrets).is_err(), "{}", String::from_utf8_lossy(body));
+        assert!(
+            redact_json(body, Target::Secrets).is_err(),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
     }
 }
 

@@ -6,7 +6,11 @@ use serde_json::Value;
 use std::sync::Arc;
 
 fn person() -> Identity {
-    Identity { principal: Principal::person("ana"), credential_id: "c1".into(), agent: None }
+    Identity {
+        principal: Principal::person("ana"),
+        credential_id: "c1".into(),
+        agent: None,
+    }
 }
 
 fn agent() -> Identity {
@@ -18,14 +22,20 @@ fn agent() -> Identity {
         grant_ids: Some(Vec::new()),
         disabled: false,
     };
-    Identity { agent: Some(Arc::new(agent)), ..person() }
+    Identity {
+        agent: Some(Arc::new(agent)),
+        ..person()
+    }
 }
 
 fn planned(method: Method, path: &str, identity: &Identity, reveal: bool) -> (Result<Transform, Status>, HeaderMap) {
     let (path, query) = path.split_once('?').map_or((path, None), |(p, q)| (p, Some(q)));
     let info = classify(&method, path, query);
     let mut headers = HeaderMap::new();
-    headers.insert(ACCEPT, HeaderValue::from_static("application/vnd.kubernetes.protobuf, application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/vnd.kubernetes.protobuf, application/json"),
+    );
     headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
     (plan(&info, identity, reveal, &mut headers), headers)
 }
@@ -33,15 +43,35 @@ fn planned(method: Method, path: &str, identity: &Identity, reveal: bool) -> (Re
 #[test]
 fn secrets_at_every_scope_and_verb_are_redacted_unless_revealed() {
     let redacted = |method: Method, path: &str| planned(method, path, &person(), false).0.unwrap();
-    let secrets = Transform::Redact { target: Target::Secrets, watch: false };
+    let secrets = Transform::Redact {
+        target: Target::Secrets,
+        watch: false,
+    };
     assert_eq!(redacted(Method::GET, "/api/v1/namespaces/shop/secrets/db"), secrets);
     assert_eq!(redacted(Method::GET, "/api/v1/secrets"), secrets);
     assert_eq!(redacted(Method::PATCH, "/api/v1/namespaces/shop/secrets/db"), secrets);
     assert_eq!(redacted(Method::DELETE, "/api/v1/namespaces/shop/secrets"), secrets);
-    assert_eq!(redacted(Method::GET, "/api/v1/secrets?watch=true"), Transform::Redact { target: Target::Secrets, watch: true });
-    assert_eq!(planned(Method::GET, "/api/v1/namespaces/shop/secrets/db", &person(), true).0.unwrap(), Transform::Pass);
-    assert_eq!(redacted(Method::GET, "/api/v1/namespaces/shop/configmaps/db"), Transform::Pass);
-    assert_eq!(redacted(Method::GET, "/apis/example.com/v1/namespaces/shop/secrets/db"), Transform::Pass);
+    assert_eq!(
+        redacted(Method::GET, "/api/v1/secrets?watch=true"),
+        Transform::Redact {
+            target: Target::Secrets,
+            watch: true
+        }
+    );
+    assert_eq!(
+        planned(Method::GET, "/api/v1/namespaces/shop/secrets/db", &person(), true)
+            .0
+            .unwrap(),
+        Transform::Pass
+    );
+    assert_eq!(
+        redacted(Method::GET, "/api/v1/namespaces/shop/configmaps/db"),
+        Transform::Pass
+    );
+    assert_eq!(
+        redacted(Method::GET, "/apis/example.com/v1/namespaces/shop/secrets/db"),
+        Transform::Pass
+    );
 }
 
 #[test]
@@ -50,7 +80,10 @@ fn a_redacted_request_asks_for_uncompressed_json_and_others_are_untouched() {
     assert_eq!(headers.get(ACCEPT).unwrap(), "application/json");
     assert!(headers.get(ACCEPT_ENCODING).is_none());
     let (_, headers) = planned(Method::GET, "/api/v1/namespaces/shop/pods", &person(), false);
-    assert_eq!(headers.get(ACCEPT).unwrap(), "application/vnd.kubernetes.protobuf, application/json");
+    assert_eq!(
+        headers.get(ACCEPT).unwrap(),
+        "application/vnd.kubernetes.protobuf, application/json"
+    );
     assert_eq!(headers.get(ACCEPT_ENCODING).unwrap(), "gzip");
 }
 
@@ -66,9 +99,15 @@ fn a_client_accepting_only_protobuf_gets_406_for_secrets() {
 #[test]
 fn service_account_tokens_are_redacted_for_agents_only() {
     let path = "/api/v1/namespaces/shop/serviceaccounts/web/token";
-    let token = Transform::Redact { target: Target::Token, watch: false };
+    let token = Transform::Redact {
+        target: Target::Token,
+        watch: false,
+    };
     assert_eq!(planned(Method::POST, path, &agent(), false).0.unwrap(), token);
-    assert_eq!(planned(Method::POST, path, &person(), false).0.unwrap(), Transform::Pass);
+    assert_eq!(
+        planned(Method::POST, path, &person(), false).0.unwrap(),
+        Transform::Pass
+    );
     assert!(hides_values(&classify(&Method::POST, path, None), &agent(), false));
     assert!(!hides_values(&classify(&Method::POST, path, None), &person(), false));
 }
@@ -82,13 +121,21 @@ fn upstream(code: u16, headers: &[(&str, &str)]) -> Parts {
 }
 
 async fn applied(transform: Transform, parts: Parts, body: &'static [u8]) -> (Response<()>, Bytes) {
-    let response = transform.apply(parts, http_body_util::Full::new(Bytes::from_static(body)), 1 << 20).await;
+    let response = transform
+        .apply(parts, http_body_util::Full::new(Bytes::from_static(body)), 1 << 20)
+        .await;
     let (parts, body) = response.into_parts();
-    (Response::from_parts(parts, ()), body.collect().await.unwrap().to_bytes())
+    (
+        Response::from_parts(parts, ()),
+        body.collect().await.unwrap().to_bytes(),
+    )
 }
 
 const SECRET: &[u8] = br#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db"},"data":{"password":"czNjcjN0"}}"#;
-const REDACT: Transform = Transform::Redact { target: Target::Secrets, watch: false };
+const REDACT: Transform = Transform::Redact {
+    target: Target::Secrets,
+    watch: false,
+};
 
 #[tokio::test]
 async fn a_secret_response_is_redacted_and_loses_its_old_length() {
@@ -110,7 +157,12 @@ async fn pass_relays_the_same_bytes_and_headers() {
 
 #[tokio::test]
 async fn a_malformed_or_compressed_secret_response_is_refused_with_502() {
-    let (response, body) = applied(REDACT, upstream(200, &[]), b"{\"kind\":\"Secret\",\"data\":{\"a\":\"czNj").await;
+    let (response, body) = applied(
+        REDACT,
+        upstream(200, &[]),
+        b"{\"kind\":\"Secret\",\"data\":{\"a\":\"czNj",
+    )
+    .await;
     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
     let status: Status = serde_json::from_slice(&body).unwrap();
     assert_eq!((status.code, status.reason.as_str()), (502, "BadGateway"));
@@ -120,18 +172,30 @@ async fn a_malformed_or_compressed_secret_response_is_refused_with_502() {
 
 #[tokio::test]
 async fn a_status_passes_unchanged_even_for_a_watch() {
-    let status = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"Forbidden","code":403}"#;
-    let watch = Transform::Redact { target: Target::Secrets, watch: true };
+    let status =
+        br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"Forbidden","code":403}"#;
+    let watch = Transform::Redact {
+        target: Target::Secrets,
+        watch: true,
+    };
     let (response, body) = applied(watch, upstream(403, &[]), status).await;
     assert_eq!((response.status(), &body[..]), (StatusCode::FORBIDDEN, &status[..]));
 }
 
 #[tokio::test]
 async fn a_watch_is_redacted_event_by_event() {
-    let watch = Transform::Redact { target: Target::Secrets, watch: true };
+    let watch = Transform::Redact {
+        target: Target::Secrets,
+        watch: true,
+    };
     let stream = br#"{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db"},"data":{"password":"czNjcjN0"}}}
 "#;
-    let (response, body) = applied(watch, upstream(200, &[("content-type", "application/json;stream=watch")]), stream).await;
+    let (response, body) = applied(
+        watch,
+        upstream(200, &[("content-type", "application/json;stream=watch")]),
+        stream,
+    )
+    .await;
     assert_eq!(response.status(), StatusCode::OK);
     let event: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(event["object"]["data"]["password"], "<redacted, 6 bytes>");

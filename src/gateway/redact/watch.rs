@@ -31,7 +31,13 @@ impl<B> RedactedWatch<B> {
     /// `limit` bytes ends the stream.
     pub fn new(inner: B, target: Target, limit: u64) -> Self {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        RedactedWatch { inner, target, limit, partial: BytesMut::new(), ended: false }
+        RedactedWatch {
+            inner,
+            target,
+            limit,
+            partial: BytesMut::new(),
+            ended: false,
+        }
     }
 
     /// Redact the complete events in `data`, keeping its unfinished tail.
@@ -142,7 +148,9 @@ mod tests {
     const SECRET: &str = r#"{"type":"ADDED","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db"},"data":{"password":"czNjcjN0"}}}"#;
 
     fn frames(chunks: Vec<Vec<u8>>) -> impl Body<Data = Bytes, Error = std::convert::Infallible> + Unpin {
-        let frames = chunks.into_iter().map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(c))));
+        let frames = chunks
+            .into_iter()
+            .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(c))));
         StreamBody::new(futures_util::stream::iter(frames))
     }
 
@@ -150,7 +158,11 @@ mod tests {
         let body = RedactedWatch::new(frames(chunks), Target::Secrets, limit);
         let bytes = body.collect().await.unwrap().to_bytes();
         assert!(bytes.ends_with(b"\n"), "every event ends with a newline");
-        bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect()
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
     }
 
     #[tokio::test]
@@ -166,7 +178,11 @@ mod tests {
 
     #[tokio::test]
     async fn events_are_sent_as_they_complete_not_at_the_end() {
-        let mut body = RedactedWatch::new(frames(vec![format!("{SECRET}\n{}", &SECRET[..20]).into_bytes()]), Target::Secrets, 1 << 20);
+        let mut body = RedactedWatch::new(
+            frames(vec![format!("{SECRET}\n{}", &SECRET[..20]).into_bytes()]),
+            Target::Secrets,
+            1 << 20,
+        );
         let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert!(first.ends_with(b"\n") && first.windows(8).any(|w| w == b"redacted"));
         assert!(!body.partial.is_empty(), "the unfinished event waits for its end");
@@ -174,7 +190,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_last_event_may_lack_its_newline_and_bookmarks_pass() {
-        let bookmark = r#"{"type":"BOOKMARK","object":{"kind":"Secret","apiVersion":"v1","metadata":{"resourceVersion":"12"}}}"#;
+        let bookmark =
+            r#"{"type":"BOOKMARK","object":{"kind":"Secret","apiVersion":"v1","metadata":{"resourceVersion":"12"}}}"#;
         let events = events(vec![format!("{bookmark}\n\n{SECRET}").into_bytes()], 1 << 20).await;
         assert_eq!(events[0]["type"], "BOOKMARK");
         assert_eq!(events[0]["object"]["metadata"]["resourceVersion"], "12");
@@ -187,13 +204,23 @@ mod tests {
         let events = events(vec![stream.into_bytes()], 1 << 20).await;
         assert_eq!(events.len(), 2, "nothing after the error is sent: {events:?}");
         assert_eq!(events[1]["type"], "ERROR");
-        assert_eq!((events[1]["object"]["code"].as_u64(), events[1]["object"]["reason"].as_str()), (Some(502), Some("BadGateway")));
+        assert_eq!(
+            (
+                events[1]["object"]["code"].as_u64(),
+                events[1]["object"]["reason"].as_str()
+            ),
+            (Some(502), Some("BadGateway"))
+        );
         assert!(!events[1].to_string().contains("s3cr3t"));
     }
 
     #[tokio::test]
     async fn an_event_longer_than_the_limit_ends_the_stream() {
-        let events = events(vec![SECRET.as_bytes()[..60].to_vec(), SECRET.as_bytes()[60..].to_vec()], 64).await;
+        let events = events(
+            vec![SECRET.as_bytes()[..60].to_vec(), SECRET.as_bytes()[60..].to_vec()],
+            64,
+        )
+        .await;
         assert_eq!(events.len(), 1);
         assert_eq!(events[0]["type"], "ERROR");
     }

@@ -1,0 +1,325 @@
+//! Access requests: a person, bot or agent asks for a role on a cluster (a
+//! namespace or all of it) for a duration, with a reason; a person who may
+//! decide ([`decide`]) approves or denies it. Approval creates the grant
+//! (which the reconciler binds); a request nobody decides expires
+//! (`[access] request_ttl`, 1 h). Every step is a row in the audit
+//! ([`record`]).
+//!
+//! `portcullis access …` ([`cli`]) and, later, the MCP `request_access` tool
+//! call the same functions.
+
+pub mod cli;
+pub mod decide;
+mod record;
+
+use crate::config::Config;
+use crate::identity::{Agent, Grant, Identity, Principal};
+use crate::store::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Where a request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessState {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved: a grant exists.
+    Approved,
+    /// Denied.
+    Denied,
+    /// Nobody decided in time.
+    Expired,
+}
+
+impl AccessState {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessState::Pending => "pending",
+            AccessState::Approved => "approved",
+            AccessState::Denied => "denied",
+            AccessState::Expired => "expired",
+        }
+    }
+
+    /// Parse the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [AccessState::Pending, AccessState::Approved, AccessState::Denied, AccessState::Expired]
+            .into_iter()
+            .find(|state| state.as_str() == s)
+    }
+}
+
+/// An access request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AccessRequest {
+    /// Stable id.
+    pub id: String,
+    /// The person or bot the access is for (an agent's person or bot).
+    pub requester: Principal,
+    /// The agent that asked, if one did.
+    pub agent_id: Option<String>,
+    /// Cluster name.
+    pub cluster: String,
+    /// `None` for the whole cluster.
+    pub namespace: Option<String>,
+    /// Role name.
+    pub role: String,
+    /// How long the grant would last.
+    pub duration: Duration,
+    /// Why, in the requester's words.
+    pub reason: String,
+    /// Where it stands.
+    pub state: AccessState,
+    /// When asked.
+    pub created_at: DateTime<Utc>,
+    /// When it expires if nobody decides.
+    pub expires_at: DateTime<Utc>,
+    /// Who decided (login).
+    pub decided_by: Option<String>,
+    /// When.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// The decider's reason (denials).
+    pub decision_reason: Option<String>,
+    /// The grant an approval created.
+    pub grant_id: Option<String>,
+}
+
+/// Who asks: a person or bot, possibly through one of its agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requester {
+    /// The person or bot (an agent's person or bot).
+    pub principal: Principal,
+    /// The agent asking, if any.
+    pub agent_id: Option<String>,
+}
+
+impl From<&Identity> for Requester {
+    fn from(identity: &Identity) -> Self {
+        Requester { principal: identity.principal.clone(), agent_id: identity.agent.as_ref().map(|a| a.id.clone()) }
+    }
+}
+
+/// What is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessAsk {
+    /// Cluster name.
+    pub cluster: String,
+    /// Role name.
+    pub role: String,
+    /// `None` for the whole cluster.
+    pub namespace: Option<String>,
+    /// How long.
+    pub duration: Duration,
+    /// Why.
+    pub reason: String,
+}
+
+/// Why an access request step was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The request itself cannot be granted as asked (unknown role or
+    /// cluster, protected namespace, too long, no reason, unknown requester).
+    #[error("{0}")]
+    Invalid(String),
+    /// No such request.
+    #[error("access request {0} not found")]
+    NotFound(String),
+    /// It was decided or expired already.
+    #[error("access request {id} is {state}, not pending")]
+    NotPending {
+        /// Request id.
+        id: String,
+        /// Its state.
+        state: &'static str,
+    },
+    /// This person may not decide it.
+    #[error("not allowed: {0}")]
+    NotAllowed(String),
+    /// The step happened but could not be written to the audit.
+    #[error("the audit could not record this step: {0}")]
+    Audit(#[from] crate::audit::AuditError),
+}
+
+/// Ask for access. Checked like a grant would be (the role and cluster
+/// exist, the namespace is not protected, the duration is within the role's
+/// maximum); the requester must exist and be enabled, an agent must be the
+/// requester's and enabled. The request expires after `[access]
+/// request_ttl` unless decided.
+pub fn request_access(
+    store: &Store,
+    config: &Config,
+    requester: &Requester,
+    ask: &AccessAsk,
+) -> Result<AccessRequest, AccessError> {
+    let reason = ask.reason.trim();
+    if reason.is_empty() || reason.len() > 1000 {
+        return Err(AccessError::Invalid("give a reason (1 to 1000 characters)".into()));
+    }
+    enabled(store, &requester.principal)?;
+    if let Some(id) = &requester.agent_id {
+        let agent = agent(store, id)?;
+        if agent.disabled || agent.principal != requester.principal {
+            return Err(AccessError::Invalid(format!("agent {id} is disabled or not {}'s", requester.principal)));
+        }
+    }
+    crate::cli::new_grant(config, requester.principal.clone(), &ask.cluster, &ask.role, ask.namespace.clone(), ask.duration, "-")
+        .map_err(|e| AccessError::Invalid(e.to_string()))?;
+    let now = Utc::now();
+    let request = AccessRequest {
+        id: uuid::Uuid::now_v7().to_string(),
+        requester: requester.principal.clone(),
+        agent_id: requester.agent_id.clone(),
+        cluster: ask.cluster.clone(),
+        namespace: ask.namespace.clone(),
+        role: ask.role.clone(),
+        duration: ask.duration,
+        reason: reason.to_string(),
+        state: AccessState::Pending,
+        created_at: now,
+        expires_at: now + delta(config.access.request_ttl)?,
+        decided_by: None,
+        decided_at: None,
+        decision_reason: None,
+        grant_id: None,
+    };
+    store.insert_access_request(&request)?;
+    record::step(store, record::Step::Request, &requester.principal, &request, "")?;
+    Ok(request)
+}
+
+/// Approve request `id` as person `by`: creates the grant (bound by the
+/// reconciler) and, for a delegated agent's request, gives it to the agent.
+pub fn approve(store: &Store, config: &Config, id: &str, by: &str) -> Result<(AccessRequest, Grant), AccessError> {
+    let (request, decider, authority) = authorize(store, id, by, record::Step::Approve)?;
+    let mut grant = crate::cli::new_grant(
+        config,
+        request.requester.clone(),
+        &request.cluster,
+        &request.role,
+        request.namespace.clone(),
+        request.duration,
+        by,
+    )
+    .map_err(|e| AccessError::Invalid(e.to_string()))?;
+    if let decide::Authority::AgentOwner { until } = authority {
+        grant.expires_at = grant.expires_at.min(until);
+    }
+    // A delegated agent is sent only the grants it was given.
+    let delegated = match &request.agent_id {
+        Some(agent_id) => agent(store, agent_id)?.grant_ids.is_some().then_some(agent_id.as_str()),
+        None => None,
+    };
+    store.approve_access_request(&request.id, &grant, delegated, by, Utc::now())?;
+    let approved = store.access_request(id)?.ok_or_else(|| AccessError::NotFound(id.into()))?;
+    record::step(store, record::Step::Approve, &decider, &approved, "")?;
+    Ok((approved, grant))
+}
+
+/// Deny request `id` as person `by`, with an optional reason.
+pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<AccessRequest, AccessError> {
+    let (request, decider, _) = authorize(store, id, by, record::Step::Deny)?;
+    if !store.close_access_request(&request.id, AccessState::Denied, Some(by), reason, Utc::now())? {
+        return Err(AccessError::NotPending { id: id.into(), state: "decided" });
+    }
+    let denied = store.access_request(id)?.ok_or_else(|| AccessError::NotFound(id.into()))?;
+    record::step(store, record::Step::Deny, &decider, &denied, "")?;
+    Ok(denied)
+}
+
+/// Mark pending requests past their expiry as expired (each recorded once,
+/// by whichever process notices first); returns them.
+pub fn expire_pending(store: &Store) -> Result<Vec<AccessRequest>, AccessError> {
+    let now = Utc::now();
+    let mut expired = Vec::new();
+    for request in store.list_access_requests()? {
+        if request.state == AccessState::Pending
+            && request.expires_at <= now
+            && store.close_access_request(&request.id, AccessState::Expired, None, None, now)?
+        {
+            let closed = AccessRequest { state: AccessState::Expired, decided_at: Some(now), ..request };
+            record::step(store, record::Step::Expire, &closed.requester, &closed, "")?;
+            expired.push(closed);
+        }
+    }
+    Ok(expired)
+}
+
+/// Every request, oldest first (expiring the overdue ones first).
+pub fn list(store: &Store) -> Result<Vec<AccessRequest>, AccessError> {
+    expire_pending(store)?;
+    Ok(store.list_access_requests()?)
+}
+
+/// Load a pending request and check that `by` may decide it; a refusal is
+/// recorded in the audit too.
+fn authorize(
+    store: &Store,
+    id: &str,
+    by: &str,
+    step: record::Step,
+) -> Result<(AccessRequest, Principal, decide::Authority), AccessError> {
+    expire_pending(store)?;
+    let request = store.access_request(id)?.ok_or_else(|| AccessError::NotFound(id.into()))?;
+    if request.state != AccessState::Pending {
+        return Err(AccessError::NotPending { id: id.into(), state: request.state.as_str() });
+    }
+    let decider = Principal::person(by);
+    let agent = request.agent_id.as_deref().map(|a| agent(store, a)).transpose()?;
+    let checked = match enabled(store, &decider) {
+        Ok(()) => {
+            let grants = store.grants_of(&decider, &request.cluster)?;
+            decide::authority(&request, &decider, &grants, agent.as_ref(), Utc::now())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match checked {
+        Ok(authority) => Ok((request, decider, authority)),
+        Err(why) => {
+            record::step(store, step, &decider, &request, "not_approver")?;
+            Err(AccessError::NotAllowed(why))
+        }
+    }
+}
+
+fn enabled(store: &Store, principal: &Principal) -> Result<(), AccessError> {
+    match store.principal_disabled(principal)? {
+        Some(false) => Ok(()),
+        Some(true) => Err(AccessError::Invalid(format!("{principal} is disabled"))),
+        None => Err(AccessError::Invalid(format!("{principal} does not exist"))),
+    }
+}
+
+fn agent(store: &Store, id: &str) -> Result<Agent, AccessError> {
+    store
+        .list_agents()?
+        .into_iter()
+        .find(|a| a.id == id)
+        .ok_or_else(|| AccessError::Invalid(format!("agent {id} does not exist")))
+}
+
+fn delta(d: Duration) -> Result<chrono::TimeDelta, AccessError> {
+    chrono::TimeDelta::from_std(d).map_err(|e| AccessError::Invalid(e.to_string()))
+}
+
+/// Expire overdue requests every 30 seconds (run by the server).
+pub async fn expire_periodically(store: Store) {
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        let store = store.clone();
+        match tokio::task::spawn_blocking(move || expire_pending(&store)).await {
+            Ok(Ok(expired)) if !expired.is_empty() => tracing::info!(count = expired.len(), "access requests expired"),
+            Ok(Err(error)) => tracing::warn!(%error, "cannot expire access requests"),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,90 @@
+//! Access request steps in the audit: one row each, in the same hash chain
+//! as requests, so `portcullis audit --resource accessrequests` lists them.
+//!
+//! The audit has no entry point for events that are not HTTP requests, and
+//! these steps happen in the CLI (a separate process) as often as in the
+//! server, so the row is committed straight through the audit's own store
+//! ([`SqliteAuditStore`]), whose commit takes the chain's head inside an
+//! immediate transaction and so interleaves safely with a running server's
+//! writer. Such rows do not reach the server's JSON lines export.
+//!
+//! A row reads like a request on a resource of portcullis's own:
+//! api group `portcullis.dev`, resource `accessrequests`, the request id as
+//! name, verb `request`, `approve`, `deny` or `expire`; the actor as
+//! principal (the requester for `request` and `expire`); the agent, if one
+//! asked, as session; role, duration and grant in the query.
+
+use super::AccessRequest;
+use crate::audit::row::AuditRow;
+use crate::audit::sqlite::SqliteAuditStore;
+use crate::audit::store::AuditStore;
+use crate::audit::AuditError;
+use crate::identity::Principal;
+use crate::store::Store;
+use chrono::Utc;
+
+/// One step of a request's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Asked.
+    Request,
+    /// Approved (a grant was made).
+    Approve,
+    /// Denied.
+    Deny,
+    /// Expired undecided.
+    Expire,
+}
+
+impl Step {
+    fn verb(self) -> &'static str {
+        match self {
+            Step::Request => "request",
+            Step::Approve => "approve",
+            Step::Deny => "deny",
+            Step::Expire => "expire",
+        }
+    }
+}
+
+/// Commit the row of `step` by `actor` on `request`; `refused` is set when
+/// the actor was not allowed (the row then has code 403).
+pub fn step(store: &Store, step: Step, actor: &Principal, request: &AccessRequest, refused: &str) -> Result<(), AuditError> {
+    let mut audit = SqliteAuditStore::open(store.path())?;
+    audit.commit(&[], &[row(step, actor, request, refused)])?;
+    Ok(())
+}
+
+fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: &str) -> AuditRow {
+    let now = Utc::now();
+    let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
+    row.cluster = request.cluster.clone();
+    row.principal_kind = actor.kind.as_str().into();
+    row.login = actor.name.clone();
+    row.session = request.agent_id.clone().filter(|_| matches!(step, Step::Request)).unwrap_or_default();
+    row.path = format!("/access/{}", request.id);
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("role", &request.role);
+    query.append_pair("duration", &humantime::format_duration(request.duration).to_string());
+    if let Some(grant) = &request.grant_id {
+        query.append_pair("grant", grant);
+    }
+    row.query = query.finish();
+    row.verb = step.verb().into();
+    row.api_group = "portcullis.dev".into();
+    row.api_version = "v1".into();
+    row.resource = "accessrequests".into();
+    row.namespace = request.namespace.clone().unwrap_or_default();
+    row.name = request.id.clone();
+    row.code = match (refused.is_empty(), step) {
+        (false, _) => 403,
+        (true, Step::Request) => 201,
+        (true, _) => 200,
+    };
+    row.reason = if refused.is_empty() { String::new() } else { "Forbidden".into() };
+    row.refused = refused.into();
+    // An approval changes who can do what: it is a write.
+    row.write = step == Step::Approve && refused.is_empty();
+    row.finish(now);
+    row
+}

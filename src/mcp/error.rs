@@ -1,0 +1,237 @@
+//! Tool errors, as MCP.md specifies them, so that clients never parse prose.
+//!
+//! - The cluster answered 4xx or 5xx: the text is `<code> <Reason>:
+//!   <message>`, then for a 403 a hint, then `(audit id <id>)`; the
+//!   `structuredContent` is `{code, reason}` with `kind`, `name`,
+//!   `namespace`, and the first cause's `field` and `fieldReason` when the
+//!   Status has them.
+//! - portcullis refused or failed: the text is `<code>: <message>` and the
+//!   `structuredContent` `{code, params, error}`.
+
+use crate::status::Status;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{json, Map, Value};
+
+/// What a 403 adds, so an agent asks instead of working around it.
+pub const FORBIDDEN_HINT: &str = "Your role does not allow this. `whoami` shows what your grants allow; \
+     `request_access` asks a person for more (say why). Do not look for another way in.";
+
+/// Why a tool call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The cluster answered with a failure Status.
+    #[error("{} {}: {}", .status.code, .status.reason, .status.message)]
+    Cluster {
+        /// The cluster's Status (or one made from its HTTP status).
+        status: Box<Status>,
+        /// The namespace the request was for, if any.
+        namespace: Option<String>,
+        /// The audit id of the request.
+        audit_id: String,
+    },
+    /// An argument is missing, malformed or out of range.
+    #[error("{message}")]
+    InvalidArgument {
+        /// Which argument.
+        argument: &'static str,
+        /// What is wrong, and what to send instead.
+        message: String,
+    },
+    /// The cluster is not served here.
+    #[error("cluster {0:?} is not served by this portcullis: `list_clusters` names the ones that are")]
+    UnknownCluster(String),
+    /// No resource of the cluster matches the kind.
+    #[error("no kind {kind:?} in cluster {cluster}{}", candidates_hint(.candidates))]
+    UnknownKind {
+        /// The cluster.
+        cluster: String,
+        /// As given.
+        kind: String,
+        /// Resources with a similar name.
+        candidates: Vec<String>,
+    },
+    /// Several resources match the kind: `api_version` must choose.
+    #[error("kind {kind:?} is ambiguous in cluster {cluster}: pass api_version, one of {}", .candidates.join(", "))]
+    AmbiguousKind {
+        /// The cluster.
+        cluster: String,
+        /// As given.
+        kind: String,
+        /// `<group/version> <Kind>` of each match.
+        candidates: Vec<String>,
+    },
+    /// The cluster's answer is over the size limit and was discarded.
+    #[error("the cluster's answer is larger than portcullis's limit of {limit} bytes and was discarded: ask for less (a smaller limit, a label_selector, fewer log lines)")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// portcullis refused the request or could not complete it (the cluster
+    /// unreachable or too slow, the audit or the grants unavailable).
+    #[error("{message}")]
+    Refused {
+        /// `cluster.unavailable`, `cluster.timeout`, `request.refused`.
+        code: &'static str,
+        /// What happened.
+        message: String,
+        /// The audit id, when the request got one.
+        audit_id: String,
+    },
+    /// A write of an agent whose writes need approval, which cannot be
+    /// collected yet.
+    #[error("{0}")]
+    Approval(String),
+    /// The feature behind the tool is not available on this portcullis.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+fn candidates_hint(candidates: &[String]) -> String {
+    if candidates.is_empty() {
+        ": `list_api_resources` lists the kinds it serves".to_string()
+    } else {
+        format!(": did you mean {}?", candidates.join(", "))
+    }
+}
+
+impl ToolError {
+    /// An invalid `argument`.
+    pub fn invalid(argument: &'static str, message: impl Into<String>) -> Self {
+        ToolError::InvalidArgument { argument, message: message.into() }
+    }
+
+    /// The code of one of portcullis's own errors (`None` for the cluster's).
+    pub fn code(&self) -> Option<&'static str> {
+        Some(match self {
+            ToolError::Cluster { .. } => return None,
+            ToolError::InvalidArgument { .. } => "tool.invalid_argument",
+            ToolError::UnknownCluster(_) => "cluster.unknown",
+            ToolError::UnknownKind { .. } => "kind.unknown",
+            ToolError::AmbiguousKind { .. } => "kind.ambiguous",
+            ToolError::TooLarge { .. } => "response.too_large",
+            ToolError::Refused { code, .. } => code,
+            ToolError::Approval(_) => "agent.approval_unavailable",
+            ToolError::Unavailable(_) => "tool.unavailable",
+        })
+    }
+
+    fn params(&self) -> Value {
+        match self {
+            ToolError::InvalidArgument { argument, .. } => json!({"argument": argument}),
+            ToolError::UnknownCluster(cluster) => json!({"cluster": cluster}),
+            ToolError::UnknownKind { cluster, kind, candidates }
+            | ToolError::AmbiguousKind { cluster, kind, candidates } => {
+                json!({"cluster": cluster, "kind": kind, "candidates": candidates})
+            }
+            ToolError::TooLarge { limit } => json!({"limit": limit}),
+            ToolError::Refused { audit_id, .. } if !audit_id.is_empty() => json!({"audit_id": audit_id}),
+            _ => json!({}),
+        }
+    }
+
+    /// The tool result.
+    pub fn into_result(self) -> CallToolResult {
+        let (text, structured) = match &self {
+            ToolError::Cluster { status, namespace, audit_id } => {
+                (cluster_text(status, audit_id), cluster_structured(status, namespace.as_deref()))
+            }
+            other => {
+                let code = other.code().unwrap_or("error");
+                let message = other.to_string();
+                let structured = json!({"code": code, "params": other.params(), "error": message});
+                (format!("{code}: {message}"), structured)
+            }
+        };
+        let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(structured);
+        result
+    }
+}
+
+fn cluster_text(status: &Status, audit_id: &str) -> String {
+    let mut text = format!("{} {}: {}", status.code, status.reason, status.message);
+    if status.code == 403 {
+        text.push('\n');
+        text.push_str(FORBIDDEN_HINT);
+    }
+    text.push_str(&format!("\n(audit id {audit_id})"));
+    text
+}
+
+fn cluster_structured(status: &Status, namespace: Option<&str>) -> Value {
+    let mut out = Map::new();
+    out.insert("code".into(), json!(status.code));
+    out.insert("reason".into(), json!(status.reason));
+    if let Some(details) = &status.details {
+        if !details.kind.is_empty() {
+            out.insert("kind".into(), json!(details.kind));
+        }
+        if !details.name.is_empty() {
+            out.insert("name".into(), json!(details.name));
+        }
+        if let Some(cause) = details.causes.first() {
+            if !cause.field.is_empty() {
+                out.insert("field".into(), json!(cause.field));
+            }
+            if !cause.reason.is_empty() {
+                out.insert("fieldReason".into(), json!(cause.reason));
+            }
+        }
+    }
+    if let Some(namespace) = namespace.filter(|ns| !ns.is_empty()) {
+        out.insert("namespace".into(), json!(namespace));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{StatusCause, StatusDetails};
+
+    fn text_of(result: &CallToolResult) -> String {
+        result.content[0].as_text().map(|t| t.text.clone()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_cluster_403_carries_the_hint_the_audit_id_and_its_structure() {
+        let status = Status::forbidden("pods is forbidden: User \"user:ana\" cannot list", "", "", "pods");
+        let error = ToolError::Cluster { status: Box::new(status), namespace: Some("shop".into()), audit_id: "a1".into() };
+        let result = error.into_result();
+        assert_eq!(result.is_error, Some(true));
+        let text = text_of(&result);
+        assert!(text.starts_with("403 Forbidden: pods is forbidden"), "{text}");
+        assert!(text.contains("request_access") && text.ends_with("(audit id a1)"), "{text}");
+        assert_eq!(
+            result.structured_content.unwrap(),
+            json!({"code": 403, "reason": "Forbidden", "kind": "pods", "namespace": "shop"})
+        );
+    }
+
+    #[test]
+    fn a_422_names_the_first_causes_field() {
+        let details = StatusDetails {
+            name: "web".into(),
+            kind: "Deployment".into(),
+            causes: vec![StatusCause { reason: "FieldValueRequired".into(), message: "x".into(), field: "spec.x".into() }],
+            ..Default::default()
+        };
+        let status = Status::failure(422, "Invalid", "Deployment \"web\" is invalid").with_details(details);
+        let error = ToolError::Cluster { status: Box::new(status), namespace: None, audit_id: "a2".into() };
+        assert_eq!(
+            error.into_result().structured_content.unwrap(),
+            json!({"code": 422, "reason": "Invalid", "kind": "Deployment", "name": "web", "field": "spec.x", "fieldReason": "FieldValueRequired"})
+        );
+    }
+
+    #[test]
+    fn portcullis_errors_are_code_colon_message_with_code_params_error() {
+        let error = ToolError::AmbiguousKind { cluster: "c".into(), kind: "events".into(), candidates: vec!["v1 Event".into()] };
+        let result = error.into_result();
+        assert!(text_of(&result).starts_with("kind.ambiguous: kind \"events\" is ambiguous"));
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["code"], "kind.ambiguous");
+        assert_eq!(structured["params"]["candidates"], json!(["v1 Event"]));
+        assert!(structured["error"].as_str().unwrap().contains("pass api_version"));
+    }
+}

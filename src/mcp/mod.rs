@@ -1,0 +1,192 @@
+//! `/mcp`: the MCP server AI agents use, on the same listener as the raw
+//! Kubernetes API.
+//!
+//! Streamable HTTP through the rmcp crate, protocol revisions 2026-07-28
+//! (stateless: `server/discover`, per-request `_meta`) and 2025-11-25
+//! (`initialize`, `Mcp-Session-Id`) on the one endpoint; a client on either
+//! gets the same tools and answers. `../shared/MCP.md` is the contract;
+//! `docs/mcp.md` explains it to client authors.
+//!
+//! Before rmcp sees a request, [`Endpoint::serve`]:
+//!
+//! 1. takes the identity the gateway authenticated from the bearer token
+//!    (a 401 carries the `resource_metadata` challenge), and refuses a
+//!    credential that is not an agent's;
+//! 2. applies the per-credential rate limit ([`ratelimit`]), before the body
+//!    is read;
+//! 3. reads the body under the request body limit and refuses a JSON-RPC
+//!    batch;
+//! 4. puts a [`Caller`] into the request's extensions, which rmcp hands to
+//!    the tool with the request's parts.
+//!
+//! Each tool is a thin translation: it builds an `http::Request` for a
+//! cluster path and sends it through [`Gateway::call`], so it is classified,
+//! impersonated, redacted and audited (with the tool's name and the agent's
+//! session) like kubectl's requests. Layout: [`server`] (the handler and its
+//! instructions), [`read_tools`], [`write_tools`] and [`whoami`] (the
+//! tools), [`args`]
+//! (their arguments as JSON Schema), [`context`] (one call's way into the
+//! gateway), [`discovery`] (kind resolution), [`render`] (compact text),
+//! [`error`] (tool errors).
+
+pub mod args;
+pub mod context;
+pub mod discovery;
+pub mod error;
+pub mod ratelimit;
+pub mod read_tools;
+pub mod render;
+pub mod server;
+pub mod whoami;
+pub mod write_tools;
+
+use crate::audit::row::AuditRow;
+use crate::body::{self, Body};
+use crate::config::Config;
+use crate::gateway::Gateway;
+use crate::identity::Identity;
+use crate::status::Status;
+use crate::store::Store;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use std::sync::{Arc, Weak};
+use tower::Service;
+
+/// Who sends an MCP request: put into its extensions once authenticated, and
+/// read by every tool from the request's parts.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The agent, as authenticated from the bearer token of this request.
+    pub identity: Identity,
+    /// The client's address, for audit rows.
+    pub client: String,
+}
+
+/// The `/mcp` endpoint: checks in front of rmcp's Streamable HTTP service.
+pub struct Endpoint {
+    service: StreamableHttpService<server::Tools, LocalSessionManager>,
+    limiter: ratelimit::RateLimiter,
+    body_limit: u64,
+    challenge: String,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("body_limit", &self.body_limit).finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// The endpoint of `gateway` (which owns it, hence the weak reference).
+    pub fn new(gateway: Weak<Gateway>, config: &Config, store: Store) -> Endpoint {
+        let shared = Arc::new(server::Shared::new(gateway, store, &config.mcp));
+        let rmcp_config = StreamableHttpServerConfig::default()
+            // A bearer token, never a cookie, authenticates every request, so
+            // a DNS-rebinding page gains nothing: allow any Host and Origin
+            // (portcullis is reached under many names behind load balancers).
+            .disable_allowed_hosts()
+            .disable_allowed_origins()
+            .with_max_request_body_bytes(usize::try_from(config.limits.request_body_bytes).unwrap_or(usize::MAX));
+        let factory = move || Ok(server::Tools::new(shared.clone()));
+        Endpoint {
+            service: StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), rmcp_config),
+            limiter: ratelimit::RateLimiter::new(config.mcp.requests_per_minute, config.mcp.burst),
+            body_limit: config.limits.request_body_bytes,
+            challenge: format!(
+                "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
+                config.public_url.trim_end_matches('/')
+            ),
+        }
+    }
+
+    /// The answer to a request whose token was refused (`status` is a 401,
+    /// or a 503 when credentials cannot be checked).
+    pub fn unauthorized(&self, status: &Status) -> Response<Body> {
+        let code = if status.code == 401 { "unauthorized" } else { "unavailable" };
+        let mut response = refusal(status.code, code, &status.message, json!({}));
+        if status.code == 401 {
+            if let Ok(value) = HeaderValue::from_str(&self.challenge) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+            }
+        }
+        response
+    }
+
+    /// Serve one authenticated `/mcp` request; `row` is its audit row.
+    pub async fn serve(&self, request: Request<Incoming>, identity: Identity, row: &mut AuditRow) -> Response<Body> {
+        if !identity.is_agent() {
+            row.refused = "not_agent".into();
+            let message = "/mcp takes an agent's credential: create one with `portcullis agent add`";
+            return refusal(403, "agent.required", message, json!({}));
+        }
+        // Before the body is read: a flood costs a hash lookup, no more.
+        if let Err(wait) = self.limiter.check(&identity.credential_id) {
+            row.refused = "rate_limited".into();
+            let seconds = wait.as_secs().max(1);
+            let message = format!("too many requests from this credential: wait {seconds} s");
+            let mut response = refusal(429, "rate_limited", &message, json!({"retry_after_seconds": seconds}));
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            return response;
+        }
+        let (mut parts, incoming) = request.into_parts();
+        let body = if parts.method == Method::POST {
+            match self.read_body(incoming, row).await {
+                Ok(body) => body,
+                Err(response) => return *response,
+            }
+        } else {
+            Bytes::new()
+        };
+        parts.extensions.insert(Caller { identity, client: row.client.clone() });
+        let request = Request::from_parts(parts, Full::new(body));
+        let Ok(response) = self.service.clone().call(request).await;
+        response.map(body::boxed)
+    }
+
+    /// The whole body, under the limit; a batch is refused. Notes the tool
+    /// called (if any) in the audit row.
+    async fn read_body(&self, incoming: Incoming, row: &mut AuditRow) -> Result<Bytes, Box<Response<Body>>> {
+        let limit = usize::try_from(self.body_limit).unwrap_or(usize::MAX);
+        let Ok(collected) = Limited::new(incoming, limit).collect().await else {
+            row.refused = "body_too_large".into();
+            let message = format!("the request body is larger than {} bytes, or was cut short", self.body_limit);
+            return Err(Box::new(refusal(413, "request.too_large", &message, json!({"limit": self.body_limit}))));
+        };
+        let bytes = collected.to_bytes();
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            row.refused = "batch".into();
+            let message = "JSON-RPC batches are not accepted: send one message per request";
+            return Err(Box::new(refusal(400, "request.batch", message, json!({}))));
+        }
+        if let Ok(message) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+            if message["method"] == "tools/call" {
+                row.tool = message["params"]["name"].as_str().unwrap_or_default().chars().take(64).collect();
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+/// An HTTP-level refusal: a JSON-RPC error without an id (the body was not
+/// read, or is not acceptable), whose `data` has the same shape as a tool's
+/// own errors: `{code, params, error}`.
+fn refusal(status: u16, code: &str, message: &str, params: serde_json::Value) -> Response<Body> {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32600,
+            "message": format!("{code}: {message}"),
+            "data": {"code": code, "params": params, "error": message},
+        },
+    });
+    let mut response = Response::new(body::full(body.to_string()));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

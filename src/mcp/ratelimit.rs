@@ -1,0 +1,92 @@
+//! The per-credential rate limit of `/mcp`: a token bucket for each
+//! credential, checked before the request body is read.
+//!
+//! Buckets are keyed by credential id, which exists only once the token was
+//! authenticated, so made-up tokens cannot grow the map. A full bucket is the
+//! same as no bucket, so those are what a sweep drops.
+
+use dashmap::DashMap;
+use std::time::{Duration, Instant};
+
+/// Sweep the map when it holds more buckets than this.
+const SWEEP_ABOVE: usize = 4096;
+
+/// Token buckets, one per credential.
+#[derive(Debug)]
+pub struct RateLimiter {
+    /// Tokens added per second.
+    rate: f64,
+    /// Bucket size.
+    burst: f64,
+    buckets: DashMap<String, Bucket>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl RateLimiter {
+    /// `per_minute` sustained, `burst` at once (each at least 1).
+    pub fn new(per_minute: u32, burst: u32) -> Self {
+        RateLimiter { rate: f64::from(per_minute.max(1)) / 60.0, burst: f64::from(burst.max(1)), buckets: DashMap::new() }
+    }
+
+    /// Take one token for `key`, or say how long until one is there.
+    pub fn check(&self, key: &str) -> Result<(), Duration> {
+        self.check_at(key, Instant::now())
+    }
+
+    fn check_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
+        if self.buckets.len() > SWEEP_ABOVE {
+            self.sweep(now);
+        }
+        let mut bucket = self.buckets.entry(key.to_string()).or_insert(Bucket { tokens: self.burst, at: now });
+        let refilled = (bucket.tokens + now.saturating_duration_since(bucket.at).as_secs_f64() * self.rate).min(self.burst);
+        bucket.at = now;
+        if refilled >= 1.0 {
+            bucket.tokens = refilled - 1.0;
+            Ok(())
+        } else {
+            bucket.tokens = refilled;
+            Err(Duration::from_secs_f64((1.0 - refilled) / self.rate))
+        }
+    }
+
+    fn sweep(&self, now: Instant) {
+        self.buckets.retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * self.rate < self.burst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_allowed_then_refused_until_tokens_refill() {
+        let limiter = RateLimiter::new(60, 3);
+        let start = Instant::now();
+        for _ in 0..3 {
+            assert!(limiter.check_at("c1", start).is_ok());
+        }
+        let wait = limiter.check_at("c1", start).unwrap_err();
+        assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900), "{wait:?}");
+        assert!(limiter.check_at("c2", start).is_ok(), "another credential has its own bucket");
+        assert!(limiter.check_at("c1", start + Duration::from_millis(1100)).is_ok(), "one token a second");
+        assert!(limiter.check_at("c1", start + Duration::from_millis(1200)).is_err());
+    }
+
+    #[test]
+    fn a_sweep_drops_only_full_buckets() {
+        let limiter = RateLimiter::new(60, 2);
+        let start = Instant::now();
+        limiter.check_at("busy", start).unwrap();
+        limiter.check_at("quiet", start).unwrap();
+        limiter.sweep(start + Duration::from_secs(10));
+        assert!(limiter.buckets.is_empty(), "both refilled");
+        limiter.check_at("busy", start).unwrap();
+        limiter.sweep(start);
+        assert_eq!(limiter.buckets.len(), 1);
+    }
+}

@@ -1,0 +1,96 @@
+//! `whoami` and `list_clusters`: what an agent may do, from portcullis's
+//! own store (these reach no cluster). A delegated agent sees only the
+//! grants it was given, as policy sends only those.
+
+use super::context::ToolContext;
+use super::error::ToolError;
+use crate::identity::Grant;
+use chrono::Utc;
+
+/// The grants in effect for the caller on `clusters`, per cluster.
+async fn grants(ctx: &ToolContext, clusters: Vec<String>) -> Result<Vec<(String, Vec<Grant>)>, ToolError> {
+    let store = ctx.shared.store.clone();
+    let identity = ctx.caller.identity.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        let delegated = identity.agent.as_ref().and_then(|a| a.grant_ids.clone());
+        let now = Utc::now();
+        clusters
+            .into_iter()
+            .map(|cluster| {
+                let grants = store.grants_of(&identity.principal, &cluster)?;
+                let mine = grants
+                    .into_iter()
+                    .filter(|g| g.in_effect(now))
+                    .filter(|g| delegated.as_ref().is_none_or(|ids| ids.contains(&g.id)))
+                    .collect();
+                Ok((cluster, mine))
+            })
+            .collect::<Result<Vec<_>, crate::store::StoreError>>()
+    })
+    .await;
+    match found {
+        Ok(Ok(grants)) => Ok(grants),
+        _ => Err(ToolError::Unavailable("portcullis cannot read grants now; try again".into())),
+    }
+}
+
+fn grant_line(grant: &Grant) -> String {
+    let scope = match &grant.namespace {
+        Some(ns) => format!("namespace {ns}"),
+        None => "the whole cluster".to_string(),
+    };
+    format!("- {} on {scope}, until {} (grant {})", grant.role, grant.expires_at.format("%Y-%m-%dT%H:%M:%SZ"), grant.id)
+}
+
+/// `whoami`.
+pub async fn whoami(ctx: &ToolContext) -> Result<String, ToolError> {
+    let identity = &ctx.caller.identity;
+    let mut text = match &identity.agent {
+        Some(agent) => format!(
+            "You are agent {:?} (session {}), acting for {} (seen by clusters as {}).\n",
+            agent.name,
+            agent.id,
+            identity.principal,
+            identity.principal.kube_user()
+        ),
+        None => format!("You are {}.\n", identity.principal),
+    };
+    let approval = identity.agent.as_ref().is_some_and(|a| a.writes_need_approval);
+    text.push_str(if approval {
+        "Your writes need a person's approval.\n"
+    } else {
+        "Your writes run at once, within what your roles allow.\n"
+    });
+    let all = grants(ctx, ctx.gateway.cluster_names()).await?;
+    if all.iter().all(|(_, g)| g.is_empty()) {
+        text.push_str("You have no grants in effect: ask for one with request_access.\n");
+    }
+    for (cluster, grants) in all.iter().filter(|(_, g)| !g.is_empty()) {
+        text.push_str(&format!("Cluster {cluster}:\n"));
+        for grant in grants {
+            text.push_str(&grant_line(grant));
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}
+
+/// `list_clusters`.
+pub async fn list_clusters(ctx: &ToolContext) -> Result<String, ToolError> {
+    let all = grants(ctx, ctx.gateway.cluster_names()).await?;
+    let lines: Vec<String> = all
+        .iter()
+        .map(|(cluster, grants)| {
+            let roles: Vec<String> = grants
+                .iter()
+                .map(|g| format!("{} in {}", g.role, g.namespace.as_deref().unwrap_or("the whole cluster")))
+                .collect();
+            if roles.is_empty() {
+                format!("{cluster}  (no grants)")
+            } else {
+                format!("{cluster}  ({})", roles.join(", "))
+            }
+        })
+        .collect();
+    Ok(lines.join("\n") + "\n")
+}

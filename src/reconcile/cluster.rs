@@ -1,0 +1,167 @@
+//! One cluster's RBAC API, with kube-rs: list what portcullis owns, apply
+//! (server-side, field manager `portcullis`), delete.
+//!
+//! The client is built from the cluster's configuration: server URL, CA
+//! bundle and ServiceAccount token file. kube-rs re-reads the token file at
+//! least once a minute (projected tokens rotate) and the CA file likewise,
+//! and connects lazily, so a cluster that is down at start costs nothing
+//! until a pass.
+
+use super::desired::{Object, ObjectKey, FIELD_MANAGER, SELECTOR};
+use crate::config::ClusterConfig;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::Client;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+use std::time::Duration;
+
+/// Why a cluster's client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The CA bundle could not be read or holds no certificate.
+    #[error("cluster {cluster}: cannot use CA bundle {path}: {message}")]
+    CaBundle {
+        /// Cluster.
+        cluster: String,
+        /// File.
+        path: std::path::PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The server URL is not a URI.
+    #[error("cluster {cluster}: invalid server URL {url}")]
+    Url {
+        /// Cluster.
+        cluster: String,
+        /// URL.
+        url: String,
+    },
+    /// kube-rs refused the configuration (e.g. the token file is unreadable).
+    #[error("cluster {cluster}: {source}")]
+    Kube {
+        /// Cluster.
+        cluster: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A cluster's RBAC API as portcullis's ServiceAccount.
+#[derive(Clone)]
+pub struct ClusterClient {
+    /// Cluster name.
+    pub name: String,
+    client: Client,
+}
+
+impl std::fmt::Debug for ClusterClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterClient").field("name", &self.name).finish()
+    }
+}
+
+impl ClusterClient {
+    /// Build the client for `config`; no connection is made yet.
+    pub fn new(config: &ClusterConfig) -> Result<ClusterClient, ClientError> {
+        let ca_error = |message: String| ClientError::CaBundle {
+            cluster: config.name.clone(),
+            path: config.ca_file.clone(),
+            message,
+        };
+        let pem = std::fs::read(&config.ca_file).map_err(|e| ca_error(e.to_string()))?;
+        let roots = CertificateDer::pem_slice_iter(&pem)
+            .map(|c| c.map(|c| c.to_vec()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ca_error(e.to_string()))?;
+        if roots.is_empty() {
+            return Err(ca_error("no certificate found".into()));
+        }
+        let url = config
+            .server
+            .parse()
+            .map_err(|_| ClientError::Url { cluster: config.name.clone(), url: config.server.clone() })?;
+        let mut kube_config = kube::Config::new(url);
+        kube_config.root_cert = Some(roots);
+        kube_config.root_cert_file = Some(config.ca_file.clone());
+        kube_config.auth_info.token_file = Some(config.token_file.display().to_string());
+        // A hung API server must not hang the reconciler; it retries on its
+        // own schedule (with backoff), so kube-rs's own retries are off.
+        kube_config.connect_timeout = Some(Duration::from_secs(5));
+        kube_config.read_timeout = Some(Duration::from_secs(20));
+        kube_config.reset_reader_on_write = true;
+        kube_config.default_retry = false;
+        let client = Client::try_from(kube_config)
+            .map_err(|source| ClientError::Kube { cluster: config.name.clone(), source })?;
+        Ok(ClusterClient { name: config.name.clone(), client })
+    }
+
+    /// Every ClusterRole, ClusterRoleBinding and RoleBinding (all
+    /// namespaces) labelled as portcullis's. The selector is applied by the
+    /// server, so objects portcullis does not own are never even seen.
+    pub async fn list_owned(&self) -> Result<Vec<Object>, kube::Error> {
+        let params = ListParams::default().labels(SELECTOR);
+        let roles = Api::<ClusterRole>::all(self.client.clone()).list(&params).await?;
+        let cluster_bindings = Api::<ClusterRoleBinding>::all(self.client.clone()).list(&params).await?;
+        let bindings = Api::<RoleBinding>::all(self.client.clone()).list(&params).await?;
+        Ok(roles
+            .items
+            .into_iter()
+            .map(Object::ClusterRole)
+            .chain(cluster_bindings.items.into_iter().map(Object::ClusterRoleBinding))
+            .chain(bindings.items.into_iter().map(Object::RoleBinding))
+            .collect())
+    }
+
+    /// Server-side apply `object`, taking ownership of its fields (portcullis
+    /// is the only writer of what it owns; a hand edit is overwritten).
+    pub async fn apply(&self, object: &Object) -> Result<(), kube::Error> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let name = match object.key() {
+            ObjectKey::ClusterRole(n) | ObjectKey::ClusterRoleBinding(n) | ObjectKey::RoleBinding(_, n) => n,
+        };
+        match object {
+            Object::ClusterRole(o) => {
+                Api::<ClusterRole>::all(self.client.clone()).patch(&name, &params, &Patch::Apply(o)).await?;
+            }
+            Object::ClusterRoleBinding(o) => {
+                Api::<ClusterRoleBinding>::all(self.client.clone()).patch(&name, &params, &Patch::Apply(o)).await?;
+            }
+            Object::RoleBinding(o) => {
+                let namespace = o.metadata.namespace.as_deref().unwrap_or("default");
+                Api::<RoleBinding>::namespaced(self.client.clone(), namespace)
+                    .patch(&name, &params, &Patch::Apply(o))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Delete `key`; already gone is success.
+    pub async fn delete(&self, key: &ObjectKey) -> Result<(), kube::Error> {
+        let params = DeleteParams::default();
+        let result = match key {
+            ObjectKey::ClusterRole(name) => {
+                Api::<ClusterRole>::all(self.client.clone()).delete(name, &params).await.map(|_| ())
+            }
+            ObjectKey::ClusterRoleBinding(name) => {
+                Api::<ClusterRoleBinding>::all(self.client.clone()).delete(name, &params).await.map(|_| ())
+            }
+            ObjectKey::RoleBinding(namespace, name) => Api::<RoleBinding>::namespaced(self.client.clone(), namespace)
+                .delete(name, &params)
+                .await
+                .map(|_| ()),
+        };
+        match result {
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// Did `error` come from not reaching the cluster at all (as opposed to the
+/// cluster answering with an error)?
+pub fn is_unreachable(error: &kube::Error) -> bool {
+    !matches!(error, kube::Error::Api(_) | kube::Error::SerdeError(_))
+}

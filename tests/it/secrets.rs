@@ -1,0 +1,430 @@
+//! Secret redaction through portcullis, with real kubectl and kube-rs:
+//! values never leave the cluster unless a role reveals them.
+
+use crate::harness::{Kubectl, Portcullis};
+use http::Method;
+use portcullis::identity::roles::Role;
+use portcullis::sim::faults::{FaultAction, FaultRule};
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::time::Duration;
+
+/// A custom role that reads and writes Secrets (and mints ServiceAccount
+/// tokens) without revealing Secret values.
+const OPERATOR: &str = "secrets-operator";
+/// db-credentials' password, in clear and in base64.
+const PASSWORD: &str = "s3cr3t-Pa55w0rd";
+const PASSWORD_B64: &str = "czNjcjN0LVBhNTV3MHJk";
+const LAST_APPLIED: &str = "last-applied-configuration";
+
+async fn start() -> Portcullis {
+    let env = Portcullis::start_with(|config| {
+        config.roles.push(Role {
+            name: OPERATOR.into(),
+            rules: vec![
+                json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}),
+                json!({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}),
+            ],
+            reveals_secrets: false,
+            max_duration: None,
+        })
+    })
+    .await;
+    // The simulated cluster only knows the built-in roles' ClusterRoles.
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("portcullis:{OPERATOR}")}, "rules": env.config.roles[0].rules});
+    env.sim().store().put(role).unwrap();
+    env
+}
+
+fn operator(env: &Portcullis, namespace: Option<&str>) -> (String, Kubectl) {
+    let token = env.person("bo", &[(OPERATOR, namespace)]);
+    let kubectl = env.kubectl(&token, "shop");
+    (token, kubectl)
+}
+
+/// No value of db-credentials, in clear or base64, and no last-applied
+/// annotation (which holds them in clear).
+fn assert_hidden(text: &str) {
+    assert!(
+        !text.contains(PASSWORD) && !text.contains(PASSWORD_B64),
+        "a value leaked: {text}"
+    );
+    assert!(
+        !text.contains(LAST_APPLIED),
+        "the last-applied annotation leaked: {text}"
+    );
+}
+
+/// A Secret as the simulated cluster stores it.
+fn stored_secret(env: &Portcullis, name: &str) -> Option<std::sync::Arc<Value>> {
+    let secrets = portcullis::sim::registry::find("", "v1", "secrets").expect("secrets are served");
+    env.sim().store().get(secrets, "shop", name)
+}
+
+fn put_secret(env: &Portcullis, name: &str, data: Value) {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": "shop"}, "data": data});
+    env.sim().store().put(secret).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_secret_as_yaml_and_json_hides_values_and_the_last_applied_annotation() {
+    let env = start().await;
+    let (_, kubectl) = operator(&env, Some("shop"));
+    let yaml = kubectl.ok(&["get", "secret", "db-credentials", "-o", "yaml"]);
+    assert_hidden(&yaml);
+    assert!(
+        yaml.contains("password: <redacted, 15 bytes>") && yaml.contains("username: <redacted, 4 bytes>"),
+        "{yaml}"
+    );
+    let secret: Value = serde_json::from_str(&kubectl.ok(&["get", "secret", "db-credentials", "-o", "json"])).unwrap();
+    assert_eq!(secret["data"]["url"], "<redacted, 37 bytes>");
+    assert_eq!(secret["metadata"]["name"], "db-credentials");
+    assert_hidden(&secret.to_string());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_secrets_prints_its_table_and_table_objects_carry_no_values() {
+    let env = start().await;
+    let (token, kubectl) = operator(&env, Some("shop"));
+    let table = kubectl.ok(&["get", "secrets"]);
+    assert!(
+        table.starts_with("NAME") && table.contains("TYPE") && table.contains("DATA"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("db-credentials") && l.contains("Opaque") && l.contains(" 3 ")),
+        "{table}"
+    );
+    let auth = format!("Bearer {token}");
+    for include in ["Metadata", "Object"] {
+        let path = format!("/clusters/sim/api/v1/namespaces/shop/secrets?includeObject={include}");
+        let accept = "application/json;as=Table;v=v1;g=meta.k8s.io";
+        let response = env
+            .raw()
+            .send(
+                Method::GET,
+                &path,
+                &[("authorization", &auth), ("accept", accept)],
+                vec![],
+            )
+            .await;
+        let table = response.json();
+        assert_eq!(table["kind"], "Table", "{table}");
+        assert_hidden(&table.to_string());
+        let db = table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cells"][0] == "db-credentials")
+            .unwrap();
+        assert_eq!(db["object"]["metadata"]["name"], "db-credentials");
+        if include == "Object" {
+            assert_eq!(db["object"]["data"]["password"], "<redacted, 15 bytes>");
+        }
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_secrets_in_all_namespaces_as_json_hides_every_value() {
+    let env = start().await;
+    let (_, kubectl) = operator(&env, None);
+    let list: Value = serde_json::from_str(&kubectl.ok(&["get", "secrets", "-A", "-o", "json"])).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let stripe = items
+        .iter()
+        .find(|s| s["metadata"]["name"] == "stripe-key")
+        .expect("payments' Secret listed");
+    assert_eq!(stripe["data"]["api-key"], "<redacted, 38 bytes>");
+    for item in items {
+        for value in item["data"].as_object().into_iter().flat_map(|d| d.values()) {
+            assert!(value.as_str().unwrap().starts_with("<redacted, "), "{item}");
+        }
+    }
+    assert_hidden(&list.to_string());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_watching_secrets_gets_every_event_redacted_as_it_happens() {
+    let env = start().await;
+    let (_, kubectl) = operator(&env, Some("shop"));
+    let mut child = std::process::Command::new(crate::support::kubectl_path())
+        .args([
+            "--kubeconfig",
+            kubectl.kubeconfig().to_str().unwrap(),
+            "get",
+            "secrets",
+            "-w",
+            "-o",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|line| tx.send(line)));
+    let mut seen = String::new();
+    let mut read_until = |needle: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !seen.contains(needle) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            seen.push_str(
+                &rx.recv_timeout(left)
+                    .unwrap_or_else(|_| panic!("no {needle:?} in: {seen}")),
+            );
+            seen.push('\n');
+        }
+    };
+    read_until("\"web-tls\"");
+    // A Secret created while watching arrives as an event, redacted.
+    put_secret(&env, "rotated", json!({"token": "bmV3LXNlY3JldA=="}));
+    read_until("\"rotated\"");
+    // kubectl writes `<` and `>` as \u003c and \u003e.
+    read_until("redacted, 10 bytes");
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_hidden(&seen);
+    assert!(!seen.contains("bmV3LXNlY3JldA=="), "{seen}");
+    let watches = env.sim().requests().into_iter().filter(|r| r.verb == "watch").count();
+    assert!(watches >= 1, "kubectl watched through portcullis");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_secret_requests_get_uncompressed_json_and_protobuf_only_clients_get_406() {
+    let env = start().await;
+    let (token, kubectl) = operator(&env, Some("shop"));
+    let raw = kubectl.ok(&["get", "--raw", "/api/v1/namespaces/shop/secrets/db-credentials"]);
+    assert_hidden(&raw);
+    assert!(raw.contains("<redacted, 15 bytes>"), "{raw}");
+
+    let auth = format!("Bearer {token}");
+    let path = "/clusters/sim/api/v1/namespaces/shop/secrets";
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("accept", "application/vnd.kubernetes.protobuf, application/json"),
+        ("accept-encoding", "gzip"),
+    ];
+    let response = env.raw().send(Method::GET, path, &headers, vec![]).await;
+    assert_eq!(response.status, 200);
+    assert!(response.headers.get("content-encoding").is_none());
+    assert!(response
+        .headers
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
+    assert_hidden(&response.json().to_string());
+    let sent = env
+        .sim()
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path == "/api/v1/namespaces/shop/secrets")
+        .unwrap();
+    let header = |name: &str| sent.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    assert_eq!(header("accept").as_deref(), Some("application/json"));
+    assert_eq!(header("accept-encoding"), None);
+
+    let metadata = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let response = env
+        .raw()
+        .send(
+            Method::GET,
+            path,
+            &[("authorization", &auth), ("accept", metadata)],
+            vec![],
+        )
+        .await;
+    assert_eq!(response.json()["kind"], "PartialObjectMetadataList");
+    assert_hidden(&response.json().to_string());
+
+    let before = env.sim().requests().len();
+    let protobuf = [
+        ("authorization", auth.as_str()),
+        ("accept", "application/vnd.kubernetes.protobuf"),
+    ];
+    let response = env.raw().send(Method::GET, path, &protobuf, vec![]).await;
+    assert_eq!(
+        (response.status.as_u16(), response.json()["reason"].as_str()),
+        (406, Some("NotAcceptable"))
+    );
+    let reached: Vec<_> = env
+        .sim()
+        .requests()
+        .into_iter()
+        .skip(before)
+        .filter(|r| r.path.contains("secrets"))
+        .collect();
+    assert!(reached.is_empty(), "a request portcullis cannot redact is not sent");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_and_a_server_dry_run_answer_redacted_while_the_cluster_keeps_the_values() {
+    let env = start().await;
+    let (_, kubectl) = operator(&env, Some("shop"));
+    let manifest = env.dir.path().join("secret.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: applied\ndata:\n  key: YXBwbGllZC12YWx1ZQ==\n",
+    )
+    .unwrap();
+    let applied = kubectl.ok(&["apply", "--server-side", "-f", manifest.to_str().unwrap(), "-o", "yaml"]);
+    assert!(
+        applied.contains("key: <redacted, 13 bytes>") && !applied.contains("YXBwbGllZC12YWx1ZQ"),
+        "{applied}"
+    );
+    let stored = stored_secret(&env, "applied").expect("applied for real");
+    assert_eq!(
+        stored["data"]["key"], "YXBwbGllZC12YWx1ZQ==",
+        "the cluster keeps the value"
+    );
+
+    let d = kubectl.run(&["describe", "secret", "db-credentials"]); eprintln!("DEBUG describe {} {}", String::from_utf8_lossy(&d.stdout), String::from_utf8_lossy(&d.stderr));
+    let _ = kubectl.run(&["create", "secret", "generic", "dry", "--from-literal=token=dry-value", "--dry-run=server", "-o", "yaml"]);
+    for r in env.sim().requests() { if r.path.contains("secrets") { eprintln!("DEBUG {} {} {:?}", r.method, r.path, r.headers.iter().filter(|(k,_)| k=="accept" || k=="content-type" || k=="user-agent").collect::<Vec<_>>()); } }
+    let dry = kubectl.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "dry",
+        "--from-literal=token=dry-value",
+        "--dry-run=server",
+        "-o",
+        "yaml",
+    ]);
+    assert!(
+        dry.contains("token: <redacted, 9 bytes>") && !dry.contains("ZHJ5LXZhbHVl"),
+        "{dry}"
+    );
+    assert!(stored_secret(&env, "dry").is_none());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_that_look_like_json_or_like_a_marker_are_redacted_like_any_other() {
+    let env = start().await;
+    let (_, kubectl) = operator(&env, Some("shop"));
+    use base64::Engine;
+    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let json_like = r#"{"kind":"Status","apiVersion":"v1","data":{"x":"y"}}"#;
+    put_secret(
+        &env,
+        "sneaky",
+        json!({"json": b64(json_like), "marker": b64("<redacted, 3 bytes>")}),
+    );
+    let secret: Value = serde_json::from_str(&kubectl.ok(&["get", "secret", "sneaky", "-o", "json"])).unwrap();
+    assert_eq!(secret["data"]["json"], format!("<redacted, {} bytes>", json_like.len()));
+    assert_eq!(secret["data"]["marker"], "<redacted, 19 bytes>");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_reader_sees_values_but_a_non_revealing_role_and_its_delegated_agent_do_not() {
+    let env = start().await;
+    let (reader, grants) = env.person_with_ttl("ana", &[("secrets-reader", Some("shop"))], Duration::from_secs(3600));
+    let agent = env.agent("ana", &[&grants[0]]);
+    let (operator_token, _) = operator(&env, Some("shop"));
+    let path = "/clusters/sim/api/v1/namespaces/shop/secrets/db-credentials";
+
+    let revealed = env.raw().get(path, &reader).await;
+    assert_eq!(revealed.json()["data"]["password"], PASSWORD_B64);
+    assert!(
+        !crate::audit::row(&env, &crate::audit::audit_id(&revealed))
+            .await
+            .redacted
+    );
+    for token in [&agent, &operator_token] {
+        let hidden = env.raw().get(path, token).await;
+        assert_eq!(hidden.status, 200);
+        assert_hidden(&String::from_utf8_lossy(&hidden.body));
+        assert!(
+            crate::audit::row(&env, &crate::audit::audit_id(&hidden)).await.redacted,
+            "the audit row says so"
+        );
+    }
+    // kube-rs, as the agent: the same answer through a real client.
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.kube(&agent),
+        "shop",
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+    );
+    let secret = api.get("db-credentials").await.unwrap();
+    assert_eq!(secret.data["data"]["password"], "<redacted, 15 bytes>");
+    assert!(secret
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .keys()
+        .all(|k| !k.contains(LAST_APPLIED)));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_minting_a_service_account_token_gets_it_redacted_and_a_person_does_not() {
+    let env = start().await;
+    let (person, grants) = env.person_with_ttl("cy", &[(OPERATOR, Some("shop"))], Duration::from_secs(3600));
+    let agent = env.agent("cy", &[&grants[0]]);
+    let minted = env.kubectl(&person, "shop").ok(&["create", "token", "default"]);
+    assert!(
+        minted.trim().starts_with("eyJ") && minted.trim().split('.').count() == 3,
+        "{minted}"
+    );
+    let hidden = env.kubectl(&agent, "shop").ok(&["create", "token", "default"]);
+    assert!(
+        hidden.trim().starts_with("<redacted, ") && !hidden.contains("eyJ"),
+        "{hidden}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_secret_response_from_the_cluster_is_refused_with_502_and_recorded() {
+    let env = start().await;
+    let (token, kubectl) = operator(&env, Some("shop"));
+    let bodies: [(&str, &[u8]); 2] = [
+        (
+            "application/json",
+            br#"{"kind":"Secret","apiVersion":"v1","data":{"password":"czNjcjN0LVBhNTV3MHJk"#,
+        ),
+        (
+            "application/vnd.kubernetes.protobuf",
+            b"k8s\x00\n\x0c\n\x02v1\x12\x06Secret\x12\x14czNjcjN0LVBhNTV3MHJk",
+        ),
+    ];
+    for (content_type, body) in bodies {
+        env.sim().faults().clear();
+        env.sim().faults().add(FaultRule::new(
+            "/api/v1/namespaces/shop/secrets",
+            FaultAction::Body {
+                content_type: content_type.into(),
+                body: bytes::Bytes::from_static(body),
+                code: 200,
+            },
+        ));
+        let response = env
+            .raw()
+            .get("/clusters/sim/api/v1/namespaces/shop/secrets/db-credentials", &token)
+            .await;
+        assert_eq!(
+            (response.status.as_u16(), response.json()["reason"].as_str()),
+            (502, Some("BadGateway"))
+        );
+        assert_hidden(&String::from_utf8_lossy(&response.body));
+        let row = crate::audit::row(&env, &crate::audit::audit_id(&response)).await;
+        assert_eq!((row.code, row.reason.as_str(), row.redacted), (502, "BadGateway", true));
+    }
+    let err = kubectl.fails(&["get", "secret", "db-credentials", "-o", "yaml"]);
+    assert!(err.contains("could not hide the Secret values"), "{err}");
+    assert_hidden(&err);
+    env.stop().await;
+}
