@@ -62,7 +62,10 @@ pub struct App {
 impl App {
     /// Bind the listener and build the gateway.
     pub async fn build(config: &Config, store: Store) -> Result<App, AppError> {
-        let certificate = Arc::new(ReloadingCertificate::load(config.tls.cert_file.clone(), config.tls.key_file.clone())?);
+        let certificate = Arc::new(ReloadingCertificate::load(
+            config.tls.cert_file.clone(),
+            config.tls.key_file.clone(),
+        )?);
         let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .map_err(|e| AppError::Tls(e.to_string()))?
@@ -74,13 +77,25 @@ impl App {
         let gateway = Gateway::new(config, store)?;
         let listener = TcpListener::bind(&config.listen)
             .await
-            .map_err(|source| AppError::Bind { addr: config.listen.clone(), source })?;
-        Ok(App { listener, acceptor: TlsAcceptor::from(Arc::new(tls)), certificate, gateway, reconciler, store: kept })
+            .map_err(|source| AppError::Bind {
+                addr: config.listen.clone(),
+                source,
+            })?;
+        Ok(App {
+            listener,
+            acceptor: TlsAcceptor::from(Arc::new(tls)),
+            certificate,
+            gateway,
+            reconciler,
+            store: kept,
+        })
     }
 
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
     }
 
     /// The gateway, e.g. to read metrics in tests.
@@ -127,7 +142,10 @@ impl App {
                     async move { Ok::<_, std::convert::Infallible>(gateway.handle(request, peer).await) }
                 });
                 let mut builder = auto::Builder::new(TokioExecutor::new());
-                builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(30));
                 builder.http2().timer(TokioTimer::new()).max_concurrent_streams(250);
                 let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
                 if let Err(error) = watcher.watch(connection.into_owned()).await {
@@ -139,7 +157,10 @@ impl App {
         reconciler.abort();
         expiry.abort();
         drop(self.listener);
-        if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
+            .await
+            .is_err()
+        {
             tracing::info!("closing streams still open after 5 s");
         }
         // A clean shutdown loses no audit row.
@@ -172,7 +193,11 @@ impl ReloadingCertificate {
     fn load(cert_file: PathBuf, key_file: PathBuf) -> Result<Self, AppError> {
         let key = read_certified_key(&cert_file, &key_file)?;
         let modified = modified(&cert_file, &key_file);
-        Ok(ReloadingCertificate { cert_file, key_file, current: RwLock::new((Arc::new(key), modified)) })
+        Ok(ReloadingCertificate {
+            cert_file,
+            key_file,
+            current: RwLock::new((Arc::new(key), modified)),
+        })
     }
 
     fn reload_if_changed(&self) {

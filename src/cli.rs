@@ -211,8 +211,12 @@ pub enum CliError {
 
 /// Open the store of `config`.
 pub fn open_store(config: &Config) -> Result<Store, CliError> {
-    std::fs::create_dir_all(&config.data_dir)
-        .map_err(|e| CliError::Message(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        CliError::Message(format!(
+            "cannot create data directory {}: {e}",
+            config.data_dir.display()
+        ))
+    })?;
     Ok(Store::open(&config.data_dir.join("portcullis.db"))?)
 }
 
@@ -235,7 +239,11 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
 fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalCommand) -> Result<(), CliError> {
     let make = |name: String| Principal { kind, name };
     match command {
-        PrincipalCommand::Add { name, writes_need_approval, admin } => {
+        PrincipalCommand::Add {
+            name,
+            writes_need_approval,
+            admin,
+        } => {
             if admin && kind != PrincipalKind::Person {
                 return Err(CliError::Message("only people can be admins".into()));
             }
@@ -246,15 +254,24 @@ fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalComma
             println!("added {} {name}{}", kind.as_str(), if admin { " (admin)" } else { "" });
         }
         PrincipalCommand::List => {
-            println!("{:<24} {:<9} {:<15} {:<6} CREATED", "NAME", "DISABLED", "WRITES-HELD", "ADMIN");
+            println!(
+                "{:<24} {:<9} {:<15} {:<6} CREATED",
+                "NAME", "DISABLED", "WRITES-HELD", "ADMIN"
+            );
             for p in store.list_principals(kind)? {
                 let (name, created) = (&p.principal.name, when(&p.created_at));
-                println!("{name:<24} {:<9} {:<15} {:<6} {created}", p.disabled, p.writes_need_approval, p.admin);
+                println!(
+                    "{name:<24} {:<9} {:<15} {:<6} {created}",
+                    p.disabled, p.writes_need_approval, p.admin
+                );
             }
         }
         PrincipalCommand::Disable { name } => {
             store.disable_principal(&make(name.clone()))?;
-            println!("disabled {} {name}: its credentials stop working within seconds", kind.as_str());
+            println!(
+                "disabled {} {name}: its credentials stop working within seconds",
+                kind.as_str()
+            );
         }
     }
     Ok(())
@@ -262,19 +279,46 @@ fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalComma
 
 fn credential_command(store: &Store, command: CredentialCommand) -> Result<(), CliError> {
     match command {
-        CredentialCommand::Issue { owner, name, expires_in } => {
-            let expires = Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
+        CredentialCommand::Issue {
+            owner,
+            name,
+            expires_in,
+        } => {
+            let expires =
+                Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
             let (cred, token) = store.issue_credential(&owner.principal(), &name, Some(expires))?;
-            eprintln!("credential {} for {} expires {}; the token is shown only now:", cred.id, cred.principal, when(&expires));
+            eprintln!(
+                "credential {} for {} expires {}; the token is shown only now:",
+                cred.id,
+                cred.principal,
+                when(&expires)
+            );
             println!("{token}");
         }
         CredentialCommand::List => {
-            println!("{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} STATE", "ID", "OWNER", "NAME", "PREFIX", "EXPIRES", "LAST USED");
+            println!(
+                "{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} STATE",
+                "ID", "OWNER", "NAME", "PREFIX", "EXPIRES", "LAST USED"
+            );
             for c in store.list_credentials(None)? {
-                let state = if c.revoked_at.is_some() { "revoked" } else if c.expires_at.is_some_and(|e| e <= Utc::now()) { "expired" } else { "active" };
+                let state = if c.revoked_at.is_some() {
+                    "revoked"
+                } else if c.expires_at.is_some_and(|e| e <= Utc::now()) {
+                    "expired"
+                } else {
+                    "active"
+                };
                 let expires = c.expires_at.as_ref().map_or("never".into(), when);
                 let used = c.last_used_at.as_ref().map_or("never".into(), when);
-                println!("{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} {state}", c.id, c.principal.to_string(), c.name, c.display_prefix, expires, used);
+                println!(
+                    "{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} {state}",
+                    c.id,
+                    c.principal.to_string(),
+                    c.name,
+                    c.display_prefix,
+                    expires,
+                    used
+                );
             }
         }
         CredentialCommand::Revoke { id } => {
@@ -287,19 +331,57 @@ fn credential_command(store: &Store, command: CredentialCommand) -> Result<(), C
 
 fn grant_command(config: &Config, store: &Store, command: GrantCommand) -> Result<(), CliError> {
     match command {
-        GrantCommand::Add { owner, cluster, role, namespace, duration, by } => {
+        GrantCommand::Add {
+            owner,
+            cluster,
+            role,
+            namespace,
+            duration,
+            by,
+        } => {
             let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, &by)?;
             store.add_grant(&grant)?;
-            let scope = grant.namespace.as_deref().map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
-            println!("grant {}: {} is {} on {} in {} until {}", grant.id, grant.subject, grant.role, grant.cluster, scope, when(&grant.expires_at));
+            let scope = grant
+                .namespace
+                .as_deref()
+                .map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
+            println!(
+                "grant {}: {} is {} on {} in {} until {}",
+                grant.id,
+                grant.subject,
+                grant.role,
+                grant.cluster,
+                scope,
+                when(&grant.expires_at)
+            );
             // Bound before returning, or said to be pending.
-            println!("{}", crate::reconcile::cli::pass_from_cli(config, store, &grant.cluster));
+            println!(
+                "{}",
+                crate::reconcile::cli::pass_from_cli(config, store, &grant.cluster)
+            );
         }
         GrantCommand::List => {
-            println!("{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE", "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES");
+            println!(
+                "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE",
+                "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES"
+            );
             for g in store.list_grants()? {
-                let state = if g.revoked_at.is_some() { "revoked" } else if g.in_effect(Utc::now()) { "active" } else { "expired" };
-                println!("{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} {state}", g.id, g.subject.to_string(), g.cluster, g.namespace.as_deref().unwrap_or("*"), g.role, when(&g.expires_at));
+                let state = if g.revoked_at.is_some() {
+                    "revoked"
+                } else if g.in_effect(Utc::now()) {
+                    "active"
+                } else {
+                    "expired"
+                };
+                println!(
+                    "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} {state}",
+                    g.id,
+                    g.subject.to_string(),
+                    g.cluster,
+                    g.namespace.as_deref().unwrap_or("*"),
+                    g.role,
+                    when(&g.expires_at)
+                );
             }
         }
         GrantCommand::Revoke { id } => {
@@ -314,18 +396,41 @@ fn grant_command(config: &Config, store: &Store, command: GrantCommand) -> Resul
 
 fn agent_command(store: &Store, command: AgentCommand) -> Result<(), CliError> {
     match command {
-        AgentCommand::Add { name, owner, grants, writes_need_approval, expires_in } => {
+        AgentCommand::Add {
+            name,
+            owner,
+            grants,
+            writes_need_approval,
+            expires_in,
+        } => {
             let agent = store.add_agent(&owner.principal(), &name, &grants, writes_need_approval)?;
-            let expires = Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
+            let expires =
+                Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
             let (_, token) = store.issue_agent_credential(&agent, Some(expires))?;
-            eprintln!("agent {} ({name}) acts for {}; its token is shown only now:", agent.id, agent.principal);
+            eprintln!(
+                "agent {} ({name}) acts for {}; its token is shown only now:",
+                agent.id, agent.principal
+            );
             println!("{token}");
         }
         AgentCommand::List => {
-            println!("{:<38} {:<16} {:<20} {:<15} {:<9} GRANTS", "ID", "NAME", "ACTS FOR", "WRITES-HELD", "DISABLED");
+            println!(
+                "{:<38} {:<16} {:<20} {:<15} {:<9} GRANTS",
+                "ID", "NAME", "ACTS FOR", "WRITES-HELD", "DISABLED"
+            );
             for a in store.list_agents()? {
-                let grants = a.grant_ids.as_ref().map_or("all of the bot's".to_string(), |ids| ids.join(","));
-                println!("{:<38} {:<16} {:<20} {:<15} {:<9} {grants}", a.id, a.name, a.principal.to_string(), a.writes_need_approval, a.disabled);
+                let grants = a
+                    .grant_ids
+                    .as_ref()
+                    .map_or("all of the bot's".to_string(), |ids| ids.join(","));
+                println!(
+                    "{:<38} {:<16} {:<20} {:<15} {:<9} {grants}",
+                    a.id,
+                    a.name,
+                    a.principal.to_string(),
+                    a.writes_need_approval,
+                    a.disabled
+                );
             }
         }
         AgentCommand::Disable { id } => {
@@ -355,8 +460,13 @@ pub fn new_grant(
     if !config.clusters.iter().any(|c| c.name == cluster) {
         return Err(CliError::Message(format!("unknown cluster {cluster:?}")));
     }
-    if let Some(ns) = namespace.as_deref().filter(|ns| config.protected_namespaces.iter().any(|p| p == ns)) {
-        return Err(CliError::Message(format!("namespace {ns:?} is protected: no grant applies there")));
+    if let Some(ns) = namespace
+        .as_deref()
+        .filter(|ns| config.protected_namespaces.iter().any(|p| p == ns))
+    {
+        return Err(CliError::Message(format!(
+            "namespace {ns:?} is protected: no grant applies there"
+        )));
     }
     if let Some(max) = found.max_duration.filter(|max| duration > *max) {
         return Err(CliError::Message(format!(

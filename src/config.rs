@@ -69,7 +69,9 @@ pub struct ReconcileConfig {
 
 impl Default for ReconcileConfig {
     fn default() -> Self {
-        ReconcileConfig { resync: Duration::from_secs(20) }
+        ReconcileConfig {
+            resync: Duration::from_secs(20),
+        }
     }
 }
 
@@ -84,7 +86,9 @@ pub struct AccessConfig {
 
 impl Default for AccessConfig {
     fn default() -> Self {
-        AccessConfig { request_ttl: Duration::from_secs(3600) }
+        AccessConfig {
+            request_ttl: Duration::from_secs(3600),
+        }
     }
 }
 
@@ -105,7 +109,12 @@ pub struct McpConfig {
 
 impl Default for McpConfig {
     fn default() -> Self {
-        McpConfig { requests_per_minute: 240, burst: 60, scale_min_replicas: 0, scale_max_replicas: 50 }
+        McpConfig {
+            requests_per_minute: 240,
+            burst: 60,
+            scale_min_replicas: 0,
+            scale_max_replicas: 50,
+        }
     }
 }
 
@@ -216,18 +225,25 @@ pub enum ConfigError {
 impl Config {
     /// Read `path` and apply `PORTCULLIS_*` overrides from `env`.
     pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
         Self::from_sources(&text, env).map_err(|e| match e {
-            ConfigError::Syntax { message, .. } => ConfigError::Syntax { path: path.into(), message },
+            ConfigError::Syntax { message, .. } => ConfigError::Syntax {
+                path: path.into(),
+                message,
+            },
             other => other,
         })
     }
 
     /// Parse TOML `text` and apply overrides.
     pub fn from_sources(text: &str, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
-        let mut tree: toml::Value = toml::from_str(text)
-            .map_err(|e| ConfigError::Syntax { path: PathBuf::new(), message: e.to_string() })?;
+        let mut tree: toml::Value = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: PathBuf::new(),
+            message: e.to_string(),
+        })?;
         for (key, value) in env {
             match key.strip_prefix("PORTCULLIS_") {
                 // The command line's own variables, not configuration fields.
@@ -244,7 +260,10 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let field = |field: &str, message: String| ConfigError::Field { field: field.into(), message };
+        let field = |field: &str, message: String| ConfigError::Field {
+            field: field.into(),
+            message,
+        };
         self.listen
             .parse::<std::net::SocketAddr>()
             .map_err(|e| field("listen", format!("{e} (want host:port)")))?;
@@ -252,14 +271,23 @@ impl Config {
             if !crate::gateway::router::valid_cluster_name(&cluster.name) {
                 return Err(field(
                     &format!("clusters[{i}].name"),
-                    format!("{:?} is not a valid cluster name (lower-case letters, digits and '-')", cluster.name),
+                    format!(
+                        "{:?} is not a valid cluster name (lower-case letters, digits and '-')",
+                        cluster.name
+                    ),
                 ));
             }
             if !cluster.server.starts_with("https://") {
-                return Err(field(&format!("clusters[{i}].server"), "must be an https:// URL".into()));
+                return Err(field(
+                    &format!("clusters[{i}].server"),
+                    "must be an https:// URL".into(),
+                ));
             }
             if self.clusters[..i].iter().any(|c| c.name == cluster.name) {
-                return Err(field(&format!("clusters[{i}].name"), format!("{:?} appears twice", cluster.name)));
+                return Err(field(
+                    &format!("clusters[{i}].name"),
+                    format!("{:?} appears twice", cluster.name),
+                ));
             }
         }
         Ok(())
@@ -282,7 +310,9 @@ fn overlay(tree: &mut toml::Value, path: &str, value: &str) -> Result<(), Config
                     table.insert(key.clone(), parsed);
                     return Ok(());
                 }
-                table.entry(key.clone()).or_insert_with(|| toml::Value::Table(Default::default()))
+                table
+                    .entry(key.clone())
+                    .or_insert_with(|| toml::Value::Table(Default::default()))
             }
             toml::Value::Array(items) => {
                 let index: usize = key.parse().map_err(|_| ConfigError::Field {
@@ -386,7 +416,21 @@ token_file = "token"
         let text = format!("{BASE}\n[audit]\nexport = \"stdout\"\nretention = \"7d\"\nrotate_bytes = 1024\n");
         let config = Config::from_sources(&text, env(&[])).unwrap();
         assert_eq!(config.audit.export.as_deref(), Some("stdout"));
-        assert_eq!((config.audit.retention, config.audit.rotate_bytes), (Duration::from_secs(7 * 86400), 1024));
+        assert_eq!(
+            (config.audit.retention, config.audit.rotate_bytes),
+            (Duration::from_secs(7 * 86400), 1024)
+        );
+    }
+
+    #[test]
+    fn the_reconcile_and_access_sections_have_defaults_and_can_be_set() {
+        let config = Config::from_sources(BASE, env(&[])).unwrap();
+        assert_eq!(config.reconcile.resync, Duration::from_secs(20));
+        assert_eq!(config.access.request_ttl, Duration::from_secs(3600));
+        let text = format!("{BASE}\n[reconcile]\nresync = \"5s\"\n[access]\nrequest_ttl = \"10m\"\n");
+        let config = Config::from_sources(&text, env(&[("PORTCULLIS_RECONCILE__RESYNC", "7s")])).unwrap();
+        assert_eq!(config.reconcile.resync, Duration::from_secs(7), "the environment wins");
+        assert_eq!(config.access.request_ttl, Duration::from_secs(600));
     }
 
     #[test]

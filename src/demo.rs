@@ -1,6 +1,7 @@
 //! `portcullis demo`: the simulated cluster with portcullis in front of it,
-//! a person and a bot with their own credentials and grants, and the files
-//! to use them, in one directory.
+//! a person and a bot with their own credentials and grants, an AI agent
+//! acting for the person (MCP at `/mcp`), and the files to use them, in one
+//! directory.
 //!
 //! The reconciler writes the roles' ClusterRoles and the grants' bindings
 //! into the simulated cluster, as it would into a real one; the demo waits
@@ -24,7 +25,9 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     std::fs::create_dir_all(dir).map_err(|e| io("cannot create the demo directory", e))?;
     let dir = dir.canonicalize().map_err(|e| io("demo directory", e))?;
 
-    let sim = Sim::start(SimConfig::new()).await.map_err(|e| io("cannot start the simulated cluster", e))?;
+    let sim = Sim::start(SimConfig::new())
+        .await
+        .map_err(|e| io("cannot start the simulated cluster", e))?;
     write(&dir.join("cluster-ca.pem"), sim.ca_pem())?;
     write(&dir.join("cluster-token"), sim.portcullis_token())?;
     let tls = crate::tls::generate(&["localhost"]).map_err(|e| CliError::Message(format!("TLS: {e}")))?;
@@ -35,7 +38,10 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     let mut config = Config {
         listen: listen.to_string(),
         public_url: format!("https://{listen}"),
-        tls: TlsConfig { cert_file: dir.join("portcullis.crt"), key_file: dir.join("portcullis.key") },
+        tls: TlsConfig {
+            cert_file: dir.join("portcullis.crt"),
+            key_file: dir.join("portcullis.key"),
+        },
         data_dir: dir.join("data"),
         trusted_proxies: Vec::new(),
         protected_namespaces: vec!["kube-system".into()],
@@ -53,7 +59,9 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
         access: Default::default(),
     };
     let store = open_store(&config)?;
-    let app = App::build(&config, store.clone()).await.map_err(|e| CliError::Message(e.to_string()))?;
+    let app = App::build(&config, store.clone())
+        .await
+        .map_err(|e| CliError::Message(e.to_string()))?;
     // With port 0 the address is known only now: write what is really served.
     config.listen = app.local_addr().to_string();
     config.public_url = format!("https://{}", app.local_addr());
@@ -63,22 +71,61 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     let week = Duration::from_secs(7 * 24 * 3600);
     let ana = Principal::person("ana");
     store.add_principal(&ana, false)?;
-    let ana_grant = new_grant(&config, ana.clone(), CLUSTER, "admin", Some("shop".into()), week, "demo")?;
+    let ana_grant = new_grant(
+        &config,
+        ana.clone(),
+        CLUSTER,
+        "admin",
+        Some("shop".into()),
+        week,
+        "demo",
+    )?;
     store.add_grant(&ana_grant)?;
     let (_, ana_token) = store.issue_credential(&ana, "demo", None)?;
     let bot = Principal::bot("deployer");
     store.add_principal(&bot, false)?;
-    let bot_grant = new_grant(&config, bot.clone(), CLUSTER, "developer", Some("payments".into()), week, "demo")?;
+    let bot_grant = new_grant(
+        &config,
+        bot.clone(),
+        CLUSTER,
+        "developer",
+        Some("payments".into()),
+        week,
+        "demo",
+    )?;
     store.add_grant(&bot_grant)?;
     let (_, bot_token) = store.issue_credential(&bot, "demo", None)?;
-    let pass = app.reconciler().pass_now(CLUSTER).await.map_err(|e| CliError::Message(e.to_string()))?;
+    // An agent delegated by ana with her grant: it sees the Secrets of shop
+    // redacted, through MCP and on the raw path alike, where ana sees values.
+    let agent = store.add_agent(&ana, "assistant", std::slice::from_ref(&ana_grant.id), false)?;
+    let (_, agent_token) = store.issue_agent_credential(&agent, None)?;
+    let pass = app
+        .reconciler()
+        .pass_now(CLUSTER)
+        .await
+        .map_err(|e| CliError::Message(e.to_string()))?;
     if !pass.outcome.ok() {
-        return Err(CliError::Message(format!("the simulated cluster's RBAC: {}", pass.outcome.errors.join("; "))));
+        return Err(CliError::Message(format!(
+            "the simulated cluster's RBAC: {}",
+            pass.outcome.errors.join("; ")
+        )));
     }
 
-    write(&dir.join("person.kubeconfig"), &kubeconfig(&url, &tls.ca_pem, "ana", &ana_token, "shop"))?;
-    write(&dir.join("bot.kubeconfig"), &kubeconfig(&url, &tls.ca_pem, "deployer", &bot_token, "payments"))?;
+    write(
+        &dir.join("person.kubeconfig"),
+        &kubeconfig(&url, &tls.ca_pem, "ana", &ana_token, "shop"),
+    )?;
+    write(
+        &dir.join("bot.kubeconfig"),
+        &kubeconfig(&url, &tls.ca_pem, "deployer", &bot_token, "payments"),
+    )?;
     write(&dir.join("admin.kubeconfig"), &sim.kubeconfig(sim.admin_token()))?;
+    write(
+        &dir.join("agent.kubeconfig"),
+        &kubeconfig(&url, &tls.ca_pem, "assistant", &agent_token, "shop"),
+    )?;
+    write(&dir.join("agent.token"), &format!("{agent_token}\n"))?;
+    write(&dir.join("mcp.json"), &mcp_json(&config.public_url, &agent_token))?;
     print_usage(&dir, &url);
 
     app.run(async {
@@ -100,6 +147,21 @@ pub fn kubeconfig(url: &str, ca_pem: &str, user: &str, token: &str, namespace: &
     )
 }
 
+/// An MCP client configuration (the `mcpServers` shape most clients read):
+/// portcullis's `/mcp` with the agent's bearer token.
+pub fn mcp_json(public_url: &str, token: &str) -> String {
+    let config = serde_json::json!({
+        "mcpServers": {
+            "portcullis": {
+                "type": "http",
+                "url": format!("{}/mcp", public_url.trim_end_matches('/')),
+                "headers": {"Authorization": format!("Bearer {token}")},
+            }
+        }
+    });
+    serde_json::to_string_pretty(&config).unwrap_or_default() + "\n"
+}
+
 fn write(path: &PathBuf, contents: &str) -> Result<(), CliError> {
     std::fs::write(path, contents).map_err(|e| CliError::Message(format!("cannot write {}: {e}", path.display())))?;
     #[cfg(unix)]
@@ -112,6 +174,7 @@ fn write(path: &PathBuf, contents: &str) -> Result<(), CliError> {
 
 fn print_usage(dir: &Path, url: &str) {
     let d = dir.display();
+    let url_base = url.split("/clusters/").next().unwrap_or(url);
     println!(
         "portcullis demo is running: {url} in front of a simulated cluster.
 
@@ -122,6 +185,10 @@ fn print_usage(dir: &Path, url: &str) {
   bot deployer (developer in namespace payments):
     kubectl --kubeconfig {d}/bot.kubeconfig get deployments
     kubectl --kubeconfig {d}/bot.kubeconfig get pods -n shop      # the cluster's own 403
+  agent assistant, acting for ana with her grant (Secret values hidden):
+    MCP: {url_base}/mcp with the header in {d}/mcp.json (token in {d}/agent.token;
+         trust {d}/portcullis-ca.pem, e.g. SSL_CERT_FILE or NODE_EXTRA_CA_CERTS)
+    kubectl --kubeconfig {d}/agent.kubeconfig get secret db-credentials -o yaml
   straight to the simulated cluster, for comparison:
     kubectl --kubeconfig {d}/admin.kubeconfig get pods -A
   administration, against the running demo:

@@ -34,8 +34,10 @@
 //! `config` (typed configuration), `app` (listener, TLS, serve), `status`
 //! (Kubernetes Status), `gateway` (the request path), `audit` (rows, writer,
 //! hash chain, queries, export, retention), `identity` (people, bots,
-//! credentials, grants, roles), `store` (SQLite), `cli` and `demo` (the
-//! command line), `sim` (the simulated kube-apiserver).
+//! credentials, grants, roles), `reconcile` (each cluster's RBAC objects
+//! kept in step with the roles and grants), `access` (access requests),
+//! `store` (SQLite), `cli` and `demo` (the command line), `sim` (the
+//! simulated kube-apiserver).
 
 pub mod access;
 pub mod app;

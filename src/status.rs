@@ -119,14 +119,12 @@ impl Status {
     /// 404 NotFound for a named object: `configmaps "x" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
         let qualified = qualified_resource(resource, group);
-        Self::failure(404, "NotFound", format!("{qualified} \"{name}\" not found")).with_details(
-            StatusDetails {
-                name: name.into(),
-                group: group.into(),
-                kind: resource.into(),
-                ..Default::default()
-            },
-        )
+        Self::failure(404, "NotFound", format!("{qualified} \"{name}\" not found")).with_details(StatusDetails {
+            name: name.into(),
+            group: group.into(),
+            kind: resource.into(),
+            ..Default::default()
+        })
     }
 
     /// 404 NotFound for a path that serves nothing.
@@ -138,17 +136,14 @@ impl Status {
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         let qualified = qualified_resource(resource, group);
-        Self::failure(
-            409,
-            "AlreadyExists",
-            format!("{qualified} \"{name}\" already exists"),
+        Self::failure(409, "AlreadyExists", format!("{qualified} \"{name}\" already exists")).with_details(
+            StatusDetails {
+                name: name.into(),
+                group: group.into(),
+                kind: resource.into(),
+                ..Default::default()
+            },
         )
-        .with_details(StatusDetails {
-            name: name.into(),
-            group: group.into(),
-            kind: resource.into(),
-            ..Default::default()
-        })
     }
 
     /// 409 Conflict: the stale-resourceVersion wording.
@@ -207,14 +202,8 @@ impl Status {
         let mut response = Response::new(B::from(self.to_bytes()));
         *response.status_mut() = code;
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache, private"),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
         if let Some(seconds) = retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }

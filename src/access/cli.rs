@@ -74,12 +74,21 @@ pub struct RequesterArgs {
 impl RequesterArgs {
     fn requester(&self, store: &Store) -> Result<Requester, CliError> {
         match (&self.person, &self.bot, &self.agent) {
-            (Some(login), _, _) => Ok(Requester { principal: Principal::person(login), agent_id: None }),
-            (None, Some(bot), _) => Ok(Requester { principal: Principal::bot(bot), agent_id: None }),
+            (Some(login), _, _) => Ok(Requester {
+                principal: Principal::person(login),
+                agent_id: None,
+            }),
+            (None, Some(bot), _) => Ok(Requester {
+                principal: Principal::bot(bot),
+                agent_id: None,
+            }),
             (None, None, Some(id)) => {
                 let agent = store.list_agents()?.into_iter().find(|a| &a.id == id);
                 let agent = agent.ok_or_else(|| CliError::Message(format!("agent {id} does not exist")))?;
-                Ok(Requester { principal: agent.principal, agent_id: Some(agent.id) })
+                Ok(Requester {
+                    principal: agent.principal,
+                    agent_id: Some(agent.id),
+                })
             }
             (None, None, None) => Err(CliError::Message("say who asks: --person, --bot or --agent".into())),
         }
@@ -90,22 +99,58 @@ impl RequesterArgs {
 pub fn run(config: &Config, store: &Store, command: AccessCommand, out: &mut dyn Write) -> Result<(), CliError> {
     let io = |e: std::io::Error| CliError::Message(e.to_string());
     match command {
-        AccessCommand::Request { requester, cluster, role, namespace, duration, reason } => {
+        AccessCommand::Request {
+            requester,
+            cluster,
+            role,
+            namespace,
+            duration,
+            reason,
+        } => {
             let requester = requester.requester(store)?;
-            let ask = AccessAsk { cluster, role, namespace, duration: *duration, reason };
+            let ask = AccessAsk {
+                cluster,
+                role,
+                namespace,
+                duration: *duration,
+                reason,
+            };
             let request = super::request_access(store, config, &requester, &ask).map_err(message)?;
-            writeln!(out, "access request {} is pending until {}", request.id, when(&request.expires_at)).map_err(io)?;
+            writeln!(
+                out,
+                "access request {} is pending until {}",
+                request.id,
+                when(&request.expires_at)
+            )
+            .map_err(io)?;
         }
         AccessCommand::List => {
-            writeln!(out, "{:<38} {:<20} {:<10} {:<12} {:<16} {:<14} {:<9} {:<12} REASON", "ID", "REQUESTER", "STATE", "CLUSTER", "NAMESPACE", "ROLE", "DURATION", "DECIDED BY").map_err(io)?;
+            writeln!(
+                out,
+                "{:<38} {:<20} {:<10} {:<12} {:<16} {:<14} {:<9} {:<12} REASON",
+                "ID", "REQUESTER", "STATE", "CLUSTER", "NAMESPACE", "ROLE", "DURATION", "DECIDED BY"
+            )
+            .map_err(io)?;
             for r in super::list(store).map_err(message)? {
                 writeln!(out, "{}", line(&r)).map_err(io)?;
             }
         }
         AccessCommand::Approve { id, by } => {
             let (request, grant) = super::approve(store, config, &id, &by).map_err(message)?;
-            writeln!(out, "approved access request {}: grant {} until {}", request.id, grant.id, when(&grant.expires_at)).map_err(io)?;
-            writeln!(out, "{}", crate::reconcile::cli::pass_from_cli(config, store, &grant.cluster)).map_err(io)?;
+            writeln!(
+                out,
+                "approved access request {}: grant {} until {}",
+                request.id,
+                grant.id,
+                when(&grant.expires_at)
+            )
+            .map_err(io)?;
+            writeln!(
+                out,
+                "{}",
+                crate::reconcile::cli::pass_from_cli(config, store, &grant.cluster)
+            )
+            .map_err(io)?;
         }
         AccessCommand::Deny { id, by, reason } => {
             let request = super::deny(store, &id, &by, reason.as_deref()).map_err(message)?;

@@ -49,21 +49,39 @@ pub fn authority(
             && g.subject == *decider
             && (g.namespace.is_none() || g.namespace == request.namespace)
     };
-    if grants.iter().any(|g| covers(g) && ADMIN_ROLES.contains(&g.role.as_str())) {
+    if grants
+        .iter()
+        .any(|g| covers(g) && ADMIN_ROLES.contains(&g.role.as_str()))
+    {
         return Ok(Authority::Admin);
     }
     let owner = agent.filter(|a| a.grant_ids.is_some() && a.principal == *decider);
     if owner.is_some() {
-        let until = grants.iter().filter(|g| covers(g) && g.role == request.role).map(|g| g.expires_at).max();
+        let until = grants
+            .iter()
+            .filter(|g| covers(g) && g.role == request.role)
+            .map(|g| g.expires_at)
+            .max();
         return until.map(|until| Authority::AgentOwner { until }).ok_or_else(|| {
-            format!("{decider} may approve their agent's request only up to their own roles, and does not hold {} {}", request.role, scope(request))
+            format!(
+                "{decider} may approve their agent's request only up to their own roles, and does not hold {} {}",
+                request.role,
+                scope(request)
+            )
         });
     }
-    Err(format!("{decider} is not admin {} on cluster {}", scope(request), request.cluster))
+    Err(format!(
+        "{decider} is not admin {} on cluster {}",
+        scope(request),
+        request.cluster
+    ))
 }
 
 fn scope(request: &AccessRequest) -> String {
-    request.namespace.as_deref().map_or("of the whole cluster".into(), |ns| format!("in namespace {ns}"))
+    request
+        .namespace
+        .as_deref()
+        .map_or("of the whole cluster".into(), |ns| format!("in namespace {ns}"))
 }
 
 #[cfg(test)]
@@ -122,12 +140,21 @@ mod tests {
         let now = Utc::now();
         let ask = request(Principal::person("bo"), None, Some("shop"), "developer");
         let ana = Principal::person("ana");
-        assert_eq!(authority(&ask, &ana, &[grant("ana", Some("shop"), "admin", 1)], None, now), Ok(Authority::Admin));
-        assert_eq!(authority(&ask, &ana, &[grant("ana", None, "cluster-admin", 1)], None, now), Ok(Authority::Admin));
+        assert_eq!(
+            authority(&ask, &ana, &[grant("ana", Some("shop"), "admin", 1)], None, now),
+            Ok(Authority::Admin)
+        );
+        assert_eq!(
+            authority(&ask, &ana, &[grant("ana", None, "cluster-admin", 1)], None, now),
+            Ok(Authority::Admin)
+        );
         let err = authority(&ask, &ana, &[grant("ana", Some("payments"), "admin", 1)], None, now).unwrap_err();
         assert!(err.contains("not admin in namespace shop"), "{err}");
         assert!(authority(&ask, &ana, &[grant("ana", Some("shop"), "developer", 1)], None, now).is_err());
-        assert!(authority(&ask, &ana, &[grant("ana", Some("shop"), "admin", -1)], None, now).is_err(), "expired");
+        assert!(
+            authority(&ask, &ana, &[grant("ana", Some("shop"), "admin", -1)], None, now).is_err(),
+            "expired"
+        );
         let whole = request(Principal::person("bo"), None, None, "viewer");
         assert!(authority(&whole, &ana, &[grant("ana", Some("shop"), "admin", 1)], None, now).is_err());
     }
@@ -138,7 +165,10 @@ mod tests {
         let ask = request(ana.clone(), None, Some("shop"), "viewer");
         let err = authority(&ask, &ana, &[grant("ana", None, "cluster-admin", 1)], None, Utc::now()).unwrap_err();
         assert!(err.contains("cannot decide"), "{err}");
-        assert!(authority(&ask, &Principal::bot("ci"), &[], None, Utc::now()).is_err(), "bots never decide");
+        assert!(
+            authority(&ask, &Principal::bot("ci"), &[], None, Utc::now()).is_err(),
+            "bots never decide"
+        );
     }
 
     #[test]

@@ -46,9 +46,14 @@ impl AccessState {
 
     /// Parse the stored form.
     pub fn parse(s: &str) -> Option<Self> {
-        [AccessState::Pending, AccessState::Approved, AccessState::Denied, AccessState::Expired]
-            .into_iter()
-            .find(|state| state.as_str() == s)
+        [
+            AccessState::Pending,
+            AccessState::Approved,
+            AccessState::Denied,
+            AccessState::Expired,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == s)
     }
 }
 
@@ -98,7 +103,10 @@ pub struct Requester {
 
 impl From<&Identity> for Requester {
     fn from(identity: &Identity) -> Self {
-        Requester { principal: identity.principal.clone(), agent_id: identity.agent.as_ref().map(|a| a.id.clone()) }
+        Requester {
+            principal: identity.principal.clone(),
+            agent_id: identity.agent.as_ref().map(|a| a.id.clone()),
+        }
     }
 }
 
@@ -165,11 +173,22 @@ pub fn request_access(
     if let Some(id) = &requester.agent_id {
         let agent = agent(store, id)?;
         if agent.disabled || agent.principal != requester.principal {
-            return Err(AccessError::Invalid(format!("agent {id} is disabled or not {}'s", requester.principal)));
+            return Err(AccessError::Invalid(format!(
+                "agent {id} is disabled or not {}'s",
+                requester.principal
+            )));
         }
     }
-    crate::cli::new_grant(config, requester.principal.clone(), &ask.cluster, &ask.role, ask.namespace.clone(), ask.duration, "-")
-        .map_err(|e| AccessError::Invalid(e.to_string()))?;
+    crate::cli::new_grant(
+        config,
+        requester.principal.clone(),
+        &ask.cluster,
+        &ask.role,
+        ask.namespace.clone(),
+        ask.duration,
+        "-",
+    )
+    .map_err(|e| AccessError::Invalid(e.to_string()))?;
     let now = Utc::now();
     let request = AccessRequest {
         id: uuid::Uuid::now_v7().to_string(),
@@ -216,7 +235,9 @@ pub fn approve(store: &Store, config: &Config, id: &str, by: &str) -> Result<(Ac
         None => None,
     };
     store.approve_access_request(&request.id, &grant, delegated, by, Utc::now())?;
-    let approved = store.access_request(id)?.ok_or_else(|| AccessError::NotFound(id.into()))?;
+    let approved = store
+        .access_request(id)?
+        .ok_or_else(|| AccessError::NotFound(id.into()))?;
     record::step(store, record::Step::Approve, &decider, &approved, "")?;
     Ok((approved, grant))
 }
@@ -225,9 +246,14 @@ pub fn approve(store: &Store, config: &Config, id: &str, by: &str) -> Result<(Ac
 pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<AccessRequest, AccessError> {
     let (request, decider, _) = authorize(store, id, by, record::Step::Deny)?;
     if !store.close_access_request(&request.id, AccessState::Denied, Some(by), reason, Utc::now())? {
-        return Err(AccessError::NotPending { id: id.into(), state: "decided" });
+        return Err(AccessError::NotPending {
+            id: id.into(),
+            state: "decided",
+        });
     }
-    let denied = store.access_request(id)?.ok_or_else(|| AccessError::NotFound(id.into()))?;
+    let denied = store
+        .access_request(id)?
+        .ok_or_else(|| AccessError::NotFound(id.into()))?;
     record::step(store, record::Step::Deny, &decider, &denied, "")?;
     Ok(denied)
 }
@@ -242,7 +268,11 @@ pub fn expire_pending(store: &Store) -> Result<Vec<AccessRequest>, AccessError> 
             && request.expires_at <= now
             && store.close_access_request(&request.id, AccessState::Expired, None, None, now)?
         {
-            let closed = AccessRequest { state: AccessState::Expired, decided_at: Some(now), ..request };
+            let closed = AccessRequest {
+                state: AccessState::Expired,
+                decided_at: Some(now),
+                ..request
+            };
             record::step(store, record::Step::Expire, &closed.requester, &closed, "")?;
             expired.push(closed);
         }
@@ -265,9 +295,14 @@ fn authorize(
     step: record::Step,
 ) -> Result<(AccessRequest, Principal, decide::Authority), AccessError> {
     expire_pending(store)?;
-    let request = store.access_request(id)?.ok_or_else(|| AccessError::NotFound(id.into()))?;
+    let request = store
+        .access_request(id)?
+        .ok_or_else(|| AccessError::NotFound(id.into()))?;
     if request.state != AccessState::Pending {
-        return Err(AccessError::NotPending { id: id.into(), state: request.state.as_str() });
+        return Err(AccessError::NotPending {
+            id: id.into(),
+            state: request.state.as_str(),
+        });
     }
     let decider = Principal::person(by);
     let agent = request.agent_id.as_deref().map(|a| agent(store, a)).transpose()?;

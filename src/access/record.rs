@@ -49,7 +49,13 @@ impl Step {
 
 /// Commit the row of `step` by `actor` on `request`; `refused` is set when
 /// the actor was not allowed (the row then has code 403).
-pub fn step(store: &Store, step: Step, actor: &Principal, request: &AccessRequest, refused: &str) -> Result<(), AuditError> {
+pub fn step(
+    store: &Store,
+    step: Step,
+    actor: &Principal,
+    request: &AccessRequest,
+    refused: &str,
+) -> Result<(), AuditError> {
     let mut audit = SqliteAuditStore::open(store.path())?;
     audit.commit(&[], &[row(step, actor, request, refused)])?;
     Ok(())
@@ -61,7 +67,11 @@ fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: &str) ->
     row.cluster = request.cluster.clone();
     row.principal_kind = actor.kind.as_str().into();
     row.login = actor.name.clone();
-    row.session = request.agent_id.clone().filter(|_| matches!(step, Step::Request)).unwrap_or_default();
+    row.session = request
+        .agent_id
+        .clone()
+        .filter(|_| matches!(step, Step::Request))
+        .unwrap_or_default();
     row.path = format!("/access/{}", request.id);
     let mut query = form_urlencoded::Serializer::new(String::new());
     query.append_pair("role", &request.role);
@@ -81,7 +91,11 @@ fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: &str) ->
         (true, Step::Request) => 201,
         (true, _) => 200,
     };
-    row.reason = if refused.is_empty() { String::new() } else { "Forbidden".into() };
+    row.reason = if refused.is_empty() {
+        String::new()
+    } else {
+        "Forbidden".into()
+    };
     row.refused = refused.into();
     // An approval changes who can do what: it is a write.
     row.write = step == Step::Approve && refused.is_empty();

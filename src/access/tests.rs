@@ -33,9 +33,22 @@ fn env() -> Env {
     for login in ["ana", "bo"] {
         store.add_principal(&Principal::person(login), false).unwrap();
     }
-    let admin = crate::cli::new_grant(&config, Principal::person("ana"), "prod", "admin", Some("shop".into()), Duration::from_secs(3600), "t").unwrap();
+    let admin = crate::cli::new_grant(
+        &config,
+        Principal::person("ana"),
+        "prod",
+        "admin",
+        Some("shop".into()),
+        Duration::from_secs(3600),
+        "t",
+    )
+    .unwrap();
     store.add_grant(&admin).unwrap();
-    Env { _dir: dir, store, config }
+    Env {
+        _dir: dir,
+        store,
+        config,
+    }
 }
 
 fn ask(role: &str, namespace: Option<&str>, duration: u64) -> AccessAsk {
@@ -49,12 +62,20 @@ fn ask(role: &str, namespace: Option<&str>, duration: u64) -> AccessAsk {
 }
 
 fn bo() -> Requester {
-    Requester { principal: Principal::person("bo"), agent_id: None }
+    Requester {
+        principal: Principal::person("bo"),
+        agent_id: None,
+    }
 }
 
 fn audit_verbs(store: &Store) -> Vec<(String, String, u16)> {
-    let rows = SqliteAuditStore::open(store.path()).unwrap().query(&Filter::default()).unwrap();
-    rows.into_iter().map(|r| (r.row.verb, r.row.login, r.row.code)).collect()
+    let rows = SqliteAuditStore::open(store.path())
+        .unwrap()
+        .query(&Filter::default())
+        .unwrap();
+    rows.into_iter()
+        .map(|r| (r.row.verb, r.row.login, r.row.code))
+        .collect()
 }
 
 #[test]
@@ -63,26 +84,64 @@ fn an_approved_request_becomes_a_grant_of_the_requester_and_every_step_is_audite
     let request = request_access(&env.store, &env.config, &bo(), &ask("developer", Some("shop"), 7200)).unwrap();
     assert_eq!(request.state, AccessState::Pending);
     let (approved, grant) = approve(&env.store, &env.config, &request.id, "ana").unwrap();
-    assert_eq!((approved.state, approved.decided_by.as_deref()), (AccessState::Approved, Some("ana")));
+    assert_eq!(
+        (approved.state, approved.decided_by.as_deref()),
+        (AccessState::Approved, Some("ana"))
+    );
     assert_eq!(approved.grant_id.as_deref(), Some(grant.id.as_str()));
-    assert_eq!((grant.subject.clone(), grant.role.as_str(), grant.granted_by.as_str()), (Principal::person("bo"), "developer", "ana"));
+    assert_eq!(
+        (grant.subject.clone(), grant.role.as_str(), grant.granted_by.as_str()),
+        (Principal::person("bo"), "developer", "ana")
+    );
     let left = grant.expires_at - Utc::now();
-    assert!(left > chrono::TimeDelta::minutes(119) && left <= chrono::TimeDelta::hours(2), "{left}");
-    assert!(env.store.grants_of(&Principal::person("bo"), "prod").unwrap().iter().any(|g| g.id == grant.id));
-    assert!(matches!(approve(&env.store, &env.config, &request.id, "ana"), Err(AccessError::NotPending { .. })));
+    assert!(
+        left > chrono::TimeDelta::minutes(119) && left <= chrono::TimeDelta::hours(2),
+        "{left}"
+    );
+    assert!(env
+        .store
+        .grants_of(&Principal::person("bo"), "prod")
+        .unwrap()
+        .iter()
+        .any(|g| g.id == grant.id));
+    assert!(matches!(
+        approve(&env.store, &env.config, &request.id, "ana"),
+        Err(AccessError::NotPending { .. })
+    ));
     let verbs = audit_verbs(&env.store);
-    assert_eq!(verbs, [("request".into(), "bo".into(), 201), ("approve".into(), "ana".into(), 200)]);
+    assert_eq!(
+        verbs,
+        [
+            ("request".into(), "bo".into(), 201),
+            ("approve".into(), "ana".into(), 200)
+        ]
+    );
 }
 
 #[test]
 fn the_requester_cannot_approve_its_own_request_and_the_attempt_is_audited() {
     let env = env();
-    let ana = Requester { principal: Principal::person("ana"), agent_id: None };
+    let ana = Requester {
+        principal: Principal::person("ana"),
+        agent_id: None,
+    };
     let request = request_access(&env.store, &env.config, &ana, &ask("viewer", Some("shop"), 600)).unwrap();
     let err = approve(&env.store, &env.config, &request.id, "ana").unwrap_err();
-    assert!(matches!(&err, AccessError::NotAllowed(why) if why.contains("cannot decide")), "{err}");
-    assert!(matches!(approve(&env.store, &env.config, &request.id, "bo"), Err(AccessError::NotAllowed(_))), "bo is no admin");
-    assert_eq!(env.store.access_request(&request.id).unwrap().unwrap().state, AccessState::Pending);
+    assert!(
+        matches!(&err, AccessError::NotAllowed(why) if why.contains("cannot decide")),
+        "{err}"
+    );
+    assert!(
+        matches!(
+            approve(&env.store, &env.config, &request.id, "bo"),
+            Err(AccessError::NotAllowed(_))
+        ),
+        "bo is no admin"
+    );
+    assert_eq!(
+        env.store.access_request(&request.id).unwrap().unwrap().state,
+        AccessState::Pending
+    );
     let verbs = audit_verbs(&env.store);
     assert_eq!(verbs[1], ("approve".into(), "ana".into(), 403));
 }
@@ -90,10 +149,23 @@ fn the_requester_cannot_approve_its_own_request_and_the_attempt_is_audited() {
 #[test]
 fn a_denied_request_makes_no_grant_and_keeps_the_reason() {
     let env = env();
-    let request = request_access(&env.store, &env.config, &bo(), &ask("secrets-reader", Some("shop"), 600)).unwrap();
+    let request = request_access(
+        &env.store,
+        &env.config,
+        &bo(),
+        &ask("secrets-reader", Some("shop"), 600),
+    )
+    .unwrap();
     let denied = deny(&env.store, &request.id, "ana", Some("use the vault")).unwrap();
-    assert_eq!((denied.state, denied.decision_reason.as_deref()), (AccessState::Denied, Some("use the vault")));
-    assert!(env.store.grants_of(&Principal::person("bo"), "prod").unwrap().is_empty());
+    assert_eq!(
+        (denied.state, denied.decision_reason.as_deref()),
+        (AccessState::Denied, Some("use the vault"))
+    );
+    assert!(env
+        .store
+        .grants_of(&Principal::person("bo"), "prod")
+        .unwrap()
+        .is_empty());
     assert_eq!(audit_verbs(&env.store)[1], ("deny".into(), "ana".into(), 200));
 }
 
@@ -113,12 +185,23 @@ fn an_undecided_request_expires_once_and_can_no_longer_be_approved() {
 #[test]
 fn a_request_is_checked_like_a_grant_before_it_is_stored() {
     let env = env();
-    let refused = |a: AccessAsk| request_access(&env.store, &env.config, &bo(), &a).unwrap_err().to_string();
+    let refused = |a: AccessAsk| {
+        request_access(&env.store, &env.config, &bo(), &a)
+            .unwrap_err()
+            .to_string()
+    };
     assert!(refused(ask("cluster-admin", None, 5 * 3600)).contains("at most 4h"));
     assert!(refused(ask("viewer", Some("kube-system"), 60)).contains("protected"));
     assert!(refused(ask("wizard", None, 60)).contains("unknown role"));
-    assert!(refused(AccessAsk { reason: "  ".into(), ..ask("viewer", None, 60) }).contains("reason"));
-    let ghost = Requester { principal: Principal::bot("ghost"), agent_id: None };
+    assert!(refused(AccessAsk {
+        reason: "  ".into(),
+        ..ask("viewer", None, 60)
+    })
+    .contains("reason"));
+    let ghost = Requester {
+        principal: Principal::bot("ghost"),
+        agent_id: None,
+    };
     assert!(request_access(&env.store, &env.config, &ghost, &ask("viewer", None, 60)).is_err());
     assert!(env.store.list_access_requests().unwrap().is_empty());
 }
@@ -127,13 +210,37 @@ fn a_request_is_checked_like_a_grant_before_it_is_stored() {
 fn a_delegated_agents_approved_request_is_given_to_the_agent_and_capped_by_its_persons_grant() {
     let env = env();
     let ana = Principal::person("ana");
-    let hers = crate::cli::new_grant(&env.config, ana.clone(), "prod", "viewer", Some("payments".into()), Duration::from_secs(1800), "t").unwrap();
+    let hers = crate::cli::new_grant(
+        &env.config,
+        ana.clone(),
+        "prod",
+        "viewer",
+        Some("payments".into()),
+        Duration::from_secs(1800),
+        "t",
+    )
+    .unwrap();
     env.store.add_grant(&hers).unwrap();
     let agent = env.store.add_agent(&ana, "helper", &[], false).unwrap();
-    let requester = Requester { principal: ana.clone(), agent_id: Some(agent.id.clone()) };
-    let request = request_access(&env.store, &env.config, &requester, &ask("viewer", Some("payments"), 7200)).unwrap();
+    let requester = Requester {
+        principal: ana.clone(),
+        agent_id: Some(agent.id.clone()),
+    };
+    let request = request_access(
+        &env.store,
+        &env.config,
+        &requester,
+        &ask("viewer", Some("payments"), 7200),
+    )
+    .unwrap();
     let (_, grant) = approve(&env.store, &env.config, &request.id, "ana").unwrap();
     assert_eq!(grant.expires_at, hers.expires_at, "no longer than her own grant");
-    let agent = env.store.list_agents().unwrap().into_iter().find(|a| a.id == agent.id).unwrap();
+    let agent = env
+        .store
+        .list_agents()
+        .unwrap()
+        .into_iter()
+        .find(|a| a.id == agent.id)
+        .unwrap();
     assert_eq!(agent.grant_ids, Some(vec![grant.id]));
 }

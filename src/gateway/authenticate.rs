@@ -101,14 +101,19 @@ pub struct Authenticator {
 
 impl std::fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Authenticator").field("cached", &self.cache.len()).finish()
+        f.debug_struct("Authenticator")
+            .field("cached", &self.cache.len())
+            .finish()
     }
 }
 
 impl Authenticator {
     /// An authenticator over `store`.
     pub fn new(store: Store) -> Self {
-        Authenticator { store, cache: DashMap::new() }
+        Authenticator {
+            store,
+            cache: DashMap::new(),
+        }
     }
 
     /// Authenticate the request's bearer token.
@@ -117,7 +122,10 @@ impl Authenticator {
         let prefix = credential::display_prefix(token);
         credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix.clone() })?;
         let hash = credential::hash(token);
-        let found = self.lookup(hash).await?.ok_or(AuthError::Unknown { prefix: prefix.clone() })?;
+        let found = self
+            .lookup(hash)
+            .await?
+            .ok_or(AuthError::Unknown { prefix: prefix.clone() })?;
         let now = Utc::now();
         let cred = &found.lookup.credential;
         let agent_disabled = found.agent.as_ref().is_some_and(|a| a.disabled);
@@ -128,7 +136,11 @@ impl Authenticator {
             return Err(AuthError::Expired { prefix });
         }
         self.touch(&found.lookup, now);
-        Ok(Identity { principal: cred.principal.clone(), credential_id: cred.id.clone(), agent: found.agent })
+        Ok(Identity {
+            principal: cred.principal.clone(),
+            credential_id: cred.id.clone(),
+            agent: found.agent,
+        })
     }
 
     /// Drop every cached entry of credential `id` (after revoking it here).
@@ -145,19 +157,27 @@ impl Authenticator {
         let store = self.store.clone();
         let key = hash.clone();
         let found = tokio::task::spawn_blocking(move || {
-            let Some(lookup) = store.lookup_credential(&key)? else { return Ok(None) };
+            let Some(lookup) = store.lookup_credential(&key)? else {
+                return Ok(None);
+            };
             let agent = store.agent_of_credential(&lookup.credential.id)?.map(Arc::new);
             Ok::<_, crate::store::StoreError>(Some(Found { lookup, agent }))
         })
         .await
-            .map_err(|_| AuthError::StoreUnavailable)?
-            .map_err(|error| {
-                tracing::error!(%error, "credential lookup failed");
-                AuthError::StoreUnavailable
-            })?;
+        .map_err(|_| AuthError::StoreUnavailable)?
+        .map_err(|error| {
+            tracing::error!(%error, "credential lookup failed");
+            AuthError::StoreUnavailable
+        })?;
         match &found {
             Some(found) => {
-                self.cache.insert(hash, Cached { found: found.clone(), fetched: Instant::now() });
+                self.cache.insert(
+                    hash,
+                    Cached {
+                        found: found.clone(),
+                        fetched: Instant::now(),
+                    },
+                );
             }
             None => {
                 self.cache.remove(&hash);
@@ -192,7 +212,10 @@ impl Authenticator {
 pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
 }
 
 #[cfg(test)]
@@ -217,7 +240,9 @@ mod tests {
     #[tokio::test]
     async fn a_valid_token_authenticates_its_owner() {
         let (_dir, store, auth) = setup();
-        let (cred, token) = store.issue_credential(&Principal::person("ana"), "laptop", None).unwrap();
+        let (cred, token) = store
+            .issue_credential(&Principal::person("ana"), "laptop", None)
+            .unwrap();
         let identity = auth.authenticate(&headers(&token)).await.unwrap();
         assert_eq!(identity.principal, Principal::person("ana"));
         assert_eq!(identity.credential_id, cred.id);
@@ -228,17 +253,29 @@ mod tests {
         let (_dir, store, auth) = setup();
         let ana = Principal::person("ana");
         assert_eq!(auth.authenticate(&HeaderMap::new()).await, Err(AuthError::Missing));
-        assert!(matches!(auth.authenticate(&headers("hello")).await, Err(AuthError::Malformed { .. })));
+        assert!(matches!(
+            auth.authenticate(&headers("hello")).await,
+            Err(AuthError::Malformed { .. })
+        ));
         let unknown = credential::mint().token;
-        assert!(matches!(auth.authenticate(&headers(&unknown)).await, Err(AuthError::Unknown { .. })));
+        assert!(matches!(
+            auth.authenticate(&headers(&unknown)).await,
+            Err(AuthError::Unknown { .. })
+        ));
         let past = Utc::now() - chrono::TimeDelta::minutes(1);
         let (_, expired) = store.issue_credential(&ana, "old", Some(past)).unwrap();
-        assert!(matches!(auth.authenticate(&headers(&expired)).await, Err(AuthError::Expired { .. })));
+        assert!(matches!(
+            auth.authenticate(&headers(&expired)).await,
+            Err(AuthError::Expired { .. })
+        ));
         let (cred, revoked) = store.issue_credential(&ana, "gone", None).unwrap();
         auth.authenticate(&headers(&revoked)).await.unwrap();
         store.revoke_credential(&cred.id).unwrap();
         auth.forget(&cred.id);
-        assert!(matches!(auth.authenticate(&headers(&revoked)).await, Err(AuthError::Revoked { .. })));
+        assert!(matches!(
+            auth.authenticate(&headers(&revoked)).await,
+            Err(AuthError::Revoked { .. })
+        ));
     }
 
     #[tokio::test]

@@ -54,7 +54,11 @@ impl Gateway {
         row.cluster = call.cluster.to_string();
         row.tool = call.tool.to_string();
         row.identify(call.identity);
-        let mut trace = Trace { row, sent: Arc::default(), audited: true };
+        let mut trace = Trace {
+            row,
+            sent: Arc::default(),
+            audited: true,
+        };
         // The same refusals as a path from the listener (dot segments,
         // encoded slashes), though a tool builds its paths itself.
         let routed = super::router::route(&format!("/clusters/{}{}", call.cluster, uri.path())).map(|_| ());
@@ -102,5 +106,9 @@ pub struct Refused(pub Status);
 
 /// A cluster name this portcullis does not serve.
 pub(super) fn unknown_cluster(cluster: &str) -> Status {
-    Status::failure(404, "NotFound", format!("cluster \"{cluster}\" is not served by this portcullis"))
+    Status::failure(
+        404,
+        "NotFound",
+        format!("cluster \"{cluster}\" is not served by this portcullis"),
+    )
 }

@@ -69,7 +69,9 @@ where
 {
     let upgrade = upgrade_protocol(&request)?;
     if upgrade.is_some() && !call.info.is_stream_subresource() {
-        return Err(Status::bad_request("portcullis upgrades only exec, attach and port-forward requests"));
+        return Err(Status::bad_request(
+            "portcullis upgrades only exec, attach and port-forward requests",
+        ));
     }
     let limit = call.limits.request_body_bytes;
     if content_length(request.headers()).is_some_and(|len| len > limit) {
@@ -95,7 +97,9 @@ where
     let mut response = sent.map_err(|e| send_error(call.upstream, &e, limit))?;
     call.metrics
         .upstream_latency
-        .get_or_create(&ClusterLabels { cluster: call.upstream.name.clone() })
+        .get_or_create(&ClusterLabels {
+            cluster: call.upstream.name.clone(),
+        })
         .observe(started.elapsed().as_secs_f64());
 
     if let Some(client_upgrade) = client_upgrade {
@@ -123,13 +127,19 @@ where
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.
 fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, Status> {
-    let Some(value) = request.headers().get(header::UPGRADE) else { return Ok(None) };
+    let Some(value) = request.headers().get(header::UPGRADE) else {
+        return Ok(None);
+    };
     let wanted = value.to_str().unwrap_or("").trim().to_ascii_lowercase();
     UPGRADE_PROTOCOLS
         .iter()
         .find(|p| **p == wanted)
         .map(|p| Some(*p))
-        .ok_or_else(|| Status::bad_request(format!("upgrade protocol {wanted:?} is not allowed: only WebSocket and SPDY/3.1")))
+        .ok_or_else(|| {
+            Status::bad_request(format!(
+                "upgrade protocol {wanted:?} is not allowed: only WebSocket and SPDY/3.1"
+            ))
+        })
 }
 
 /// Long-running in the API server's sense, except that a log that does not
@@ -186,13 +196,19 @@ fn splice(client: hyper::upgrade::OnUpgrade, mut response: Response<Incoming>, o
         open.inc();
         // Counted as read, so that a stream cut by either side still reports
         // its bytes (copy_bidirectional only reports them on success).
-        let (mut client, mut upstream) = (CountedIo::new(TokioIo::new(client)), CountedIo::new(TokioIo::new(upstream)));
+        let (mut client, mut upstream) = (
+            CountedIo::new(TokioIo::new(client)),
+            CountedIo::new(TokioIo::new(upstream)),
+        );
         let result = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
         open.dec();
         if let Err(error) = result {
             tracing::debug!(%error, "upgraded stream ended with an error");
         }
-        let _ = ended.send(StreamStats { up: client.read, down: upstream.read });
+        let _ = ended.send(StreamStats {
+            up: client.read,
+            down: upstream.read,
+        });
     };
     tokio::spawn(relay.in_current_span());
     let (mut parts, _) = response.into_parts();
@@ -206,7 +222,9 @@ fn content_length(headers: &http::HeaderMap) -> Option<u64> {
 }
 
 fn body_too_large(limit: u64) -> Status {
-    Status::too_large(format!("the request body is larger than portcullis's limit of {limit} bytes"))
+    Status::too_large(format!(
+        "the request body is larger than portcullis's limit of {limit} bytes"
+    ))
 }
 
 fn response_too_large(len: u64, limit: u64) -> Status {
@@ -239,7 +257,11 @@ fn send_error(upstream: &Upstream, error: &hyper_util::client::legacy::Error, li
     if error.is_connect() {
         return Status::unavailable(format!("cluster \"{}\" is unreachable", upstream.name));
     }
-    Status::failure(502, "BadGateway", format!("the connection to cluster \"{}\" failed", upstream.name))
+    Status::failure(
+        502,
+        "BadGateway",
+        format!("the connection to cluster \"{}\" failed", upstream.name),
+    )
 }
 
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {

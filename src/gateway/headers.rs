@@ -160,7 +160,12 @@ mod tests {
 
     #[test]
     fn impersonation_headers_are_found_in_any_case() {
-        for name in ["Impersonate-User", "impersonate-uid", "IMPERSONATE-EXTRA-x", "Impersonate-Group"] {
+        for name in [
+            "Impersonate-User",
+            "impersonate-uid",
+            "IMPERSONATE-EXTRA-x",
+            "Impersonate-Group",
+        ] {
             assert!(has_impersonation(&map(&[(name, "x")])).is_some(), "{name}");
         }
         assert!(has_impersonation(&map(&[("accept", "x")])).is_none());
@@ -189,7 +194,11 @@ mod tests {
 
     #[test]
     fn upgrade_headers_survive_only_for_upgrades() {
-        let mut h = map(&[("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Protocol", "v5.channel.k8s.io")]);
+        let mut h = map(&[
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Protocol", "v5.channel.k8s.io"),
+        ]);
         strip_request(&mut h, true);
         assert!(h.contains_key("upgrade") && h.contains_key("connection") && h.contains_key("sec-websocket-protocol"));
         strip_request(&mut h, false);
@@ -203,13 +212,19 @@ mod tests {
         let untrusted_peer: IpAddr = "198.51.100.1".parse().unwrap();
         assert_eq!(client_address(untrusted_peer, &h, &trusted), untrusted_peer);
         let lb: IpAddr = "10.1.2.3".parse().unwrap();
-        assert_eq!(client_address(lb, &h, &trusted), "203.0.113.9".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            client_address(lb, &h, &trusted),
+            "203.0.113.9".parse::<IpAddr>().unwrap()
+        );
         assert_eq!(client_address(lb, &HeaderMap::new(), &trusted), lb);
     }
 
     #[test]
     fn extra_keys_are_encoded_and_values_are_not() {
-        assert_eq!(encode_extra_key("portcullis.dev/credential-id"), "portcullis.dev%2Fcredential-id");
+        assert_eq!(
+            encode_extra_key("portcullis.dev/credential-id"),
+            "portcullis.dev%2Fcredential-id"
+        );
         assert_eq!(encode_extra_key("a%b c"), "a%25b%20c");
         let mut h = HeaderMap::new();
         impersonate(

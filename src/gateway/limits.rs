@@ -8,8 +8,8 @@
 //! sees a broken response rather than a silently short one.
 
 use bytes::Bytes;
-use prometheus_client::metrics::gauge::Gauge;
 use http_body::{Body, Frame, SizeHint};
+use prometheus_client::metrics::gauge::Gauge;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,7 +57,13 @@ impl Drop for OpenStream {
 impl<B> Capped<B> {
     /// Wrap `inner`; `cap` and `deadline` of `None` mean unlimited.
     pub fn new(inner: B, cap: Option<u64>, deadline: Option<Instant>, outcome: Arc<BodyOutcome>) -> Self {
-        Capped { inner, cap, deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))), outcome, _open: None }
+        Capped {
+            inner,
+            cap,
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            outcome,
+            _open: None,
+        }
     }
 
     /// Count this body in `open` for as long as it lives.

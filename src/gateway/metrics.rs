@@ -72,12 +72,28 @@ impl Default for Metrics {
             "Time from forwarding to the cluster's response headers",
             upstream_latency.clone(),
         );
-        registry.register("open_streams", "Watches, log follows and upgraded streams open now", open_streams.clone());
-        registry.register("rejected_credentials", "Credentials refused, by reason", rejected_credentials.clone());
+        registry.register(
+            "open_streams",
+            "Watches, log follows and upgraded streams open now",
+            open_streams.clone(),
+        );
+        registry.register(
+            "rejected_credentials",
+            "Credentials refused, by reason",
+            rejected_credentials.clone(),
+        );
         let (audit_queue_depth, audit_rows, audit_commit_failures) = Default::default();
-        registry.register("audit_queue_depth", "Audit rows waiting for the writer", Gauge::clone(&audit_queue_depth));
+        registry.register(
+            "audit_queue_depth",
+            "Audit rows waiting for the writer",
+            Gauge::clone(&audit_queue_depth),
+        );
         registry.register("audit_rows", "Audit rows committed", Counter::clone(&audit_rows));
-        registry.register("audit_commit_failures", "Audit commits that failed", Counter::clone(&audit_commit_failures));
+        registry.register(
+            "audit_commit_failures",
+            "Audit commits that failed",
+            Counter::clone(&audit_commit_failures),
+        );
         Metrics {
             registry,
             requests,

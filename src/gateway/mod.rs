@@ -125,7 +125,11 @@ impl Gateway {
         Ok(Arc::new_cyclic(|gateway| Gateway {
             clusters,
             authenticator: Authenticator::new(store.clone()),
-            policy: Policy::new(store.clone(), config.protected_namespaces.iter().cloned(), &all_roles(config)),
+            policy: Policy::new(
+                store.clone(),
+                config.protected_namespaces.iter().cloned(),
+                &all_roles(config),
+            ),
             limits: config.limits.clone(),
             tool_limits,
             trusted_proxies: config.trusted_proxies.clone(),
@@ -154,12 +158,21 @@ impl Gateway {
         self.handle_traced(request, peer, audit_id).instrument(span).await
     }
 
-    async fn handle_traced(&self, request: Request<Incoming>, peer: SocketAddr, audit_id: uuid::Uuid) -> Response<Body> {
+    async fn handle_traced(
+        &self,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+        audit_id: uuid::Uuid,
+    ) -> Response<Body> {
         let started = Instant::now();
         let uri = request.uri();
         let mut row = AuditRow::arrived(audit_id, request.method(), uri.path(), uri.query());
         row.client = headers::client_address(peer.ip(), request.headers(), &self.trusted_proxies).to_string();
-        let mut trace = Trace { row, sent: Arc::default(), audited: true };
+        let mut trace = Trace {
+            row,
+            sent: Arc::default(),
+            audited: true,
+        };
         let result = self.route(request, audit_id, &mut trace).await;
         let response = self.respond(&mut trace, result);
         self.finish(trace, response, audit_id, started)
@@ -174,7 +187,9 @@ impl Gateway {
                 let challenge = status.code == 401;
                 let mut response = status.response();
                 if challenge {
-                    response.headers_mut().insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+                    response
+                        .headers_mut()
+                        .insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
                 }
                 response
             }
@@ -182,7 +197,13 @@ impl Gateway {
     }
 
     /// Stamp the audit id, log the request, and arrange for its audit row.
-    fn finish(&self, trace: Trace, mut response: Response<Body>, audit_id: uuid::Uuid, started: Instant) -> Response<Body> {
+    fn finish(
+        &self,
+        trace: Trace,
+        mut response: Response<Body>,
+        audit_id: uuid::Uuid,
+        started: Instant,
+    ) -> Response<Body> {
         if let Ok(value) = HeaderValue::from_str(&audit_id.to_string()) {
             response.headers_mut().insert("audit-id", value);
         }
@@ -214,7 +235,8 @@ impl Gateway {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);
                 let path = path.to_string();
-                self.cluster_request(name.to_string(), &path, request, audit_id, trace).await
+                self.cluster_request(name.to_string(), &path, request, audit_id, trace)
+                    .await
             }
         }
     }
@@ -227,7 +249,10 @@ impl Gateway {
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
-        let upstream = self.clusters.get(&cluster).ok_or_else(|| call::unknown_cluster(&cluster))?;
+        let upstream = self
+            .clusters
+            .get(&cluster)
+            .ok_or_else(|| call::unknown_cluster(&cluster))?;
         // Refused before authenticating: an identity claim is never weighed.
         if let Some(name) = headers::has_impersonation(request.headers()) {
             trace.row.refused = "identity_header".into();
@@ -235,22 +260,44 @@ impl Gateway {
                 "portcullis refuses requests carrying {name}: your credential decides who you are; ask for a grant instead"
             )));
         }
-        let identity = self.authenticator.authenticate(request.headers()).await.map_err(|e| self.unauthorized(e, trace))?;
+        let identity = self
+            .authenticator
+            .authenticate(request.headers())
+            .await
+            .map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);
-        let stages =
-            Stages { upstream, path, identity: &identity, audit_id, limits: &self.limits, reveal_secret: false };
+        let stages = Stages {
+            upstream,
+            path,
+            identity: &identity,
+            audit_id,
+            limits: &self.limits,
+            reveal_secret: false,
+        };
         self.through(stages, request, trace).await
     }
 
     /// The stages after authentication, for a request from the listener or
     /// from an MCP tool ([`call`]): classify, policy, commit a write to the
     /// audit, forward.
-    async fn through<B>(&self, stages: Stages<'_>, request: Request<B>, trace: &mut Trace) -> Result<Response<Body>, Status>
+    async fn through<B>(
+        &self,
+        stages: Stages<'_>,
+        request: Request<B>,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, Status>
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
         B::Error: Into<body::BoxError>,
     {
-        let Stages { upstream, path, identity, audit_id, limits, reveal_secret } = stages;
+        let Stages {
+            upstream,
+            path,
+            identity,
+            audit_id,
+            limits,
+            reveal_secret,
+        } = stages;
         if let Some(agent) = &identity.agent {
             trace.row.session = agent.id.clone();
         }
@@ -258,7 +305,11 @@ impl Gateway {
         trace.row.classify(&info, request.uri().query());
         let (groups, reveal_secrets) = match self.policy.decide(identity, &upstream.name, &info).await {
             Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
-            Err(e) => return Err(Status::unavailable(format!("portcullis cannot read grants now ({e}); try again"))),
+            Err(e) => {
+                return Err(Status::unavailable(format!(
+                    "portcullis cannot read grants now ({e}); try again"
+                )))
+            }
         };
         // `read_secret`: one get of one Secret, recorded as a reveal.
         let reveal_one = reveal_secret && info.is_secrets() && info.verb == "get" && !info.name.is_empty();
@@ -267,15 +318,32 @@ impl Gateway {
         // A write is on record before the cluster sees it (the API server's
         // blocking audit mode): no record, no write.
         if info.is_write() {
-            self.audit.writer().commit_intent(trace.row.clone()).await.map_err(|error| {
-                tracing::error!(%error, "the audit cannot commit: write refused");
-                trace.row.refused = "audit_unavailable".into();
-                Status::unavailable("portcullis cannot record this write in its audit now, so it was not sent; try again")
-            })?;
+            self.audit
+                .writer()
+                .commit_intent(trace.row.clone())
+                .await
+                .map_err(|error| {
+                    tracing::error!(%error, "the audit cannot commit: write refused");
+                    trace.row.refused = "audit_unavailable".into();
+                    Status::unavailable(
+                        "portcullis cannot record this write in its audit now, so it was not sent; try again",
+                    )
+                })?;
         }
         let sent = trace.sent.clone();
         trace.row.redacted = redact::hides_values(&info, identity, reveal_secrets);
-        let call = forward::Call { upstream, path, info: &info, identity, groups, reveal_secrets, audit_id, limits, metrics: &self.metrics, sent };
+        let call = forward::Call {
+            upstream,
+            path,
+            info: &info,
+            identity,
+            groups,
+            reveal_secrets,
+            audit_id,
+            limits,
+            metrics: &self.metrics,
+            sent,
+        };
         forward::forward(call, request).await
     }
 
@@ -285,14 +353,21 @@ impl Gateway {
         if request.method() != http::Method::GET {
             return Err(Status::failure(405, "MethodNotAllowed", "the audit is read with GET"));
         }
-        let identity = self.authenticator.authenticate(request.headers()).await.map_err(|e| self.unauthorized(e, trace))?;
+        let identity = self
+            .authenticator
+            .authenticate(request.headers())
+            .await
+            .map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);
-        self.audit.serve(&identity, request.uri().query()).await.map_err(|error| {
-            if matches!(error, crate::audit::http::AuditHttpError::NotAdmin(_)) {
-                trace.row.refused = "not_admin".into();
-            }
-            error.status()
-        })
+        self.audit
+            .serve(&identity, request.uri().query())
+            .await
+            .map_err(|error| {
+                if matches!(error, crate::audit::http::AuditHttpError::NotAdmin(_)) {
+                    trace.row.refused = "not_admin".into();
+                }
+                error.status()
+            })
     }
 
     /// `/mcp`: the MCP server, for agent credentials. The bearer token is
@@ -320,20 +395,29 @@ impl Gateway {
         trace.row.credential_prefix = error.prefix().unwrap_or_default().into();
         self.metrics
             .rejected_credentials
-            .get_or_create(&metrics::RejectLabels { reason: error.reason().into() })
+            .get_or_create(&metrics::RejectLabels {
+                reason: error.reason().into(),
+            })
             .inc();
         if error == AuthError::StoreUnavailable {
             return Status::unavailable("portcullis cannot check credentials now; try again");
         }
         let message = match error {
-            AuthError::Missing => "Unauthorized: send a portcullis token as 'Authorization: Bearer <token>'".to_string(),
+            AuthError::Missing => {
+                "Unauthorized: send a portcullis token as 'Authorization: Bearer <token>'".to_string()
+            }
             other => format!("Unauthorized: {other}"),
         };
         Status::unauthorized(message)
     }
 
     fn readyz(&self) -> Response<Body> {
-        let down: Vec<&str> = self.clusters.values().filter(|u| !u.is_reachable()).map(|u| u.name.as_str()).collect();
+        let down: Vec<&str> = self
+            .clusters
+            .values()
+            .filter(|u| !u.is_reachable())
+            .map(|u| u.name.as_str())
+            .collect();
         if down.is_empty() {
             text(200, "ok".into())
         } else {
@@ -348,7 +432,11 @@ impl Gateway {
         if !row.cluster.is_empty() {
             self.metrics
                 .requests
-                .get_or_create(&metrics::RequestLabels { cluster: row.cluster.clone(), verb: row.verb.clone(), code })
+                .get_or_create(&metrics::RequestLabels {
+                    cluster: row.cluster.clone(),
+                    verb: row.verb.clone(),
+                    code,
+                })
                 .inc();
         }
         tracing::info!(
@@ -368,12 +456,18 @@ impl Gateway {
 
 /// The built-in roles and the configuration's custom ones.
 pub fn all_roles(config: &Config) -> Vec<crate::identity::roles::Role> {
-    crate::identity::roles::builtin().into_iter().chain(config.roles.iter().cloned()).collect()
+    crate::identity::roles::builtin()
+        .into_iter()
+        .chain(config.roles.iter().cloned())
+        .collect()
 }
 
 fn text(code: u16, body: String) -> Response<Body> {
     let mut response = Response::new(body::full(body));
     *response.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
-    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }

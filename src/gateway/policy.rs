@@ -54,8 +54,17 @@ impl Policy {
     /// A policy over `store`, with `protected` namespaces where no grant
     /// applies, and `roles` (built-in and custom).
     pub fn new(store: Store, protected: impl IntoIterator<Item = String>, roles: &[Role]) -> Self {
-        let revealing_roles = roles.iter().filter(|r| r.reveals_secrets).map(|r| r.name.clone()).collect();
-        Policy { store, protected: protected.into_iter().collect(), revealing_roles, cache: DashMap::new() }
+        let revealing_roles = roles
+            .iter()
+            .filter(|r| r.reveals_secrets)
+            .map(|r| r.name.clone())
+            .collect();
+        Policy {
+            store,
+            protected: protected.into_iter().collect(),
+            revealing_roles,
+            cache: DashMap::new(),
+        }
     }
 
     /// Decide for `identity` on `cluster` doing `info`.
@@ -66,7 +75,10 @@ impl Policy {
         info: &RequestInfo,
     ) -> Result<Decision, PolicyUnavailable> {
         if !info.namespace.is_empty() && self.protected.contains(&info.namespace) {
-            return Ok(Decision::Allow { groups: Vec::new(), reveal_secrets: false });
+            return Ok(Decision::Allow {
+                groups: Vec::new(),
+                reveal_secrets: false,
+            });
         }
         let grants = self.grants(&identity.principal, cluster).await?;
         let now = Utc::now();
@@ -77,8 +89,7 @@ impl Policy {
             .filter(|g| g.in_effect(now))
             .filter(|g| delegated.is_none_or(|ids| ids.contains(&g.id)))
             .collect();
-        let reveal_secrets =
-            !identity.is_agent() && in_effect.iter().any(|g| self.revealing_roles.contains(&g.role));
+        let reveal_secrets = !identity.is_agent() && in_effect.iter().any(|g| self.revealing_roles.contains(&g.role));
         let groups = in_effect.iter().map(|g| g.group()).collect();
         Ok(Decision::Allow { groups, reveal_secrets })
     }
@@ -140,13 +151,20 @@ mod tests {
         store.add_grant(&grant("g3", None, 3600)).unwrap();
         store.revoke_grant("g3").unwrap();
         let policy = Policy::new(store, ["kube-system".to_string()], &crate::identity::roles::builtin());
-        let ana = Identity { principal: Principal::person("ana"), credential_id: "c1".into(), agent: None };
+        let ana = Identity {
+            principal: Principal::person("ana"),
+            credential_id: "c1".into(),
+            agent: None,
+        };
         let pods = classify(&http::Method::GET, "/api/v1/namespaces/shop/pods", None);
         let allow = |groups: &[&str], reveal_secrets| Decision::Allow {
             groups: groups.iter().map(|g| g.to_string()).collect(),
             reveal_secrets,
         };
-        assert_eq!(policy.decide(&ana, "c", &pods).await.unwrap(), allow(&["portcullis:grant:g1"], false));
+        assert_eq!(
+            policy.decide(&ana, "c", &pods).await.unwrap(),
+            allow(&["portcullis:grant:g1"], false)
+        );
         let system = classify(&http::Method::GET, "/api/v1/namespaces/kube-system/pods", None);
         assert_eq!(policy.decide(&ana, "c", &system).await.unwrap(), allow(&[], false));
         assert_eq!(policy.decide(&ana, "other", &pods).await.unwrap(), allow(&[], false));
@@ -163,7 +181,11 @@ mod tests {
         store.add_grant(&grant("g2", Some("shop"), 3600)).unwrap();
         let policy = Policy::new(store, Vec::new(), &crate::identity::roles::builtin());
         let pods = classify(&http::Method::GET, "/api/v1/namespaces/shop/secrets", None);
-        let ana = Identity { principal: Principal::person("ana"), credential_id: "c1".into(), agent: None };
+        let ana = Identity {
+            principal: Principal::person("ana"),
+            credential_id: "c1".into(),
+            agent: None,
+        };
         let Decision::Allow { groups, reveal_secrets } = policy.decide(&ana, "c", &pods).await.unwrap();
         assert_eq!(groups.len(), 2);
         assert!(reveal_secrets, "secrets-reader reveals");
@@ -175,7 +197,10 @@ mod tests {
             grant_ids: Some(vec!["g1".into()]),
             disabled: false,
         };
-        let delegated = Identity { agent: Some(std::sync::Arc::new(agent)), ..ana };
+        let delegated = Identity {
+            agent: Some(std::sync::Arc::new(agent)),
+            ..ana
+        };
         let Decision::Allow { groups, reveal_secrets } = policy.decide(&delegated, "c", &pods).await.unwrap();
         assert_eq!(groups, ["portcullis:grant:g1"]);
         assert!(!reveal_secrets, "an agent never sees Secret values");

@@ -62,7 +62,9 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
 pub fn valid_cluster_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
 }
@@ -98,14 +100,26 @@ mod tests {
     fn cluster_paths_keep_their_raw_bytes() {
         assert_eq!(
             route("/clusters/kind-local/api/v1/namespaces/shop/pods").unwrap(),
-            Route::Cluster { name: "kind-local", path: "/api/v1/namespaces/shop/pods" }
+            Route::Cluster {
+                name: "kind-local",
+                path: "/api/v1/namespaces/shop/pods"
+            }
         );
         assert_eq!(route("/clusters/a").unwrap(), Route::Cluster { name: "a", path: "/" });
         assert_eq!(
             route("/clusters/a/api/v1/namespaces/x/configmaps/caf%C3%A9").unwrap(),
-            Route::Cluster { name: "a", path: "/api/v1/namespaces/x/configmaps/caf%C3%A9" }
+            Route::Cluster {
+                name: "a",
+                path: "/api/v1/namespaces/x/configmaps/caf%C3%A9"
+            }
         );
-        assert_eq!(route("/clusters/a/apis/").unwrap(), Route::Cluster { name: "a", path: "/apis/" });
+        assert_eq!(
+            route("/clusters/a/apis/").unwrap(),
+            Route::Cluster {
+                name: "a",
+                path: "/apis/"
+            }
+        );
     }
 
     #[test]

@@ -71,7 +71,10 @@ pub struct Upstream {
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream").field("name", &self.name).field("base", &self.base).finish()
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .field("base", &self.base)
+            .finish()
     }
 }
 
@@ -94,7 +97,10 @@ impl Upstream {
         }
         let base = config.server.trim_end_matches('/').to_string();
         if base.parse::<Uri>().is_err() {
-            return Err(UpstreamError::Url { cluster: config.name.clone(), url: config.server.clone() });
+            return Err(UpstreamError::Url {
+                cluster: config.name.clone(),
+                url: config.server.clone(),
+            });
         }
         let (authorization, modified) = read_token(&config.token_file).map_err(|source| UpstreamError::Token {
             cluster: config.name.clone(),
@@ -155,7 +161,11 @@ impl Upstream {
                 .ok()?;
             self.send(request).await.ok()
         };
-        let reachable = tokio::time::timeout(Duration::from_secs(5), probe).await.ok().flatten().is_some();
+        let reachable = tokio::time::timeout(Duration::from_secs(5), probe)
+            .await
+            .ok()
+            .flatten()
+            .is_some();
         if self.reachable.swap(reachable, Ordering::Relaxed) != reachable {
             tracing::warn!(cluster = %self.name, reachable, "cluster reachability changed");
         }
@@ -192,14 +202,20 @@ fn client(roots: rustls::RootCertStore, http2: bool) -> HttpsClient {
         .unwrap_or_else(|_| unreachable_tls())
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only();
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only();
     let connector = if http2 {
         builder.enable_http1().enable_http2().build()
     } else {
         builder.enable_http1().build()
     };
     let mut client = Client::builder(TokioExecutor::new());
-    client.timer(hyper_util::rt::TokioTimer::new()).pool_timer(hyper_util::rt::TokioTimer::new()).pool_idle_timeout(Duration::from_secs(90)).http2_keep_alive_interval(Duration::from_secs(30));
+    client
+        .timer(hyper_util::rt::TokioTimer::new())
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .http2_keep_alive_interval(Duration::from_secs(30));
     client.build(connector)
 }
 

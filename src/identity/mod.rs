@@ -53,12 +53,18 @@ pub struct Principal {
 impl Principal {
     /// A person.
     pub fn person(login: impl Into<String>) -> Self {
-        Principal { kind: PrincipalKind::Person, name: login.into() }
+        Principal {
+            kind: PrincipalKind::Person,
+            name: login.into(),
+        }
     }
 
     /// A bot.
     pub fn bot(name: impl Into<String>) -> Self {
-        Principal { kind: PrincipalKind::Bot, name: name.into() }
+        Principal {
+            kind: PrincipalKind::Bot,
+            name: name.into(),
+        }
     }
 
     /// The user name the cluster sees.

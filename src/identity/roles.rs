@@ -140,7 +140,9 @@ mod tests {
     fn allows(role: &Role, group: &str, resource: &str, verb: &str) -> bool {
         role.rules.iter().any(|rule| {
             let has = |key: &str, want: &str| {
-                rule[key].as_array().is_some_and(|v| v.iter().any(|x| x == want || x == "*"))
+                rule[key]
+                    .as_array()
+                    .is_some_and(|v| v.iter().any(|x| x == want || x == "*"))
             };
             has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
         })
@@ -166,8 +168,11 @@ mod tests {
 
     #[test]
     fn only_secret_revealing_roles_reveal() {
-        let revealing: Vec<String> =
-            builtin().into_iter().filter(|r| r.reveals_secrets).map(|r| r.name).collect();
+        let revealing: Vec<String> = builtin()
+            .into_iter()
+            .filter(|r| r.reveals_secrets)
+            .map(|r| r.name)
+            .collect();
         assert_eq!(revealing, ["secrets-reader", "admin", "cluster-admin"]);
     }
 
@@ -178,7 +183,11 @@ mod tests {
         if std::env::var_os("PORTCULLIS_BLESS").is_some() {
             std::fs::write(path, &expected).unwrap();
         }
-        assert_eq!(std::fs::read_to_string(path).unwrap(), expected, "run with PORTCULLIS_BLESS=1 to regenerate");
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            expected,
+            "run with PORTCULLIS_BLESS=1 to regenerate"
+        );
     }
 
     #[test]

@@ -116,7 +116,12 @@ impl ToolContext {
             reveal_secret: request.reveal_secret,
         };
         let response = self.gateway.call(call, http_request).await;
-        let audit_id = response.headers().get("audit-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        let audit_id = response
+            .headers()
+            .get("audit-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
         let refused = response.extensions().get::<Refused>().cloned();
         let code = response.status();
         let body = match response.into_body().collect().await {
@@ -131,7 +136,11 @@ impl ToolContext {
                 .ok()
                 .filter(|s| s.kind == "Status" && s.code == code.as_u16())
                 .unwrap_or_else(|| plain_status(code, &body));
-            return Err(ToolError::Cluster { status: Box::new(status), namespace: request.namespace, audit_id });
+            return Err(ToolError::Cluster {
+                status: Box::new(status),
+                namespace: request.namespace,
+                audit_id,
+            });
         }
         Ok(Answer { body, audit_id })
     }
@@ -140,14 +149,26 @@ impl ToolContext {
     /// cluster went away.
     fn cut_short(&self, error: &(dyn std::error::Error + 'static), audit_id: String) -> ToolError {
         if error.downcast_ref::<ResponseTooLarge>().is_some() {
-            return ToolError::TooLarge { limit: self.gateway.response_limit() };
+            return ToolError::TooLarge {
+                limit: self.gateway.response_limit(),
+            };
         }
         let (code, message) = if error.downcast_ref::<ResponseDeadline>().is_some() {
-            ("cluster.timeout", format!("cluster {} did not finish answering in time", self.cluster))
+            (
+                "cluster.timeout",
+                format!("cluster {} did not finish answering in time", self.cluster),
+            )
         } else {
-            ("cluster.unavailable", format!("the answer of cluster {} was cut short; try again", self.cluster))
+            (
+                "cluster.unavailable",
+                format!("the answer of cluster {} was cut short; try again", self.cluster),
+            )
         };
-        ToolError::Refused { code, message, audit_id }
+        ToolError::Refused {
+            code,
+            message,
+            audit_id,
+        }
     }
 
     /// portcullis refused or failed the request itself.
@@ -155,7 +176,9 @@ impl ToolContext {
         // The size cap's refusal (a 502 when the length is announced) is the
         // only 502 of portcullis's own that names its limit.
         if status.code == 502 && status.message.contains("larger than portcullis's limit") {
-            return ToolError::TooLarge { limit: self.gateway.response_limit() };
+            return ToolError::TooLarge {
+                limit: self.gateway.response_limit(),
+            };
         }
         let code = match status.code {
             404 => return ToolError::UnknownCluster(self.cluster.clone()),
@@ -163,7 +186,11 @@ impl ToolContext {
             502 | 503 => "cluster.unavailable",
             _ => "request.refused",
         };
-        ToolError::Refused { code, message: status.message, audit_id }
+        ToolError::Refused {
+            code,
+            message: status.message,
+            audit_id,
+        }
     }
 }
 
@@ -171,6 +198,10 @@ impl ToolContext {
 fn plain_status(code: StatusCode, body: &[u8]) -> Status {
     let reason = code.canonical_reason().unwrap_or("Unknown").replace(' ', "");
     let text: String = String::from_utf8_lossy(body).chars().take(300).collect();
-    let message = if text.trim().is_empty() { format!("the cluster answered {code}") } else { text.trim().to_string() };
+    let message = if text.trim().is_empty() {
+        format!("the cluster answered {code}")
+    } else {
+        text.trim().to_string()
+    };
     Status::failure(code.as_u16(), &reason, message)
 }

@@ -26,8 +26,19 @@ const REFETCH_AFTER: Duration = Duration::from_secs(5);
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// Characters escaped in a name put into a path segment.
-const SEGMENT: &AsciiSet =
-    &CONTROLS.add(b' ').add(b'"').add(b'#').add(b'%').add(b'/').add(b'?').add(b'<').add(b'>').add(b'`').add(b'{').add(b'}').add(b'\\');
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'?')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'\\');
 
 /// One resource of a cluster, as discovery describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,12 +80,24 @@ impl ApiResource {
 
     /// The path of the collection (no name) or of one object, with a
     /// subresource. A namespaced resource needs `namespace`.
-    pub fn path(&self, namespace: Option<&str>, name: Option<&str>, subresource: Option<&str>) -> Result<String, ToolError> {
-        let mut path = if self.group.is_empty() { format!("/api/{}", self.version) } else { format!("/apis/{}", self.api_version()) };
+    pub fn path(
+        &self,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        subresource: Option<&str>,
+    ) -> Result<String, ToolError> {
+        let mut path = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}", self.api_version())
+        };
         match (self.namespaced, namespace) {
             (true, Some(namespace)) => path.push_str(&format!("/namespaces/{}", segment("namespace", namespace)?)),
             (false, Some(_)) => {
-                return Err(ToolError::invalid("namespace", format!("{} is cluster-scoped: leave namespace out", self.plural)))
+                return Err(ToolError::invalid(
+                    "namespace",
+                    format!("{} is cluster-scoped: leave namespace out", self.plural),
+                ))
             }
             (_, None) => {}
         }
@@ -104,7 +127,10 @@ impl ApiResource {
 /// and the gateway refuses such paths anyway).
 pub fn segment(argument: &'static str, value: &str) -> Result<String, ToolError> {
     if value.is_empty() || value == "." || value == ".." || value.len() > 253 || value.contains(['/', '\\']) {
-        return Err(ToolError::invalid(argument, format!("{argument} {value:?} is not a Kubernetes name")));
+        return Err(ToolError::invalid(
+            argument,
+            format!("{argument} {value:?} is not a Kubernetes name"),
+        ));
     }
     Ok(utf8_percent_encode(value, SEGMENT).to_string())
 }
@@ -119,7 +145,12 @@ pub fn parse_aggregated(document: &Value) -> Vec<ApiResource> {
             let version_name = version["version"].as_str().unwrap_or_default();
             for resource in version["resources"].as_array().into_iter().flatten() {
                 let strings = |field: &str| -> Vec<String> {
-                    resource[field].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect()
+                    resource[field]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
                 };
                 let subresources = resource["subresources"]
                     .as_array()
@@ -130,7 +161,10 @@ pub fn parse_aggregated(document: &Value) -> Vec<ApiResource> {
                 out.push(ApiResource {
                     group: group_name.to_string(),
                     version: version_name.to_string(),
-                    kind: resource["responseKind"]["kind"].as_str().unwrap_or_default().to_string(),
+                    kind: resource["responseKind"]["kind"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                     plural: resource["resource"].as_str().unwrap_or_default().to_string(),
                     singular: resource["singularResource"].as_str().unwrap_or_default().to_string(),
                     short_names: strings("shortNames"),
@@ -146,7 +180,12 @@ pub fn parse_aggregated(document: &Value) -> Vec<ApiResource> {
 
 /// Resolve `kind` (kind, plural or short name, any case) among `resources`
 /// of `cluster`, narrowed by `api_version` when given.
-pub fn resolve(resources: &[ApiResource], cluster: &str, kind: &str, api_version: Option<&str>) -> Result<ApiResource, ToolError> {
+pub fn resolve(
+    resources: &[ApiResource],
+    cluster: &str,
+    kind: &str,
+    api_version: Option<&str>,
+) -> Result<ApiResource, ToolError> {
     let wanted = kind.trim().to_ascii_lowercase();
     let mut found: Vec<&ApiResource> = Vec::new();
     for resource in resources.iter().filter(|r| r.matches(&wanted)) {
@@ -167,7 +206,11 @@ pub fn resolve(resources: &[ApiResource], cluster: &str, kind: &str, api_version
                 .map(|r| format!("{} {}", r.api_version(), r.kind))
                 .take(5)
                 .collect();
-            Err(ToolError::UnknownKind { cluster: cluster.into(), kind: kind.into(), candidates })
+            Err(ToolError::UnknownKind {
+                cluster: cluster.into(),
+                kind: kind.into(),
+                candidates,
+            })
         }
         many => Err(ToolError::AmbiguousKind {
             cluster: cluster.into(),
@@ -186,7 +229,12 @@ pub struct KindCache {
 impl KindCache {
     /// Resolve `kind` on the call's cluster, fetching discovery when the
     /// cached copy is missing, stale, or (for an unknown kind) not recent.
-    pub async fn resolve(&self, ctx: &ToolContext, kind: &str, api_version: Option<&str>) -> Result<ApiResource, ToolError> {
+    pub async fn resolve(
+        &self,
+        ctx: &ToolContext,
+        kind: &str,
+        api_version: Option<&str>,
+    ) -> Result<ApiResource, ToolError> {
         let (resources, fetched) = self.resources(ctx, false).await?;
         match resolve(&resources, &ctx.cluster, kind, api_version) {
             Err(ToolError::UnknownKind { .. }) if fetched.elapsed() > REFETCH_AFTER => {
@@ -198,7 +246,11 @@ impl KindCache {
     }
 
     /// The call's cluster's resources and when they were fetched.
-    pub async fn resources(&self, ctx: &ToolContext, refetch: bool) -> Result<(Arc<Vec<ApiResource>>, Instant), ToolError> {
+    pub async fn resources(
+        &self,
+        ctx: &ToolContext,
+        refetch: bool,
+    ) -> Result<(Arc<Vec<ApiResource>>, Instant), ToolError> {
         if !refetch {
             if let Some(entry) = self.entries.get(&ctx.cluster).filter(|e| e.1.elapsed() < TTL) {
                 return Ok(entry.clone());
@@ -248,21 +300,40 @@ mod tests {
         let all = resources();
         for name in ["Deployment", "deployments", "deploy", "DEPLOYMENT", "deployment"] {
             let found = resolve(&all, "c", name, None).unwrap();
-            assert_eq!((found.api_version().as_str(), found.plural.as_str()), ("apps/v1", "deployments"), "{name}");
+            assert_eq!(
+                (found.api_version().as_str(), found.plural.as_str()),
+                ("apps/v1", "deployments"),
+                "{name}"
+            );
         }
-        assert_eq!(resolve(&all, "c", "deployments", Some("apps/v1beta1")).unwrap().version, "v1beta1");
+        assert_eq!(
+            resolve(&all, "c", "deployments", Some("apps/v1beta1")).unwrap().version,
+            "v1beta1"
+        );
         let pod = resolve(&all, "c", "po", None).unwrap();
         assert_eq!(pod.subresources, ["log"]);
-        assert_eq!(pod.path(Some("shop"), Some("web"), Some("log")).unwrap(), "/api/v1/namespaces/shop/pods/web/log");
+        assert_eq!(
+            pod.path(Some("shop"), Some("web"), Some("log")).unwrap(),
+            "/api/v1/namespaces/shop/pods/web/log"
+        );
     }
 
     #[test]
     fn the_same_name_in_two_groups_is_ambiguous_until_api_version_chooses() {
         let all = resources();
-        let Err(ToolError::AmbiguousKind { candidates, .. }) = resolve(&all, "c", "events", None) else { panic!("ambiguous") };
+        let Err(ToolError::AmbiguousKind { candidates, .. }) = resolve(&all, "c", "events", None) else {
+            panic!("ambiguous")
+        };
         assert_eq!(candidates, ["v1 Event", "events.k8s.io/v1 Event"]);
-        assert_eq!(resolve(&all, "c", "events", Some("events.k8s.io/v1")).unwrap().group, "events.k8s.io");
-        assert_eq!(resolve(&all, "c", "ev", None).unwrap().group, "", "the short name is only the core one's");
+        assert_eq!(
+            resolve(&all, "c", "events", Some("events.k8s.io/v1")).unwrap().group,
+            "events.k8s.io"
+        );
+        assert_eq!(
+            resolve(&all, "c", "ev", None).unwrap().group,
+            "",
+            "the short name is only the core one's"
+        );
     }
 
     #[test]

@@ -97,7 +97,10 @@ fn candidates_hint(candidates: &[String]) -> String {
 impl ToolError {
     /// An invalid `argument`.
     pub fn invalid(argument: &'static str, message: impl Into<String>) -> Self {
-        ToolError::InvalidArgument { argument, message: message.into() }
+        ToolError::InvalidArgument {
+            argument,
+            message: message.into(),
+        }
     }
 
     /// The code of one of portcullis's own errors (`None` for the cluster's).
@@ -119,8 +122,16 @@ impl ToolError {
         match self {
             ToolError::InvalidArgument { argument, .. } => json!({"argument": argument}),
             ToolError::UnknownCluster(cluster) => json!({"cluster": cluster}),
-            ToolError::UnknownKind { cluster, kind, candidates }
-            | ToolError::AmbiguousKind { cluster, kind, candidates } => {
+            ToolError::UnknownKind {
+                cluster,
+                kind,
+                candidates,
+            }
+            | ToolError::AmbiguousKind {
+                cluster,
+                kind,
+                candidates,
+            } => {
                 json!({"cluster": cluster, "kind": kind, "candidates": candidates})
             }
             ToolError::TooLarge { limit } => json!({"limit": limit}),
@@ -132,9 +143,14 @@ impl ToolError {
     /// The tool result.
     pub fn into_result(self) -> CallToolResult {
         let (text, structured) = match &self {
-            ToolError::Cluster { status, namespace, audit_id } => {
-                (cluster_text(status, audit_id), cluster_structured(status, namespace.as_deref()))
-            }
+            ToolError::Cluster {
+                status,
+                namespace,
+                audit_id,
+            } => (
+                cluster_text(status, audit_id),
+                cluster_structured(status, namespace.as_deref()),
+            ),
             other => {
                 let code = other.code().unwrap_or("error");
                 let message = other.to_string();
@@ -196,12 +212,19 @@ mod tests {
     #[test]
     fn a_cluster_403_carries_the_hint_the_audit_id_and_its_structure() {
         let status = Status::forbidden("pods is forbidden: User \"user:ana\" cannot list", "", "", "pods");
-        let error = ToolError::Cluster { status: Box::new(status), namespace: Some("shop".into()), audit_id: "a1".into() };
+        let error = ToolError::Cluster {
+            status: Box::new(status),
+            namespace: Some("shop".into()),
+            audit_id: "a1".into(),
+        };
         let result = error.into_result();
         assert_eq!(result.is_error, Some(true));
         let text = text_of(&result);
         assert!(text.starts_with("403 Forbidden: pods is forbidden"), "{text}");
-        assert!(text.contains("request_access") && text.ends_with("(audit id a1)"), "{text}");
+        assert!(
+            text.contains("request_access") && text.ends_with("(audit id a1)"),
+            "{text}"
+        );
         assert_eq!(
             result.structured_content.unwrap(),
             json!({"code": 403, "reason": "Forbidden", "kind": "pods", "namespace": "shop"})
@@ -213,11 +236,19 @@ mod tests {
         let details = StatusDetails {
             name: "web".into(),
             kind: "Deployment".into(),
-            causes: vec![StatusCause { reason: "FieldValueRequired".into(), message: "x".into(), field: "spec.x".into() }],
+            causes: vec![StatusCause {
+                reason: "FieldValueRequired".into(),
+                message: "x".into(),
+                field: "spec.x".into(),
+            }],
             ..Default::default()
         };
         let status = Status::failure(422, "Invalid", "Deployment \"web\" is invalid").with_details(details);
-        let error = ToolError::Cluster { status: Box::new(status), namespace: None, audit_id: "a2".into() };
+        let error = ToolError::Cluster {
+            status: Box::new(status),
+            namespace: None,
+            audit_id: "a2".into(),
+        };
         assert_eq!(
             error.into_result().structured_content.unwrap(),
             json!({"code": 422, "reason": "Invalid", "kind": "Deployment", "name": "web", "field": "spec.x", "fieldReason": "FieldValueRequired"})
@@ -226,7 +257,11 @@ mod tests {
 
     #[test]
     fn portcullis_errors_are_code_colon_message_with_code_params_error() {
-        let error = ToolError::AmbiguousKind { cluster: "c".into(), kind: "events".into(), candidates: vec!["v1 Event".into()] };
+        let error = ToolError::AmbiguousKind {
+            cluster: "c".into(),
+            kind: "events".into(),
+            candidates: vec!["v1 Event".into()],
+        };
         let result = error.into_result();
         assert!(text_of(&result).starts_with("kind.ambiguous: kind \"events\" is ambiguous"));
         let structured = result.structured_content.unwrap();

@@ -77,14 +77,16 @@ pub struct Endpoint {
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint").field("body_limit", &self.body_limit).finish_non_exhaustive()
+        f.debug_struct("Endpoint")
+            .field("body_limit", &self.body_limit)
+            .finish_non_exhaustive()
     }
 }
 
 impl Endpoint {
     /// The endpoint of `gateway` (which owns it, hence the weak reference).
     pub fn new(gateway: Weak<Gateway>, config: &Config, store: Store) -> Endpoint {
-        let shared = Arc::new(server::Shared::new(gateway, store, &config.mcp));
+        let shared = Arc::new(server::Shared::new(gateway, store, config));
         let rmcp_config = StreamableHttpServerConfig::default()
             // A bearer token, never a cookie, authenticates every request, so
             // a DNS-rebinding page gains nothing: allow any Host and Origin
@@ -107,7 +109,11 @@ impl Endpoint {
     /// The answer to a request whose token was refused (`status` is a 401,
     /// or a 503 when credentials cannot be checked).
     pub fn unauthorized(&self, status: &Status) -> Response<Body> {
-        let code = if status.code == 401 { "unauthorized" } else { "unavailable" };
+        let code = if status.code == 401 {
+            "unauthorized"
+        } else {
+            "unavailable"
+        };
         let mut response = refusal(status.code, code, &status.message, json!({}));
         if status.code == 401 {
             if let Ok(value) = HeaderValue::from_str(&self.challenge) {
@@ -130,7 +136,9 @@ impl Endpoint {
             let seconds = wait.as_secs().max(1);
             let message = format!("too many requests from this credential: wait {seconds} s");
             let mut response = refusal(429, "rate_limited", &message, json!({"retry_after_seconds": seconds}));
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             return response;
         }
         let (mut parts, incoming) = request.into_parts();
@@ -142,7 +150,10 @@ impl Endpoint {
         } else {
             Bytes::new()
         };
-        parts.extensions.insert(Caller { identity, client: row.client.clone() });
+        parts.extensions.insert(Caller {
+            identity,
+            client: row.client.clone(),
+        });
         let request = Request::from_parts(parts, Full::new(body));
         let Ok(response) = self.service.clone().call(request).await;
         response.map(body::boxed)
@@ -154,8 +165,16 @@ impl Endpoint {
         let limit = usize::try_from(self.body_limit).unwrap_or(usize::MAX);
         let Ok(collected) = Limited::new(incoming, limit).collect().await else {
             row.refused = "body_too_large".into();
-            let message = format!("the request body is larger than {} bytes, or was cut short", self.body_limit);
-            return Err(Box::new(refusal(413, "request.too_large", &message, json!({"limit": self.body_limit}))));
+            let message = format!(
+                "the request body is larger than {} bytes, or was cut short",
+                self.body_limit
+            );
+            return Err(Box::new(refusal(
+                413,
+                "request.too_large",
+                &message,
+                json!({"limit": self.body_limit}),
+            )));
         };
         let bytes = collected.to_bytes();
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
@@ -165,7 +184,12 @@ impl Endpoint {
         }
         if let Ok(message) = serde_json::from_slice::<serde_json::Value>(&bytes) {
             if message["method"] == "tools/call" {
-                row.tool = message["params"]["name"].as_str().unwrap_or_default().chars().take(64).collect();
+                row.tool = message["params"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(64)
+                    .collect();
             }
         }
         Ok(bytes)
@@ -187,6 +211,8 @@ fn refusal(status: u16, code: &str, message: &str, params: serde_json::Value) ->
     });
     let mut response = Response::new(body::full(body.to_string()));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }

@@ -30,7 +30,11 @@ struct Bucket {
 impl RateLimiter {
     /// `per_minute` sustained, `burst` at once (each at least 1).
     pub fn new(per_minute: u32, burst: u32) -> Self {
-        RateLimiter { rate: f64::from(per_minute.max(1)) / 60.0, burst: f64::from(burst.max(1)), buckets: DashMap::new() }
+        RateLimiter {
+            rate: f64::from(per_minute.max(1)) / 60.0,
+            burst: f64::from(burst.max(1)),
+            buckets: DashMap::new(),
+        }
     }
 
     /// Take one token for `key`, or say how long until one is there.
@@ -42,8 +46,12 @@ impl RateLimiter {
         if self.buckets.len() > SWEEP_ABOVE {
             self.sweep(now);
         }
-        let mut bucket = self.buckets.entry(key.to_string()).or_insert(Bucket { tokens: self.burst, at: now });
-        let refilled = (bucket.tokens + now.saturating_duration_since(bucket.at).as_secs_f64() * self.rate).min(self.burst);
+        let mut bucket = self.buckets.entry(key.to_string()).or_insert(Bucket {
+            tokens: self.burst,
+            at: now,
+        });
+        let refilled =
+            (bucket.tokens + now.saturating_duration_since(bucket.at).as_secs_f64() * self.rate).min(self.burst);
         bucket.at = now;
         if refilled >= 1.0 {
             bucket.tokens = refilled - 1.0;
@@ -55,7 +63,8 @@ impl RateLimiter {
     }
 
     fn sweep(&self, now: Instant) {
-        self.buckets.retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * self.rate < self.burst);
+        self.buckets
+            .retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * self.rate < self.burst);
     }
 }
 
@@ -71,9 +80,18 @@ mod tests {
             assert!(limiter.check_at("c1", start).is_ok());
         }
         let wait = limiter.check_at("c1", start).unwrap_err();
-        assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900), "{wait:?}");
-        assert!(limiter.check_at("c2", start).is_ok(), "another credential has its own bucket");
-        assert!(limiter.check_at("c1", start + Duration::from_millis(1100)).is_ok(), "one token a second");
+        assert!(
+            wait <= Duration::from_secs(1) && wait > Duration::from_millis(900),
+            "{wait:?}"
+        );
+        assert!(
+            limiter.check_at("c2", start).is_ok(),
+            "another credential has its own bucket"
+        );
+        assert!(
+            limiter.check_at("c1", start + Duration::from_millis(1100)).is_ok(),
+            "one token a second"
+        );
         assert!(limiter.check_at("c1", start + Duration::from_millis(1200)).is_err());
     }
 

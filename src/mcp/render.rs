@@ -23,8 +23,10 @@ pub fn table(document: &Value, what: &str) -> String {
         .map(|(i, c)| (i, c["name"].as_str().unwrap_or_default().to_ascii_uppercase()))
         .collect();
     let rows = document["rows"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let namespaces: Vec<&str> =
-        rows.iter().map(|r| r["object"]["metadata"]["namespace"].as_str().unwrap_or_default()).collect();
+    let namespaces: Vec<&str> = rows
+        .iter()
+        .map(|r| r["object"]["metadata"]["namespace"].as_str().unwrap_or_default())
+        .collect();
     let several = namespaces.iter().any(|ns| *ns != namespaces[0]);
     let mut lines: Vec<Vec<String>> = Vec::with_capacity(rows.len() + 1);
     let mut header: Vec<String> = columns.iter().map(|(_, name)| name.clone()).collect();
@@ -40,10 +42,17 @@ pub fn table(document: &Value, what: &str) -> String {
         }
         lines.push(line);
     }
-    let mut text = if rows.is_empty() { format!("No {what} found.\n") } else { aligned(&lines) };
+    let mut text = if rows.is_empty() {
+        format!("No {what} found.\n")
+    } else {
+        aligned(&lines)
+    };
     let metadata = &document["metadata"];
     if let Some(token) = metadata["continue"].as_str().filter(|t| !t.is_empty()) {
-        let rest = metadata["remainingItemCount"].as_u64().map(|n| format!(" ({n} more)")).unwrap_or_default();
+        let rest = metadata["remainingItemCount"]
+            .as_u64()
+            .map(|n| format!(" ({n} more)"))
+            .unwrap_or_default();
         text.push_str(&format!("continue: {token}{rest}\n"));
     }
     text
@@ -60,8 +69,16 @@ fn cell(value: Option<&Value>) -> String {
 
 fn aligned(lines: &[Vec<String>]) -> String {
     let count = lines.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> =
-        (0..count).map(|i| lines.iter().filter_map(|l| l.get(i)).map(|c| c.chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..count)
+        .map(|i| {
+            lines
+                .iter()
+                .filter_map(|l| l.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut text = String::new();
     for line in lines {
         let last = line.len().saturating_sub(1);
@@ -126,7 +143,10 @@ mod tests {
                 {"cells": ["db", "0/1", "10.0.0.2"], "object": {"metadata": {"namespace": "shop"}}}
             ]
         });
-        assert_eq!(table(&document, "pods"), "NAME   READY\nweb-1  1/1\ndb     0/1\ncontinue: abc (3 more)\n");
+        assert_eq!(
+            table(&document, "pods"),
+            "NAME   READY\nweb-1  1/1\ndb     0/1\ncontinue: abc (3 more)\n"
+        );
     }
 
     #[test]
@@ -138,13 +158,17 @@ mod tests {
                 {"cells": ["b"], "object": {"metadata": {"namespace": "payments"}}}
             ]
         });
-        assert_eq!(table(&document, "pods"), "NAMESPACE  NAME\nshop       a\npayments   b\n");
+        assert_eq!(
+            table(&document, "pods"),
+            "NAMESPACE  NAME\nshop       a\npayments   b\n"
+        );
         assert_eq!(table(&json!({"rows": []}), "pods in shop"), "No pods in shop found.\n");
     }
 
     #[test]
     fn objects_lose_managed_fields() {
-        let yaml = object_yaml(json!({"kind": "ConfigMap", "metadata": {"name": "x", "managedFields": [{"manager": "k"}]}}));
+        let yaml =
+            object_yaml(json!({"kind": "ConfigMap", "metadata": {"name": "x", "managedFields": [{"manager": "k"}]}}));
         assert!(yaml.contains("name: x") && !yaml.contains("managedFields"), "{yaml}");
     }
 

@@ -5,7 +5,7 @@ use super::context::ToolContext;
 use super::discovery::KindCache;
 use super::error::ToolError;
 use super::Caller;
-use crate::config::McpConfig;
+use crate::config::Config;
 use crate::gateway::Gateway;
 use crate::store::Store;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -44,8 +44,10 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_2
 /// State shared by every session and request.
 pub struct Shared {
     gateway: Weak<Gateway>,
-    /// For `whoami` and `list_clusters`.
+    /// For `whoami`, `list_clusters` and `request_access`.
     pub store: Store,
+    /// For `request_access` (roles, durations).
+    pub config: Arc<Config>,
     /// Each cluster's resources.
     pub kinds: KindCache,
     /// Replicas `scale` accepts.
@@ -55,12 +57,13 @@ pub struct Shared {
 
 impl Shared {
     /// The state of the endpoint of `gateway`.
-    pub fn new(gateway: Weak<Gateway>, store: Store, config: &McpConfig) -> Shared {
+    pub fn new(gateway: Weak<Gateway>, store: Store, config: &Config) -> Shared {
         Shared {
             gateway,
             store,
+            config: Arc::new(config.clone()),
             kinds: KindCache::default(),
-            scale: config.scale_min_replicas..=config.scale_max_replicas,
+            scale: config.mcp.scale_min_replicas..=config.mcp.scale_max_replicas,
             router: Tools::read_router() + Tools::write_router(),
         }
     }
@@ -81,16 +84,33 @@ impl Tools {
 
     /// The context of one call of `tool` on `cluster` (empty for tools that
     /// reach no cluster), from the request's parts.
-    pub(super) fn context(&self, parts: &http::request::Parts, tool: &'static str, cluster: &str) -> Result<ToolContext, ToolError> {
+    pub(super) fn context(
+        &self,
+        parts: &http::request::Parts,
+        tool: &'static str,
+        cluster: &str,
+    ) -> Result<ToolContext, ToolError> {
         // `Endpoint::serve` puts the caller in every request it passes on.
-        let caller = parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
-            ToolError::Unavailable("this request was not authenticated by portcullis".into())
-        })?;
-        let gateway = self.shared.gateway.upgrade().ok_or_else(|| ToolError::Unavailable("portcullis is stopping".into()))?;
+        let caller = parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ToolError::Unavailable("this request was not authenticated by portcullis".into()))?;
+        let gateway = self
+            .shared
+            .gateway
+            .upgrade()
+            .ok_or_else(|| ToolError::Unavailable("portcullis is stopping".into()))?;
         if !cluster.is_empty() && !gateway.cluster_names().iter().any(|c| c == cluster) {
             return Err(ToolError::UnknownCluster(cluster.to_string()));
         }
-        Ok(ToolContext { gateway, caller, tool, cluster: cluster.to_string(), shared: self.shared.clone() })
+        Ok(ToolContext {
+            gateway,
+            caller,
+            tool,
+            cluster: cluster.to_string(),
+            shared: self.shared.clone(),
+        })
     }
 }
 

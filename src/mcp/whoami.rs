@@ -30,7 +30,9 @@ async fn grants(ctx: &ToolContext, clusters: Vec<String>) -> Result<Vec<(String,
     .await;
     match found {
         Ok(Ok(grants)) => Ok(grants),
-        _ => Err(ToolError::Unavailable("portcullis cannot read grants now; try again".into())),
+        _ => Err(ToolError::Unavailable(
+            "portcullis cannot read grants now; try again".into(),
+        )),
     }
 }
 
@@ -39,7 +41,12 @@ fn grant_line(grant: &Grant) -> String {
         Some(ns) => format!("namespace {ns}"),
         None => "the whole cluster".to_string(),
     };
-    format!("- {} on {scope}, until {} (grant {})", grant.role, grant.expires_at.format("%Y-%m-%dT%H:%M:%SZ"), grant.id)
+    format!(
+        "- {} on {scope}, until {} (grant {})",
+        grant.role,
+        grant.expires_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        grant.id
+    )
 }
 
 /// `whoami`.
@@ -83,7 +90,13 @@ pub async fn list_clusters(ctx: &ToolContext) -> Result<String, ToolError> {
         .map(|(cluster, grants)| {
             let roles: Vec<String> = grants
                 .iter()
-                .map(|g| format!("{} in {}", g.role, g.namespace.as_deref().unwrap_or("the whole cluster")))
+                .map(|g| {
+                    format!(
+                        "{} in {}",
+                        g.role,
+                        g.namespace.as_deref().unwrap_or("the whole cluster")
+                    )
+                })
                 .collect();
             if roles.is_empty() {
                 format!("{cluster}  (no grants)")

@@ -13,6 +13,7 @@ use super::error::ToolError;
 use super::read_tools::{json, namespace_of};
 use super::render;
 use super::server::{outcome, Tools};
+use crate::access::{AccessAsk, AccessError, Requester};
 use http::Method;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
@@ -38,7 +39,11 @@ impl Tools {
 
     /// Delete one object.
     #[tool(annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false))]
-    async fn delete_resource(&self, Parameters(args): Parameters<DeleteResource>, Extension(parts): Extension<Parts>) -> CallToolResult {
+    async fn delete_resource(
+        &self,
+        Parameters(args): Parameters<DeleteResource>,
+        Extension(parts): Extension<Parts>,
+    ) -> CallToolResult {
         match self.context(&parts, "delete_resource", &args.object.cluster) {
             Ok(ctx) => outcome(delete_resource(&ctx, args).await),
             Err(error) => error.into_result(),
@@ -56,7 +61,11 @@ impl Tools {
 
     /// Restart the pods of a Deployment, StatefulSet or DaemonSet by a rolling update, as `kubectl rollout restart` does.
     #[tool(annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false))]
-    async fn rollout_restart(&self, Parameters(args): Parameters<RolloutRestart>, Extension(parts): Extension<Parts>) -> CallToolResult {
+    async fn rollout_restart(
+        &self,
+        Parameters(args): Parameters<RolloutRestart>,
+        Extension(parts): Extension<Parts>,
+    ) -> CallToolResult {
         match self.context(&parts, "rollout_restart", &args.cluster) {
             Ok(ctx) => outcome(rollout_restart(&ctx, args).await),
             Err(error) => error.into_result(),
@@ -64,10 +73,19 @@ impl Tools {
     }
 
     /// Ask a person for a role on a cluster (a namespace, or the whole cluster) for a while, saying why. A person decides; nothing changes until then.
-    #[tool(annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn request_access(&self, Parameters(args): Parameters<RequestAccess>, Extension(parts): Extension<Parts>) -> CallToolResult {
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn request_access(
+        &self,
+        Parameters(args): Parameters<RequestAccess>,
+        Extension(parts): Extension<Parts>,
+    ) -> CallToolResult {
         match self.context(&parts, "request_access", &args.cluster) {
-            Ok(_) => outcome(request_access(args)),
+            Ok(ctx) => outcome(request_access(&ctx, args).await),
             Err(error) => error.into_result(),
         }
     }
@@ -81,7 +99,13 @@ async fn execute(ctx: &ToolContext, request: ClusterRequest, approval_id: Option
             format!("no write waits for approval {id:?}: this portcullis does not hold writes; call again without approval_id"),
         ));
     }
-    if ctx.caller.identity.agent.as_ref().is_some_and(|a| a.writes_need_approval) {
+    if ctx
+        .caller
+        .identity
+        .agent
+        .as_ref()
+        .is_some_and(|a| a.writes_need_approval)
+    {
         return Err(ToolError::Approval(
             "your writes need a person's approval, which this portcullis cannot collect yet: nothing was changed; \
              ask the person to make the change"
@@ -94,56 +118,104 @@ async fn execute(ctx: &ToolContext, request: ClusterRequest, approval_id: Option
 async fn apply(ctx: &ToolContext, args: Apply) -> Result<String, ToolError> {
     let manifest: Value = serde_yaml::from_str(&args.manifest)
         .map_err(|e| ToolError::invalid("manifest", format!("the manifest is not one YAML or JSON object: {e}")))?;
-    let field = |path: &[&str]| path.iter().try_fold(&manifest, |v, k| v.get(k)).and_then(Value::as_str).map(String::from);
+    let field = |path: &[&str]| {
+        path.iter()
+            .try_fold(&manifest, |v, k| v.get(k))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
     let (Some(api_version), Some(kind), Some(name)) =
         (field(&["apiVersion"]), field(&["kind"]), field(&["metadata", "name"]))
     else {
-        return Err(ToolError::invalid("manifest", "the manifest needs apiVersion, kind and metadata.name"));
+        return Err(ToolError::invalid(
+            "manifest",
+            "the manifest needs apiVersion, kind and metadata.name",
+        ));
     };
     let resource = ctx.shared.kinds.resolve(ctx, &kind, Some(&api_version)).await?;
     let namespace = field(&["metadata", "namespace"]);
     let namespace = namespace_of(&resource, namespace.as_deref())?;
     let force = if args.force == Some(true) { "&force=true" } else { "" };
-    let path = format!("{}?fieldManager={FIELD_MANAGER}{force}", resource.path(namespace, Some(&name), None)?);
+    let path = format!(
+        "{}?fieldManager={FIELD_MANAGER}{force}",
+        resource.path(namespace, Some(&name), None)?
+    );
     // JSON is YAML: the apply body is the manifest as parsed.
-    let body = serde_json::to_vec(&manifest).map_err(|_| ToolError::invalid("manifest", "the manifest cannot be encoded"))?;
-    let request = ClusterRequest::new(Method::PATCH, path).body("application/apply-patch+yaml", body).in_namespace(namespace);
+    let body =
+        serde_json::to_vec(&manifest).map_err(|_| ToolError::invalid("manifest", "the manifest cannot be encoded"))?;
+    let request = ClusterRequest::new(Method::PATCH, path)
+        .body("application/apply-patch+yaml", body)
+        .in_namespace(namespace);
     let answer = execute(ctx, request, args.approval_id.as_deref()).await?;
     let head = format!("applied {}/{name}{}\n", resource.qualified(), in_namespace(namespace));
-    Ok(render::cut(head + &render::object_yaml(json(&answer.body)?), "the object is applied; get_resource shows it"))
+    Ok(render::cut(
+        head + &render::object_yaml(json(&answer.body)?),
+        "the object is applied; get_resource shows it",
+    ))
 }
 
 async fn delete_resource(ctx: &ToolContext, args: DeleteResource) -> Result<String, ToolError> {
     let object = &args.object;
-    let resource = ctx.shared.kinds.resolve(ctx, &object.kind, object.api_version.as_deref()).await?;
+    let resource = ctx
+        .shared
+        .kinds
+        .resolve(ctx, &object.kind, object.api_version.as_deref())
+        .await?;
     let namespace = namespace_of(&resource, object.namespace.as_deref())?;
     let path = resource.path(namespace, Some(&object.name), None)?;
     let request = ClusterRequest::new(Method::DELETE, path).in_namespace(namespace);
     execute(ctx, request, args.approval_id.as_deref()).await?;
-    Ok(format!("deleted {}/{}{}\n", resource.qualified(), object.name, in_namespace(namespace)))
+    Ok(format!(
+        "deleted {}/{}{}\n",
+        resource.qualified(),
+        object.name,
+        in_namespace(namespace)
+    ))
 }
 
 async fn scale(ctx: &ToolContext, args: Scale) -> Result<String, ToolError> {
     let range = &ctx.shared.scale;
-    let replicas = u32::try_from(args.replicas).ok().filter(|r| range.contains(r)).ok_or_else(|| {
-        ToolError::invalid("replicas", format!("replicas must be {} to {} on this portcullis", range.start(), range.end()))
-    })?;
+    let replicas = u32::try_from(args.replicas)
+        .ok()
+        .filter(|r| range.contains(r))
+        .ok_or_else(|| {
+            ToolError::invalid(
+                "replicas",
+                format!(
+                    "replicas must be {} to {} on this portcullis",
+                    range.start(),
+                    range.end()
+                ),
+            )
+        })?;
     let resource = ctx.shared.kinds.resolve(ctx, &args.kind, None).await?;
     if !resource.subresources.iter().any(|s| s == "scale") {
-        return Err(ToolError::invalid("kind", format!("{} cannot be scaled", resource.qualified())));
+        return Err(ToolError::invalid(
+            "kind",
+            format!("{} cannot be scaled", resource.qualified()),
+        ));
     }
     let path = resource.path(Some(&args.namespace), Some(&args.name), Some("scale"))?;
     let body = json!({"spec": {"replicas": replicas}}).to_string();
-    let request =
-        ClusterRequest::new(Method::PATCH, path).body("application/merge-patch+json", body).in_namespace(Some(&args.namespace));
+    let request = ClusterRequest::new(Method::PATCH, path)
+        .body("application/merge-patch+json", body)
+        .in_namespace(Some(&args.namespace));
     execute(ctx, request, args.approval_id.as_deref()).await?;
-    Ok(format!("scaled {}/{} in {} to {replicas} replicas\n", resource.qualified(), args.name, args.namespace))
+    Ok(format!(
+        "scaled {}/{} in {} to {replicas} replicas\n",
+        resource.qualified(),
+        args.name,
+        args.namespace
+    ))
 }
 
 async fn rollout_restart(ctx: &ToolContext, args: RolloutRestart) -> Result<String, ToolError> {
     let resource = ctx.shared.kinds.resolve(ctx, &args.kind, None).await?;
     if resource.group != "apps" || !["deployments", "statefulsets", "daemonsets"].contains(&resource.plural.as_str()) {
-        return Err(ToolError::invalid("kind", "only a Deployment, StatefulSet or DaemonSet can be restarted"));
+        return Err(ToolError::invalid(
+            "kind",
+            "only a Deployment, StatefulSet or DaemonSet can be restarted",
+        ));
     }
     let path = resource.path(Some(&args.namespace), Some(&args.name), None)?;
     // What kubectl sets: a changed pod template annotation rolls the pods.
@@ -153,16 +225,55 @@ async fn rollout_restart(ctx: &ToolContext, args: RolloutRestart) -> Result<Stri
         .body("application/strategic-merge-patch+json", body.to_string())
         .in_namespace(Some(&args.namespace));
     execute(ctx, request, args.approval_id.as_deref()).await?;
-    Ok(format!("restarted {}/{} in {} (rolling update started at {now})\n", resource.qualified(), args.name, args.namespace))
+    Ok(format!(
+        "restarted {}/{} in {} (rolling update started at {now})\n",
+        resource.qualified(),
+        args.name,
+        args.namespace
+    ))
 }
 
-fn request_access(args: RequestAccess) -> Result<String, ToolError> {
-    let scope = args.namespace.as_deref().map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
-    Err(ToolError::Unavailable(format!(
-        "access requests are not available on this portcullis yet, so {} on {scope} of {} for {} was not requested: \
-         ask a person to grant it with `portcullis grant add`, and tell them why ({})",
-        args.role, args.cluster, args.duration, args.reason
-    )))
+async fn request_access(ctx: &ToolContext, args: RequestAccess) -> Result<String, ToolError> {
+    let duration = humantime::parse_duration(args.duration.trim()).map_err(|e| {
+        ToolError::invalid(
+            "duration",
+            format!("duration {:?} is not like 2h or 30m: {e}", args.duration),
+        )
+    })?;
+    let ask = AccessAsk {
+        cluster: args.cluster,
+        role: args.role,
+        namespace: args.namespace,
+        duration,
+        reason: args.reason,
+    };
+    let requester = Requester::from(&ctx.caller.identity);
+    let (store, config) = (ctx.shared.store.clone(), ctx.shared.config.clone());
+    let asked = tokio::task::spawn_blocking(move || crate::access::request_access(&store, &config, &requester, &ask))
+        .await
+        .map_err(|_| ToolError::Unavailable("portcullis could not record the request; try again".into()))?;
+    let request = asked.map_err(|error| match error {
+        AccessError::Invalid(message) => ToolError::Refused {
+            code: "access.invalid",
+            message,
+            audit_id: String::new(),
+        },
+        other => ToolError::Unavailable(format!("portcullis could not record the request ({other}); try again")),
+    })?;
+    let scope = request
+        .namespace
+        .as_deref()
+        .map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
+    Ok(format!(
+        "access request {id} is pending: {role} on {scope} of cluster {cluster} for {duration}.\n\
+         A person decides it (`portcullis access approve {id}`); nobody deciding, it expires at {expires}.\n\
+         Nothing changes until then. Once approved, `whoami` shows the new grant and the same calls work.\n",
+        id = request.id,
+        role = request.role,
+        cluster = request.cluster,
+        duration = humantime::format_duration(request.duration),
+        expires = request.expires_at.format("%Y-%m-%dT%H:%M:%SZ"),
+    ))
 }
 
 fn in_namespace(namespace: Option<&str>) -> String {

@@ -30,8 +30,12 @@ pub fn run(config: &Config, store: &Store, command: ClusterCommand, out: &mut dy
 
 fn print_status(config: &Config, store: &Store, out: &mut dyn Write) -> Result<(), CliError> {
     let io = |e: std::io::Error| CliError::Message(e.to_string());
-    writeln!(out, "{:<16} {:<11} {:<21} {:<21} {:<7} {:<9} {:<7} ERROR", "CLUSTER", "REACHABLE", "SINCE", "LAST RECONCILE", "ROLES", "BINDINGS", "REMOVED")
-        .map_err(io)?;
+    writeln!(
+        out,
+        "{:<16} {:<11} {:<21} {:<21} {:<7} {:<9} {:<7} ERROR",
+        "CLUSTER", "REACHABLE", "SINCE", "LAST RECONCILE", "ROLES", "BINDINGS", "REMOVED"
+    )
+    .map_err(io)?;
     for cluster in &config.clusters {
         let status = store.cluster_status(&cluster.name)?.unwrap_or_default();
         writeln!(out, "{}", status_line(&cluster.name, &status)).map_err(io)?;
@@ -46,7 +50,8 @@ fn status_line(name: &str, s: &ClusterStatus) -> String {
         Some(true) => "yes",
         Some(false) => "no",
     };
-    let when = |t: &Option<DateTime<Utc>>| t.map_or("never".to_string(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string());
+    let when =
+        |t: &Option<DateTime<Utc>>| t.map_or("never".to_string(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string());
     let roles = format!("{}/{}", s.roles_in_step, s.roles_wanted);
     let bindings = format!("{}/{}", s.bindings_in_step, s.bindings_wanted);
     let error = s.last_error.as_deref().unwrap_or("-");
@@ -60,17 +65,20 @@ fn status_line(name: &str, s: &ClusterStatus) -> String {
 
 /// Run one pass of `cluster` from the CLI and say what became of the
 /// bindings: in step, or pending (the server's reconciler will retry).
+/// Blocking, with a runtime of its own: never call it from async code (a
+/// server uses [`super::Reconciler::pass_now`] or `trigger`).
 pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
     let Some(cluster_config) = config.clusters.iter().find(|c| c.name == cluster) else {
         return format!("cluster {cluster} is not configured: nothing bound");
     };
-    let client = match ClusterClient::new(cluster_config) {
-        Ok(client) => client,
-        Err(e) => return format!("binding pending: {e}"),
-    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return format!("binding pending: cannot start a runtime: {e}"),
+    };
+    // kube-rs's client spawns its buffer task: build it inside the runtime.
+    let client = match runtime.block_on(async { ClusterClient::new(cluster_config) }) {
+        Ok(client) => client,
+        Err(e) => return format!("binding pending: {e}"),
     };
     let roles = crate::gateway::all_roles(config);
     let report = runtime.block_on(run_pass(&client, store, &roles));
@@ -86,7 +94,10 @@ pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
             outcome.errors.join("; ")
         )
     } else {
-        format!("binding pending on cluster {cluster}: {}; the server's reconciler retries", outcome.errors.join("; "))
+        format!(
+            "binding pending on cluster {cluster}: {}; the server's reconciler retries",
+            outcome.errors.join("; ")
+        )
     }
 }
 

@@ -78,10 +78,10 @@ impl ClusterClient {
         if roots.is_empty() {
             return Err(ca_error("no certificate found".into()));
         }
-        let url = config
-            .server
-            .parse()
-            .map_err(|_| ClientError::Url { cluster: config.name.clone(), url: config.server.clone() })?;
+        let url = config.server.parse().map_err(|_| ClientError::Url {
+            cluster: config.name.clone(),
+            url: config.server.clone(),
+        })?;
         let mut kube_config = kube::Config::new(url);
         kube_config.root_cert = Some(roots);
         kube_config.root_cert_file = Some(config.ca_file.clone());
@@ -92,9 +92,14 @@ impl ClusterClient {
         kube_config.read_timeout = Some(Duration::from_secs(20));
         kube_config.reset_reader_on_write = true;
         kube_config.default_retry = false;
-        let client = Client::try_from(kube_config)
-            .map_err(|source| ClientError::Kube { cluster: config.name.clone(), source })?;
-        Ok(ClusterClient { name: config.name.clone(), client })
+        let client = Client::try_from(kube_config).map_err(|source| ClientError::Kube {
+            cluster: config.name.clone(),
+            source,
+        })?;
+        Ok(ClusterClient {
+            name: config.name.clone(),
+            client,
+        })
     }
 
     /// Every ClusterRole, ClusterRoleBinding and RoleBinding (all
@@ -103,7 +108,9 @@ impl ClusterClient {
     pub async fn list_owned(&self) -> Result<Vec<Object>, kube::Error> {
         let params = ListParams::default().labels(SELECTOR);
         let roles = Api::<ClusterRole>::all(self.client.clone()).list(&params).await?;
-        let cluster_bindings = Api::<ClusterRoleBinding>::all(self.client.clone()).list(&params).await?;
+        let cluster_bindings = Api::<ClusterRoleBinding>::all(self.client.clone())
+            .list(&params)
+            .await?;
         let bindings = Api::<RoleBinding>::all(self.client.clone()).list(&params).await?;
         Ok(roles
             .items
@@ -123,10 +130,14 @@ impl ClusterClient {
         };
         match object {
             Object::ClusterRole(o) => {
-                Api::<ClusterRole>::all(self.client.clone()).patch(&name, &params, &Patch::Apply(o)).await?;
+                Api::<ClusterRole>::all(self.client.clone())
+                    .patch(&name, &params, &Patch::Apply(o))
+                    .await?;
             }
             Object::ClusterRoleBinding(o) => {
-                Api::<ClusterRoleBinding>::all(self.client.clone()).patch(&name, &params, &Patch::Apply(o)).await?;
+                Api::<ClusterRoleBinding>::all(self.client.clone())
+                    .patch(&name, &params, &Patch::Apply(o))
+                    .await?;
             }
             Object::RoleBinding(o) => {
                 let namespace = o.metadata.namespace.as_deref().unwrap_or("default");
@@ -142,12 +153,14 @@ impl ClusterClient {
     pub async fn delete(&self, key: &ObjectKey) -> Result<(), kube::Error> {
         let params = DeleteParams::default();
         let result = match key {
-            ObjectKey::ClusterRole(name) => {
-                Api::<ClusterRole>::all(self.client.clone()).delete(name, &params).await.map(|_| ())
-            }
-            ObjectKey::ClusterRoleBinding(name) => {
-                Api::<ClusterRoleBinding>::all(self.client.clone()).delete(name, &params).await.map(|_| ())
-            }
+            ObjectKey::ClusterRole(name) => Api::<ClusterRole>::all(self.client.clone())
+                .delete(name, &params)
+                .await
+                .map(|_| ()),
+            ObjectKey::ClusterRoleBinding(name) => Api::<ClusterRoleBinding>::all(self.client.clone())
+                .delete(name, &params)
+                .await
+                .map(|_| ()),
             ObjectKey::RoleBinding(namespace, name) => Api::<RoleBinding>::namespaced(self.client.clone(), namespace)
                 .delete(name, &params)
                 .await

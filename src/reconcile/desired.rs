@@ -145,13 +145,21 @@ fn meta(name: String, namespace: Option<String>, label: (&str, &str)) -> ObjectM
     // A label value is at most 63 characters of a restricted set; a custom
     // role's name might not fit, and the label is only informative.
     let fits = label.1.len() <= 63
-        && label.1.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && label
+            .1
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && label.1.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && label.1.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric());
     if fits {
         labels.insert(label.0.to_string(), label.1.to_string());
     }
-    ObjectMeta { name: Some(name), namespace, labels: Some(labels), ..Default::default() }
+    ObjectMeta {
+        name: Some(name),
+        namespace,
+        labels: Some(labels),
+        ..Default::default()
+    }
 }
 
 /// The ClusterRole of `role`.
@@ -161,7 +169,10 @@ pub fn cluster_role(role: &Role) -> Result<ClusterRole, DesiredError> {
         .iter()
         .map(|rule| serde_json::from_value::<PolicyRule>(rule.clone()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| DesiredError::InvalidRules { role: role.name.clone(), message: e.to_string() })?;
+        .map_err(|e| DesiredError::InvalidRules {
+            role: role.name.clone(),
+            message: e.to_string(),
+        })?;
     Ok(ClusterRole {
         metadata: meta(role.cluster_role_name(), None, (ROLE_LABEL, &role.name)),
         rules: Some(rules),
@@ -171,14 +182,33 @@ pub fn cluster_role(role: &Role) -> Result<ClusterRole, DesiredError> {
 
 /// The binding of `grant` (which must name one of `roles`).
 pub fn binding(grant: &Grant) -> Object {
-    let subjects =
-        Some(vec![Subject { api_group: Some(RBAC_GROUP.into()), kind: "Group".into(), name: grant.group(), namespace: None }]);
-    let role_ref =
-        RoleRef { api_group: Some(RBAC_GROUP.into()), kind: "ClusterRole".into(), name: format!("portcullis:{}", grant.role) };
-    let meta = meta(binding_name(&grant.id), grant.namespace.clone(), (GRANT_LABEL, &grant.id));
+    let subjects = Some(vec![Subject {
+        api_group: Some(RBAC_GROUP.into()),
+        kind: "Group".into(),
+        name: grant.group(),
+        namespace: None,
+    }]);
+    let role_ref = RoleRef {
+        api_group: Some(RBAC_GROUP.into()),
+        kind: "ClusterRole".into(),
+        name: format!("portcullis:{}", grant.role),
+    };
+    let meta = meta(
+        binding_name(&grant.id),
+        grant.namespace.clone(),
+        (GRANT_LABEL, &grant.id),
+    );
     match grant.namespace {
-        Some(_) => Object::RoleBinding(RoleBinding { metadata: meta, role_ref, subjects }),
-        None => Object::ClusterRoleBinding(ClusterRoleBinding { metadata: meta, role_ref, subjects }),
+        Some(_) => Object::RoleBinding(RoleBinding {
+            metadata: meta,
+            role_ref,
+            subjects,
+        }),
+        None => Object::ClusterRoleBinding(ClusterRoleBinding {
+            metadata: meta,
+            role_ref,
+            subjects,
+        }),
     }
 }
 
@@ -199,7 +229,10 @@ pub fn desired(roles: &[Role], grants: &[Grant], cluster: &str, now: DateTime<Ut
     }
     for grant in grants.iter().filter(|g| g.cluster == cluster && g.in_effect(now)) {
         if !known.contains_key(grant.role.as_str()) {
-            out.errors.push(DesiredError::UnknownRole { grant: grant.id.clone(), role: grant.role.clone() });
+            out.errors.push(DesiredError::UnknownRole {
+                grant: grant.id.clone(),
+                role: grant.role.clone(),
+            });
             continue;
         }
         out.objects.push(binding(grant));
@@ -247,7 +280,10 @@ fn labelled(object: &Object) -> bool {
         Object::ClusterRoleBinding(o) => &o.metadata,
         Object::RoleBinding(o) => &o.metadata,
     };
-    meta.labels.as_ref().and_then(|l| l.get(MANAGED_BY.0)).is_some_and(|v| v == MANAGED_BY.1)
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY.0))
+        .is_some_and(|v| v == MANAGED_BY.1)
 }
 
 #[cfg(test)]

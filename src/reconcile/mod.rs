@@ -47,7 +47,10 @@ pub struct UnknownCluster(pub String);
 /// One cluster's reconcile state.
 struct Cluster {
     client: ClusterClient,
+    /// A pass is wanted now.
     wake: Notify,
+    /// A pass ran outside the loop: recompute when the next one is due.
+    rescheduled: Notify,
     /// One pass at a time per cluster in this process.
     running: tokio::sync::Mutex<()>,
     /// The last pass's report (its status, its next expiry).
@@ -79,9 +82,13 @@ impl Reconciler {
                 Ok(Arc::new(Cluster {
                     client: ClusterClient::new(c)?,
                     wake: Notify::new(),
+                    rescheduled: Notify::new(),
                     running: tokio::sync::Mutex::new(()),
                     last: Mutex::new(PassReport {
-                        status: ClusterStatus { cluster: c.name.clone(), ..Default::default() },
+                        status: ClusterStatus {
+                            cluster: c.name.clone(),
+                            ..Default::default()
+                        },
                         ..Default::default()
                     }),
                 }))
@@ -99,7 +106,10 @@ impl Reconciler {
     /// and tests use this to know a grant is bound).
     pub async fn pass_now(&self, cluster: &str) -> Result<PassReport, UnknownCluster> {
         let found = self.find(cluster)?;
-        Ok(self.pass(&found).await)
+        let report = self.pass(&found).await;
+        // Its grants may expire before the loop's next pass.
+        found.rescheduled.notify_one();
+        Ok(report)
     }
 
     /// Ask for a pass of `cluster` as soon as possible (a grant changed).
@@ -111,13 +121,20 @@ impl Reconciler {
 
     /// The clusters' statuses as this process last saw them.
     pub fn status(&self) -> Vec<ClusterStatus> {
-        self.clusters.iter().map(|c| c.last.lock().unwrap_or_else(|p| p.into_inner()).status.clone()).collect()
+        self.clusters
+            .iter()
+            .map(|c| c.last.lock().unwrap_or_else(|p| p.into_inner()).status.clone())
+            .collect()
     }
 
     /// Keep every cluster in step until the returned future is dropped (or
     /// its task aborted).
     pub async fn run(self: Arc<Self>) {
-        let loops: Vec<_> = self.clusters.iter().map(|c| tokio::spawn(self.clone().keep_in_step(c.clone()))).collect();
+        let loops: Vec<_> = self
+            .clusters
+            .iter()
+            .map(|c| tokio::spawn(self.clone().keep_in_step(c.clone())))
+            .collect();
         // Aborts the loops when this future is dropped.
         let _guard = AbortOnDrop(loops.iter().map(|l| l.abort_handle()).collect());
         for one in loops {
@@ -149,7 +166,10 @@ impl Reconciler {
     async fn first_pass(&self, cluster: &Cluster) -> PassReport {
         let _one_at_a_time = cluster.running.lock().await;
         let last = cluster.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let recent = last.status.last_reconcile.is_some_and(|t| (Utc::now() - t).to_std().is_ok_and(|d| d < self.resync));
+        let recent = last
+            .status
+            .last_reconcile
+            .is_some_and(|t| (Utc::now() - t).to_std().is_ok_and(|d| d < self.resync));
         if recent && last.outcome.ok() {
             return last;
         }
@@ -161,10 +181,16 @@ impl Reconciler {
         let mut report = self.first_pass(&cluster).await;
         loop {
             failures = if report.outcome.ok() { 0 } else { failures + 1 };
-            let wait = next_wait(self.resync, failures, report.next_expiry.map(|t| t - Utc::now()));
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = cluster.wake.notified() => {}
+            loop {
+                // The latest pass, the loop's or another's, says when the
+                // next grant expires.
+                let next_expiry = cluster.last.lock().unwrap_or_else(|p| p.into_inner()).next_expiry;
+                let wait = next_wait(self.resync, failures, next_expiry.map(|t| t - Utc::now()));
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => break,
+                    () = cluster.wake.notified() => break,
+                    () = cluster.rescheduled.notified() => continue,
+                }
             }
             report = self.pass(&cluster).await;
         }
@@ -177,7 +203,9 @@ impl Reconciler {
 fn next_wait(resync: Duration, failures: u32, until_expiry: Option<chrono::TimeDelta>) -> Duration {
     let wait = match failures {
         0 => resync,
-        n => Duration::from_secs(1u64 << (n - 1).min(5)).min(MAX_BACKOFF).min(resync.max(Duration::from_secs(1))),
+        n => Duration::from_secs(1u64 << (n - 1).min(5))
+            .min(MAX_BACKOFF)
+            .min(resync.max(Duration::from_secs(1))),
     };
     match until_expiry {
         // A second after the expiry, so the grant is no longer in effect.
@@ -212,8 +240,14 @@ mod tests {
     #[test]
     fn a_pass_is_due_just_after_the_next_expiry() {
         let resync = Duration::from_secs(20);
-        assert_eq!(next_wait(resync, 0, Some(chrono::TimeDelta::seconds(3))), Duration::from_secs(4));
-        assert_eq!(next_wait(resync, 0, Some(chrono::TimeDelta::seconds(-5))), Duration::from_secs(1));
+        assert_eq!(
+            next_wait(resync, 0, Some(chrono::TimeDelta::seconds(3))),
+            Duration::from_secs(4)
+        );
+        assert_eq!(
+            next_wait(resync, 0, Some(chrono::TimeDelta::seconds(-5))),
+            Duration::from_secs(1)
+        );
         assert_eq!(next_wait(resync, 0, Some(chrono::TimeDelta::seconds(600))), resync);
     }
 }

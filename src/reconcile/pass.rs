@@ -28,7 +28,13 @@ pub struct PassReport {
 pub async fn run_pass(client: &ClusterClient, store: &Store, roles: &[Role]) -> PassReport {
     let (outcome, next_expiry) = match tokio::time::timeout(PASS_TIMEOUT, reconcile(client, store, roles)).await {
         Ok(done) => done,
-        Err(_) => (PassOutcome { errors: vec!["the pass timed out".into()], ..Default::default() }, None),
+        Err(_) => (
+            PassOutcome {
+                errors: vec!["the pass timed out".into()],
+                ..Default::default()
+            },
+            None,
+        ),
     };
     let status = record(store, &client.name, &outcome).await;
     if outcome.ok() {
@@ -36,7 +42,11 @@ pub async fn run_pass(client: &ClusterClient, store: &Store, roles: &[Role]) -> 
     } else {
         tracing::warn!(cluster = %client.name, reachable = outcome.reachable, errors = ?outcome.errors, "reconcile pass failed");
     }
-    PassReport { outcome, next_expiry, status }
+    PassReport {
+        outcome,
+        next_expiry,
+        status,
+    }
 }
 
 async fn reconcile(client: &ClusterClient, store: &Store, roles: &[Role]) -> (PassOutcome, Option<DateTime<Utc>>) {
@@ -120,4 +130,3 @@ async fn record(store: &Store, cluster: &str, outcome: &PassOutcome) -> ClusterS
     .await;
     saved.unwrap_or_default()
 }
-

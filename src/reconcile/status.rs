@@ -67,7 +67,11 @@ impl ClusterStatus {
     /// The status after `outcome`, which ended at `at`; `self` is the
     /// previous status (for the "since" times).
     pub fn after(&self, cluster: &str, outcome: &PassOutcome, at: DateTime<Utc>) -> ClusterStatus {
-        let since = if self.reachable == Some(outcome.reachable) { self.since } else { Some(at) };
+        let since = if self.reachable == Some(outcome.reachable) {
+            self.since
+        } else {
+            Some(at)
+        };
         let (roles_in_step, bindings_in_step) = if outcome.reachable {
             (outcome.roles_in_step, outcome.bindings_in_step)
         } else {
@@ -100,14 +104,32 @@ mod tests {
         let t0 = Utc::now();
         let t1 = t0 + chrono::TimeDelta::seconds(20);
         let t2 = t1 + chrono::TimeDelta::seconds(20);
-        let ok = PassOutcome { reachable: true, roles_wanted: 6, roles_in_step: 6, ..Default::default() };
-        let down = PassOutcome { reachable: false, errors: vec!["connection refused".into()], ..Default::default() };
+        let ok = PassOutcome {
+            reachable: true,
+            roles_wanted: 6,
+            roles_in_step: 6,
+            ..Default::default()
+        };
+        let down = PassOutcome {
+            reachable: false,
+            errors: vec!["connection refused".into()],
+            ..Default::default()
+        };
         let first = ClusterStatus::default().after("prod", &ok, t0);
         let second = first.after("prod", &ok, t1);
-        assert_eq!((second.since, second.last_reconcile, second.last_success), (Some(t0), Some(t1), Some(t1)));
+        assert_eq!(
+            (second.since, second.last_reconcile, second.last_success),
+            (Some(t0), Some(t1), Some(t1))
+        );
         let third = second.after("prod", &down, t2);
-        assert_eq!((third.reachable, third.since, third.last_success), (Some(false), Some(t2), Some(t1)));
+        assert_eq!(
+            (third.reachable, third.since, third.last_success),
+            (Some(false), Some(t2), Some(t1))
+        );
         assert_eq!(third.last_error.as_deref(), Some("connection refused"));
-        assert_eq!(third.roles_in_step, 6, "the last known counts are kept while unreachable");
+        assert_eq!(
+            third.roles_in_step, 6,
+            "the last known counts are kept while unreachable"
+        );
     }
 }

@@ -24,7 +24,12 @@ impl Store {
 
     /// One request.
     pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
-        self.with(|c| Ok(c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], request_row).optional()?))
+        self.with(|c| {
+            Ok(
+                c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], request_row)
+                    .optional()?,
+            )
+        })
     }
 
     /// Every request, oldest first.
@@ -108,7 +113,10 @@ fn request_row(r: &Row) -> rusqlite::Result<AccessRequest> {
     let seconds: i64 = r.get(7)?;
     Ok(AccessRequest {
         id: r.get(0)?,
-        requester: Principal { kind: kind_of(r, 1)?, name: r.get(2)? },
+        requester: Principal {
+            kind: kind_of(r, 1)?,
+            name: r.get(2)?,
+        },
         agent_id: r.get(3)?,
         cluster: r.get(4)?,
         namespace: r.get(5)?,

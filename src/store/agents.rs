@@ -20,7 +20,9 @@ impl Store {
         super::validate_name(name)?;
         let delegated = owner.kind == PrincipalKind::Person;
         if !delegated && !grant_ids.is_empty() {
-            return Err(StoreError::Invalid("a bot's agent acts with the bot's grants; give no --grant".into()));
+            return Err(StoreError::Invalid(
+                "a bot's agent acts with the bot's grants; give no --grant".into(),
+            ));
         }
         let agent = Agent {
             id: uuid::Uuid::now_v7().to_string(),
@@ -72,7 +74,10 @@ impl Store {
     ) -> Result<(Credential, String), StoreError> {
         let (cred, token) = self.issue_credential(&agent.principal, &format!("agent:{}", agent.name), expires_at)?;
         self.with(|c| {
-            c.execute("UPDATE credentials SET agent_id = ?2 WHERE id = ?1", params![cred.id, agent.id])?;
+            c.execute(
+                "UPDATE credentials SET agent_id = ?2 WHERE id = ?1",
+                params![cred.id, agent.id],
+            )?;
             Ok(())
         })?;
         Ok((cred, token))
@@ -82,7 +87,11 @@ impl Store {
     pub fn agent_of_credential(&self, credential_id: &str) -> Result<Option<Agent>, StoreError> {
         self.with(|c| {
             let agent_id: Option<String> = c
-                .query_row("SELECT agent_id FROM credentials WHERE id = ?1", params![credential_id], |r| r.get(0))
+                .query_row(
+                    "SELECT agent_id FROM credentials WHERE id = ?1",
+                    params![credential_id],
+                    |r| r.get(0),
+                )
                 .optional()?
                 .flatten();
             agent_id.map(|id| load(c, &id)).transpose().map(Option::flatten)
@@ -127,8 +136,11 @@ fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, StoreError>
             },
         )
         .optional()?;
-    let Some((name, kind, owner, writes_need_approval, disabled)) = row else { return Ok(None) };
-    let kind = PrincipalKind::parse(&kind).ok_or_else(|| StoreError::Invalid(format!("bad agent owner kind {kind}")))?;
+    let Some((name, kind, owner, writes_need_approval, disabled)) = row else {
+        return Ok(None);
+    };
+    let kind =
+        PrincipalKind::parse(&kind).ok_or_else(|| StoreError::Invalid(format!("bad agent owner kind {kind}")))?;
     let grant_ids = if kind == PrincipalKind::Person {
         let ids = c
             .prepare("SELECT grant_id FROM agent_grants WHERE agent_id = ?1 ORDER BY grant_id")?

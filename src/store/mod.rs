@@ -46,9 +46,12 @@ impl std::fmt::Debug for Store {
     }
 }
 
-const MIGRATIONS: &[&str] =
-    &[include_str!("migrations/0001_identity.sql"), include_str!("migrations/0002_audit.sql"),
-    include_str!("migrations/0003_agents.sql"), include_str!("migrations/0004_reconcile_access.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_identity.sql"),
+    include_str!("migrations/0002_audit.sql"),
+    include_str!("migrations/0003_agents.sql"),
+    include_str!("migrations/0004_reconcile_access.sql"),
+];
 
 /// A credential found by its token hash, with whether its owner is disabled.
 #[derive(Debug, Clone)]
@@ -82,7 +85,10 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         migrate(&conn)?;
-        Ok(Store { conn: Arc::new(Mutex::new(conn)), path: Arc::new(path.to_path_buf()) })
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path.to_path_buf()),
+        })
     }
 
     /// The database file (the audit writer opens its own connection to it).
@@ -208,7 +214,12 @@ impl Store {
             Ok(c.query_row(
                 &format!("{CREDENTIAL_SELECT} WHERE c.token_sha256 = ?1"),
                 params![token_sha256],
-                |r| Ok(CredentialLookup { credential: credential_row(r)?, owner_disabled: r.get(9)? }),
+                |r| {
+                    Ok(CredentialLookup {
+                        credential: credential_row(r)?,
+                        owner_disabled: r.get(9)?,
+                    })
+                },
             )
             .optional()?)
         })
@@ -243,7 +254,10 @@ impl Store {
     /// Record that a credential was used.
     pub fn touch_credential(&self, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.with(|c| {
-            c.execute("UPDATE credentials SET last_used_at = ?2 WHERE id = ?1", params![id, at])?;
+            c.execute(
+                "UPDATE credentials SET last_used_at = ?2 WHERE id = ?1",
+                params![id, at],
+            )?;
             Ok(())
         })
     }
@@ -297,7 +311,8 @@ impl Store {
 }
 
 const CREDENTIAL_SELECT: &str = "SELECT c.id, c.kind, c.owner, c.name, c.display_prefix, c.created_at, c.expires_at, c.last_used_at, c.revoked_at, p.disabled FROM credentials c JOIN principals p ON p.kind = c.kind AND p.name = c.owner";
-const GRANT_SELECT: &str = "SELECT id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, revoked_at FROM grants";
+const GRANT_SELECT: &str =
+    "SELECT id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, revoked_at FROM grants";
 
 fn kind_of(r: &Row, index: usize) -> rusqlite::Result<PrincipalKind> {
     let text: String = r.get(index)?;
@@ -309,7 +324,10 @@ fn kind_of(r: &Row, index: usize) -> rusqlite::Result<PrincipalKind> {
 fn credential_row(r: &Row) -> rusqlite::Result<Credential> {
     Ok(Credential {
         id: r.get(0)?,
-        principal: Principal { kind: kind_of(r, 1)?, name: r.get(2)? },
+        principal: Principal {
+            kind: kind_of(r, 1)?,
+            name: r.get(2)?,
+        },
         name: r.get(3)?,
         display_prefix: r.get(4)?,
         created_at: r.get(5)?,
@@ -322,7 +340,10 @@ fn credential_row(r: &Row) -> rusqlite::Result<Credential> {
 fn grant_row(r: &Row) -> rusqlite::Result<Grant> {
     Ok(Grant {
         id: r.get(0)?,
-        subject: Principal { kind: kind_of(r, 1)?, name: r.get(2)? },
+        subject: Principal {
+            kind: kind_of(r, 1)?,
+            name: r.get(2)?,
+        },
         cluster: r.get(3)?,
         namespace: r.get(4)?,
         role: r.get(5)?,
@@ -341,14 +362,18 @@ fn exists(c: &Connection, principal: &Principal) -> Result<(), StoreError> {
             |r| r.get(0),
         )
         .optional()?;
-    found.map(|_| ()).ok_or_else(|| StoreError::NotFound(principal.to_string()))
+    found
+        .map(|_| ())
+        .ok_or_else(|| StoreError::NotFound(principal.to_string()))
 }
 
 /// Logins and bot names become Kubernetes user names: keep them plain.
 fn validate_name(name: &str) -> Result<(), StoreError> {
     let ok = !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_'))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_'))
         && name.as_bytes()[0].is_ascii_alphanumeric();
     if ok {
         Ok(())
@@ -362,9 +387,14 @@ fn validate_name(name: &str) -> Result<(), StoreError> {
 /// Apply the embedded migrations not yet applied to `conn`'s database.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")?;
-    let applied: i64 = conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))?;
+    let applied: i64 = conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| {
+        r.get(0)
+    })?;
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
-        conn.execute_batch(&format!("BEGIN; {sql}; INSERT INTO schema_migrations VALUES ({}); COMMIT;", index + 1))?;
+        conn.execute_batch(&format!(
+            "BEGIN; {sql}; INSERT INTO schema_migrations VALUES ({}); COMMIT;",
+            index + 1
+        ))?;
     }
     Ok(())
 }
@@ -388,7 +418,10 @@ mod tests {
         let found = store.lookup_credential(&credential::hash(&token)).unwrap().unwrap();
         assert_eq!(found.credential, cred);
         assert!(!found.owner_disabled);
-        assert!(store.lookup_credential(&credential::hash("pcl_other")).unwrap().is_none());
+        assert!(store
+            .lookup_credential(&credential::hash("pcl_other"))
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -434,7 +467,10 @@ mod tests {
     fn migrations_apply_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
-        Store::open(&path).unwrap().add_principal(&Principal::person("ana"), false).unwrap();
+        Store::open(&path)
+            .unwrap()
+            .add_principal(&Principal::person("ana"), false)
+            .unwrap();
         let again = Store::open(&path).unwrap();
         assert_eq!(again.list_principals(PrincipalKind::Person).unwrap().len(), 1);
     }

@@ -39,8 +39,12 @@ impl Store {
     /// A cluster's last recorded reconcile status.
     pub fn cluster_status(&self, cluster: &str) -> Result<Option<ClusterStatus>, StoreError> {
         let json: Option<String> = self.with(|c| {
-            Ok(c.query_row("SELECT status FROM cluster_status WHERE cluster = ?1", params![cluster], |r| r.get(0))
-                .optional()?)
+            Ok(c.query_row(
+                "SELECT status FROM cluster_status WHERE cluster = ?1",
+                params![cluster],
+                |r| r.get(0),
+            )
+            .optional()?)
         })?;
         json.map(|j| serde_json::from_str(&j).map_err(|e| StoreError::Invalid(format!("cluster status: {e}"))))
             .transpose()
@@ -57,7 +61,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("p.db")).unwrap();
         assert_eq!(store.cluster_status("prod").unwrap(), None);
-        let mut status = ClusterStatus { cluster: "prod".into(), reachable: Some(true), ..Default::default() };
+        let mut status = ClusterStatus {
+            cluster: "prod".into(),
+            reachable: Some(true),
+            ..Default::default()
+        };
         store.save_cluster_status(&status).unwrap();
         status.last_error = Some("boom".into());
         store.save_cluster_status(&status).unwrap();
@@ -85,7 +93,12 @@ mod tests {
             store.add_grant(&grant(id, cluster)).unwrap();
         }
         store.revoke_grant("g2").unwrap();
-        let ids: Vec<String> = store.unrevoked_grants_on("prod").unwrap().into_iter().map(|g| g.id).collect();
+        let ids: Vec<String> = store
+            .unrevoked_grants_on("prod")
+            .unwrap()
+            .into_iter()
+            .map(|g| g.id)
+            .collect();
         assert_eq!(ids, ["g1"]);
         assert_eq!(store.grant("g3").unwrap().cluster, "staging");
         assert!(matches!(store.grant("nope"), Err(StoreError::NotFound(_))));

@@ -13,7 +13,12 @@ impl Drop for Demo {
 }
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(crate::support::kubectl_path()).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap()
+    Command::new(crate::support::kubectl_path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -34,18 +39,59 @@ fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(300));
-    for file in ["portcullis.toml", "person.kubeconfig", "bot.kubeconfig", "admin.kubeconfig"] {
+    for file in [
+        "portcullis.toml",
+        "person.kubeconfig",
+        "bot.kubeconfig",
+        "admin.kubeconfig",
+        "agent.token",
+        "mcp.json",
+    ] {
         assert!(dir.path().join(file).exists(), "{file} written");
     }
-    assert!(std::fs::read_to_string(&person).unwrap().contains("current-context: portcullis-sim"));
+    assert!(std::fs::read_to_string(&person)
+        .unwrap()
+        .contains("current-context: portcullis-sim"));
 
     let pods = kubectl(&person, &["get", "pods"]);
     assert!(pods.status.success(), "{}", String::from_utf8_lossy(&pods.stderr));
     assert!(String::from_utf8_lossy(&pods.stdout).contains("web-"));
-    let whoami = kubectl(&person, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
-    assert_eq!(String::from_utf8_lossy(&whoami.stdout), "user:ana", "{}", String::from_utf8_lossy(&whoami.stderr));
+    let whoami = kubectl(
+        &person,
+        &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&whoami.stdout),
+        "user:ana",
+        "{}",
+        String::from_utf8_lossy(&whoami.stderr)
+    );
     let bot = kubectl(&dir.path().join("bot.kubeconfig"), &["get", "pods", "-n", "shop"]);
     assert!(String::from_utf8_lossy(&bot.stderr).contains(r#"User "bot:deployer" cannot list resource "pods""#));
+    // The agent acts for ana, and sees her Secrets' values hidden.
+    let mcp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("mcp.json")).unwrap()).unwrap();
+    let token = std::fs::read_to_string(dir.path().join("agent.token")).unwrap();
+    assert_eq!(
+        mcp["mcpServers"]["portcullis"]["headers"]["Authorization"],
+        format!("Bearer {}", token.trim())
+    );
+    assert!(mcp["mcpServers"]["portcullis"]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/mcp"));
+    let secret = ["get", "secret", "db-credentials", "-o", "jsonpath={.data.password}"];
+    assert_eq!(
+        String::from_utf8_lossy(&kubectl(&person, &secret).stdout),
+        "czNjcjN0LVBhNTV3MHJk"
+    );
+    let hidden = kubectl(&dir.path().join("agent.kubeconfig"), &secret);
+    assert_eq!(
+        String::from_utf8_lossy(&hidden.stdout),
+        "<redacted, 15 bytes>",
+        "{}",
+        String::from_utf8_lossy(&hidden.stderr)
+    );
     let admin = kubectl(&dir.path().join("admin.kubeconfig"), &["get", "namespaces"]);
     assert!(String::from_utf8_lossy(&admin.stdout).contains("payments"));
 
@@ -56,6 +102,10 @@ fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
         .output()
         .unwrap();
     let listed = String::from_utf8_lossy(&grants.stdout);
-    assert!(listed.contains("person:ana") && listed.contains("bot:deployer"), "{listed} {}", String::from_utf8_lossy(&grants.stderr));
+    assert!(
+        listed.contains("person:ana") && listed.contains("bot:deployer"),
+        "{listed} {}",
+        String::from_utf8_lossy(&grants.stderr)
+    );
     drop(demo);
 }

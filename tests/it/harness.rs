@@ -51,7 +51,10 @@ impl Portcullis {
         let mut config = Config {
             listen: "127.0.0.1:0".into(),
             public_url: "https://127.0.0.1".into(),
-            tls: TlsConfig { cert_file: path("tls.crt"), key_file: path("tls.key") },
+            tls: TlsConfig {
+                cert_file: path("tls.crt"),
+                key_file: path("tls.key"),
+            },
             data_dir: path("data"),
             trusted_proxies: Vec::new(),
             protected_namespaces: vec!["kube-system".into()],
@@ -68,7 +71,9 @@ impl Portcullis {
             // Passes run when a test asks (`reconcile()`): no periodic
             // resync traffic in the simulated cluster's request log unless a
             // test sets a short one.
-            reconcile: portcullis::config::ReconcileConfig { resync: Duration::from_secs(3600) },
+            reconcile: portcullis::config::ReconcileConfig {
+                resync: Duration::from_secs(3600),
+            },
             access: Default::default(),
         };
         adjust(&mut config);
@@ -81,7 +86,18 @@ impl Portcullis {
         let task = tokio::spawn(app.run(async {
             let _ = stopped.await;
         }));
-        let env = Portcullis { sim: Some(sim), addr, ca_pem: tls.ca_pem, store, config, dir, gateway, reconciler, stop: Some(stop), task: Some(task) };
+        let env = Portcullis {
+            sim: Some(sim),
+            addr,
+            ca_pem: tls.ca_pem,
+            store,
+            config,
+            dir,
+            gateway,
+            reconciler,
+            stop: Some(stop),
+            task: Some(task),
+        };
         // The roles' ClusterRoles exist before any test runs.
         env.reconcile().await;
         env
@@ -90,7 +106,11 @@ impl Portcullis {
     /// Run one reconcile pass of the cluster now and wait for it; panics
     /// unless everything got into step (tests stay deterministic).
     pub async fn reconcile(&self) -> portcullis::reconcile::pass::PassReport {
-        let report = self.reconciler.pass_now(CLUSTER).await.expect("the cluster is configured");
+        let report = self
+            .reconciler
+            .pass_now(CLUSTER)
+            .await
+            .expect("the cluster is configured");
         assert!(report.outcome.ok(), "reconcile pass failed: {:?}", report.outcome);
         report
     }
@@ -132,9 +152,16 @@ impl Portcullis {
         let grants: Vec<Grant> = grants
             .iter()
             .map(|(role, ns)| {
-                let grant =
-                    portcullis::cli::new_grant(&self.config, person.clone(), CLUSTER, role, ns.map(Into::into), ttl, "test")
-                        .unwrap();
+                let grant = portcullis::cli::new_grant(
+                    &self.config,
+                    person.clone(),
+                    CLUSTER,
+                    role,
+                    ns.map(Into::into),
+                    ttl,
+                    "test",
+                )
+                .unwrap();
                 self.store.add_grant(&grant).unwrap();
                 grant
             })
@@ -157,7 +184,10 @@ impl Portcullis {
     /// Add an agent called `name` for person `login`; returns its token.
     pub fn agent_named(&self, login: &str, name: &str, grants: &[&Grant]) -> String {
         let ids: Vec<String> = grants.iter().map(|g| g.id.clone()).collect();
-        let agent = self.store.add_agent(&Principal::person(login), name, &ids, false).unwrap();
+        let agent = self
+            .store
+            .add_agent(&Principal::person(login), name, &ids, false)
+            .unwrap();
         self.store.issue_agent_credential(&agent, None).unwrap().1
     }
 
@@ -190,9 +220,14 @@ impl Portcullis {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(20), task).await.expect("portcullis stops").unwrap();
+            tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("portcullis stops")
+                .unwrap();
         }
-        let app = App::build(&self.config, self.store.clone()).await.expect("portcullis restarts");
+        let app = App::build(&self.config, self.store.clone())
+            .await
+            .expect("portcullis restarts");
         self.addr = app.local_addr();
         self.gateway = app.gateway();
         self.reconciler = app.reconciler();
@@ -227,7 +262,9 @@ impl Drop for Portcullis {
 
 fn pem_to_der(pem: &str) -> Vec<u8> {
     use rustls_pki_types::pem::PemObject;
-    rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap().to_vec()
+    rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+        .unwrap()
+        .to_vec()
 }
 
 /// kubectl 1.37 with a kubeconfig.
@@ -250,14 +287,22 @@ impl Kubectl {
     /// Run kubectl and return stdout; panic with stderr if it fails.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Run kubectl expecting failure; return stderr.
     pub fn fails(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert!(!out.status.success(), "kubectl {args:?} succeeded: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
@@ -286,7 +331,8 @@ pub struct RawResponse {
 impl RawResponse {
     /// The body as JSON.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&self.body)))
     }
 }
 
@@ -299,13 +345,19 @@ impl Raw {
     /// GET `path`; `None` when the connection fails (e.g. TLS refused).
     pub async fn try_send(&self, method: Method, path: &str) -> Option<StatusCode> {
         let request = Request::builder().method(method).uri(format!("{}{path}", self.base));
-        let response = self.client.request(request.body(Full::new(Bytes::new())).unwrap()).await.ok()?;
+        let response = self
+            .client
+            .request(request.body(Full::new(Bytes::new())).unwrap())
+            .await
+            .ok()?;
         Some(response.status())
     }
 
     fn new(ca_pem: &str, base: String) -> Raw {
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(rustls_pki_types::CertificateDer::from(pem_to_der(ca_pem))).unwrap();
+        roots
+            .add(rustls_pki_types::CertificateDer::from(pem_to_der(ca_pem)))
+            .unwrap();
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -317,8 +369,7 @@ impl Raw {
             .enable_http1()
             .enable_http2()
             .build();
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
         Raw { client, base }
     }
 
@@ -328,16 +379,25 @@ impl Raw {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let response = self.client.request(request.body(Full::new(Bytes::from(body))).unwrap()).await.expect("request sent");
+        let response = self
+            .client
+            .request(request.body(Full::new(Bytes::from(body))).unwrap())
+            .await
+            .expect("request sent");
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        RawResponse { status: parts.status, headers: parts.headers, body }
+        RawResponse {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
     }
 
     /// GET with a bearer token.
     pub async fn get(&self, path: &str, token: &str) -> RawResponse {
         let auth = format!("Bearer {token}");
-        self.send(Method::GET, path, &[("authorization", &auth)], Vec::new()).await
+        self.send(Method::GET, path, &[("authorization", &auth)], Vec::new())
+            .await
     }
 
     /// Send and return the streaming response (for watches).

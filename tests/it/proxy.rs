@@ -10,11 +10,20 @@ const SA: &str = "system:serviceaccount:portcullis:portcullis";
 /// What reached the cluster on a caller's behalf (not portcullis's own
 /// probes and reconciles, which impersonate no one).
 fn forwarded(env: &Portcullis) -> Vec<portcullis::sim::RecordedRequest> {
-    env.sim().requests().into_iter().filter(|r| r.header("impersonate-user").is_some()).collect()
+    env.sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.header("impersonate-user").is_some())
+        .collect()
 }
 
 fn header<'a>(request: &'a portcullis::sim::RecordedRequest, name: &str) -> Vec<&'a str> {
-    request.headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
+    request
+        .headers
+        .iter()
+        .filter(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,7 +41,11 @@ async fn kubectl_reads_and_writes_as_the_person_with_their_grant() {
     assert!(yaml.contains("dark: \"true\""), "{yaml}");
 
     let manifest = env.dir.path().join("cm.yaml");
-    std::fs::write(&manifest, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: \"1\"\n").unwrap();
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: \"1\"\n",
+    )
+    .unwrap();
     let applied = kubectl.ok(&["apply", "--server-side", "-f", manifest.to_str().unwrap()]);
     assert!(applied.contains("configmap/applied serverside-applied"), "{applied}");
 
@@ -40,7 +53,10 @@ async fn kubectl_reads_and_writes_as_the_person_with_their_grant() {
     let gone = kubectl.fails(&["get", "configmap", "flags"]);
     assert!(gone.contains("configmaps \"flags\" not found"), "{gone}");
 
-    let writes: Vec<_> = forwarded(&env).into_iter().filter(|r| r.verb == "create" || r.verb == "delete").collect();
+    let writes: Vec<_> = forwarded(&env)
+        .into_iter()
+        .filter(|r| r.verb == "create" || r.verb == "delete")
+        .collect();
     assert!(!writes.is_empty());
     for request in writes {
         let user = request.impersonated.as_ref().expect("impersonated");
@@ -61,7 +77,12 @@ async fn a_role_denial_is_the_clusters_own_403() {
         "{err}"
     );
     let err = kubectl.fails(&["delete", "pod", "--all"]);
-    assert!(err.contains(r#"is forbidden: User "user:ana" cannot delete resource "pods" in API group "" in the namespace "shop""#), "{err}");
+    assert!(
+        err.contains(
+            r#"is forbidden: User "user:ana" cannot delete resource "pods" in API group "" in the namespace "shop""#
+        ),
+        "{err}"
+    );
     env.stop().await;
 }
 
@@ -88,9 +109,19 @@ async fn client_impersonation_headers_are_refused_in_any_case() {
     let raw = env.raw();
     let auth = format!("Bearer {token}");
     let before = forwarded(&env).len();
-    for (name, value) in [("Impersonate-User", "admin"), ("impersonate-uid", "1"), ("Impersonate-Extra-x", "y"), ("IMPERSONATE-GROUP", "system:masters")] {
+    for (name, value) in [
+        ("Impersonate-User", "admin"),
+        ("impersonate-uid", "1"),
+        ("Impersonate-Extra-x", "y"),
+        ("IMPERSONATE-GROUP", "system:masters"),
+    ] {
         let response = raw
-            .send(Method::GET, &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &[("authorization", &auth), (name, value)], Vec::new())
+            .send(
+                Method::GET,
+                &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"),
+                &[("authorization", &auth), (name, value)],
+                Vec::new(),
+            )
             .await;
         assert_eq!(response.status, 400, "{name}");
         let status = response.json();
@@ -115,18 +146,32 @@ async fn client_identity_and_forwarding_headers_never_reach_the_cluster() {
         .send(
             Method::GET,
             &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"),
-            &[("authorization", &auth), ("x-remote-user", "admin"), ("x-remote-group", "system:masters"), ("x-forwarded-for", "6.6.6.6"), ("x-real-ip", "6.6.6.6"), ("audit-id", "chosen-by-client")],
+            &[
+                ("authorization", &auth),
+                ("x-remote-user", "admin"),
+                ("x-remote-group", "system:masters"),
+                ("x-forwarded-for", "6.6.6.6"),
+                ("x-real-ip", "6.6.6.6"),
+                ("audit-id", "chosen-by-client"),
+            ],
             Vec::new(),
         )
         .await;
     assert_eq!(response.status, 200);
-    let seen = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
+    let seen = forwarded(&env)
+        .into_iter()
+        .rev()
+        .find(|r| r.path.ends_with("/configmaps"))
+        .unwrap();
     let authorization = header(&seen, "authorization");
     assert_eq!(authorization, [format!("Bearer {}", env.sim().portcullis_token())]);
     for name in ["x-remote-user", "x-remote-group", "x-forwarded-for", "x-real-ip"] {
         assert!(header(&seen, name).is_empty(), "{name} reached the cluster");
     }
-    assert!(!seen.headers.iter().any(|(_, v)| v.contains(&token)), "the caller's token reached the cluster");
+    assert!(
+        !seen.headers.iter().any(|(_, v)| v.contains(&token)),
+        "the caller's token reached the cluster"
+    );
     assert_ne!(seen.audit_id, "chosen-by-client");
     assert_eq!(seen.user.as_ref().unwrap().name, SA);
     env.stop().await;
@@ -136,11 +181,18 @@ async fn client_identity_and_forwarding_headers_never_reach_the_cluster() {
 async fn the_audit_id_the_cluster_saw_is_the_one_the_client_got() {
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
-    let response = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token).await;
+    let response = env
+        .raw()
+        .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token)
+        .await;
     assert_eq!(response.status, 200);
     let audit_id = response.headers["audit-id"].to_str().unwrap().to_string();
     assert_eq!(uuid::Uuid::parse_str(&audit_id).unwrap().get_version_num(), 7);
-    let seen = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/pods")).unwrap();
+    let seen = forwarded(&env)
+        .into_iter()
+        .rev()
+        .find(|r| r.path.ends_with("/pods"))
+        .unwrap();
     assert_eq!(seen.audit_id, audit_id);
     assert_eq!(header(&seen, "audit-id"), [audit_id.as_str()]);
     env.stop().await;
@@ -182,7 +234,12 @@ async fn unknown_expired_revoked_and_malformed_tokens_get_401() {
     env.store.revoke_credential(&revoked_cred.id).unwrap();
     tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
     let unknown = portcullis::identity::credential::mint().token;
-    for (token, why) in [(unknown.as_str(), "unknown"), (expired.as_str(), "expired"), (revoked.as_str(), "revoked"), ("pcl_nonsense", "malformed")] {
+    for (token, why) in [
+        (unknown.as_str(), "unknown"),
+        (expired.as_str(), "expired"),
+        (revoked.as_str(), "revoked"),
+        ("pcl_nonsense", "malformed"),
+    ] {
         let response = raw.get(&path, token).await;
         assert_eq!(response.status, 401, "{why}");
         assert_eq!(response.headers["www-authenticate"], "Bearer realm=\"portcullis\"");
@@ -206,7 +263,11 @@ async fn an_expired_grant_stops_applying_on_the_next_request() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let err = kubectl.fails(&["get", "configmaps"]);
     assert!(err.contains("forbidden"), "{err}");
-    let last = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/configmaps")).unwrap();
+    let last = forwarded(&env)
+        .into_iter()
+        .rev()
+        .find(|r| r.path.ends_with("/configmaps"))
+        .unwrap();
     assert!(!header(&last, "impersonate-group").contains(&grants[0].group().as_str()));
     env.stop().await;
 }
@@ -231,11 +292,19 @@ async fn a_request_body_over_the_limit_is_413() {
     let auth = format!("Bearer {token}");
     let response = env
         .raw()
-        .send(Method::POST, &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"), &[("authorization", &auth), ("content-type", "application/json")], serde_json::to_vec(&big).unwrap())
+        .send(
+            Method::POST,
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"),
+            &[("authorization", &auth), ("content-type", "application/json")],
+            serde_json::to_vec(&big).unwrap(),
+        )
         .await;
     assert_eq!(response.status, 413);
     assert_eq!(response.json()["reason"], "RequestEntityTooLarge");
-    assert!(!forwarded(&env).iter().any(|r| r.verb == "create"), "the body never reached the cluster");
+    assert!(
+        !forwarded(&env).iter().any(|r| r.verb == "create"),
+        "the body never reached the cluster"
+    );
     env.stop().await;
 }
 
@@ -249,15 +318,30 @@ async fn a_response_over_the_limit_is_refused_or_cut() {
             "metadata": {"name": format!("big-{i}"), "namespace": "shop"}, "data": {"x": "a".repeat(12 * 1024)}});
         env.sim().store().put(object).unwrap();
     }
-    let one = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps/big-0"), &token).await;
+    let one = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps/big-0"),
+            &token,
+        )
+        .await;
     assert_eq!(one.status, 200, "a small object passes");
-    let list = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"), &token).await;
+    let list = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"),
+            &token,
+        )
+        .await;
     if list.status == 502 {
         let message = list.json()["message"].as_str().unwrap().to_string();
         assert!(message.contains("limit") && message.contains("continue"), "{message}");
     } else {
         assert!(list.body.len() <= 32 * 1024, "a cut body never exceeds the cap");
-        assert!(serde_json::from_slice::<serde_json::Value>(&list.body).is_err(), "the client sees a broken body, not a short valid one");
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(&list.body).is_err(),
+            "the client sees a broken body, not a short valid one"
+        );
     }
     let err = kubectl.fails(&["get", "configmaps", "--chunk-size=0", "-o", "json"]);
     assert!(err.contains("limit"), "{err}");
@@ -272,12 +356,20 @@ async fn health_and_metrics_are_served() {
     let raw = env.raw();
     assert_eq!(raw.send(Method::GET, "/healthz", &[], Vec::new()).await.status, 200);
     assert_eq!(raw.send(Method::GET, "/readyz", &[], Vec::new()).await.status, 200);
-    raw.get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token).await;
-    raw.get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), "pcl_bad").await;
+    raw.get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token)
+        .await;
+    raw.get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), "pcl_bad")
+        .await;
     let metrics = raw.send(Method::GET, "/metrics", &[], Vec::new()).await;
     let text = String::from_utf8_lossy(&metrics.body);
-    assert!(text.contains(r#"portcullis_requests_total{cluster="sim",verb="list",code="200"} 1"#), "{text}");
-    assert!(text.contains(r#"portcullis_rejected_credentials_total{reason="malformed"} 1"#), "{text}");
+    assert!(
+        text.contains(r#"portcullis_requests_total{cluster="sim",verb="list",code="200"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"portcullis_rejected_credentials_total{reason="malformed"} 1"#),
+        "{text}"
+    );
     assert!(text.contains("portcullis_upstream_latency_seconds_bucket"), "{text}");
     assert!(text.contains("portcullis_open_streams"), "{text}");
     env.stop().await;
@@ -286,19 +378,33 @@ async fn health_and_metrics_are_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delegated_agent_is_sent_only_its_own_grants() {
     let env = Portcullis::start().await;
-    let (_, grants) =
-        env.person_with_ttl("ana", &[("admin", Some("shop")), ("viewer", Some("payments"))], Duration::from_secs(3600));
+    let (_, grants) = env.person_with_ttl(
+        "ana",
+        &[("admin", Some("shop")), ("viewer", Some("payments"))],
+        Duration::from_secs(3600),
+    );
     let agent = env.agent("ana", &[&grants[1]]);
     let kubectl = env.kubectl(&agent, "payments");
     kubectl.ok(&["get", "pods"]);
     let err = kubectl.fails(&["get", "pods", "-n", "shop"]);
     assert!(err.contains(r#"User "user:ana" cannot list resource "pods""#), "{err}");
-    let seen = forwarded(&env).into_iter().rev().find(|r| r.path.ends_with("/pods")).unwrap();
+    let seen = forwarded(&env)
+        .into_iter()
+        .rev()
+        .find(|r| r.path.ends_with("/pods"))
+        .unwrap();
     let user = seen.impersonated.unwrap();
     assert_eq!(user.name, "user:ana");
     assert!(user.groups.contains(&grants[1].group()));
-    assert!(!user.groups.contains(&grants[0].group()), "the person's other grant is never sent");
-    assert!(user.extra.contains_key("portcullis.dev/agent-session"), "{:?}", user.extra);
+    assert!(
+        !user.groups.contains(&grants[0].group()),
+        "the person's other grant is never sent"
+    );
+    assert!(
+        user.extra.contains_key("portcullis.dev/agent-session"),
+        "{:?}",
+        user.extra
+    );
     env.stop().await;
 }
 
@@ -316,7 +422,9 @@ async fn disabling_the_person_or_the_agent_ends_the_agents_access() {
 
     let other = env.agent_named("ana", "second", &[&grants[0]]);
     assert_eq!(env.raw().get(&path, &other).await.status, 200);
-    env.store.disable_principal(&portcullis::identity::Principal::person("ana")).unwrap();
+    env.store
+        .disable_principal(&portcullis::identity::Principal::person("ana"))
+        .unwrap();
     tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
     assert_eq!(env.raw().get(&path, &other).await.status, 401);
     env.stop().await;
@@ -341,9 +449,15 @@ async fn a_rotated_serviceaccount_token_file_is_reread() {
     assert_eq!(env.raw().get(&path, &token).await.status, 200);
     let token_file = env.config.clusters[0].token_file.clone();
     std::fs::write(&token_file, "not-a-valid-token").unwrap();
-    eventually("the cluster refusing the new token", async || env.raw().get(&path, &token).await.status == 401).await;
+    eventually("the cluster refusing the new token", async || {
+        env.raw().get(&path, &token).await.status == 401
+    })
+    .await;
     std::fs::write(&token_file, env.sim().portcullis_token()).unwrap();
-    eventually("the good token in use again", async || env.raw().get(&path, &token).await.status == 200).await;
+    eventually("the good token in use again", async || {
+        env.raw().get(&path, &token).await.status == 200
+    })
+    .await;
     env.stop().await;
 }
 
@@ -356,7 +470,9 @@ async fn a_renewed_serving_certificate_is_used_without_a_restart() {
     let base = format!("https://{}", env.addr);
     eventually("the renewed certificate served", async || {
         let raw = crate::harness::Raw::with_ca(&renewed.ca_pem, base.clone());
-        raw.try_send(Method::GET, "/healthz").await.is_some_and(|status| status == 200)
+        raw.try_send(Method::GET, "/healthz")
+            .await
+            .is_some_and(|status| status == 200)
     })
     .await;
     env.stop().await;
@@ -364,7 +480,10 @@ async fn a_renewed_serving_certificate_is_used_without_a_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_names_an_unreachable_cluster() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let env = Portcullis::start_with(|c| {
         let mut down = c.clusters[0].clone();
         down.name = "down".into();
@@ -392,16 +511,28 @@ async fn forwarded_for_is_believed_only_from_a_trusted_proxy() {
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let auth = format!("Bearer {token}");
-    let response = env.raw().send(Method::GET, &path, &[("authorization", &auth), spoofed[0]], Vec::new()).await;
+    let response = env
+        .raw()
+        .send(Method::GET, &path, &[("authorization", &auth), spoofed[0]], Vec::new())
+        .await;
     let row = crate::audit::row(&env, &crate::audit::audit_id(&response)).await;
-    assert_eq!(row.client, "127.0.0.1", "a spoofed header from an untrusted peer is ignored");
+    assert_eq!(
+        row.client, "127.0.0.1",
+        "a spoofed header from an untrusted peer is ignored"
+    );
     env.stop().await;
 
     let env = Portcullis::start_with(|c| c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()]).await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let auth = format!("Bearer {token}");
-    let response = env.raw().send(Method::GET, &path, &[("authorization", &auth), spoofed[0]], Vec::new()).await;
+    let response = env
+        .raw()
+        .send(Method::GET, &path, &[("authorization", &auth), spoofed[0]], Vec::new())
+        .await;
     let row = crate::audit::row(&env, &crate::audit::audit_id(&response)).await;
-    assert_eq!(row.client, "203.0.113.7", "a trusted load balancer's header is believed");
+    assert_eq!(
+        row.client, "203.0.113.7",
+        "a trusted load balancer's header is believed"
+    );
     env.stop().await;
 }

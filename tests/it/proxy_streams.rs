@@ -13,7 +13,9 @@ fn admin_api(env: &Portcullis) -> Api<ConfigMap> {
     let mut config = kube::Config::new(env.sim().url().parse().unwrap());
     config.root_cert = Some(vec![{
         use rustls_pki_types::pem::PemObject;
-        rustls_pki_types::CertificateDer::from_pem_slice(env.sim().ca_pem().as_bytes()).unwrap().to_vec()
+        rustls_pki_types::CertificateDer::from_pem_slice(env.sim().ca_pem().as_bytes())
+            .unwrap()
+            .to_vec()
     }]);
     config.auth_info.token = Some(env.sim().admin_token().to_string().into());
     Api::namespaced(kube::Client::try_from(config).unwrap(), "shop")
@@ -33,7 +35,10 @@ async fn a_watch_held_over_a_minute_still_delivers_events() {
     let params = WatchParams::default().timeout(290);
     let mut events = api.watch(&params, &rv).await.unwrap().boxed();
     tokio::time::sleep(Duration::from_secs(65)).await;
-    admin_api(&env).create(&PostParams::default(), &configmap("late")).await.unwrap();
+    admin_api(&env)
+        .create(&PostParams::default(), &configmap("late"))
+        .await
+        .unwrap();
     let event = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match events.try_next().await.unwrap() {
@@ -53,10 +58,20 @@ async fn a_watch_held_over_a_minute_still_delivers_events() {
 async fn a_client_leaving_a_watch_closes_its_stream() {
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
-    let response = env.raw().stream(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps?watch=1"), &token).await;
+    let response = env
+        .raw()
+        .stream(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps?watch=1"),
+            &token,
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
-    let first = tokio::time::timeout(Duration::from_secs(5), body.frame()).await.unwrap().unwrap().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(first.into_data().unwrap().starts_with(b"{\"type\":\"ADDED\""));
     assert_eq!(env.gateway.metrics.open_streams.get(), 1);
     drop(body);
@@ -65,7 +80,9 @@ async fn a_client_leaving_a_watch_closes_its_stream() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(5), closed).await.expect("the stream is closed when the client leaves");
+    tokio::time::timeout(Duration::from_secs(5), closed)
+        .await
+        .expect("the stream is closed when the client leaves");
     env.stop().await;
 }
 
@@ -113,7 +130,14 @@ async fn logs_follow_streams_lines_as_they_come() {
     let kubectl = env.kubectl(&token, "shop");
     let pod = first_pod(&kubectl);
     let mut child = std::process::Command::new(crate::support::kubectl_path())
-        .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "logs", "-f", "--tail=1", &pod])
+        .args([
+            "--kubeconfig",
+            kubectl.kubeconfig().to_str().unwrap(),
+            "logs",
+            "-f",
+            "--tail=1",
+            &pod,
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -137,7 +161,11 @@ async fn logs_follow_streams_lines_as_they_come() {
     let _ = child.kill();
     let _ = child.wait();
     let seen = reader.join().unwrap();
-    assert!(seen.iter().filter(|b| **b == b'\n').count() >= 4, "followed lines: {}", String::from_utf8_lossy(&seen));
+    assert!(
+        seen.iter().filter(|b| **b == b'\n').count() >= 4,
+        "followed lines: {}",
+        String::from_utf8_lossy(&seen)
+    );
     env.stop().await;
 }
 
@@ -153,9 +181,21 @@ async fn exec_works_over_websocket_and_spdy() {
     let token = env.person("ana", &[("debugger", Some("shop"))]);
     let kubectl = env.kubectl(&token, "shop");
     let pod = first_pod(&kubectl);
-    assert_eq!(kubectl.ok(&["exec", &pod, "--", "echo", "hello", "there"]), "hello there\n");
+    assert_eq!(
+        kubectl.ok(&["exec", &pod, "--", "echo", "hello", "there"]),
+        "hello there\n"
+    );
     let spdy = std::process::Command::new(crate::support::kubectl_path())
-        .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "exec", &pod, "--", "echo", "over", "spdy"])
+        .args([
+            "--kubeconfig",
+            kubectl.kubeconfig().to_str().unwrap(),
+            "exec",
+            &pod,
+            "--",
+            "echo",
+            "over",
+            "spdy",
+        ])
         .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", "false")
         .output()
         .unwrap();
@@ -164,18 +204,45 @@ async fn exec_works_over_websocket_and_spdy() {
     let failing = kubectl.run(&["exec", &pod, "--", "sh", "-c", "exit 3"]);
     assert_eq!(failing.status.code(), Some(3));
     let mut cat = std::process::Command::new(crate::support::kubectl_path())
-        .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "exec", "-i", &pod, "--", "cat"])
+        .args([
+            "--kubeconfig",
+            kubectl.kubeconfig().to_str().unwrap(),
+            "exec",
+            "-i",
+            &pod,
+            "--",
+            "cat",
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    cat.stdin.take().unwrap().write_all(b"piped through portcullis\n").unwrap();
+    cat.stdin
+        .take()
+        .unwrap()
+        .write_all(b"piped through portcullis\n")
+        .unwrap();
     let out = cat.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "piped through portcullis\n");
-    let upgrades: Vec<_> = env.sim().requests().into_iter().filter(|r| r.path.ends_with("/exec")).collect();
-    assert!(upgrades.iter().all(|r| r.impersonated.as_ref().is_some_and(|u| u.name == "user:ana")));
-    assert!(upgrades.iter().all(|r| r.version == "HTTP/1.1"), "upgrades go over HTTP/1.1");
-    let ordinary = env.sim().requests().into_iter().find(|r| r.path.ends_with("/pods")).unwrap();
+    let upgrades: Vec<_> = env
+        .sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/exec"))
+        .collect();
+    assert!(upgrades
+        .iter()
+        .all(|r| r.impersonated.as_ref().is_some_and(|u| u.name == "user:ana")));
+    assert!(
+        upgrades.iter().all(|r| r.version == "HTTP/1.1"),
+        "upgrades go over HTTP/1.1"
+    );
+    let ordinary = env
+        .sim()
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/pods"))
+        .unwrap();
     assert_eq!(ordinary.version, "HTTP/2.0", "ordinary requests go over pooled HTTP/2");
     env.stop().await;
 }
@@ -215,7 +282,13 @@ async fn port_forward_round_trips_bytes() {
     for websockets in ["true", "false"] {
         let port = free_port();
         let mut child = std::process::Command::new(crate::support::kubectl_path())
-            .args(["--kubeconfig", kubectl.kubeconfig().to_str().unwrap(), "port-forward", &format!("pod/{pod}"), &format!("{port}:80")])
+            .args([
+                "--kubeconfig",
+                kubectl.kubeconfig().to_str().unwrap(),
+                "port-forward",
+                &format!("pod/{pod}"),
+                &format!("{port}:80"),
+            ])
             .env("KUBECTL_PORT_FORWARD_WEBSOCKETS", websockets)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -242,5 +315,9 @@ async fn port_forward_round_trips_bytes() {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

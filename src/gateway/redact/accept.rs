@@ -38,6 +38,24 @@ pub fn json_only(headers: &HeaderMap) -> Result<HeaderValue, NotAcceptable> {
     HeaderValue::from_str(&kept.join(",")).map_err(|_| NotAcceptable)
 }
 
+/// Does the client accept protobuf? Only client-go's typed clients do, and
+/// they decode a Secret's `data` values as base64 bytes.
+pub fn accepts_protobuf(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|entry| {
+            entry
+                .split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case(PROTOBUF))
+        })
+}
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
 /// `entry` as a JSON media range, if it accepts JSON.
 fn as_json(entry: &str) -> Option<String> {
     let (media, params) = entry.split_once(';').map_or((entry, None), |(m, p)| (m, Some(p)));

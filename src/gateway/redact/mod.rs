@@ -10,6 +10,15 @@
 //! For an agent, a token minted by `serviceaccounts/<name>/token` is
 //! replaced the same way.
 //!
+//! A `data` marker is text, so that `kubectl get -o yaml` shows it and the
+//! API server refuses it (not base64) if a redacted object is written back.
+//! A client that accepts protobuf is one of client-go's typed clients
+//! (`kubectl describe`, `kubectl create secret`), which decodes `data` as
+//! base64 and would fail on text: it gets each `data` marker base64-encoded
+//! ([`Target::TypedSecrets`]). Other typed clients that ask for JSON only
+//! (k8s-openapi's `Secret` in kube-rs) cannot decode redacted Secrets: read
+//! them as untyped objects.
+//!
 //! How, in the forward stage:
 //!
 //! 1. [`plan`] decides, before anything is sent. A redacted request goes
@@ -111,9 +120,13 @@ pub fn plan(
     reveal_secrets: bool,
     headers: &mut HeaderMap,
 ) -> Result<Transform, Status> {
-    let Some(target) = target(info, identity, reveal_secrets) else {
+    let Some(mut target) = target(info, identity, reveal_secrets) else {
         return Ok(Transform::Pass);
     };
+    // A typed client cannot decode a text marker where it expects base64.
+    if target == Target::Secrets && accept::accepts_protobuf(headers) {
+        target = Target::TypedSecrets;
+    }
     let json = accept::json_only(headers).map_err(|e| Status::failure(406, "NotAcceptable", e.to_string()))?;
     headers.insert(ACCEPT, json);
     headers.remove(ACCEPT_ENCODING);

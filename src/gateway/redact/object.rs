@@ -17,8 +17,15 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     /// core/v1 Secrets: `data` and `stringData` values, and the
-    /// last-applied annotation.
+    /// last-applied annotation. A `data` marker is written as text: readable
+    /// in `kubectl get -o yaml`, and refused by the API server (not base64)
+    /// if a redacted object is ever written back.
     Secrets,
+    /// The same for a client that decodes `data` values as bytes (client-go
+    /// typed clients such as `kubectl describe` and `kubectl create secret`,
+    /// which also ask for protobuf): each `data` marker is base64-encoded, so
+    /// that it decodes to `<redacted, N bytes>` instead of failing.
+    TypedSecrets,
     /// A TokenRequest (`serviceaccounts/<name>/token`): `status.token`.
     Token,
 }
@@ -64,7 +71,7 @@ pub fn redact_document(document: &mut Value, target: Target) -> Result<(), Redac
         return Ok(());
     }
     match target {
-        Target::Secrets => secrets_document(document),
+        Target::Secrets | Target::TypedSecrets => secrets_document(document, target),
         Target::Token => token_request(document),
     }
 }
@@ -76,22 +83,22 @@ fn is_status(document: &Value) -> bool {
 
 /// A Secret, a list of them (SecretList, List, PartialObjectMetadataList),
 /// a Table, or a PartialObjectMetadata.
-fn secrets_document(document: &mut Value) -> Result<(), RedactError> {
+fn secrets_document(document: &mut Value, target: Target) -> Result<(), RedactError> {
     let fields = document.as_object_mut().ok_or(RedactError::NotAnObject)?;
     if fields.get("kind").and_then(Value::as_str) == Some("Table") {
-        return table(fields);
+        return table(fields, target);
     }
     match fields.get_mut("items") {
-        Some(Value::Array(items)) => items.iter_mut().try_for_each(secret),
+        Some(Value::Array(items)) => items.iter_mut().try_for_each(|item| secret(item, target)),
         Some(Value::Null) => Ok(()),
         Some(_) => Err(RedactError::Shape("items")),
-        None => secret_fields(fields),
+        None => secret_fields(fields, target),
     }
 }
 
 /// A Table's rows carry their object as PartialObjectMetadata, as the full
 /// object (`includeObject=Object`), or not at all.
-fn table(fields: &mut Map<String, Value>) -> Result<(), RedactError> {
+fn table(fields: &mut Map<String, Value>, target: Target) -> Result<(), RedactError> {
     let rows = match fields.get_mut("rows") {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Array(rows)) => rows,
@@ -100,21 +107,30 @@ fn table(fields: &mut Map<String, Value>) -> Result<(), RedactError> {
     for row in rows {
         match row.as_object_mut().ok_or(RedactError::Shape("rows"))?.get_mut("object") {
             None | Some(Value::Null) => {}
-            Some(object) => secret(object)?,
+            Some(object) => secret(object, target)?,
         }
     }
     Ok(())
 }
 
-fn secret(object: &mut Value) -> Result<(), RedactError> {
-    secret_fields(object.as_object_mut().ok_or(RedactError::NotAnObject)?)
+fn secret(object: &mut Value, target: Target) -> Result<(), RedactError> {
+    secret_fields(object.as_object_mut().ok_or(RedactError::NotAnObject)?, target)
 }
 
 /// One Secret (or its PartialObjectMetadata, which has no values).
-fn secret_fields(fields: &mut Map<String, Value>) -> Result<(), RedactError> {
+fn secret_fields(fields: &mut Map<String, Value>, target: Target) -> Result<(), RedactError> {
     forget_last_applied(fields)?;
-    redact_values(fields, "data", decoded_len)?;
-    redact_values(fields, "stringData", |text| Ok(text.len()))
+    let data_marker = match target {
+        Target::TypedSecrets => base64_marker,
+        _ => marker,
+    };
+    redact_values(fields, "data", decoded_len, data_marker)?;
+    redact_values(fields, "stringData", |text| Ok(text.len()), marker)
+}
+
+fn base64_marker(len: usize) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(marker(len))
 }
 
 fn forget_last_applied(fields: &mut Map<String, Value>) -> Result<(), RedactError> {
@@ -133,12 +149,13 @@ fn forget_last_applied(fields: &mut Map<String, Value>) -> Result<(), RedactErro
     }
 }
 
-/// Replace each value of the map `field` with its marker; `len` measures a
-/// value (a null value is empty, as Go writes a nil byte slice).
+/// Replace each value of the map `field` with its `marker`; `len` measures
+/// a value (a null value is empty, as Go writes a nil byte slice).
 fn redact_values(
     fields: &mut Map<String, Value>,
     field: &'static str,
     len: fn(&str) -> Result<usize, RedactError>,
+    marker: fn(usize) -> String,
 ) -> Result<(), RedactError> {
     let values = match fields.get_mut(field) {
         None | Some(Value::Null) => return Ok(()),
@@ -166,7 +183,9 @@ fn decoded_len(text: &str) -> Result<usize, RedactError> {
         .unwrap_or(bytes);
     let padded = body.len() != bytes.len();
     let alphabet = |b: &u8| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/';
-    if !body.iter().all(alphabet) || body.len() % 4 == 1 || (padded && bytes.len() % 4 != 0) {
+    // Padding only ever completes a whole group of four characters.
+    let whole_groups = bytes.len() & 3 == 0;
+    if !body.iter().all(alphabet) || body.len() % 4 == 1 || (padded && !whole_groups) {
         return Err(RedactError::NotBase64);
     }
     Ok(body.len() / 4 * 3 + (body.len() % 4).saturating_sub(1))

@@ -40,6 +40,20 @@ fn a_secret_loses_its_values_and_its_last_applied_annotation() {
 }
 
 #[test]
+fn a_typed_client_gets_data_markers_it_can_decode_as_base64() {
+    let secret = redacted(db_credentials(), Target::TypedSecrets);
+    assert_eq!(
+        secret["data"]["password"], "PHJlZGFjdGVkLCAxNSBieXRlcz4=",
+        "base64 of <redacted, 15 bytes>"
+    );
+    assert_eq!(
+        secret["stringData"]["note"], "<redacted, 6 bytes>",
+        "stringData is text"
+    );
+    assert!(secret["metadata"]["annotations"].get(LAST_APPLIED).is_none());
+}
+
+#[test]
 fn base64_lengths_are_the_decoded_lengths_padded_or_not() {
     for (text, len) in [
         ("", 0),

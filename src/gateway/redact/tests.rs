@@ -28,14 +28,14 @@ fn agent() -> Identity {
     }
 }
 
+/// kubectl get's Accept, with a space as some clients write it.
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json";
+
 fn planned(method: Method, path: &str, identity: &Identity, reveal: bool) -> (Result<Transform, Status>, HeaderMap) {
     let (path, query) = path.split_once('?').map_or((path, None), |(p, q)| (p, Some(q)));
     let info = classify(&method, path, query);
     let mut headers = HeaderMap::new();
-    headers.insert(
-        ACCEPT,
-        HeaderValue::from_static("application/vnd.kubernetes.protobuf, application/json"),
-    );
+    headers.insert(ACCEPT, HeaderValue::from_static(TABLE));
     headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
     (plan(&info, identity, reveal, &mut headers), headers)
 }
@@ -77,14 +77,41 @@ fn secrets_at_every_scope_and_verb_are_redacted_unless_revealed() {
 #[test]
 fn a_redacted_request_asks_for_uncompressed_json_and_others_are_untouched() {
     let (_, headers) = planned(Method::GET, "/api/v1/namespaces/shop/secrets/db", &person(), false);
-    assert_eq!(headers.get(ACCEPT).unwrap(), "application/json");
-    assert!(headers.get(ACCEPT_ENCODING).is_none());
-    let (_, headers) = planned(Method::GET, "/api/v1/namespaces/shop/pods", &person(), false);
     assert_eq!(
         headers.get(ACCEPT).unwrap(),
-        "application/vnd.kubernetes.protobuf, application/json"
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
     );
+    assert!(headers.get(ACCEPT_ENCODING).is_none());
+    let (_, headers) = planned(Method::GET, "/api/v1/namespaces/shop/pods", &person(), false);
+    assert_eq!(headers.get(ACCEPT).unwrap(), TABLE);
     assert_eq!(headers.get(ACCEPT_ENCODING).unwrap(), "gzip");
+}
+
+#[test]
+fn a_client_accepting_protobuf_is_typed_and_gets_base64_data_markers() {
+    let info = classify(&Method::POST, "/api/v1/namespaces/shop/secrets", None);
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/vnd.kubernetes.protobuf, application/json"),
+    );
+    let transform = plan(&info, &person(), false, &mut headers).unwrap();
+    assert_eq!(
+        transform,
+        Transform::Redact {
+            target: Target::TypedSecrets,
+            watch: false
+        }
+    );
+    assert_eq!(headers.get(ACCEPT).unwrap(), "application/json");
+    let (transform, _) = planned(Method::POST, "/api/v1/namespaces/shop/secrets", &person(), false);
+    assert_eq!(
+        transform.unwrap(),
+        Transform::Redact {
+            target: Target::Secrets,
+            watch: false
+        }
+    );
 }
 
 #[test]

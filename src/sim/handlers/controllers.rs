@@ -16,7 +16,32 @@ pub fn settle(rt: &ResourceType, old: Option<&Value>, obj: &mut Value) {
         ("", "Pod") => settle_pod(obj),
         ("", "Service") => settle_service(old, obj),
         ("", "Namespace") => settle_namespace(obj),
+        ("", "Secret") => settle_secret(obj),
         _ => {}
+    }
+}
+
+/// As kube-apiserver: an empty Secret `type` becomes `Opaque` (kubectl's
+/// protobuf bodies leave it empty), and `stringData` is write-only: merged
+/// into `data` (base64) and never stored.
+fn settle_secret(obj: &mut Value) {
+    use base64::Engine;
+    let Some(map) = obj.as_object_mut() else { return };
+    if map.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        map.insert("type".into(), json!("Opaque"));
+    }
+    let Some(Value::Object(string_data)) = map.remove("stringData") else {
+        return;
+    };
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in string_data {
+            let text = value.as_str().unwrap_or_default();
+            data.insert(key, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+        }
     }
 }
 
@@ -125,5 +150,20 @@ fn settle_namespace(obj: &mut Value) {
     }
     if let Some(status) = object_mut(obj, "status") {
         status.insert("phase".into(), json!("Active"));
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    #[test]
+    fn string_data_is_merged_into_data_and_the_type_defaults_to_opaque() {
+        let mut secret = json!({"data": {"a": "YQ=="}, "stringData": {"b": "bee", "a": "ay"}});
+        settle_secret(&mut secret);
+        assert_eq!(secret, json!({"type": "Opaque", "data": {"a": "YXk=", "b": "YmVl"}}));
+        let mut typed = json!({"type": "kubernetes.io/tls"});
+        settle_secret(&mut typed);
+        assert_eq!(typed["type"], "kubernetes.io/tls");
     }
 }

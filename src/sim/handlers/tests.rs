@@ -236,7 +236,9 @@ async fn unknown_resources_wrong_methods_and_protobuf_only_clients_get_their_sta
         (protobuf.code, &protobuf.body["reason"]),
         (StatusCode::NOT_ACCEPTABLE, &json!("NotAcceptable"))
     );
-    let yaml_body = call(
+    // A protobuf body that is not a Kubernetes envelope is a bad request, as
+    // kube-apiserver answers; a media type nobody serves is 415.
+    let malformed = call(
         &store,
         Method::POST,
         CMS,
@@ -244,7 +246,9 @@ async fn unknown_resources_wrong_methods_and_protobuf_only_clients_get_their_sta
         "x",
     )
     .await;
-    assert_eq!(yaml_body.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(malformed.code, StatusCode::BAD_REQUEST);
+    let unknown = call(&store, Method::POST, CMS, &[("content-type", "text/csv")], "x").await;
+    assert_eq!(unknown.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
 }
 
 #[tokio::test]

@@ -175,7 +175,7 @@ fn rules_review_lists_cluster_then_namespace_rules() {
 }
 
 #[test]
-fn a_check_against_the_bootstrap_policy_takes_microseconds() {
+fn among_many_bindings_only_the_callers_own_group_allows() {
     let mut objects = bootstrap_objects();
     for i in 0..50 {
         objects.push(binding(
@@ -187,14 +187,16 @@ fn a_check_against_the_bootstrap_policy_takes_microseconds() {
         ));
     }
     let objects = StaticObjects::new(objects);
-    let someone = user("user:ana", &["portcullis:grant:49", "system:authenticated"]);
     let info = request("GET", "/apis/apps/v1/namespaces/shop/deployments/web");
-    let runs = 2000;
-    let started = std::time::Instant::now();
-    for _ in 0..runs {
-        assert!(allowed(&objects, &someone, &info));
-    }
-    let each = started.elapsed() / runs;
-    // Unoptimised test build on a shared machine: still far below 100 µs.
-    assert!(each < std::time::Duration::from_micros(100), "{each:?} per check");
+    // Speed is measured by `benches/sim.rs`, not asserted here.
+    assert!(allowed(
+        &objects,
+        &user("user:ana", &["portcullis:grant:49", "system:authenticated"]),
+        &info
+    ));
+    assert!(!allowed(
+        &objects,
+        &user("user:ana", &["portcullis:grant:50", "system:authenticated"]),
+        &info
+    ));
 }

@@ -1,0 +1,45 @@
+"""The official MCP Python SDK against portcullis: a second, independent client.
+
+Usage: mcp_python.py URL TOKEN CA_FILE MODE  (MODE: "auto" discovers 2026-07-28,
+"legacy" runs the 2025-11-25 initialize handshake). Prints one JSON object
+with what the client saw; tests/it/mcp_python.rs asserts on it.
+"""
+
+import asyncio
+import json
+import ssl
+import sys
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def text(result):
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def main(url, token, ca_file, mode):
+    tls = ssl.create_default_context(cafile=ca_file)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, verify=tls, timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            tools = await client.list_tools()
+            secret = await client.call_tool(
+                "get_resource", {"cluster": "sim", "kind": "secret", "name": "db-credentials", "namespace": "shop"}
+            )
+            denied = await client.call_tool("list_resources", {"cluster": "sim", "kind": "pods", "namespace": "payments"})
+            unknown = await client.call_tool("list_resources", {"cluster": "sim", "kind": "nope", "namespace": "shop"})
+            seen = {
+                "protocol": client.protocol_version,
+                "instructions": client.instructions or "",
+                "tools": sorted(tool.name for tool in tools.tools),
+                "secret": {"is_error": secret.is_error, "text": text(secret)},
+                "denied": {"is_error": denied.is_error, "text": text(denied), "structured": denied.structured_content},
+                "unknown": {"is_error": unknown.is_error, "structured": unknown.structured_content},
+            }
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:5]))

@@ -1,0 +1,71 @@
+//! The official MCP Python SDK (`mcp` on PyPI, installed by `scripts/setup`
+//! into `.tools/venv`) as a second, independent client of `/mcp`, on both
+//! protocol revisions: `mcp_python.py` connects, lists the tools, calls a
+//! few and prints what it saw.
+
+use crate::harness::Portcullis;
+use crate::mcp::ana_and_agent;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn python() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/venv/bin/python")
+}
+
+async fn run(env: &Portcullis, token: &str, mode: &str) -> Value {
+    let ca = env.dir.path().join("portcullis-ca.pem");
+    std::fs::write(&ca, &env.ca_pem).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/mcp_python.py");
+    let url = format!("https://{}/mcp", env.addr);
+    let (token, mode) = (token.to_string(), mode.to_string());
+    // The server runs on this test's runtime: wait for the child off it.
+    let command = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python())
+            .arg(script)
+            .args([&url, &token])
+            .arg(&ca)
+            .arg(&mode)
+            .output()
+    });
+    let output = tokio::time::timeout(std::time::Duration::from_secs(60), command)
+        .await
+        .expect("the Python client finishes")
+        .unwrap()
+        .expect("python runs (scripts/setup installs the mcp SDK into .tools/venv)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("not JSON: {stdout}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_sees_the_same_tools_redaction_and_errors_on_both_revisions() {
+    let env = Portcullis::start().await;
+    let token = ana_and_agent(&env);
+    for (mode, version) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
+        let seen = run(&env, &token, mode).await;
+        assert_eq!(seen["protocol"], version, "{seen}");
+        assert!(
+            seen["instructions"].as_str().unwrap().contains("Start with `whoami`"),
+            "{seen}"
+        );
+        assert_eq!(seen["tools"].as_array().unwrap().len(), 13, "{seen}");
+        // developer may not read Secrets at all: the cluster's own 403.
+        assert_eq!(seen["secret"]["is_error"], true, "{seen}");
+        assert!(!seen["secret"]["text"].as_str().unwrap().contains("czNjcjN0"), "{seen}");
+        assert_eq!(seen["denied"]["is_error"], true);
+        assert!(
+            seen["denied"]["text"].as_str().unwrap().starts_with("403 Forbidden: "),
+            "{seen}"
+        );
+        assert_eq!(
+            seen["denied"]["structured"],
+            json!({"code": 403, "reason": "Forbidden", "kind": "pods", "namespace": "payments"})
+        );
+        assert_eq!(seen["unknown"]["structured"]["code"], "kind.unknown", "{seen}");
+    }
+    env.stop().await;
+}

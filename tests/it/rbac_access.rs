@@ -1,0 +1,130 @@
+//! Access requests through the CLI: asked, approved (the grant is bound and
+//! works), denied, expired; the requester never decides its own.
+
+use crate::harness::{Portcullis, CLUSTER};
+use crate::rbac::{bound, cli_ok, eventually, id_after};
+use std::time::Duration;
+
+/// bo (no grants) asks to be developer in shop; ana is admin of shop.
+fn ask(env: &Portcullis) -> (String, String) {
+    env.person("ana", &[("admin", Some("shop"))]);
+    let bo = env.person("bo", &[]);
+    let out = cli_ok(
+        env,
+        &[
+            "access",
+            "request",
+            "--person",
+            "bo",
+            "--cluster",
+            CLUSTER,
+            "--role",
+            "developer",
+            "--namespace",
+            "shop",
+            "--duration",
+            "2h",
+            "--reason",
+            "ship the hotfix",
+        ],
+    );
+    (id_after(&out, "access request "), bo)
+}
+
+fn state_of(env: &Portcullis, id: &str) -> String {
+    let list = cli_ok(env, &["access", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(id))
+        .unwrap_or_else(|| panic!("{id} in {list}"));
+    line.split_whitespace().nth(2).unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_request_is_bound_and_works_and_every_step_is_audited() {
+    let env = Portcullis::start().await;
+    let (id, token) = ask(&env);
+    assert_eq!(state_of(&env, &id), "pending");
+    let kubectl = env.kubectl(&token, "shop");
+    assert_eq!(
+        String::from_utf8_lossy(&kubectl.run(&["auth", "can-i", "create", "deployments.apps"]).stdout).trim(),
+        "no"
+    );
+
+    let own = env.cli(&["access", "approve", &id, "--by", "bo"]);
+    assert!(!own.status.success());
+    assert!(
+        String::from_utf8_lossy(&own.stderr).contains("cannot decide"),
+        "{}",
+        String::from_utf8_lossy(&own.stderr)
+    );
+    let out = cli_ok(&env, &["access", "approve", &id, "--by", "ana"]);
+    assert!(out.contains("approved") && out.contains("cluster sim in step"), "{out}");
+    let grant = id_after(&out, "grant ");
+    assert!(bound(&env, "shop", &grant).await);
+    assert_eq!(state_of(&env, &id), "approved");
+    // Running servers read grants made by another process within seconds.
+    let can_create = || async {
+        String::from_utf8_lossy(&kubectl.run(&["auth", "can-i", "create", "deployments.apps"]).stdout).trim() == "yes"
+    };
+    eventually(5, "bo may create deployments", can_create).await;
+
+    let audit = cli_ok(&env, &["audit", "--resource", "accessrequests"]);
+    let steps: Vec<(&str, &str)> = audit
+        .lines()
+        .filter(|l| l.contains(&id))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[2], f[4])
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("person:bo", "request"),
+            ("person:bo", "approve"),
+            ("person:ana", "approve")
+        ],
+        "{audit}"
+    );
+    assert!(audit.contains("refused: not_approver"), "{audit}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_request_grants_nothing() {
+    let env = Portcullis::start().await;
+    let (id, token) = ask(&env);
+    let out = cli_ok(
+        &env,
+        &["access", "deny", &id, "--by", "ana", "--reason", "use the pipeline"],
+    );
+    assert!(out.contains("denied"), "{out}");
+    assert_eq!(state_of(&env, &id), "denied");
+    let again = env.cli(&["access", "approve", &id, "--by", "ana"]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is denied, not pending"));
+    assert!(env
+        .store
+        .grants_of(&portcullis::identity::Principal::person("bo"), CLUSTER)
+        .unwrap()
+        .is_empty());
+    let kubectl = env.kubectl(&token, "shop");
+    assert_eq!(
+        String::from_utf8_lossy(&kubectl.run(&["auth", "can-i", "create", "deployments.apps"]).stdout).trim(),
+        "no"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecided_request_expires_and_can_no_longer_be_approved() {
+    let env = Portcullis::start_with(|c| c.access.request_ttl = Duration::from_secs(1)).await;
+    let (id, _) = ask(&env);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(state_of(&env, &id), "expired");
+    let late = env.cli(&["access", "approve", &id, "--by", "ana"]);
+    assert!(String::from_utf8_lossy(&late.stderr).contains("is expired, not pending"));
+    let audit = cli_ok(&env, &["audit", "--resource", "accessrequests", "--verb", "expire"]);
+    assert!(audit.contains(&id), "{audit}");
+    env.stop().await;
+}
