@@ -116,6 +116,7 @@ impl App {
         // expire, while portcullis serves.
         let reconciler = tokio::spawn(self.reconciler.clone().run());
         let expiry = tokio::spawn(crate::access::expire_periodically(self.store.clone()));
+        let held_expiry = tokio::spawn(crate::approvals::wait::expire_periodically(self.store.clone()));
         let refresher = tokio::spawn(refresh(self.gateway.clone(), self.certificate.clone()));
         tokio::pin!(shutdown);
         loop {
@@ -156,6 +157,7 @@ impl App {
         refresher.abort();
         reconciler.abort();
         expiry.abort();
+        held_expiry.abort();
         drop(self.listener);
         if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
             .await
@@ -239,4 +241,28 @@ fn read_certified_key(cert_file: &PathBuf, key_file: &PathBuf) -> Result<Certifi
     let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| err(key_file, &e))?;
     let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| err(key_file, &e))?;
     Ok(CertifiedKey::new(certs, signing))
+}
+
+/// Completes on Ctrl-C or SIGTERM (how Kubernetes stops a pod), so both end
+/// in a clean shutdown that flushes the audit.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops portcullis cleanly");
+                return interrupt.await;
+            }
+        };
+        tokio::select! {
+            () = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await;
 }

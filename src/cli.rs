@@ -60,6 +60,9 @@ pub enum Command {
     /// The clusters' RBAC reconcile status.
     #[command(subcommand)]
     Cluster(crate::reconcile::cli::ClusterCommand),
+    /// Held writes: list, show, approve, deny.
+    #[command(subcommand)]
+    Approvals(crate::approvals::cli::ApprovalsCommand),
 }
 
 /// `person …` / `bot …`.
@@ -232,6 +235,7 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Audit(c) => crate::audit::cli::run(&store, c, &mut std::io::stdout().lock()),
         Command::Access(c) => crate::access::cli::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Cluster(c) => crate::reconcile::cli::run(config, &store, c, &mut std::io::stdout().lock()),
+        Command::Approvals(c) => crate::approvals::cli::run(&store, c, &mut std::io::stdout().lock()),
         Command::Serve | Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
     }
 }

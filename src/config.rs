@@ -55,6 +55,9 @@ pub struct Config {
     /// Access requests.
     #[serde(default)]
     pub access: AccessConfig,
+    /// Held writes: the sealing key, the approval wait, the expiry.
+    #[serde(default)]
+    pub approvals: crate::approvals::config::ApprovalsConfig,
 }
 
 /// `[reconcile]`: how often each cluster's RBAC objects are resynced.
@@ -290,6 +293,7 @@ impl Config {
                 ));
             }
         }
+        self.approvals.validate().map_err(|(name, message)| field(name, message))?;
         Ok(())
     }
 }
@@ -341,7 +345,8 @@ fn overlay(tree: &mut toml::Value, path: &str, value: &str) -> Result<(), Config
 }
 
 /// `humantime` (de)serialization for durations (`"60s"`).
-mod humantime_serde {
+/// Durations as humantime text (`50s`, `15m`) in TOML.
+pub(crate) mod humantime_serde {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 

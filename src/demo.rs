@@ -57,6 +57,7 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
         mcp: Default::default(),
         reconcile: Default::default(),
         access: Default::default(),
+        approvals: Default::default(),
     };
     let store = open_store(&config)?;
     let app = App::build(&config, store.clone())
@@ -128,10 +129,7 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     write(&dir.join("mcp.json"), &mcp_json(&config.public_url, &agent_token))?;
     print_usage(&dir, &url);
 
-    app.run(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
+    app.run(crate::app::shutdown_signal()).await;
     sim.shutdown().await;
     Ok(())
 }

@@ -40,6 +40,7 @@
 //! simulated kube-apiserver).
 
 pub mod access;
+pub mod approvals;
 pub mod app;
 pub mod audit;
 pub mod body;

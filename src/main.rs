@@ -33,10 +33,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(async {
                 let app = portcullis::app::App::build(&config, store).await?;
                 tracing::info!(addr = %app.local_addr(), "portcullis serving");
-                app.run(async {
-                    let _ = tokio::signal::ctrl_c().await;
-                })
-                .await;
+                app.run(portcullis::app::shutdown_signal()).await;
                 anyhow::Ok(())
             })?;
         }

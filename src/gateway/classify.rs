@@ -69,10 +69,19 @@ impl RequestInfo {
 
 /// Classify `method` on `path` with the raw query string `query`.
 ///
-/// `path` is the Kubernetes path (for the gateway, what follows
-/// `/clusters/<name>`), not percent-decoded.
+/// `path` is the Kubernetes path as sent (for the gateway, what follows
+/// `/clusters/<name>`). Each segment is percent-decoded once, as Go's
+/// `URL.Path` is before kube-apiserver classifies it: otherwise
+/// `%73ecrets` would be Secrets to the cluster but not to portcullis. (The
+/// router refuses encoded slashes, so decoding cannot create segments.)
 pub fn classify(method: &http::Method, path: &str, query: Option<&str>) -> RequestInfo {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
+    let decoded: Vec<std::borrow::Cow<'_, str>> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy())
+        .collect();
+    let parts: Vec<&str> = decoded.iter().map(|p| p.as_ref()).collect();
     resource_info(method, &parts, query).unwrap_or_else(|| RequestInfo {
         is_resource_request: false,
         path: path.to_string(),
@@ -486,6 +495,17 @@ mod tests {
             assert_eq!(got.verb, "get");
             assert_eq!(got.path, path);
         }
+    }
+
+    #[test]
+    fn percent_encoded_segments_are_classified_as_the_api_server_decodes_them() {
+        let secrets = info(Method::GET, "/api/v1/namespaces/kube%2Dsystem/%73ecrets/x");
+        assert!(secrets.is_secrets());
+        assert_eq!((secrets.namespace.as_str(), secrets.name.as_str()), ("kube-system", "x"));
+        let write = info(Method::DELETE, "/ap%69/v1/namespaces/shop/configmaps/a");
+        assert!(write.is_write(), "{write:?}");
+        let role = info(Method::GET, "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Abasic-user");
+        assert_eq!(role.name, "system:basic-user");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod call;
 pub mod classify;
 pub mod forward;
 pub mod headers;
+pub mod hold;
 pub mod limits;
 pub mod metrics;
 pub mod policy;
@@ -67,6 +68,8 @@ pub struct Gateway {
     tool_limits: Limits,
     trusted_proxies: Vec<IpNet>,
     audit: Audit,
+    /// Held writes: the key, the wait, the store (`hold`, `/approvals`).
+    approvals: Arc<crate::approvals::Approvals>,
     /// `/mcp`: the MCP server for AI agents.
     mcp: crate::mcp::Endpoint,
     /// Prometheus metrics.
@@ -82,6 +85,9 @@ pub enum GatewayError {
     /// The audit could not start.
     #[error(transparent)]
     Audit(#[from] AuditError),
+    /// `[approvals] key_file` is set but unusable.
+    #[error(transparent)]
+    Approvals(#[from] crate::approvals::seal::SealError),
 }
 
 /// What the request path learnt: the audit row being filled, which the log
@@ -120,6 +126,7 @@ impl Gateway {
             .collect::<Result<_, _>>()?;
         let metrics = metrics::Metrics::default();
         let audit = Audit::start(&config.audit, &store, metrics.audit_writer())?;
+        let approvals = Arc::new(crate::approvals::Approvals::new(config, store.clone())?);
         let mut tool_limits = config.limits.clone();
         tool_limits.request_timeout = tool_limits.request_timeout.min(TOOL_REQUEST_TIMEOUT);
         Ok(Arc::new_cyclic(|gateway| Gateway {
@@ -134,6 +141,7 @@ impl Gateway {
             tool_limits,
             trusted_proxies: config.trusted_proxies.clone(),
             audit,
+            approvals,
             mcp: crate::mcp::Endpoint::new(gateway.clone(), config, store),
             metrics,
         }))
@@ -231,6 +239,11 @@ impl Gateway {
             Route::NotFound => Err(Status::path_not_found()),
             Route::Audit => self.audit_request(request, trace).await,
             Route::Mcp => self.mcp_request(request, trace).await,
+            Route::Web(page) => {
+                let path = request.uri().path().to_string();
+                trace.row.path = bounded(&path);
+                Ok(crate::approvals::web::serve(&self.approvals, &self.authenticator, page, request, &mut trace.row).await)
+            }
             Route::Cluster { name, path } => {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);
@@ -315,23 +328,39 @@ impl Gateway {
         let reveal_one = reveal_secret && info.is_secrets() && info.verb == "get" && !info.name.is_empty();
         trace.row.secret_revealed = reveal_one;
         let reveal_secrets = reveal_secrets || reveal_one;
-        // A write is on record before the cluster sees it (the API server's
-        // blocking audit mode): no record, no write.
-        if info.is_write() {
+        trace.row.redacted = redact::hides_values(&info, identity, reveal_secrets);
+        // Hold: a write whose caller's policy asks for a person's approval
+        // is dry-run and held here, or run here once approved.
+        let hold = hold::HoldCtx {
+            upstream,
+            path,
+            identity,
+            info: &info,
+            groups: &groups,
+            reveal_secrets,
+            audit_id,
+            limits,
+        };
+        let request = match self.hold(hold, request, trace).await? {
+            hold::HoldStep::Pass(request) => request,
+            hold::HoldStep::Done(response) => return Ok(response),
+        };
+        // A write, or a Secret reveal, is on record before the cluster sees
+        // it (the API server's blocking audit mode): no record, no request.
+        if info.is_write() || reveal_one {
             self.audit
                 .writer()
                 .commit_intent(trace.row.clone())
                 .await
                 .map_err(|error| {
-                    tracing::error!(%error, "the audit cannot commit: write refused");
+                    tracing::error!(%error, "the audit cannot commit: request refused");
                     trace.row.refused = "audit_unavailable".into();
                     Status::unavailable(
-                        "portcullis cannot record this write in its audit now, so it was not sent; try again",
+                        "portcullis cannot record this request in its audit now, so it was not sent; try again",
                     )
                 })?;
         }
         let sent = trace.sent.clone();
-        trace.row.redacted = redact::hides_values(&info, identity, reveal_secrets);
         let call = forward::Call {
             upstream,
             path,

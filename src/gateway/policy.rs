@@ -89,7 +89,12 @@ impl Policy {
             .filter(|g| g.in_effect(now))
             .filter(|g| delegated.is_none_or(|ids| ids.contains(&g.id)))
             .collect();
-        let reveal_secrets = !identity.is_agent() && in_effect.iter().any(|g| self.revealing_roles.contains(&g.role));
+        // A revealing grant reveals only where it applies: its namespace, or
+        // everywhere for a cluster-wide grant (so `-A` needs a cluster-wide one).
+        let covers =
+            |g: &Grant| g.namespace.as_deref().is_none_or(|ns| !info.namespace.is_empty() && ns == info.namespace);
+        let reveal_secrets =
+            !identity.is_agent() && in_effect.iter().any(|g| self.revealing_roles.contains(&g.role) && covers(g));
         let groups = in_effect.iter().map(|g| g.group()).collect();
         Ok(Decision::Allow { groups, reveal_secrets })
     }
@@ -170,6 +175,10 @@ mod tests {
         assert_eq!(policy.decide(&ana, "other", &pods).await.unwrap(), allow(&[], false));
     }
 
+    fn person() -> Identity {
+        Identity { principal: Principal::person("ana"), credential_id: "c1".into(), agent: None }
+    }
+
     #[tokio::test]
     async fn agents_get_only_their_grants_and_never_secret_values() {
         let dir = tempfile::tempdir().unwrap();
@@ -204,5 +213,11 @@ mod tests {
         let Decision::Allow { groups, reveal_secrets } = policy.decide(&delegated, "c", &pods).await.unwrap();
         assert_eq!(groups, ["portcullis:grant:g1"]);
         assert!(!reveal_secrets, "an agent never sees Secret values");
+        let elsewhere = classify(&http::Method::GET, "/api/v1/namespaces/payments/secrets", None);
+        let Decision::Allow { reveal_secrets, .. } = policy.decide(&person(), "c", &elsewhere).await.unwrap();
+        assert!(!reveal_secrets, "a grant in shop reveals nothing in payments");
+        let everywhere = classify(&http::Method::GET, "/api/v1/secrets", None);
+        let Decision::Allow { reveal_secrets, .. } = policy.decide(&person(), "c", &everywhere).await.unwrap();
+        assert!(!reveal_secrets, "a namespaced grant reveals nothing in a list across namespaces");
     }
 }

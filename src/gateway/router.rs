@@ -6,6 +6,7 @@
 //! make portcullis and the API server disagree about which object is meant,
 //! so such paths are refused with a 400 Status before authentication.
 
+use crate::approvals::web::Page;
 use crate::status::Status;
 
 /// Where a request goes.
@@ -28,6 +29,9 @@ pub enum Route<'a> {
     Audit,
     /// `/mcp`: the MCP server for AI agents (`crate::mcp`).
     Mcp,
+    /// `/login`, `/logout`, `/approvals`, `/approvals/<id>`: the approval
+    /// pages for people (`crate::approvals::web`).
+    Web(crate::approvals::web::Page<'a>),
     /// Anything else.
     NotFound,
 }
@@ -40,7 +44,15 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
         "/metrics" => return Ok(Route::Metrics),
         "/audit" => return Ok(Route::Audit),
         "/mcp" => return Ok(Route::Mcp),
+        "/login" => return Ok(Route::Web(Page::Login)),
+        "/logout" => return Ok(Route::Web(Page::Logout)),
+        "/approvals" => return Ok(Route::Web(Page::List)),
         _ => {}
+    }
+    if let Some(id) = path.strip_prefix("/approvals/") {
+        // Held write ids are UUIDs: anything else is simply not found.
+        let valid = id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+        return Ok(if valid { Route::Web(Page::Held(id)) } else { Route::NotFound });
     }
     let Some(rest) = path.strip_prefix("/clusters/") else {
         return Ok(Route::NotFound);
@@ -76,11 +88,14 @@ fn check_path(path: &str) -> Result<(), Status> {
             "the path contains an encoded slash or a backslash, which portcullis does not forward",
         ));
     }
+    if percent_encoding::percent_decode_str(path).decode_utf8().is_err() {
+        return Err(Status::bad_request("the path is not valid UTF-8 once percent-decoded"));
+    }
     let segments: Vec<&str> = lower.split('/').skip(1).collect();
     let last = segments.len().saturating_sub(1);
     for (i, segment) in segments.iter().enumerate() {
-        let decoded_dots = segment.replace("%2e", ".");
-        if decoded_dots == "." || decoded_dots == ".." {
+        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
+        if decoded == "." || decoded == ".." {
             return Err(Status::bad_request(
                 "the path contains a dot segment ('.' or '..'), which portcullis does not forward",
             ));
@@ -137,6 +152,7 @@ mod tests {
             "/clusters/a_b/api",
             "/clusters//api",
             "/clusters/%61/api",
+            "/clusters/a/api/v1/namespaces/%FF/pods",
         ] {
             let err = route(bad).unwrap_err();
             assert_eq!(err.code, 400, "{bad}");
@@ -154,5 +170,9 @@ mod tests {
         assert_eq!(route("/mcp/x").unwrap(), Route::NotFound);
         assert_eq!(route("/healthz/x").unwrap(), Route::NotFound);
         assert_eq!(route("/api/v1").unwrap(), Route::NotFound);
+        assert_eq!(route("/approvals").unwrap(), Route::Web(Page::List));
+        let id = "0190a0b0-0000-7000-8000-000000000001";
+        assert_eq!(route(&format!("/approvals/{id}")).unwrap(), Route::Web(Page::Held(id)));
+        assert_eq!(route("/approvals/../x").unwrap(), Route::NotFound);
     }
 }

@@ -8,6 +8,7 @@ use super::server::Shared;
 use super::Caller;
 use crate::body;
 use crate::gateway::call::{Refused, ToolCall};
+use crate::gateway::hold::{ApprovalRef, ApprovedRun, HeldNotice};
 use crate::gateway::limits::{ResponseDeadline, ResponseTooLarge};
 use crate::gateway::Gateway;
 use crate::status::Status;
@@ -39,6 +40,7 @@ pub struct ClusterRequest {
     body: Bytes,
     reveal_secret: bool,
     namespace: Option<String>,
+    approval: Option<ApprovalRef>,
 }
 
 impl ClusterRequest {
@@ -57,6 +59,7 @@ impl ClusterRequest {
             body: Bytes::new(),
             reveal_secret: false,
             namespace: None,
+            approval: None,
         }
     }
 
@@ -79,6 +82,12 @@ impl ClusterRequest {
         self
     }
 
+    /// A held write's repeat: the approval it names, and whether to wait.
+    pub fn approval(mut self, approval: Option<ApprovalRef>) -> Self {
+        self.approval = approval;
+        self
+    }
+
     /// `read_secret`: the Secret's values reach the agent (audited as such).
     pub fn revealing(mut self) -> Self {
         self.reveal_secret = true;
@@ -93,6 +102,8 @@ pub struct Answer {
     pub body: Bytes,
     /// The request's audit id.
     pub audit_id: String,
+    /// Set when this call ran a held write a person approved.
+    pub approved: Option<ApprovedRun>,
 }
 
 impl ToolContext {
@@ -105,9 +116,12 @@ impl ToolContext {
         if let Some(content_type) = request.content_type {
             builder = builder.header(header::CONTENT_TYPE, content_type);
         }
-        let http_request = builder
+        let mut http_request = builder
             .body(body::full(request.body.clone()))
             .map_err(|_| ToolError::invalid("name", "the request path cannot be built from these arguments"))?;
+        if let Some(approval) = request.approval.clone() {
+            http_request.extensions_mut().insert(approval);
+        }
         let call = ToolCall {
             identity: &self.caller.identity,
             client: &self.caller.client,
@@ -123,6 +137,10 @@ impl ToolContext {
             .unwrap_or_default()
             .to_string();
         let refused = response.extensions().get::<Refused>().cloned();
+        if let Some(notice) = response.extensions().get::<HeldNotice>().cloned() {
+            return Err(ToolError::Held(Box::new(notice)));
+        }
+        let approved = response.extensions().get::<ApprovedRun>().cloned();
         let code = response.status();
         let body = match response.into_body().collect().await {
             Ok(collected) => collected.to_bytes(),
@@ -142,7 +160,11 @@ impl ToolContext {
                 audit_id,
             });
         }
-        Ok(Answer { body, audit_id })
+        Ok(Answer {
+            body,
+            audit_id,
+            approved,
+        })
     }
 
     /// The answer broke off: over the size cap, past the deadline, or the

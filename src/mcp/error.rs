@@ -8,6 +8,8 @@
 //! - portcullis refused or failed: the text is `<code>: <message>` and the
 //!   `structuredContent` `{code, params, error}`.
 
+use crate::approvals::{rfc3339, HeldState};
+use crate::gateway::hold::HeldNotice;
 use crate::status::Status;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Map, Value};
@@ -77,13 +79,61 @@ pub enum ToolError {
         /// The audit id, when the request got one.
         audit_id: String,
     },
-    /// A write of an agent whose writes need approval, which cannot be
-    /// collected yet.
-    #[error("{0}")]
-    Approval(String),
+    /// The write is held for a person's approval, or was decided, expired
+    /// or already run.
+    #[error("{}", held_message(.0))]
+    Held(Box<HeldNotice>),
     /// The feature behind the tool is not available on this portcullis.
     #[error("{0}")]
     Unavailable(String),
+}
+
+fn held_message(notice: &HeldNotice) -> String {
+    let id = &notice.id;
+    match notice.state {
+        HeldState::Pending | HeldState::Approved => format!(
+            "{} waits for a person's approval. Give them this link: {} (expires at {}). Then call the same tool again \
+             with the same arguments and approval_id {id:?}: that call waits for the decision; while it answers pending, \
+             call it again.",
+            notice.summary,
+            notice.url,
+            rfc3339(notice.expires_at)
+        ),
+        HeldState::Denied => format!(
+            "{} was denied by {}{}; nothing was changed. Do not retry it another way.",
+            notice.summary,
+            notice.decided_by.as_deref().unwrap_or("a person"),
+            notice.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+        ),
+        HeldState::Expired => format!(
+            "{} expired before anyone approved and ran it; nothing was changed. Call again without approval_id to ask anew.",
+            notice.summary
+        ),
+        HeldState::Executing | HeldState::Executed => format!(
+            "{} already ran after approval by {}{}",
+            notice.summary,
+            notice.decided_by.as_deref().unwrap_or("a person"),
+            notice
+                .outcome
+                .as_ref()
+                .map(|o| format!("; the cluster answered {}: {}", o.code, o.body))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+fn held_params(notice: &HeldNotice) -> Value {
+    let mut params = json!({"approval_id": notice.id, "url": notice.url, "expires_at": rfc3339(notice.expires_at)});
+    if let Some(by) = &notice.decided_by {
+        params["decided_by"] = json!(by);
+    }
+    if let Some(reason) = &notice.reason {
+        params["reason"] = json!(reason);
+    }
+    if let Some(outcome) = &notice.outcome {
+        params["outcome"] = json!({"code": outcome.code, "body": outcome.body});
+    }
+    params
 }
 
 fn candidates_hint(candidates: &[String]) -> String {
@@ -113,7 +163,12 @@ impl ToolError {
             ToolError::AmbiguousKind { .. } => "kind.ambiguous",
             ToolError::TooLarge { .. } => "response.too_large",
             ToolError::Refused { code, .. } => code,
-            ToolError::Approval(_) => "agent.approval_unavailable",
+            ToolError::Held(notice) => match notice.state {
+                HeldState::Pending | HeldState::Approved => "agent.approval_pending",
+                HeldState::Denied => "agent.approval_denied",
+                HeldState::Expired => "agent.approval_expired",
+                HeldState::Executing | HeldState::Executed => "agent.approval_executed",
+            },
             ToolError::Unavailable(_) => "tool.unavailable",
         })
     }
@@ -135,6 +190,7 @@ impl ToolError {
                 json!({"cluster": cluster, "kind": kind, "candidates": candidates})
             }
             ToolError::TooLarge { limit } => json!({"limit": limit}),
+            ToolError::Held(notice) => held_params(notice),
             ToolError::Refused { audit_id, .. } if !audit_id.is_empty() => json!({"audit_id": audit_id}),
             _ => json!({}),
         }

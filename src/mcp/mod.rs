@@ -33,6 +33,7 @@ pub mod args;
 pub mod context;
 pub mod discovery;
 pub mod error;
+pub mod held;
 pub mod ratelimit;
 pub mod read_tools;
 pub mod render;

@@ -2,22 +2,24 @@
 //! `portcullis-mcp`), delete_resource, scale, rollout_restart; and
 //! request_access, which asks a person for a grant.
 //!
-//! Every write goes through [`execute`], the one place where a held write
-//! (a person's approval, with `approval_id`) plugs in. Until approvals exist,
-//! a write of an agent whose writes need approval is refused rather than
-//! run unapproved.
+//! Every write goes through [`execute`]; a write of an agent whose writes
+//! need a person's approval is held by the gateway's hold stage, and comes
+//! back held ([`super::held`] turns that into the client's answer).
 
 use super::args::{Apply, DeleteResource, RequestAccess, RolloutRestart, Scale};
 use super::context::{Answer, ClusterRequest, ToolContext};
 use super::error::ToolError;
+use super::held::{self, Repeat};
 use super::read_tools::{json, namespace_of};
 use super::render;
 use super::server::{outcome, Tools};
 use crate::access::{AccessAsk, AccessError, Requester};
 use http::Method;
-use rmcp::handler::server::tool::Extension;
+use rmcp::handler::server::tool::{Extension, InputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
 use rmcp::{tool, tool_router};
 use serde_json::{json, Value};
 
@@ -28,47 +30,71 @@ type Parts = http::request::Parts;
 
 #[tool_router(router = write_router, vis = "pub(super)")]
 impl Tools {
-    /// Create or update one object by server-side apply: give the whole object as you want it. Answers with the object as stored (Secret values hidden).
+    /// Create or update one object by server-side apply: give the whole object as you want it. Answers with the object as stored (Secret values hidden). May wait for a person's approval (see the instructions).
     #[tool(annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true))]
-    async fn apply(&self, Parameters(args): Parameters<Apply>, Extension(parts): Extension<Parts>) -> CallToolResult {
+    async fn apply(
+        &self,
+        Parameters(args): Parameters<Apply>,
+        Extension(parts): Extension<Parts>,
+        context: RequestContext<RoleServer>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> CallToolResponse {
+        let repeat = held::repeat(args.approval_id.as_deref(), state, responses, &context);
         match self.context(&parts, "apply", &args.cluster) {
-            Ok(ctx) => outcome(apply(&ctx, args).await),
-            Err(error) => error.into_result(),
+            Ok(ctx) => held::respond(apply(&ctx, args, &repeat).await, &repeat),
+            Err(error) => error.into_result().into(),
         }
     }
 
-    /// Delete one object.
+    /// Delete one object. May wait for a person's approval (see the instructions).
     #[tool(annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false))]
     async fn delete_resource(
         &self,
         Parameters(args): Parameters<DeleteResource>,
         Extension(parts): Extension<Parts>,
-    ) -> CallToolResult {
+        context: RequestContext<RoleServer>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> CallToolResponse {
+        let repeat = held::repeat(args.approval_id.as_deref(), state, responses, &context);
         match self.context(&parts, "delete_resource", &args.object.cluster) {
-            Ok(ctx) => outcome(delete_resource(&ctx, args).await),
-            Err(error) => error.into_result(),
+            Ok(ctx) => held::respond(delete_resource(&ctx, args, &repeat).await, &repeat),
+            Err(error) => error.into_result().into(),
         }
     }
 
-    /// Set the number of replicas of a Deployment, StatefulSet or ReplicaSet.
+    /// Set the number of replicas of a Deployment, StatefulSet or ReplicaSet. May wait for a person's approval (see the instructions).
     #[tool(annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true))]
-    async fn scale(&self, Parameters(args): Parameters<Scale>, Extension(parts): Extension<Parts>) -> CallToolResult {
+    async fn scale(
+        &self,
+        Parameters(args): Parameters<Scale>,
+        Extension(parts): Extension<Parts>,
+        context: RequestContext<RoleServer>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> CallToolResponse {
+        let repeat = held::repeat(args.approval_id.as_deref(), state, responses, &context);
         match self.context(&parts, "scale", &args.cluster) {
-            Ok(ctx) => outcome(scale(&ctx, args).await),
-            Err(error) => error.into_result(),
+            Ok(ctx) => held::respond(scale(&ctx, args, &repeat).await, &repeat),
+            Err(error) => error.into_result().into(),
         }
     }
 
-    /// Restart the pods of a Deployment, StatefulSet or DaemonSet by a rolling update, as `kubectl rollout restart` does.
+    /// Restart the pods of a Deployment, StatefulSet or DaemonSet by a rolling update, as `kubectl rollout restart` does. May wait for a person's approval (see the instructions).
     #[tool(annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false))]
     async fn rollout_restart(
         &self,
         Parameters(args): Parameters<RolloutRestart>,
         Extension(parts): Extension<Parts>,
-    ) -> CallToolResult {
+        context: RequestContext<RoleServer>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> CallToolResponse {
+        let repeat = held::repeat(args.approval_id.as_deref(), state, responses, &context);
         match self.context(&parts, "rollout_restart", &args.cluster) {
-            Ok(ctx) => outcome(rollout_restart(&ctx, args).await),
-            Err(error) => error.into_result(),
+            Ok(ctx) => held::respond(rollout_restart(&ctx, args, &repeat).await, &repeat),
+            Err(error) => error.into_result().into(),
         }
     }
 
@@ -91,31 +117,23 @@ impl Tools {
     }
 }
 
-/// Send a write: the one place a person's approval will plug in.
-async fn execute(ctx: &ToolContext, request: ClusterRequest, approval_id: Option<&str>) -> Result<Answer, ToolError> {
-    if let Some(id) = approval_id {
-        return Err(ToolError::invalid(
-            "approval_id",
-            format!("no write waits for approval {id:?}: this portcullis does not hold writes; call again without approval_id"),
-        ));
-    }
-    if ctx
-        .caller
-        .identity
-        .agent
-        .as_ref()
-        .is_some_and(|a| a.writes_need_approval)
-    {
-        return Err(ToolError::Approval(
-            "your writes need a person's approval, which this portcullis cannot collect yet: nothing was changed; \
-             ask the person to make the change"
-                .into(),
-        ));
-    }
-    ctx.send(request).await
+/// Send a write. A held write (its caller's writes need a person's
+/// approval) comes back as [`ToolError::Held`]; a write that ran after
+/// approval says so first.
+async fn execute(ctx: &ToolContext, request: ClusterRequest, repeat: &Repeat) -> Result<Answer, ToolError> {
+    ctx.send(request.approval(repeat.approval.clone())).await
 }
 
-async fn apply(ctx: &ToolContext, args: Apply) -> Result<String, ToolError> {
+/// `approved by <login> at <RFC 3339 UTC>` for a write that ran after approval.
+fn approved_line(answer: &Answer) -> String {
+    answer
+        .approved
+        .as_ref()
+        .map(|run| format!("approved by {} at {}\n", run.by, crate::approvals::rfc3339(run.at)))
+        .unwrap_or_default()
+}
+
+async fn apply(ctx: &ToolContext, args: Apply, repeat: &Repeat) -> Result<String, ToolError> {
     let manifest: Value = serde_yaml::from_str(&args.manifest)
         .map_err(|e| ToolError::invalid("manifest", format!("the manifest is not one YAML or JSON object: {e}")))?;
     let field = |path: &[&str]| {
@@ -146,15 +164,20 @@ async fn apply(ctx: &ToolContext, args: Apply) -> Result<String, ToolError> {
     let request = ClusterRequest::new(Method::PATCH, path)
         .body("application/apply-patch+yaml", body)
         .in_namespace(namespace);
-    let answer = execute(ctx, request, args.approval_id.as_deref()).await?;
-    let head = format!("applied {}/{name}{}\n", resource.qualified(), in_namespace(namespace));
+    let answer = execute(ctx, request, repeat).await?;
+    let head = format!(
+        "{}applied {}/{name}{}\n",
+        approved_line(&answer),
+        resource.qualified(),
+        in_namespace(namespace)
+    );
     Ok(render::cut(
         head + &render::object_yaml(json(&answer.body)?),
         "the object is applied; get_resource shows it",
     ))
 }
 
-async fn delete_resource(ctx: &ToolContext, args: DeleteResource) -> Result<String, ToolError> {
+async fn delete_resource(ctx: &ToolContext, args: DeleteResource, repeat: &Repeat) -> Result<String, ToolError> {
     let object = &args.object;
     let resource = ctx
         .shared
@@ -164,16 +187,17 @@ async fn delete_resource(ctx: &ToolContext, args: DeleteResource) -> Result<Stri
     let namespace = namespace_of(&resource, object.namespace.as_deref())?;
     let path = resource.path(namespace, Some(&object.name), None)?;
     let request = ClusterRequest::new(Method::DELETE, path).in_namespace(namespace);
-    execute(ctx, request, args.approval_id.as_deref()).await?;
+    let answer = execute(ctx, request, repeat).await?;
     Ok(format!(
-        "deleted {}/{}{}\n",
+        "{}deleted {}/{}{}\n",
+        approved_line(&answer),
         resource.qualified(),
         object.name,
         in_namespace(namespace)
     ))
 }
 
-async fn scale(ctx: &ToolContext, args: Scale) -> Result<String, ToolError> {
+async fn scale(ctx: &ToolContext, args: Scale, repeat: &Repeat) -> Result<String, ToolError> {
     let range = &ctx.shared.scale;
     let replicas = u32::try_from(args.replicas)
         .ok()
@@ -200,16 +224,17 @@ async fn scale(ctx: &ToolContext, args: Scale) -> Result<String, ToolError> {
     let request = ClusterRequest::new(Method::PATCH, path)
         .body("application/merge-patch+json", body)
         .in_namespace(Some(&args.namespace));
-    execute(ctx, request, args.approval_id.as_deref()).await?;
+    let answer = execute(ctx, request, repeat).await?;
     Ok(format!(
-        "scaled {}/{} in {} to {replicas} replicas\n",
+        "{}scaled {}/{} in {} to {replicas} replicas\n",
+        approved_line(&answer),
         resource.qualified(),
         args.name,
         args.namespace
     ))
 }
 
-async fn rollout_restart(ctx: &ToolContext, args: RolloutRestart) -> Result<String, ToolError> {
+async fn rollout_restart(ctx: &ToolContext, args: RolloutRestart, repeat: &Repeat) -> Result<String, ToolError> {
     let resource = ctx.shared.kinds.resolve(ctx, &args.kind, None).await?;
     if resource.group != "apps" || !["deployments", "statefulsets", "daemonsets"].contains(&resource.plural.as_str()) {
         return Err(ToolError::invalid(
@@ -224,9 +249,10 @@ async fn rollout_restart(ctx: &ToolContext, args: RolloutRestart) -> Result<Stri
     let request = ClusterRequest::new(Method::PATCH, path)
         .body("application/strategic-merge-patch+json", body.to_string())
         .in_namespace(Some(&args.namespace));
-    execute(ctx, request, args.approval_id.as_deref()).await?;
+    let answer = execute(ctx, request, repeat).await?;
     Ok(format!(
-        "restarted {}/{} in {} (rolling update started at {now})\n",
+        "{}restarted {}/{} in {} (rolling update started at {now})\n",
+        approved_line(&answer),
         resource.qualified(),
         args.name,
         args.namespace

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 mod access;
+mod approvals;
 mod agents;
 mod reconcile;
 
@@ -51,6 +52,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_audit.sql"),
     include_str!("migrations/0003_agents.sql"),
     include_str!("migrations/0004_reconcile_access.sql"),
+    include_str!("migrations/0005_approvals.sql"),
 ];
 
 /// A credential found by its token hash, with whether its owner is disabled.

@@ -107,5 +107,20 @@ fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
         "{listed} {}",
         String::from_utf8_lossy(&grants.stderr)
     );
-    drop(demo);
+    interrupt_and_expect_a_clean_exit(demo);
+}
+
+/// Ctrl-C (SIGINT) stops everything: the process exits 0 within seconds.
+fn interrupt_and_expect_a_clean_exit(mut demo: Demo) {
+    let pid = demo.0.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = demo.0.try_wait().unwrap() {
+            assert!(status.success(), "the demo exits cleanly on Ctrl-C: {status}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "the demo did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -75,6 +75,7 @@ impl Portcullis {
                 resync: Duration::from_secs(3600),
             },
             access: Default::default(),
+            approvals: Default::default(),
         };
         adjust(&mut config);
         let store = portcullis::cli::open_store(&config).unwrap();

@@ -536,3 +536,23 @@ async fn forwarded_for_is_believed_only_from_a_trusted_proxy() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn percent_encoded_paths_are_judged_as_the_cluster_decodes_them() {
+    let env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl("ana", &[("secrets-reader", Some("shop"))], Duration::from_secs(3600));
+    let agent = env.agent("ana", &[&grants[0]]);
+    let plain = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/secrets/db-credentials"), &agent).await;
+    let encoded = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/%73ecrets/db-credentials"), &agent).await;
+    assert_eq!((plain.status.as_u16(), encoded.status.as_u16()), (200, 200));
+    for response in [&plain, &encoded] {
+        let secret = response.json();
+        let password = secret["data"]["password"].as_str().unwrap();
+        assert!(password.starts_with("<redacted"), "an encoded resource name is still a Secret: {password}");
+    }
+
+    let admin = env.person("root", &[("cluster-admin", None)]);
+    let protected = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/kube%2Dsystem/configmaps"), &admin).await;
+    assert_eq!(protected.status, 403, "an encoded protected namespace is still protected");
+    env.stop().await;
+}

@@ -1,0 +1,559 @@
+#!/usr/bin/env python3
+"""The benchmark's scenarios, run by scripts/bench against a running stack.
+
+Reads the stack description (addresses, tokens, pids) that scripts/bench
+writes, measures each scenario against every path interleaved (A B C D A B
+C D ...) and repeated, prints a table per scenario, and writes the results as
+JSON (and, for a full run, the generated part of benches/RESULTS.md).
+
+Load comes from h2load (nghttp2-client): HTTP/2 over TLS where the path
+offers it (direct, portcullis, nginx), HTTP/1.1 to kubectl proxy (plain HTTP,
+HTTP/1.1 only); one stream per connection, so "concurrency" is the number
+of connections on every path. Watches, MCP calls, redaction and the audit
+writer are driven by the bench_stack example.
+
+Every measured request must answer 2xx, and each path's answer is checked
+once per scenario (right object, right number of items, Secret values
+hidden or shown as the path promises): a wrong answer fails the run, which
+is what `scripts/bench --smoke` relies on.
+"""
+
+import argparse
+import base64
+import datetime
+import json
+import os
+import platform
+import re
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+NS = "bench"
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+class Path:
+    """One way to reach the simulated cluster."""
+
+    def __init__(self, name, base, prefix="", token=None, ca=None, http1=False, pid=None):
+        self.name, self.base, self.prefix = name, base, prefix
+        self.token, self.ca, self.http1, self.pid = token, ca, http1, pid
+
+    def url(self, path):
+        return f"{self.base}{self.prefix}{path}"
+
+    def headers(self):
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def fetch(self, path):
+        """GET with urllib (HTTP/1.1), verifying TLS; returns parsed JSON."""
+        context = ssl.create_default_context(cafile=self.ca) if self.ca else None
+        request = urllib.request.Request(self.url(path), headers=self.headers())
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            if response.status != 200:
+                raise SystemExit(f"{self.name}: GET {path} answered {response.status}")
+            return json.load(response)
+
+
+def paths_from(stack):
+    sim, pc = stack["sim"], stack["portcullis"]
+    admin = sim["admin_token"]
+    return {
+        "direct": Path("direct", sim["url"], token=admin, ca=sim["ca_file"], pid=sim["pid"]),
+        "portcullis": Path(
+            "portcullis", pc["url"], pc["cluster_path"], pc["person_token"], pc["ca_file"], pid=stack["portcullis_pid"]
+        ),
+        "kubectl-proxy": Path("kubectl-proxy", stack["kubectl_proxy_url"], http1=True, pid=stack["kubectl_proxy_pid"]),
+        "nginx": Path("nginx", stack["nginx_url"], token=admin, ca=pc["ca_file"]),
+        "portcullis-redacting": Path(
+            "portcullis-redacting", pc["url"], pc["cluster_path"], pc["agent_token"], pc["ca_file"]
+        ),
+    }
+
+
+# ---------------------------------------------------------------- h2load
+
+
+def h2load(path, target, concurrency, seconds, requests=None, rate=None):
+    """One h2load run; returns requests/s, MB/s, latency percentiles (ms)."""
+    with tempfile.NamedTemporaryFile(prefix="h2load-", suffix=".log", delete=False) as f:
+        logfile = f.name
+    command = ["h2load", "-c", str(concurrency), "-m", "1", "-t", "1", f"--log-file={logfile}"]
+    if requests:
+        command += ["-n", str(requests)]
+    else:
+        command += ["-D", str(seconds), "--warm-up-time", "1"]
+    if rate:
+        command += [f"--rps={rate / concurrency:.3f}"]
+    if path.http1:
+        command.append("--h1")
+    for name, value in path.headers().items():
+        command += ["-H", f"{name}: {value}"]
+    command.append(path.url(target))
+    output = subprocess.run(command, capture_output=True, text=True, timeout=600).stdout
+    try:
+        result = parse_h2load(output, logfile)
+    finally:
+        os.unlink(logfile)
+    if result["succeeded"] == 0 or result["non_2xx"] or result["failed"]:
+        raise SystemExit(f"{path.name}: h2load {target}: not every request answered 2xx\n{output}")
+    return result
+
+
+def parse_h2load(output, logfile):
+    def grab(pattern, cast=float):
+        match = re.search(pattern, output)
+        if not match:
+            raise SystemExit(f"h2load output not understood ({pattern}):\n{output}")
+        return cast(match.group(1))
+
+    durations = []
+    with open(logfile) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 3 and fields[1].startswith("2"):
+                durations.append(int(fields[2]) / 1000.0)
+    durations.sort()
+    finished = grab(r"finished in ([\d.]+)(?:s|ms)")
+    if re.search(r"finished in [\d.]+ms", output):
+        finished /= 1000.0
+    match = re.search(r"traffic:.*\n", output)
+    data_bytes = 0
+    if match:
+        numbers = re.findall(r"\((\d+)\)", match.group(0))
+        data_bytes = int(numbers[-1]) if numbers else 0
+    succeeded = grab(r"(\d+) succeeded", int)
+    non_2xx = sum(int(n) for n in re.findall(r"(\d+) [345]xx", output))
+    return {
+        "rps": grab(r"([\d.]+) req/s"),
+        "mbps": data_bytes / finished / 1e6 if finished else 0.0,
+        "bytes_per_response": data_bytes / succeeded if succeeded else 0,
+        "p50_ms": pct(durations, 0.50),
+        "p99_ms": pct(durations, 0.99),
+        "succeeded": succeeded,
+        "started": grab(r"(\d+) started", int),
+        "failed": grab(r"(\d+) failed", int) + grab(r"(\d+) errored", int),
+        "non_2xx": non_2xx,
+        "seconds": finished,
+    }
+
+
+def pct(sorted_values, q):
+    if not sorted_values:
+        return 0.0
+    return sorted_values[round((len(sorted_values) - 1) * q)]
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def summary(runs, key):
+    values = [r[key] for r in runs]
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "runs": values,
+    }
+
+
+def table(title, rows, columns):
+    """rows: [(path, {metric: summary})]; columns: [(metric, label, ratio?)]"""
+    print(f"\n{title}")
+    header = ["path"]
+    for _, label, ratio in columns:
+        header += [label, "spread"] + (["x direct"] if ratio else [])
+    lines = [header]
+    direct = dict(rows).get("direct")
+    for name, metrics in rows:
+        line = [name]
+        for metric, _, ratio in columns:
+            s = metrics.get(metric)
+            if s is None:
+                line += ["-", "-"] + (["-"] if ratio else [])
+                continue
+            line += [fmt(s["median"]), f"{fmt(s['min'])}-{fmt(s['max'])}"]
+            if ratio:
+                base = direct and direct.get(metric)
+                line.append(f"{s['median'] / base['median']:.2f}" if base and base["median"] else "-")
+        lines.append(line)
+    widths = [max(len(str(l[i])) for l in lines) for i in range(len(header))]
+    for l in lines:
+        print("  " + "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(l, widths))))
+    return {"title": title, "header": header, "rows": lines[1:]}
+
+
+def fmt(value):
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def check_configmap(path):
+    body = path.fetch(f"/api/v1/namespaces/{NS}/configmaps/small")
+    if body.get("metadata", {}).get("name") != "small" or len(body["data"]["payload"]) < 800:
+        raise SystemExit(f"{path.name}: the ConfigMap is not what was stored")
+
+
+def check_list(path, resource, reveal):
+    body = path.fetch(f"/api/v1/namespaces/{NS}/{resource}")
+    items = body.get("items", [])
+    if len(items) != 500:
+        raise SystemExit(f"{path.name}: LIST {resource} returned {len(items)} items, not 500")
+    if resource == "secrets":
+        value = items[0]["data"]["password"]
+        redacted = value.startswith("<redacted")
+        if redacted == reveal:
+            raise SystemExit(f"{path.name}: Secret values {'hidden' if redacted else 'shown'} against its promise")
+        if reveal and not base64.b64decode(value).startswith(b"password-"):
+            raise SystemExit(f"{path.name}: Secret value altered")
+
+
+def interleaved(paths, repeats, run):
+    """Run `run(path)` for A B C D, A B C D, ...; returns {name: [results]}."""
+    results = {p.name: [] for p in paths}
+    for r in range(repeats):
+        for p in paths:
+            results[p.name].append(run(p))
+    return results
+
+
+def scenario_get(cfg, paths, audit):
+    target = f"/api/v1/namespaces/{NS}/configmaps/small"
+    for p in paths:
+        check_configmap(p)
+    out, tables = {}, []
+    for c in cfg.concurrencies:
+        def run(p, c=c):
+            before = audit.rows() if p.name == "portcullis" else None
+            result = h2load(p, target, c, cfg.seconds, cfg.requests)
+            if before is not None:
+                audit.count(before, result)
+            return result
+
+        results = interleaved(paths, cfg.repeats, run)
+        rows = [(n, {k: summary(rs, k) for k in ("rps", "p50_ms", "p99_ms")}) for n, rs in results.items()]
+        tables.append(
+            table(
+                f"(a) GET 1 KiB ConfigMap, concurrency {c}",
+                rows,
+                [("rps", "req/s", True), ("p50_ms", "p50 ms", True), ("p99_ms", "p99 ms", True)],
+            )
+        )
+        out[str(c)] = dict(rows)
+    return out, tables
+
+
+def scenario_added_latency(cfg, paths, get_results):
+    """p99 at half of portcullis's best throughput, same offered rate on
+    every path."""
+    best = max(r["portcullis"]["rps"]["median"] for r in get_results.values())
+    rate = max(best / 2, 10)
+    c = 16
+    results = interleaved(
+        paths, cfg.repeats, lambda p: h2load(p, f"/api/v1/namespaces/{NS}/configmaps/small", c, cfg.seconds, rate=rate)
+    )
+    rows = [(n, {k: summary(rs, k) for k in ("rps", "p50_ms", "p99_ms")}) for n, rs in results.items()]
+    t = table(
+        f"(a') GET at half of portcullis's best throughput ({rate:.0f} req/s offered, {c} connections)",
+        rows,
+        [("rps", "req/s", True), ("p50_ms", "p50 ms", True), ("p99_ms", "p99 ms", True)],
+    )
+    return {"offered_rps": rate, "paths": dict(rows)}, t
+
+
+def scenario_list(cfg, paths, resource, title, concurrency=4):
+    for p in paths:
+        check_list(p, resource, reveal=p.name != "portcullis-redacting")
+    target = f"/api/v1/namespaces/{NS}/{resource}"
+    requests = cfg.requests and max(cfg.requests // 10, 2)
+    results = interleaved(paths, cfg.repeats, lambda p: h2load(p, target, concurrency, cfg.seconds, requests))
+    keys = ("mbps", "rps", "p50_ms", "bytes_per_response")
+    rows = [(n, {k: summary(rs, k) for k in keys}) for n, rs in results.items()]
+    t = table(
+        title,
+        rows,
+        [("mbps", "MB/s", True), ("rps", "req/s", True), ("p50_ms", "p50 ms", True), ("bytes_per_response", "bytes", False)],
+    )
+    return dict(rows), t
+
+
+def bench_stack(cfg, *args):
+    output = subprocess.run([cfg.bin, *args], capture_output=True, text=True, timeout=900)
+    if output.returncode != 0:
+        raise SystemExit(f"bench_stack {args[0]} failed:\n{output.stderr}")
+    return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+def scenario_watch(cfg, stack, paths):
+    sim = stack["sim"]
+    common = ["--cluster", sim["url"], "--cluster-token", sim["admin_token"], "--cluster-ca", sim["ca_file"]]
+
+    def run(p):
+        args = ["watch", "--base", p.base, "--watches", str(cfg.watches), *common]
+        if p.prefix:
+            args += ["--prefix", p.prefix]
+        if p.token:
+            args += ["--token", p.token]
+        if p.ca:
+            args += ["--ca", p.ca]
+        if p.http1:
+            args.append("--http1")
+        if p.pid:
+            args += ["--pid", str(p.pid)]
+        result = bench_stack(cfg, *args)
+        log(f"  watch {p.name}: {json.dumps(result)}")
+        if result["opened"] != cfg.watches or result["delivered"] != result["opened"]:
+            raise SystemExit(f"{p.name}: {result['opened']} of {cfg.watches} watches opened, {result['delivered']} got the event")
+        time.sleep(2)  # let the proxies close the watches before the next path
+        return {
+            "kib_per_watch": result["kib_per_watch"],
+            "p50_ms": result["delivery_ms"]["p50"],
+            "p99_ms": result["delivery_ms"]["p99"],
+            "max_ms": result["delivery_ms"]["max"],
+            "open_seconds": result["open_seconds"],
+        }
+
+    results = interleaved(paths, cfg.watch_repeats, run)
+    rows = []
+    for name, rs in results.items():
+        metrics = {k: summary(rs, k) for k in ("p50_ms", "p99_ms", "max_ms", "open_seconds")}
+        kib = [r["kib_per_watch"] for r in rs if r["kib_per_watch"] is not None]
+        if kib:
+            metrics["kib_per_watch"] = {"median": max(kib), "min": min(kib), "max": max(kib), "runs": kib}
+        rows.append((name, metrics))
+    t = table(
+        f"(d) {cfg.watches} open watches: delivery of one event to all, resident memory per watch "
+        "(of the process on that path: the simulated cluster for direct; the largest run's value)",
+        rows,
+        [
+            ("kib_per_watch", "KiB/watch", False),
+            ("p50_ms", "p50 ms", True),
+            ("p99_ms", "p99 ms", True),
+            ("max_ms", "max ms", True),
+            ("open_seconds", "open s", True),
+        ],
+    )
+    return dict(rows), t
+
+
+def scenario_mcp(cfg, stack, get_results):
+    pc = stack["portcullis"]
+    runs = [
+        bench_stack(cfg, "mcp", "--base", pc["url"], "--token", pc["agent_token"], "--ca", pc["ca_file"], "--calls", str(cfg.mcp_calls))
+        for _ in range(cfg.repeats)
+    ]
+    rows = []
+    for tool in ("get_resource", "list_resources"):
+        rows.append((tool, {k: summary([r[tool] for r in runs], k) for k in ("p50", "p99")}))
+    one = get_results[str(cfg.concurrencies[0])]
+    rows.append(("raw GET, portcullis", {"p50": one["portcullis"]["p50_ms"], "p99": one["portcullis"]["p99_ms"]}))
+    rows.append(("raw GET, direct", {"p50": one["direct"]["p50_ms"], "p99": one["direct"]["p99_ms"]}))
+    t = table(
+        f"(e) MCP tool calls through portcullis, one at a time (ms per call; raw GETs at concurrency {cfg.concurrencies[0]} for scale)",
+        rows,
+        [("p50", "p50 ms", False), ("p99", "p99 ms", False)],
+    )
+    return dict(rows), t
+
+
+class AuditCount:
+    """Audit rows portcullis committed (its /metrics) against requests sent."""
+
+    def __init__(self, path):
+        self.path, self.sent, self.stored, self.best = path, 0, 0, 0.0
+
+    def rows(self):
+        context = ssl.create_default_context(cafile=self.path.ca)
+        with urllib.request.urlopen(f"{self.path.base}/metrics", context=context, timeout=10) as r:
+            text = r.read().decode()
+        match = re.search(r"^portcullis_audit_rows_total (\d+)", text, re.M)
+        return int(match.group(1)) if match else 0
+
+    def count(self, before, result):
+        time.sleep(0.5)  # reads are group-committed within 100 ms
+        stored = self.rows() - before
+        self.sent += result["succeeded"]
+        self.stored += stored
+        self.best = max(self.best, stored / result["seconds"] if result["seconds"] else 0)
+
+
+def scenario_audit(cfg, audit):
+    alone = [
+        bench_stack(cfg, "audit", "--dir", cfg.work, "--rows", str(cfg.audit_rows)) for _ in range(cfg.repeats)
+    ]
+    for r in alone:
+        if r["lost"]:
+            raise SystemExit(f"audit writer lost {r['lost']} rows")
+    lost = max(audit.sent - audit.stored, 0)
+    rows = [
+        ("writer alone", {"rps": summary(alone, "rows_per_second"), "lost": summary(alone, "lost")}),
+        (
+            "through portcullis",
+            {
+                "rps": {"median": audit.best, "min": audit.best, "max": audit.best},
+                "lost": {"median": lost, "min": lost, "max": lost},
+            },
+        ),
+    ]
+    t = table(
+        "(f) audit rows/s with no row lost (writer alone: fed as fast as it takes rows; through portcullis: "
+        f"rows committed during the busiest GET run, {audit.sent} requests, {audit.stored} rows)",
+        rows,
+        [("rps", "rows/s", False), ("lost", "lost", False)],
+    )
+    return {"alone": alone, "through_portcullis": {"sent": audit.sent, "stored": audit.stored, "lost": lost, "best_rows_per_second": audit.best}}, t
+
+
+def redaction(cfg):
+    runs = [bench_stack(cfg, "redact", "--seconds", str(cfg.redact_seconds)) for _ in range(cfg.repeats)]
+    rows = [("redact 500 Secrets, one core", {"mbps": summary(runs, "mb_per_second")})]
+    t = table("(c') Secret redaction alone (MB of input per second, one thread)", rows, [("mbps", "MB/s", False)])
+    return {"runs": runs, "mbps": rows[0][1]["mbps"]}, t
+
+
+# ---------------------------------------------------------------- targets and output
+
+
+def targets(results):
+    best = {
+        name: max(results["get"][c][name]["rps"]["median"] for c in results["get"])
+        for name in ("portcullis", "nginx", "kubectl-proxy", "direct")
+    }
+    added = results["added_latency"]["paths"]
+    added_p99 = added["portcullis"]["p99_ms"]["median"] - added["direct"]["p99_ms"]["median"]
+    watch = results["watch"].get("portcullis", {}).get("kib_per_watch", {}).get("median")
+    redact = results["redaction"]["mbps"]["median"]
+    writer = results["audit"]["alone"]
+    writer_rps = statistics.median(r["rows_per_second"] for r in writer)
+    lost = results["audit"]["through_portcullis"]["lost"]
+    return [
+        ("small-GET throughput through portcullis >= nginx", f"{best['portcullis']:.0f} vs {best['nginx']:.0f} req/s", best["portcullis"] >= best["nginx"]),
+        ("... and >= 2x kubectl proxy", f"{best['portcullis']:.0f} vs 2 x {best['kubectl-proxy']:.0f} req/s", best["portcullis"] >= 2 * best["kubectl-proxy"]),
+        ("added p99 < 1 ms at half of portcullis's max throughput", f"{added_p99:+.2f} ms ({added['portcullis']['p99_ms']['median']:.2f} vs direct {added['direct']['p99_ms']['median']:.2f})", added_p99 < 1.0),
+        ("< 32 KiB resident memory per open watch", f"{watch:.1f} KiB" if watch is not None else "not measured", watch is not None and watch < 32),
+        ("redaction >= 200 MB/s per core", f"{redact:.0f} MB/s", redact >= 200),
+        ("audit writer sustains portcullis's max request rate, no row lost", f"{writer_rps:.0f} rows/s vs {best['portcullis']:.0f} req/s; {lost} lost", writer_rps >= best["portcullis"] and lost == 0),
+    ]
+
+
+def machine():
+    mem_kib = int(re.search(r"MemTotal:\s+(\d+)", open("/proc/meminfo").read()).group(1))
+    model = re.search(r"model name\s*:\s*(.*)", open("/proc/cpuinfo").read())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit + (" (with uncommitted changes)" if dirty else ""),
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "cpu": model.group(1) if model else platform.processor(),
+        "kernel": platform.release(),
+    }
+
+
+def markdown(info, tables, target_rows, cfg):
+    out = [
+        f"Run {info['date']}, commit `{info['commit']}`, {info['cores']} cores ({info['cpu']}), "
+        f"{info['memory_gib']} GiB memory, Linux {info['kernel']}. Each cell is the median of {cfg.repeats} interleaved runs "
+        f"of {cfg.seconds} s ({cfg.watch_repeats} for watches); spread is min-max; \"x direct\" is the ratio to the direct path.",
+        "",
+        "| target | measured | met |",
+        "| --- | --- | --- |",
+    ]
+    out += [f"| {name} | {value} | {'yes' if ok else '**no**'} |" for name, value, ok in target_rows]
+    for t in tables:
+        out += ["", f"**{t['title']}**", "", "| " + " | ".join(t["header"]) + " |", "|" + " --- |" * len(t["header"])]
+        out += ["| " + " | ".join(str(c) for c in row) + " |" for row in t["rows"]]
+    return "\n".join(out)
+
+
+def write_results_md(path, generated):
+    start, end = "<!-- results:start -->", "<!-- results:end -->"
+    text = open(path).read() if os.path.exists(path) else f"# Benchmark results\n\n{start}\n{end}\n"
+    before, rest = text.split(start, 1)
+    after = rest.split(end, 1)[1]
+    open(path, "w").write(f"{before}{start}\n{generated}\n{end}{after}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--bin", required=True, help="the bench_stack example binary")
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--results-md")
+    parser.add_argument("--smoke", action="store_true")
+    cfg = parser.parse_args()
+    if cfg.smoke:
+        cfg.repeats, cfg.seconds, cfg.requests, cfg.concurrencies = 1, 1, 20, [1, 4]
+        cfg.watches, cfg.watch_repeats, cfg.mcp_calls, cfg.audit_rows, cfg.redact_seconds = 50, 1, 3, 2000, 0.2
+    else:
+        cfg.repeats, cfg.seconds, cfg.requests, cfg.concurrencies = 3, 5, None, [1, 16, 64]
+        cfg.watches, cfg.watch_repeats, cfg.mcp_calls, cfg.audit_rows, cfg.redact_seconds = 10000, 2, 200, 200000, 3
+    stack = json.load(open(cfg.stack))
+    paths = paths_from(stack)
+    four = [paths[n] for n in ("direct", "portcullis", "kubectl-proxy", "nginx")]
+    audit = AuditCount(paths["portcullis"])
+    results, tables = {}, []
+
+    log("(a) GET of a 1 KiB ConfigMap")
+    results["get"], t = scenario_get(cfg, four, audit)
+    tables += t
+    log("(a') added latency at half of portcullis's best throughput")
+    results["added_latency"], t = scenario_added_latency(cfg, four, results["get"])
+    tables.append(t)
+    log("(b) LIST of 500 pods")
+    results["list_pods"], t = scenario_list(cfg, four, "pods", "(b) LIST 500 pods, 4 connections")
+    tables.append(t)
+    log("(c) LIST of 500 Secrets")
+    five = four[:2] + [paths["portcullis-redacting"]] + four[2:]
+    results["list_secrets"], t = scenario_list(
+        cfg, five, "secrets", "(c) LIST 500 Secrets, 4 connections: portcullis passing values (person) and redacting (agent)"
+    )
+    tables.append(t)
+    results["redaction"], t = redaction(cfg)
+    tables.append(t)
+    log(f"(d) {cfg.watches} watches")
+    results["watch"], t = scenario_watch(cfg, stack, four)
+    tables.append(t)
+    log("(e) MCP")
+    results["mcp"], t = scenario_mcp(cfg, stack, results["get"])
+    tables.append(t)
+    log("(f) audit")
+    results["audit"], t = scenario_audit(cfg, audit)
+    tables.append(t)
+
+    target_rows = targets(results)
+    print("\nTargets (issue 9, item 5)")
+    for name, value, ok in target_rows:
+        print(f"  {'met    ' if ok else 'NOT MET'}  {name}: {value}")
+    info = machine()
+    results["machine"], results["smoke"] = info, cfg.smoke
+    results["targets"] = [{"target": n, "measured": v, "met": ok} for n, v, ok in target_rows]
+    results["tables"] = tables
+    with open(cfg.out, "w") as f:
+        json.dump(results, f, indent=2)
+    log(f"\nresults: {cfg.out}")
+    if cfg.results_md and not cfg.smoke:
+        write_results_md(cfg.results_md, markdown(info, tables, target_rows, cfg))
+        log(f"figures written to {cfg.results_md}")
+
+
+if __name__ == "__main__":
+    main()

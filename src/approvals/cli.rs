@@ -1,0 +1,133 @@
+//! `portcullis approvals list|show|approve|deny`: the same decisions as the
+//! approval page, for a person at a terminal (`--by` names them; the CLI
+//! runs with the store's own rights, as `access approve` does).
+
+use super::decide::{self, DecideError};
+use super::{rfc3339, HeldWrite};
+use crate::cli::CliError;
+use crate::store::Store;
+use clap::Subcommand;
+use std::io::Write;
+
+/// `approvals …`.
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List held writes, newest first (`--pending` for those still waiting).
+    List {
+        /// Only those waiting for a decision.
+        #[arg(long)]
+        pending: bool,
+    },
+    /// Show one held write: who asked, what, where, the diff and the dry run.
+    Show {
+        /// Held write id.
+        id: String,
+    },
+    /// Approve a held write: the asker's next call runs it once.
+    Approve {
+        /// Held write id.
+        id: String,
+        /// The deciding person's login.
+        #[arg(long)]
+        by: String,
+    },
+    /// Deny a held write.
+    Deny {
+        /// Held write id.
+        id: String,
+        /// The deciding person's login.
+        #[arg(long)]
+        by: String,
+        /// Why (shown to the asker, recorded).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// Run an `approvals` command.
+pub fn run(store: &Store, command: ApprovalsCommand, out: &mut dyn Write) -> Result<(), CliError> {
+    let io = |e: std::io::Error| CliError::Message(e.to_string());
+    match command {
+        ApprovalsCommand::List { pending } => {
+            super::wait::expire_overdue(store).map_err(message)?;
+            writeln!(out, "{:<38} {:<10} {:<22} {:<12} WRITE", "ID", "STATE", "ASKED BY", "DECIDED BY").map_err(io)?;
+            for held in store.list_held()? {
+                if pending && held.state != super::HeldState::Pending {
+                    continue;
+                }
+                writeln!(
+                    out,
+                    "{:<38} {:<10} {:<22} {:<12} {}",
+                    held.id,
+                    held.state.as_str(),
+                    held.request.requester,
+                    held.decided_by.as_deref().unwrap_or("-"),
+                    held.request.summary()
+                )
+                .map_err(io)?;
+            }
+        }
+        ApprovalsCommand::Show { id } => {
+            let held = super::wait::current(store, &id)
+                .map_err(message)?
+                .ok_or_else(|| CliError::Message(format!("held write {id} not found")))?;
+            write!(out, "{}", show(&held)).map_err(io)?;
+        }
+        ApprovalsCommand::Approve { id, by } => {
+            let held = decide::approve(store, &id, &by, None, None).map_err(message)?;
+            writeln!(
+                out,
+                "approved {}: {}; it runs on the asker's next call",
+                held.id,
+                held.request.summary()
+            )
+            .map_err(io)?;
+        }
+        ApprovalsCommand::Deny { id, by, reason } => {
+            let held = decide::deny(store, &id, &by, None, reason.as_deref()).map_err(message)?;
+            writeln!(out, "denied {}: {}", held.id, held.request.summary()).map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+/// A held write in full, as text.
+pub fn show(held: &HeldWrite) -> String {
+    let r = &held.request;
+    let mut text = format!(
+        "held write {}\n  state:      {}\n  write:      {}\n  asked by:   {}{}{}\n  request:    {} {}{}\n  held at:    {}\n  expires at: {}\n",
+        held.id,
+        held.state.as_str(),
+        r.summary(),
+        r.requester,
+        r.agent_id.as_deref().map(|a| format!(" (agent {a})")).unwrap_or_default(),
+        if r.tool.is_empty() { String::new() } else { format!(" with tool {}", r.tool) },
+        r.method,
+        r.path,
+        if r.query.is_empty() { String::new() } else { format!("?{}", r.query) },
+        rfc3339(held.created_at),
+        rfc3339(held.expires_at),
+    );
+    if let Some(by) = &held.decided_by {
+        text.push_str(&format!(
+            "  decided by: {by}{}\n",
+            held.decision_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ));
+    }
+    if let Some(outcome) = &held.outcome {
+        text.push_str(&format!("  outcome:    {}\n", outcome.code));
+    }
+    let diff = if r.preview.diff.is_empty() { "  (no change)\n" } else { r.preview.diff.as_str() };
+    text.push_str("\ndiff (current → after the write):\n");
+    text.push_str(diff);
+    if !r.preview.current_note.is_empty() {
+        text.push_str(&format!("\ncurrent object: {}\n", r.preview.current_note));
+    }
+    text.push_str("\ndry-run result:\n");
+    text.push_str(&super::preview::yaml(&r.preview.result));
+    text
+}
+
+fn message(e: DecideError) -> CliError {
+    CliError::Message(e.to_string())
+}

@@ -1,0 +1,264 @@
+//! The approval pages, on the same listener as everything else:
+//!
+//! - `GET /login`, `POST /login`: sign in with a person's portcullis token
+//!   (the one in their kubeconfig); a session cookie follows ([`session`]).
+//! - `POST /logout`: sign out.
+//! - `GET /approvals`: the held writes waiting on the signed-in person.
+//! - `GET /approvals/<id>`: who asked, what, where, the diff and the dry
+//!   run; `POST /approvals/<id>`: approve or deny, with an optional reason
+//!   and a confirmation, under the session's CSRF token.
+//!
+//! Every page carries a CSP without scripts, `X-Frame-Options: DENY`,
+//! `nosniff`, no referrer and no caching. Decisions go through
+//! [`super::decide`], so they are checked and audited like the CLI's.
+
+pub mod pages;
+pub mod session;
+
+use super::decide::{self, DecideError};
+use super::Approvals;
+use crate::audit::row::AuditRow;
+use crate::body::{self, Body};
+use crate::gateway::authenticate::Authenticator;
+use crate::identity::{Principal, PrincipalKind};
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use session::Session;
+use std::collections::HashMap;
+
+/// Which page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page<'a> {
+    /// `/login`.
+    Login,
+    /// `/logout`.
+    Logout,
+    /// `/approvals`.
+    List,
+    /// `/approvals/<id>`.
+    Held(&'a str),
+}
+
+/// The largest form accepted.
+const FORM_LIMIT: usize = 16 * 1024;
+
+/// Serve `page`; `row` is the request's audit row.
+pub async fn serve(
+    approvals: &Approvals,
+    authenticator: &Authenticator,
+    page: Page<'_>,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    row.verb = request.method().as_str().to_ascii_lowercase();
+    let Some(key) = approvals.key.as_ref() else {
+        return html(StatusCode::NOT_FOUND, pages::message("Not available", "This portcullis holds no writes."));
+    };
+    let (store, headers, shared) = (approvals.store.clone(), request.headers().clone(), key.clone());
+    let session = tokio::task::spawn_blocking(move || session::from_headers(&shared, &store, &headers))
+        .await
+        .ok()
+        .flatten();
+    if let Some(s) = &session {
+        row.principal_kind = "person".into();
+        row.login = s.login.clone();
+        row.credential_id = s.credential_id.clone();
+    }
+    let method = request.method().clone();
+    match (page, method, session) {
+        (Page::Login, Method::GET, _) => {
+            let next = query_param(request.uri().query(), "next").unwrap_or_default();
+            html(StatusCode::OK, pages::login(&safe_next(&next), None))
+        }
+        (Page::Login, Method::POST, _) => login(approvals, authenticator, request, row).await,
+        (Page::Logout, Method::POST, Some(s)) => match read_form(request).await {
+            Some(form) if session::csrf_ok(key, &s, form.get("csrf").map_or("", String::as_str)) => {
+                redirect("/login", Some(&session::set_cookie("")))
+            }
+            _ => html(StatusCode::FORBIDDEN, pages::message("Refused", "The form expired; reload the page.")),
+        },
+        (Page::List, Method::GET, Some(s)) => list(approvals, &s).await,
+        (Page::Held(id), Method::GET, Some(s)) => show(approvals, &s, id).await,
+        (Page::Held(id), Method::POST, Some(s)) => decide_form(approvals, &s, id, request, row).await,
+        (Page::List | Page::Held(_), Method::GET, None) => {
+            let next = request.uri().path().to_string();
+            redirect(&format!("/login?next={}", encode(&next)), None)
+        }
+        (_, _, None) => html(StatusCode::UNAUTHORIZED, pages::login("/approvals", Some("Sign in first."))),
+        _ => html(StatusCode::METHOD_NOT_ALLOWED, pages::message("Not allowed", "Use the page's own links and buttons.")),
+    }
+}
+
+async fn login(
+    approvals: &Approvals,
+    authenticator: &Authenticator,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    let Some(form) = read_form(request).await else {
+        return html(StatusCode::BAD_REQUEST, pages::login("/approvals", Some("The form could not be read.")));
+    };
+    let next = safe_next(form.get("next").map_or("", String::as_str));
+    let mut headers = http::HeaderMap::new();
+    let token = form.get("token").map_or("", |t| t.trim());
+    if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
+        headers.insert(header::AUTHORIZATION, value);
+    }
+    let identity = match authenticator.authenticate(&headers).await {
+        Ok(identity) if identity.principal.kind == PrincipalKind::Person && !identity.is_agent() => identity,
+        Ok(_) => {
+            row.refused = "not_person".into();
+            return html(StatusCode::FORBIDDEN, pages::login(&next, Some("Only a person's own token signs in here.")));
+        }
+        Err(error) => {
+            row.refused = error.reason().into();
+            return html(StatusCode::UNAUTHORIZED, pages::login(&next, Some("That token is not valid.")));
+        }
+    };
+    row.identify(&identity);
+    let Some(key) = approvals.key.as_ref() else {
+        return html(StatusCode::NOT_FOUND, pages::message("Not available", "This portcullis holds no writes."));
+    };
+    let cookie = session::issue(key, &identity.principal.name, &identity.credential_id);
+    redirect(&next, Some(&session::set_cookie(&cookie)))
+}
+
+async fn list(approvals: &Approvals, s: &Session) -> Response<Body> {
+    let (store, login) = (approvals.store.clone(), s.login.clone());
+    let found = tokio::task::spawn_blocking(move || decide::waiting_on(&store, &Principal::person(login))).await;
+    let csrf = approvals.key.as_ref().map(|k| session::csrf(k, s)).unwrap_or_default();
+    match found {
+        Ok(Ok(waiting)) => html(StatusCode::OK, pages::list(&s.login, &csrf, &waiting)),
+        _ => unavailable(),
+    }
+}
+
+async fn show(approvals: &Approvals, s: &Session, id: &str) -> Response<Body> {
+    let (store, id, login, credential) = (approvals.store.clone(), id.to_string(), s.login.clone(), s.credential_id.clone());
+    let found = tokio::task::spawn_blocking(move || {
+        let held = super::wait::current(&store, &id)?;
+        Ok::<_, DecideError>(held.map(|h| {
+            let may = decide::may_decide(&store, &h, &Principal::person(&login), Some(&credential));
+            (h, may)
+        }))
+    })
+    .await;
+    let csrf = approvals.key.as_ref().map(|k| session::csrf(k, s)).unwrap_or_default();
+    match found {
+        Ok(Ok(Some((held, may)))) => {
+            // Seen by those who may decide it, and by the person who asked.
+            let asker = held.request.requester == Principal::person(&s.login).to_string();
+            if may.is_err() && !asker {
+                let why = may.err().unwrap_or_default();
+                return html(StatusCode::FORBIDDEN, pages::message("Not yours to see", &why));
+            }
+            html(StatusCode::OK, pages::held(&s.login, &csrf, &held, may))
+        }
+        Ok(Ok(None)) => html(StatusCode::NOT_FOUND, pages::message("Not found", "No held write has this id.")),
+        _ => unavailable(),
+    }
+}
+
+async fn decide_form(
+    approvals: &Approvals,
+    s: &Session,
+    id: &str,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    let Some(key) = approvals.key.as_ref() else {
+        return unavailable();
+    };
+    let Some(form) = read_form(request).await else {
+        return html(StatusCode::BAD_REQUEST, pages::message("Refused", "The form could not be read."));
+    };
+    let field = |name: &str| form.get(name).map_or("", String::as_str).to_string();
+    if !session::csrf_ok(key, s, &field("csrf")) {
+        row.refused = "csrf".into();
+        return html(StatusCode::FORBIDDEN, pages::message("Refused", "The form expired; reload the page."));
+    }
+    if field("confirm") != "yes" {
+        return html(StatusCode::BAD_REQUEST, pages::message("Not decided", "Tick the confirmation first."));
+    }
+    let approve = match field("decision").as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => return html(StatusCode::BAD_REQUEST, pages::message("Not decided", "Choose Approve or Deny.")),
+    };
+    let (store, id2, login, credential, reason) =
+        (approvals.store.clone(), id.to_string(), s.login.clone(), s.credential_id.clone(), field("reason"));
+    let decided = tokio::task::spawn_blocking(move || {
+        let reason = Some(reason.as_str()).filter(|r| !r.trim().is_empty());
+        if approve {
+            decide::approve(&store, &id2, &login, Some(&credential), reason)
+        } else {
+            decide::deny(&store, &id2, &login, Some(&credential), reason)
+        }
+    })
+    .await;
+    match decided {
+        Ok(Ok(_)) => redirect(&format!("/approvals/{id}"), None),
+        Ok(Err(DecideError::NotAllowed(why))) => {
+            row.refused = "not_approver".into();
+            html(StatusCode::FORBIDDEN, pages::message("Not allowed", &why))
+        }
+        Ok(Err(error @ (DecideError::NotPending { .. } | DecideError::NotFound(_)))) => {
+            html(StatusCode::CONFLICT, pages::message("Not decided", &error.to_string()))
+        }
+        _ => unavailable(),
+    }
+}
+
+async fn read_form(request: Request<Incoming>) -> Option<HashMap<String, String>> {
+    let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT).collect().await.ok()?.to_bytes();
+    Some(form_urlencoded::parse(&bytes).into_owned().collect())
+}
+
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+}
+
+/// Only our own approval pages are places to go after signing in.
+fn safe_next(next: &str) -> String {
+    let ok = next == "/approvals"
+        || next
+            .strip_prefix("/approvals/")
+            .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
+    if ok { next.to_string() } else { "/approvals".into() }
+}
+
+fn encode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+fn unavailable() -> Response<Body> {
+    html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Unavailable", "portcullis cannot read its store now; try again."))
+}
+
+fn redirect(to: &str, cookie: Option<&str>) -> Response<Body> {
+    let mut response = html(StatusCode::SEE_OTHER, String::new());
+    if let Ok(value) = HeaderValue::from_str(to) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    if let Some(value) = cookie.and_then(|c| HeaderValue::from_str(c).ok()) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+fn html(code: StatusCode, text: String) -> Response<Body> {
+    let mut response = Response::new(body::full(text));
+    *response.status_mut() = code;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    if let Ok(csp) = HeaderValue::from_str(&pages::csp()) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}

@@ -1,0 +1,199 @@
+//! The approval pages' HTML: server-rendered, one small inline style sheet
+//! (allowed by its hash in the CSP), no script, readable on a phone.
+
+use crate::approvals::{preview, rfc3339, HeldState, HeldWrite};
+use sha2::{Digest, Sha256};
+
+/// The one style sheet.
+pub const STYLE: &str = "body{font:16px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#1b1b1b}\
+h1{font-size:1.3rem}pre{overflow-x:auto;background:#f4f4f4;padding:.6rem;font-size:.85rem}\
+.add{color:#0a5d0a}.del{color:#a30d0d}table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.3rem;\
+border-bottom:1px solid #ddd;vertical-align:top}form{margin:1rem 0}textarea,input[type=password]{width:100%;box-sizing:border-box}\
+button{font-size:1rem;padding:.5rem 1rem;margin:.3rem .3rem 0 0}.state{font-weight:bold}";
+
+/// The Content-Security-Policy of every page: nothing but this style
+/// sheet, forms posting to this origin, no framing.
+pub fn csp() -> String {
+    use base64::Engine;
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()));
+    format!(
+        "default-src 'none'; style-src 'sha256-{hash}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    )
+}
+
+/// Escape text for HTML.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A whole page.
+pub fn page(title: &str, signed_in: Option<(&str, &str)>, body: &str) -> String {
+    let header = match signed_in {
+        Some((login, csrf)) => format!(
+            "<p>Signed in as <b>{}</b> · <a href=\"/approvals\">Approvals</a></p>\
+             <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form>",
+            escape(login),
+            escape(csrf)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} · portcullis</title><style>{STYLE}</style></head><body>{header}{body}</body></html>",
+        escape(title)
+    )
+}
+
+/// The sign-in form; `next` is where to go afterwards.
+pub fn login(next: &str, error: Option<&str>) -> String {
+    let error = error.map(|e| format!("<p class=\"del\">{}</p>", escape(e))).unwrap_or_default();
+    page(
+        "Sign in",
+        None,
+        &format!(
+            "<h1>Sign in to portcullis</h1>{error}<form method=\"post\" action=\"/login\">\
+             <label for=\"token\">Your portcullis token (the one in your kubeconfig)</label>\
+             <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"off\" required>\
+             <input type=\"hidden\" name=\"next\" value=\"{}\"><button type=\"submit\">Sign in</button></form>",
+            escape(next)
+        ),
+    )
+}
+
+/// The list of held writes waiting on the signed-in person.
+pub fn list(login: &str, csrf: &str, waiting: &[HeldWrite]) -> String {
+    let rows: String = waiting
+        .iter()
+        .map(|h| {
+            format!(
+                "<tr><td><a href=\"/approvals/{id}\">{what}</a></td><td>{who}</td><td>{expires}</td></tr>",
+                id = escape(&h.id),
+                what = escape(&h.request.summary()),
+                who = escape(&asker(h)),
+                expires = rfc3339(h.expires_at)
+            )
+        })
+        .collect();
+    let body = if waiting.is_empty() {
+        "<h1>Approvals</h1><p>Nothing waits on you.</p>".to_string()
+    } else {
+        format!("<h1>Approvals</h1><table><tr><th>Write</th><th>Asked by</th><th>Expires</th></tr>{rows}</table>")
+    };
+    page("Approvals", Some((login, csrf)), &body)
+}
+
+/// One held write: who asked, what, where, the diff and the dry-run result,
+/// and (when `may_decide` is `Ok`) the decision form.
+pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), String>) -> String {
+    let r = &held.request;
+    let mut body = format!(
+        "<h1>{}</h1><table>\
+         <tr><th>State</th><td class=\"state\" id=\"state\">{}</td></tr>\
+         <tr><th>Asked by</th><td>{}</td></tr>\
+         <tr><th>Request</th><td><code>{} {}{}</code></td></tr>\
+         <tr><th>Held at</th><td>{}</td></tr><tr><th>Expires at</th><td>{}</td></tr>",
+        escape(&r.summary()),
+        state_text(held),
+        escape(&asker(held)),
+        escape(&r.method),
+        escape(&r.path),
+        escape(&if r.query.is_empty() { String::new() } else { format!("?{}", r.query) }),
+        rfc3339(held.created_at),
+        rfc3339(held.expires_at),
+    );
+    body.push_str("</table><h2>Change</h2>");
+    if !r.preview.current_note.is_empty() {
+        body.push_str(&format!("<p>Current object: {}</p>", escape(&r.preview.current_note)));
+    }
+    body.push_str(&format!("<pre id=\"diff\">{}</pre>", diff_html(&r.preview.diff)));
+    body.push_str(&format!(
+        "<details><summary>Dry-run result</summary><pre>{}</pre></details>",
+        escape(&preview::yaml(&r.preview.result))
+    ));
+    match (held.state, may_decide) {
+        (HeldState::Pending, Ok(())) => body.push_str(&decision_form(&held.id, csrf)),
+        (HeldState::Pending, Err(why)) => body.push_str(&format!("<p>You cannot decide this write: {}</p>", escape(&why))),
+        _ => {}
+    }
+    page(&r.summary(), Some((login, csrf)), &body)
+}
+
+/// A short message page (errors, refusals).
+pub fn message(title: &str, text: &str) -> String {
+    page(title, None, &format!("<h1>{}</h1><p>{}</p><p><a href=\"/approvals\">Approvals</a></p>", escape(title), escape(text)))
+}
+
+fn decision_form(id: &str, csrf: &str) -> String {
+    format!(
+        "<h2>Decide</h2><form method=\"post\" action=\"/approvals/{id}\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <label for=\"reason\">Reason (optional, shown to the asker)</label>\
+         <textarea id=\"reason\" name=\"reason\" rows=\"2\" maxlength=\"1000\"></textarea>\
+         <p><label><input type=\"checkbox\" id=\"confirm\" name=\"confirm\" value=\"yes\" required> \
+         I have read the change above and decide it</label></p>\
+         <button type=\"submit\" id=\"approve\" name=\"decision\" value=\"approve\">Approve</button>\
+         <button type=\"submit\" id=\"deny\" name=\"decision\" value=\"deny\">Deny</button></form>",
+        id = escape(id),
+        csrf = escape(csrf)
+    )
+}
+
+fn diff_html(diff: &str) -> String {
+    if diff.is_empty() {
+        return "(no change)".into();
+    }
+    diff.lines()
+        .map(|line| {
+            let class = match line.get(..2) {
+                Some("+ ") => " class=\"add\"",
+                Some("- ") => " class=\"del\"",
+                _ => "",
+            };
+            format!("<span{class}>{}</span>\n", escape(line))
+        })
+        .collect()
+}
+
+fn asker(held: &HeldWrite) -> String {
+    let r = &held.request;
+    let mut who = r.requester.clone();
+    if let Some(agent) = &r.agent_id {
+        who.push_str(&format!(", agent {agent}"));
+    }
+    if !r.tool.is_empty() {
+        who.push_str(&format!(", tool {}", r.tool));
+    }
+    if !r.client.is_empty() {
+        who.push_str(&format!(", from {}", r.client));
+    }
+    who
+}
+
+fn state_text(held: &HeldWrite) -> String {
+    let by = held
+        .decided_by
+        .as_deref()
+        .map(|b| format!(" by {}", escape(b)))
+        .unwrap_or_default();
+    let reason = held
+        .decision_reason
+        .as_deref()
+        .map(|r| format!(" ({})", escape(r)))
+        .unwrap_or_default();
+    match &held.outcome {
+        Some(outcome) => format!("{}{by}; the write ran and the cluster answered {}", held.state.as_str(), outcome.code),
+        None => format!("{}{by}{reason}", held.state.as_str()),
+    }
+}

@@ -1,0 +1,123 @@
+//! What a caller of a held write is told.
+//!
+//! kubectl and other raw clients get a Status whose HTTP code equals its
+//! code. A write waiting for approval is `403 Forbidden`: kubectl prints
+//! the message (`Error from server (Forbidden): …`) and never retries a 403
+//! on its own, where a 409 Conflict would make `kubectl apply` retry the
+//! patch, a 429 or 5xx would be retried by client-go, and a 2xx would read
+//! as success. Denied is 403 too, expired 410 `Expired`, already run 409
+//! `AlreadyExists` (not `Conflict`, which `kubectl apply` retries).
+//!
+//! MCP tools read the [`HeldNotice`] put into the response's extensions and
+//! turn it into their own codes (`agent.approval_pending`, …).
+
+use crate::approvals::{approval_url, rfc3339, HeldState, HeldWrite, Outcome};
+use crate::body::Body;
+use crate::gateway::Gateway;
+use crate::status::{Status, StatusDetails};
+use chrono::{DateTime, Utc};
+use http::Response;
+
+/// A held write's state, for MCP tools (in the response's extensions).
+#[derive(Debug, Clone)]
+pub struct HeldNotice {
+    /// The approval id.
+    pub id: String,
+    /// Its approval page.
+    pub url: String,
+    /// Where it stands.
+    pub state: HeldState,
+    /// `apply configmaps/flags in shop (sim)`.
+    pub summary: String,
+    /// When it expires.
+    pub expires_at: DateTime<Utc>,
+    /// Who decided, and why.
+    pub decided_by: Option<String>,
+    /// The decider's reason.
+    pub reason: Option<String>,
+    /// What it answered when it ran.
+    pub outcome: Option<Outcome>,
+}
+
+/// Put into the response of the call that ran an approved write.
+#[derive(Debug, Clone)]
+pub struct ApprovedRun {
+    /// Who approved it (login).
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+impl Gateway {
+    /// The answer about `held` in its current state.
+    pub(super) fn answer(&self, held: &HeldWrite) -> Response<Body> {
+        let url = approval_url(&self.approvals.public_url, &held.id);
+        let notice = HeldNotice {
+            id: held.id.clone(),
+            url: url.clone(),
+            state: held.state,
+            summary: held.request.summary(),
+            expires_at: held.expires_at,
+            decided_by: held.decided_by.clone(),
+            reason: held.decision_reason.clone(),
+            outcome: held.outcome.clone(),
+        };
+        let mut response = status(held, &url, self.approvals.wait).response();
+        response.extensions_mut().insert(notice);
+        response
+    }
+}
+
+fn status(held: &HeldWrite, url: &str, wait: std::time::Duration) -> Status {
+    let what = held.request.summary();
+    let by = held.decided_by.as_deref().unwrap_or("a person");
+    let (code, reason, message) = match held.state {
+        HeldState::Pending | HeldState::Approved => (
+            403,
+            "Forbidden",
+            format!(
+                "this write waits for a person's approval: {what}. Approve or deny it at {url} (held write {id}, expires at {expires}). \
+                 Once approved, run the same command again: it waits up to {wait} for the decision, then runs the write.",
+                id = held.id,
+                expires = rfc3339(held.expires_at),
+                wait = humantime::format_duration(wait),
+            ),
+        ),
+        HeldState::Denied => (
+            403,
+            "Forbidden",
+            format!(
+                "this write was denied by {by}{reason}: {what} (held write {id}); nothing was changed",
+                reason = held.decision_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+                id = held.id,
+            ),
+        ),
+        HeldState::Expired => (
+            410,
+            "Expired",
+            format!(
+                "this write waited for approval and expired at {}: {what} (held write {}); nothing was changed. Run it again to ask anew.",
+                rfc3339(held.expires_at),
+                held.id
+            ),
+        ),
+        HeldState::Executing | HeldState::Executed => (
+            409,
+            "AlreadyExists",
+            format!(
+                "this write already ran after approval by {by}: {what} (held write {}){}",
+                held.id,
+                held.outcome
+                    .as_ref()
+                    .map(|o| format!("; the cluster answered {}", o.code))
+                    .unwrap_or_default()
+            ),
+        ),
+    };
+    Status::failure(code, reason, message).with_details(StatusDetails {
+        name: held.id.clone(),
+        group: "portcullis.dev".into(),
+        kind: "heldwrites".into(),
+        ..Default::default()
+    })
+}

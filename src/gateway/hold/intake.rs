@@ -1,0 +1,173 @@
+//! The first call of a held write: dry run, current object, preview, store.
+
+use super::{blocking, request_with, Buffered, HoldCtx};
+use crate::approvals::preview::{self, Preview};
+use crate::approvals::{HeldRequest, HeldState, HeldWrite, Precondition};
+use crate::body::{self, Body};
+use crate::gateway::classify::{classify, RequestInfo};
+use crate::gateway::{Gateway, Trace};
+use crate::status::Status;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Response};
+use serde_json::Value;
+
+/// Headers of the original request that the dry run carries too.
+const KEPT: &[header::HeaderName] = &[header::CONTENT_TYPE, header::USER_AGENT];
+
+impl Gateway {
+    /// Dry-run the write; a rejection is the answer. Otherwise hold it and
+    /// tell the caller where to approve.
+    pub(super) async fn intake(
+        &self,
+        ctx: &HoldCtx<'_>,
+        digest: String,
+        request: Buffered,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, Status> {
+        let query = request.parts.uri.query().unwrap_or_default().to_string();
+        let dry_query = if query.is_empty() { "dryRun=All".to_string() } else { format!("{query}&dryRun=All") };
+        let headers = kept_headers(&request.parts.headers, true);
+        let dry = request_with(
+            request.parts.method.clone(),
+            &format!("{}?{dry_query}", ctx.path),
+            &headers,
+            request.body.clone(),
+        )?;
+        // Values are seen here only to mark the changed ones; the preview
+        // hides them all, and a rejection (a Status) carries none.
+        let (parts, answer) = self.send_read(ctx, ctx.info, dry, true).await?;
+        if parts.status.is_client_error() || parts.status.is_server_error() {
+            trace.row.dry_run = true;
+            trace.row.held = false;
+            return Ok(Response::from_parts(parts, body::full(answer)));
+        }
+        let result: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+        let (current, note) = self.current_object(ctx).await?;
+        let deleting = matches!(ctx.info.verb.as_str(), "delete" | "deletecollection");
+        let precondition = precondition(ctx.info, current.as_ref(), &result);
+        let preview = preview::build(current, note, result, ctx.info.is_secrets(), deleting).map_err(|e| {
+            trace.row.refused = "preview_too_large".into();
+            trace.row.held = false;
+            Status::too_large(e.to_string())
+        })?;
+        let held = self.held_write(ctx, digest, &request, preview, precondition, trace);
+        let sealed = match &self.approvals.key {
+            Some(key) => key
+                .seal(&held.id, &request.body)
+                .map_err(|e| Status::internal(e.to_string()))?,
+            None => return Err(Status::unavailable("portcullis cannot hold writes now")),
+        };
+        let (store, stored) = (self.approvals.store.clone(), held.clone());
+        blocking(move || store.insert_held(&stored, &sealed)).await?;
+        tracing::info!(held = %held.id, write = %held.request.summary(), "write held for approval");
+        Ok(self.answer(&held))
+    }
+
+    /// The object as it is now, read as the caller, or why there is none.
+    async fn current_object(&self, ctx: &HoldCtx<'_>) -> Result<(Option<Value>, String), Status> {
+        let info = ctx.info;
+        if info.name.is_empty() || info.verb == "create" {
+            return Ok((None, "a new object".into()));
+        }
+        let get_info = classify(&Method::GET, ctx.path, None);
+        let accept = [(header::ACCEPT, HeaderValue::from_static("application/json"))];
+        let get = request_with(Method::GET, ctx.path, &accept, Bytes::new())?;
+        let (parts, body) = self.send_read(ctx, &get_info, get, true).await?;
+        Ok(match parts.status.as_u16() {
+            200 => (serde_json::from_slice(&body).ok(), String::new()),
+            404 => (None, "it does not exist yet".into()),
+            code => (None, format!("the asker cannot read it (the cluster answered {code})")),
+        })
+    }
+
+    fn held_write(
+        &self,
+        ctx: &HoldCtx<'_>,
+        digest: String,
+        request: &Buffered,
+        preview: Preview,
+        precondition: Precondition,
+        trace: &Trace,
+    ) -> HeldWrite {
+        let info = ctx.info;
+        let now = chrono::Utc::now();
+        let expiry = chrono::TimeDelta::from_std(self.approvals.expiry).unwrap_or(chrono::TimeDelta::minutes(15));
+        let content_type = request
+            .parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let resource = if info.subresource.is_empty() {
+            info.resource.clone()
+        } else {
+            format!("{}/{}", info.resource, info.subresource)
+        };
+        let agent = ctx.identity.agent.as_ref();
+        HeldWrite {
+            id: uuid::Uuid::now_v7().to_string(),
+            digest,
+            state: HeldState::Pending,
+            request: HeldRequest {
+                cluster: ctx.upstream.name.clone(),
+                requester: ctx.identity.principal.to_string(),
+                agent_id: agent.map(|a| a.id.clone()),
+                delegated: agent.is_some_and(|a| a.grant_ids.is_some()),
+                credential_id: ctx.identity.credential_id.clone(),
+                tool: trace.row.tool.clone(),
+                client: trace.row.client.clone(),
+                method: request.parts.method.to_string(),
+                path: ctx.path.to_string(),
+                query: request.parts.uri.query().unwrap_or_default().to_string(),
+                content_type: content_type.to_string(),
+                verb: info.verb.clone(),
+                api_group: info.api_group.clone(),
+                resource,
+                namespace: info.namespace.clone(),
+                name: info.name.clone(),
+                preview,
+                precondition,
+            },
+            created_at: now,
+            expires_at: now + expiry,
+            decided_by: None,
+            decided_at: None,
+            decision_reason: None,
+            executed_at: None,
+            outcome: None,
+            answered: false,
+        }
+    }
+}
+
+/// The original request's headers worth repeating; `json` asks for JSON
+/// (the hold stage reads the answers itself).
+pub(super) fn kept_headers(headers: &http::HeaderMap, json: bool) -> Vec<(header::HeaderName, HeaderValue)> {
+    let mut kept: Vec<_> = KEPT
+        .iter()
+        .filter_map(|name| headers.get(name).map(|v| (name.clone(), v.clone())))
+        .collect();
+    if json {
+        kept.push((header::ACCEPT, HeaderValue::from_static("application/json")));
+    } else if let Some(accept) = headers.get(header::ACCEPT) {
+        kept.push((header::ACCEPT, accept.clone()));
+    }
+    kept
+}
+
+/// The dry run's `resourceVersion` for apply, update and patch of an object
+/// that exists; the object's `uid` for delete.
+fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value) -> Precondition {
+    let meta = |v: &Value, f: &str| v.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).map(String::from);
+    match (info.verb.as_str(), current) {
+        ("update" | "patch", Some(current)) => Precondition {
+            resource_version: meta(result, "resourceVersion").or_else(|| meta(current, "resourceVersion")),
+            uid: None,
+        },
+        ("delete", Some(current)) => Precondition {
+            resource_version: None,
+            uid: meta(current, "uid"),
+        },
+        _ => Precondition::default(),
+    }
+}

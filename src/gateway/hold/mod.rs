@@ -1,0 +1,324 @@
+//! Hold: a write whose caller's policy asks for a person's approval is not
+//! forwarded. It is dry-run, held with a preview, and run once a person
+//! approves — for every door (kubectl's raw traffic and MCP tools alike),
+//! since this stage sits in `Gateway::through` after policy and before the
+//! audit's commit and forward.
+//!
+//! - [`intake`]: the first call: dry run (a rejection is the answer), the
+//!   current object, the preview, the held write stored with its body
+//!   sealed.
+//! - [`run`]: a repeated call (or one naming the approval): wait for the
+//!   decision, then run the stored request once, with preconditions.
+//! - [`answer`]: what the caller is told, as a Status (kubectl) and as a
+//!   [`HeldNotice`] in the response's extensions (MCP tools).
+//!
+//! Not held: reads; requests already carrying `dryRun=All`; exec, attach
+//! and port-forward; the review resources, which store nothing; an agent's
+//! write covered by an access request of its session that was approved
+//! with a writing role.
+
+mod answer;
+mod intake;
+mod run;
+
+pub use answer::{ApprovedRun, HeldNotice};
+
+use super::classify::RequestInfo;
+use super::upstream::Upstream;
+use super::{forward, Gateway, Trace};
+use crate::approvals::HeldWrite;
+use crate::body::{self, Body};
+use crate::config::Limits;
+use crate::identity::{Identity, PrincipalKind};
+use crate::status::Status;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// Put into a tool's request: the approval id (or MCP request state) the
+/// call repeats with. A tool's call without it does not wait.
+#[derive(Debug, Clone)]
+pub struct ApprovalRef {
+    /// The held write's id.
+    pub id: String,
+    /// Wait for the decision (not after a declined URL elicitation).
+    pub wait: bool,
+}
+
+/// The review resources: they store nothing, so they are never held
+/// (`kubectl auth can-i` and `auth whoami` keep working). The simulator's
+/// list (`sim::reviews::is_review`) answers them; this is the gateway's own.
+fn is_review(info: &RequestInfo) -> bool {
+    matches!(
+        (info.api_group.as_str(), info.resource.as_str()),
+        ("authentication.k8s.io", "selfsubjectreviews" | "tokenreviews")
+            | (
+                "authorization.k8s.io",
+                "selfsubjectaccessreviews" | "selfsubjectrulesreviews" | "localsubjectaccessreviews" | "subjectaccessreviews"
+            )
+    )
+}
+
+fn dry_run_all(query: Option<&str>) -> bool {
+    query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"))
+}
+
+/// What the hold stage needs about one request.
+pub(super) struct HoldCtx<'a> {
+    pub upstream: &'a Arc<Upstream>,
+    pub path: &'a str,
+    pub identity: &'a Identity,
+    pub info: &'a RequestInfo,
+    pub groups: &'a [String],
+    pub reveal_secrets: bool,
+    pub audit_id: uuid::Uuid,
+    pub limits: &'a Limits,
+}
+
+/// The hold stage's outcome.
+pub(super) enum HoldStep<B> {
+    /// Not held: forward as usual.
+    Pass(Request<B>),
+    /// Answered here (held, waiting, decided, or run after approval).
+    Done(Response<Body>),
+}
+
+/// A request read whole, as the hold stage works on it.
+pub(super) struct Buffered {
+    pub parts: http::request::Parts,
+    pub body: Bytes,
+}
+
+impl Gateway {
+    /// The hold stage: pass the request on, or answer it here.
+    pub(super) async fn hold<B>(
+        &self,
+        ctx: HoldCtx<'_>,
+        request: Request<B>,
+        trace: &mut Trace,
+    ) -> Result<HoldStep<B>, Status>
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<body::BoxError>,
+    {
+        if !self.needs_approval(&ctx, request.uri().query()).await? {
+            return Ok(HoldStep::Pass(request));
+        }
+        if self.approvals.key.is_none() {
+            trace.row.refused = "approvals_unconfigured".into();
+            return Err(Status::unavailable(
+                "your writes need a person's approval, but this portcullis cannot hold writes ([approvals] key_file is not set): nothing was changed",
+            ));
+        }
+        let (parts, incoming) = request.into_parts();
+        // Boxed first: the body's error type is then exactly `BoxError`.
+        let incoming: Body = body::boxed(incoming);
+        let limit = usize::try_from(ctx.limits.request_body_bytes).unwrap_or(usize::MAX);
+        let body = read_limited(incoming, limit)
+            .await
+            .ok_or_else(|| Status::too_large(format!("the request body is larger than portcullis's limit of {limit} bytes")))?;
+        let request = Buffered { parts, body };
+        trace.row.held = true;
+        let digest = digest(&ctx, &request);
+        let approval = request.parts.extensions.get::<ApprovalRef>().cloned();
+        let existing = self.existing(&ctx, &digest, approval.as_ref()).await?;
+        // kubectl repeats the same command; a tool repeats with the approval id.
+        let waits = approval.as_ref().map_or(trace.row.tool.is_empty(), |a| a.wait);
+        let response = match existing {
+            Some(held) => self.resume(&ctx, held, waits, request, trace).await?,
+            None => self.intake(&ctx, digest, request, trace).await?,
+        };
+        Ok(HoldStep::Done(response))
+    }
+
+    /// Does this request wait for a person?
+    async fn needs_approval(&self, ctx: &HoldCtx<'_>, query: Option<&str>) -> Result<bool, Status> {
+        let info = ctx.info;
+        if !info.is_write() || info.is_stream_subresource() || is_review(info) || dry_run_all(query) {
+            return Ok(false);
+        }
+        let identity = ctx.identity;
+        let agent_asks = identity.agent.as_ref().is_some_and(|a| a.writes_need_approval);
+        let store = self.approvals.store.clone();
+        let principal = identity.principal.clone();
+        let bot_asks = principal.kind == PrincipalKind::Bot
+            && blocking(move || store.writes_need_approval(&principal)).await?;
+        if !(agent_asks || bot_asks) {
+            return Ok(false);
+        }
+        Ok(!self.elevated(ctx).await?)
+    }
+
+    /// Is the agent's write covered by an access request of its session,
+    /// approved with a writing role, whose grant is in effect?
+    async fn elevated(&self, ctx: &HoldCtx<'_>) -> Result<bool, Status> {
+        let Some(agent) = ctx.identity.agent.clone() else {
+            return Ok(false);
+        };
+        let store = self.approvals.store.clone();
+        let (cluster, namespace) = (ctx.upstream.name.clone(), ctx.info.namespace.clone());
+        let writing = self.approvals.writing_roles.clone();
+        blocking(move || {
+            let now = chrono::Utc::now();
+            let grants = store.list_grants()?;
+            Ok(store.list_access_requests()?.into_iter().any(|r| {
+                r.agent_id.as_deref() == Some(agent.id.as_str())
+                    && r.state == crate::access::AccessState::Approved
+                    && r.cluster == cluster
+                    && writing.contains(&r.role)
+                    && (r.namespace.is_none() || r.namespace.as_deref() == Some(namespace.as_str()))
+                    && grants
+                        .iter()
+                        .any(|g| Some(&g.id) == r.grant_id.as_ref() && g.in_effect(now))
+            }))
+        })
+        .await
+    }
+
+    /// The held write this call repeats: the one it names, or the newest
+    /// one of the same intent whose end nobody was told yet.
+    async fn existing(
+        &self,
+        ctx: &HoldCtx<'_>,
+        digest: &str,
+        approval: Option<&ApprovalRef>,
+    ) -> Result<Option<HeldWrite>, Status> {
+        let store = self.approvals.store.clone();
+        let Some(ApprovalRef { id, .. }) = approval.cloned() else {
+            let digest = digest.to_string();
+            return blocking(move || store.held_by_digest(&digest)).await;
+        };
+        let found = blocking(move || store.held(&id)).await?;
+        // Only the same requester (and agent) may run what was approved.
+        let agent = ctx.identity.agent.as_ref().map(|a| a.id.as_str());
+        match found {
+            Some(held)
+                if held.request.requester == ctx.identity.principal.to_string()
+                    && held.request.agent_id.as_deref() == agent
+                    && held.request.cluster == ctx.upstream.name =>
+            {
+                Ok(Some(held))
+            }
+            _ => Err(Status::failure(
+                404,
+                "NotFound",
+                "no held write of yours has this approval id on this cluster: call again without approval_id",
+            )),
+        }
+    }
+
+    /// Send one request of the hold stage's own (dry run, current object,
+    /// the approved write) through the forward stage.
+    async fn send(
+        &self,
+        ctx: &HoldCtx<'_>,
+        info: &RequestInfo,
+        request: Request<Body>,
+        reveal_secrets: bool,
+    ) -> Result<Response<Body>, Status> {
+        let call = forward::Call {
+            upstream: ctx.upstream,
+            path: ctx.path,
+            info,
+            identity: ctx.identity,
+            groups: ctx.groups.to_vec(),
+            reveal_secrets,
+            audit_id: ctx.audit_id,
+            limits: ctx.limits,
+            metrics: &self.metrics,
+            sent: Arc::default(),
+        };
+        forward::forward(call, request).await
+    }
+
+    /// [`Self::send`], read whole under the response cap.
+    async fn send_read(
+        &self,
+        ctx: &HoldCtx<'_>,
+        info: &RequestInfo,
+        request: Request<Body>,
+        reveal_secrets: bool,
+    ) -> Result<(http::response::Parts, Bytes), Status> {
+        let response = self.send(ctx, info, request, reveal_secrets).await?;
+        let (parts, body) = response.into_parts();
+        let limit = usize::try_from(ctx.limits.response_bytes).unwrap_or(usize::MAX);
+        let bytes = read_limited(body, limit)
+            .await
+            .ok_or_else(|| Status::failure(502, "BadGateway", "the cluster's answer was cut short or too large"))?;
+        Ok((parts, bytes))
+    }
+}
+
+/// The intent: who, where, method, path, query, media type and body. The
+/// same first call gets the same digest, so the same held write.
+fn digest(ctx: &HoldCtx<'_>, request: &Buffered) -> String {
+    let parts = &request.parts;
+    let content_type = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let agent = ctx.identity.agent.as_ref().map(|a| a.id.as_str()).unwrap_or_default();
+    let mut hash = Sha256::new();
+    for field in [
+        ctx.upstream.name.as_str(),
+        &ctx.identity.principal.to_string(),
+        agent,
+        parts.method.as_str(),
+        ctx.path,
+        parts.uri.query().unwrap_or_default(),
+        content_type,
+    ] {
+        hash.update((field.len() as u64).to_be_bytes());
+        hash.update(field.as_bytes());
+    }
+    hash.update(Sha256::digest(&request.body));
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Run blocking store work off the async threads; a failure is a 503.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| Status::unavailable("portcullis cannot reach its store now; try again"))?
+        .map_err(|error| {
+            tracing::error!(%error, "held writes store failed");
+            Status::unavailable("portcullis cannot reach its store now; try again")
+        })
+}
+
+/// A `Request<Body>` with `method`, `uri` and headers.
+fn request_with(
+    method: http::Method,
+    uri: &str,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+    body: Bytes,
+) -> Result<Request<Body>, Status> {
+    let mut request = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    request
+        .body(body::full(body))
+        .map_err(|_| Status::bad_request("the request cannot be rebuilt"))
+}
+
+/// Read `body` whole; `None` past `limit` bytes or on an error. (By hand:
+/// `http_body_util::Limited` over a boxed error trips a higher-ranked
+/// lifetime check in async code.)
+async fn read_limited(mut body: Body, limit: usize) -> Option<Bytes> {
+    let mut out = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.ok()?.into_data() {
+            if out.len() + data.len() > limit {
+                return None;
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Some(out.freeze())
+}

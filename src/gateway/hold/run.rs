@@ -1,0 +1,183 @@
+//! A repeated call: wait for the decision, then run the stored request
+//! exactly once (a compare-and-set in the store picks the one call that
+//! runs it), with preconditions, so an object changed meanwhile answers 409.
+
+use super::answer::ApprovedRun;
+use super::intake::kept_headers;
+use super::{blocking, request_with, Buffered, HoldCtx};
+use crate::approvals::{HeldState, HeldWrite, Outcome, Precondition};
+use crate::body::{self, Body};
+use crate::gateway::redact::object::{redact_json, Target};
+use crate::gateway::{Gateway, Trace};
+use crate::status::Status;
+use bytes::Bytes;
+use http::Response;
+use serde_json::{json, Value};
+
+/// A kept outcome's body is cut here: it is a reminder, not the object.
+const OUTCOME_LIMIT: usize = 64 * 1024;
+
+impl Gateway {
+    /// Wait (if asked to) for the decision on `held`, then answer it or run it.
+    pub(super) async fn resume(
+        &self,
+        ctx: &HoldCtx<'_>,
+        held: HeldWrite,
+        waits: bool,
+        request: Buffered,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, Status> {
+        let store = self.approvals.store.clone();
+        let wait = if waits { self.approvals.wait } else { std::time::Duration::ZERO };
+        let held = crate::approvals::wait::until_decided(&store, &held.id, wait)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?
+            .unwrap_or(held);
+        if held.state == HeldState::Approved {
+            let id = held.id.clone();
+            let store2 = store.clone();
+            if blocking(move || store2.claim_held(&id)).await? {
+                return self.execute(ctx, held, request, trace).await;
+            }
+            // Another call runs it: wait for its outcome, then report it.
+            let ran = crate::approvals::wait::until_decided(&store, &held.id, self.approvals.wait)
+                .await
+                .map_err(|e| Status::unavailable(e.to_string()))?
+                .unwrap_or(held);
+            return Ok(self.answer(&ran));
+        }
+        if matches!(held.state, HeldState::Denied | HeldState::Expired | HeldState::Executed) {
+            let id = held.id.clone();
+            blocking(move || store.mark_held_answered(&id)).await?;
+        }
+        Ok(self.answer(&held))
+    }
+
+    /// Run the approved write (this call won the claim).
+    async fn execute(
+        &self,
+        ctx: &HoldCtx<'_>,
+        held: HeldWrite,
+        request: Buffered,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, Status> {
+        let (store, id) = (self.approvals.store.clone(), held.id.clone());
+        let sealed = blocking(move || store.held_body(&id)).await?;
+        let key = self.approvals.key.as_ref();
+        let body = match (sealed, key) {
+            (Some(sealed), Some(key)) => key.open(&held.id, &sealed).map_err(|e| Status::internal(e.to_string()))?,
+            _ => return Err(Status::internal("the held write's body is gone")),
+        };
+        let body = with_precondition(&held, Bytes::from(body))?;
+        trace.row.approved = true;
+        // The approved write is on record before the cluster sees it.
+        self.audit.writer().commit_intent(trace.row.clone()).await.map_err(|error| {
+            tracing::error!(%error, "the audit cannot commit: approved write not sent");
+            Status::unavailable("portcullis cannot record this write in its audit now, so it was not sent; try again")
+        })?;
+        let mut headers = kept_headers(&request.parts.headers, false);
+        headers.retain(|(name, _)| name != http::header::CONTENT_TYPE);
+        if let Ok(value) = http::HeaderValue::from_str(&held.request.content_type) {
+            headers.push((http::header::CONTENT_TYPE, value));
+        }
+        let r = &held.request;
+        let uri = if r.query.is_empty() { r.path.clone() } else { format!("{}?{}", r.path, r.query) };
+        let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| Status::internal("stored method"))?;
+        let outgoing = request_with(method, &uri, &headers, body)?;
+        let sent = self.send_read(ctx, ctx.info, outgoing, ctx.reveal_secrets).await;
+        let (parts, answer) = match sent {
+            Ok(read) => read,
+            Err(status) => (status.clone().response().into_parts().0, status.to_bytes()),
+        };
+        let outcome = outcome(parts.status.as_u16(), &answer, ctx.info.is_secrets());
+        let (store, id) = (self.approvals.store.clone(), held.id.clone());
+        let now = chrono::Utc::now();
+        blocking(move || store.finish_held(&id, &outcome, now)).await?;
+        tracing::info!(held = %held.id, code = parts.status.as_u16(), "approved write ran");
+        let mut response = Response::from_parts(parts, body::full(answer));
+        response.extensions_mut().insert(ApprovedRun {
+            by: held.decided_by.clone().unwrap_or_default(),
+            at: held.decided_at.unwrap_or(now),
+        });
+        Ok(response)
+    }
+}
+
+/// What the write answered, kept with Secret values hidden.
+fn outcome(code: u16, answer: &[u8], secrets: bool) -> Outcome {
+    let kept = if secrets {
+        match redact_json(answer, Target::Secrets) {
+            Ok(Some(redacted)) => redacted,
+            Ok(None) => answer.to_vec(),
+            Err(_) => b"(a Secret answer, not kept)".to_vec(),
+        }
+    } else {
+        answer.to_vec()
+    };
+    let mut body = String::from_utf8_lossy(&kept).into_owned();
+    if body.len() > OUTCOME_LIMIT {
+        let mut cut = OUTCOME_LIMIT;
+        while !body.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        body.truncate(cut);
+    }
+    Outcome { code, body }
+}
+
+/// The stored body with the dry run's preconditions: `resourceVersion` in
+/// the object (apply, update, merge and strategic patches) or a JSON patch
+/// `test`, the `uid` in DeleteOptions. A body that is not JSON or YAML
+/// (protobuf) is sent as it is.
+fn with_precondition(held: &HeldWrite, body: Bytes) -> Result<Bytes, Status> {
+    let Precondition { resource_version, uid } = &held.request.precondition;
+    let content_type = held.request.content_type.as_str();
+    let parse = |body: &[u8]| -> Option<Value> {
+        if body.is_empty() {
+            return Some(json!({}));
+        }
+        serde_json::from_slice(body).ok().or_else(|| serde_yaml::from_slice(body).ok())
+    };
+    let encoded = |value: Value| serde_json::to_vec(&value).map(Bytes::from).map_err(|e| Status::internal(e.to_string()));
+    if let Some(uid) = uid {
+        let Some(mut options) = parse(&body).filter(Value::is_object) else {
+            return Ok(body);
+        };
+        return match set(&mut options, "preconditions", "uid", uid) {
+            true => encoded(options),
+            false => Ok(body),
+        };
+    }
+    let Some(rv) = resource_version else {
+        return Ok(body);
+    };
+    if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        return Ok(body);
+    }
+    match parse(&body) {
+        Some(Value::Array(mut ops)) if content_type.starts_with("application/json-patch") => {
+            ops.insert(0, json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+            encoded(Value::Array(ops))
+        }
+        Some(mut object) => match set(&mut object, "metadata", "resourceVersion", rv) {
+            true => encoded(object),
+            false => Ok(body),
+        },
+        None => Ok(body),
+    }
+}
+
+/// `object[outer][inner] = value`, when `object[outer]` is absent or an
+/// object (never panicking on other shapes).
+fn set(object: &mut Value, outer: &str, inner: &str, value: &str) -> bool {
+    let Value::Object(fields) = object else {
+        return false;
+    };
+    match fields.entry(outer).or_insert_with(|| json!({})) {
+        Value::Object(nested) => {
+            nested.insert(inner.into(), json!(value));
+            true
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,181 @@
+//! Held writes (see `crate::approvals`). State changes are compare-and-set
+//! on `state`, so two processes (or two calls) never both decide or both run
+//! one held write.
+
+use super::{Store, StoreError};
+use crate::approvals::{HeldRequest, HeldState, HeldWrite, Outcome};
+use chrono::{DateTime, Utc};
+use rusqlite::{params, OptionalExtension, Row};
+
+const SELECT: &str = "SELECT id, digest, state, request, created_at, expires_at, decided_by, decided_at, decision_reason, executed_at, outcome, answered FROM held_writes";
+
+impl Store {
+    /// Store a new held write with its sealed body.
+    pub fn insert_held(&self, held: &HeldWrite, sealed_body: &[u8]) -> Result<(), StoreError> {
+        let request = serde_json::to_string(&held.request).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO held_writes (id, digest, state, request, body, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![held.id, held.digest, held.state.as_str(), request, sealed_body, held.created_at, held.expires_at],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// One held write.
+    pub fn held(&self, id: &str) -> Result<Option<HeldWrite>, StoreError> {
+        self.with(|c| Ok(c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], held_row).optional()?))
+    }
+
+    /// The newest held write of `digest` whose end no caller was told yet.
+    pub fn held_by_digest(&self, digest: &str) -> Result<Option<HeldWrite>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                &format!("{SELECT} WHERE digest = ?1 AND answered = 0 ORDER BY created_at DESC LIMIT 1"),
+                params![digest],
+                held_row,
+            )
+            .optional()?)
+        })
+    }
+
+    /// Every held write, newest first.
+    pub fn list_held(&self) -> Result<Vec<HeldWrite>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!("{SELECT} ORDER BY created_at DESC"))?;
+            let rows = stmt.query_map([], held_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// The held writes still open (pending or approved), newest first.
+    pub fn list_open_held(&self) -> Result<Vec<HeldWrite>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "{SELECT} WHERE state IN ('pending', 'approved') ORDER BY created_at DESC"
+            ))?;
+            let rows = stmt.query_map([], held_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// The sealed body (gone once run or expired).
+    pub fn held_body(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.with(|c| {
+            let body: Option<Option<Vec<u8>>> = c
+                .query_row("SELECT body FROM held_writes WHERE id = ?1", params![id], |r| r.get(0))
+                .optional()?;
+            Ok(body.flatten())
+        })
+    }
+
+    /// Pending → approved or denied, by `by`. False when it was no longer
+    /// pending (decided by someone else, or expired).
+    pub fn decide_held(
+        &self,
+        id: &str,
+        state: HeldState,
+        by: &str,
+        reason: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        if !matches!(state, HeldState::Approved | HeldState::Denied) {
+            return Err(StoreError::Invalid("a decision approves or denies".into()));
+        }
+        self.with(|c| {
+            // A denied write will never run: its body goes at once.
+            let n = c.execute(
+                "UPDATE held_writes SET state = ?2, decided_by = ?3, decided_at = ?4, decision_reason = ?5, \
+                 body = CASE WHEN ?2 = 'denied' THEN NULL ELSE body END WHERE id = ?1 AND state = 'pending'",
+                params![id, state.as_str(), by, at, reason],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Approved → executing: true for exactly one caller.
+    pub fn claim_held(&self, id: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE held_writes SET state = 'executing' WHERE id = ?1 AND state = 'approved'",
+                params![id],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Executing → executed with `outcome`; the body is deleted, and the
+    /// caller that ran it was told.
+    pub fn finish_held(&self, id: &str, outcome: &Outcome, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let outcome = serde_json::to_string(outcome).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        self.with(|c| {
+            c.execute(
+                "UPDATE held_writes SET state = 'executed', executed_at = ?2, outcome = ?3, body = NULL, answered = 1 \
+                 WHERE id = ?1 AND state = 'executing'",
+                params![id, at, outcome],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Pending or approved → expired, body deleted. False when it had moved on.
+    pub fn expire_held(&self, id: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE held_writes SET state = 'expired', body = NULL WHERE id = ?1 AND state IN ('pending', 'approved')",
+                params![id],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Does `principal`'s switch say its writes need approval (bots)?
+    pub fn writes_need_approval(&self, principal: &crate::identity::Principal) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let found: Option<bool> = c
+                .query_row(
+                    "SELECT writes_need_approval FROM principals WHERE kind = ?1 AND name = ?2",
+                    params![principal.kind.as_str(), principal.name],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(found.unwrap_or(false))
+        })
+    }
+
+    /// A caller was told how this held write ended.
+    pub fn mark_held_answered(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute("UPDATE held_writes SET answered = 1 WHERE id = ?1", params![id])?;
+            Ok(())
+        })
+    }
+}
+
+fn held_row(r: &Row<'_>) -> rusqlite::Result<HeldWrite> {
+    let json_error = |i: usize, e: serde_json::Error| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    };
+    let state: String = r.get(2)?;
+    let request: String = r.get(3)?;
+    let outcome: Option<String> = r.get(10)?;
+    Ok(HeldWrite {
+        id: r.get(0)?,
+        digest: r.get(1)?,
+        state: HeldState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
+        })?,
+        request: serde_json::from_str::<HeldRequest>(&request).map_err(|e| json_error(3, e))?,
+        created_at: r.get(4)?,
+        expires_at: r.get(5)?,
+        decided_by: r.get(6)?,
+        decided_at: r.get(7)?,
+        decision_reason: r.get(8)?,
+        executed_at: r.get(9)?,
+        outcome: outcome
+            .map(|o| serde_json::from_str(&o))
+            .transpose()
+            .map_err(|e| json_error(10, e))?,
+        answered: r.get(11)?,
+    })
+}

@@ -1,0 +1,23 @@
+-- Held writes: a write whose caller's policy asks for a person's approval,
+-- dry-run first and kept here until decided, run once, or expired.
+-- `request` is the JSON of what never changes (who asked, what, where, the
+-- preview with Secret values hidden, the preconditions); `body` is the
+-- request body sealed with the [approvals] key, deleted once the write ran
+-- or expired.
+CREATE TABLE held_writes (
+    id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'expired', 'executing', 'executed')),
+    request TEXT NOT NULL,
+    body BLOB,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    decided_by TEXT,
+    decided_at TEXT,
+    decision_reason TEXT,
+    executed_at TEXT,
+    outcome TEXT,
+    answered INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX held_writes_by_digest ON held_writes (digest, answered);
+CREATE INDEX held_writes_by_state ON held_writes (state, created_at)
