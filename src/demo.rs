@@ -34,6 +34,8 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     write(&dir.join("portcullis-ca.pem"), &tls.ca_pem)?;
     write(&dir.join("portcullis.crt"), &tls.cert_pem)?;
     write(&dir.join("portcullis.key"), &tls.key_pem)?;
+    // Seals held writes' bodies and signs the approval pages' cookies.
+    write(&dir.join("approvals.key"), &crate::approvals::config::generate_key())?;
 
     let mut config = Config {
         listen: listen.to_string(),
@@ -57,7 +59,10 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
         mcp: Default::default(),
         reconcile: Default::default(),
         access: Default::default(),
-        approvals: Default::default(),
+        approvals: crate::approvals::config::ApprovalsConfig {
+            key_file: Some(dir.join("approvals.key")),
+            ..Default::default()
+        },
     };
     let store = open_store(&config)?;
     let app = App::build(&config, store.clone())
@@ -97,8 +102,9 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     store.add_grant(&bot_grant)?;
     let (_, bot_token) = store.issue_credential(&bot, "demo", None)?;
     // An agent delegated by ana with her grant: it sees the Secrets of shop
-    // redacted, through MCP and on the raw path alike, where ana sees values.
-    let agent = store.add_agent(&ana, "assistant", std::slice::from_ref(&ana_grant.id), false)?;
+    // redacted, through MCP and on the raw path alike, where ana sees values;
+    // its writes wait for ana's approval.
+    let agent = store.add_agent(&ana, "assistant", std::slice::from_ref(&ana_grant.id), true)?;
     let (_, agent_token) = store.issue_agent_credential(&agent, None)?;
     let pass = app
         .reconciler()
@@ -183,10 +189,14 @@ fn print_usage(dir: &Path, url: &str) {
   bot deployer (developer in namespace payments):
     kubectl --kubeconfig {d}/bot.kubeconfig get deployments
     kubectl --kubeconfig {d}/bot.kubeconfig get pods -n shop      # the cluster's own 403
-  agent assistant, acting for ana with her grant (Secret values hidden):
+  agent assistant, acting for ana with her grant (Secret values hidden; its writes need ana's approval):
     MCP: {url_base}/mcp with the header in {d}/mcp.json (token in {d}/agent.token;
          trust {d}/portcullis-ca.pem, e.g. SSL_CERT_FILE or NODE_EXTRA_CA_CERTS)
     kubectl --kubeconfig {d}/agent.kubeconfig get secret db-credentials -o yaml
+    kubectl --kubeconfig {d}/agent.kubeconfig create configmap demo   # held: the answer gives the approval link
+  ana approves the agent's writes:
+    open {url_base}/approvals and sign in with ana's token (the `token:` in {d}/person.kubeconfig);
+    or: portcullis --config {d}/portcullis.toml approvals list / approvals approve ID --by ana
   straight to the simulated cluster, for comparison:
     kubectl --kubeconfig {d}/admin.kubeconfig get pods -A
   administration, against the running demo:

@@ -50,7 +50,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     writer.close().await;
     let sent = per_sender * args.senders;
-    let stored: u64 = rusqlite::Connection::open(&path)?.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
+    let stored: i64 = rusqlite::Connection::open(&path)?.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
+    let stored = stored.max(0) as u64;
     let result = serde_json::json!({
         "rows": sent,
         "stored": stored,

@@ -239,10 +239,16 @@ impl Gateway {
             Route::NotFound => Err(Status::path_not_found()),
             Route::Audit => self.audit_request(request, trace).await,
             Route::Mcp => self.mcp_request(request, trace).await,
-            Route::Web(page) => {
+            Route::Web(_) => {
+                // The page borrows the path: route again from an owned copy,
+                // so the request itself can be handed over.
                 let path = request.uri().path().to_string();
                 trace.row.path = bounded(&path);
-                Ok(crate::approvals::web::serve(&self.approvals, &self.authenticator, page, request, &mut trace.row).await)
+                let Ok(Route::Web(page)) = router::route(&path) else {
+                    return Err(Status::path_not_found());
+                };
+                let web = crate::approvals::web::serve(&self.approvals, &self.authenticator, page, request, &mut trace.row);
+                Ok(web.await)
             }
             Route::Cluster { name, path } => {
                 trace.row.cluster = name.to_string();

@@ -32,6 +32,13 @@ pub enum FaultAction {
     /// Drop the request without answering (HTTP/1.1: the connection is
     /// closed; HTTP/2: the stream is reset).
     CloseConnection,
+    /// Serve normally, but without `Content-Length` and in frames of at most
+    /// `frame_bytes`, so a client learns the size only by reading to the end
+    /// (as with the API server's streamed list encoding).
+    Unsized {
+        /// Largest frame.
+        frame_bytes: usize,
+    },
     /// Answer these bytes verbatim.
     Body {
         /// Content-Type header.
@@ -160,6 +167,19 @@ pub fn cut_body(body: Body, after_bytes: usize) -> Body {
         }))
         .boxed();
     body::from_stream(cut)
+}
+
+/// Re-emit `body` in frames of at most `frame_bytes`.
+pub fn unsized_body(body: Body, frame_bytes: usize) -> Body {
+    let frame_bytes = frame_bytes.max(1);
+    let stream = body.into_data_stream().flat_map(move |chunk| {
+        let frames: Vec<Result<Bytes, BoxError>> = match chunk {
+            Ok(bytes) => (0..bytes.len()).step_by(frame_bytes).map(|at| Ok(bytes.slice(at..(at + frame_bytes).min(bytes.len())))).collect(),
+            Err(e) => vec![Err(e)],
+        };
+        futures_util::stream::iter(frames)
+    });
+    body::from_stream(stream)
 }
 
 #[cfg(test)]

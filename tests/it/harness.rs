@@ -48,6 +48,7 @@ impl Portcullis {
         let tls = portcullis::tls::generate(&["localhost"]).unwrap();
         std::fs::write(path("tls.crt"), &tls.cert_pem).unwrap();
         std::fs::write(path("tls.key"), &tls.key_pem).unwrap();
+        std::fs::write(path("approvals.key"), portcullis::approvals::config::generate_key()).unwrap();
         let mut config = Config {
             listen: "127.0.0.1:0".into(),
             public_url: "https://127.0.0.1".into(),
@@ -75,7 +76,10 @@ impl Portcullis {
                 resync: Duration::from_secs(3600),
             },
             access: Default::default(),
-            approvals: Default::default(),
+            approvals: portcullis::approvals::config::ApprovalsConfig {
+                key_file: Some(path("approvals.key")),
+                ..Default::default()
+            },
         };
         adjust(&mut config);
         let store = portcullis::cli::open_store(&config).unwrap();
@@ -399,6 +403,19 @@ impl Raw {
         let auth = format!("Bearer {token}");
         self.send(Method::GET, path, &[("authorization", &auth)], Vec::new())
             .await
+    }
+
+    /// Send and return the streaming response, or the error if none came.
+    pub async fn try_stream(
+        &self,
+        path: &str,
+        token: &str,
+    ) -> Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        let request = Request::get(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        self.client.request(request).await
     }
 
     /// Send and return the streaming response (for watches).

@@ -3,6 +3,7 @@
 mod harness;
 mod support;
 
+mod approvals;
 mod audit;
 mod audit_query;
 mod demo;
@@ -12,6 +13,7 @@ mod mcp_python;
 mod mcp_tools;
 mod proxy;
 mod proxy_streams;
+mod proxy_upgrades;
 mod rbac;
 mod rbac_access;
 mod rbac_roles;

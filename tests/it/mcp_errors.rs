@@ -137,7 +137,7 @@ async fn long_results_are_cut_with_a_notice_and_oversized_cluster_answers_discar
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_whose_writes_need_approval_changes_nothing_while_approvals_cannot_be_collected() {
+async fn an_agent_whose_writes_need_approval_gets_a_pending_approval_and_only_a_dry_run_reaches_the_cluster() {
     let env = Portcullis::start().await;
     let (_, grants) = env.person_with_ttl(
         "ana",
@@ -156,13 +156,18 @@ async fn an_agent_whose_writes_need_approval_changes_nothing_while_approvals_can
         .contains("Your writes need a person's approval."));
     let scale = json!({"cluster": C, "kind": "deploy", "name": "web", "namespace": "shop", "replicas": 2});
     let (text, structured) = fails(&client, "scale", scale).await;
-    assert!(text.starts_with("agent.approval_unavailable: "), "{text}");
-    assert_eq!(structured["code"], "agent.approval_unavailable");
-    let patched = env
+    assert!(text.starts_with("agent.approval_pending: "), "{text}");
+    assert_eq!(structured["code"], "agent.approval_pending");
+    let id = structured["params"]["approval_id"].as_str().unwrap();
+    assert!(structured["params"]["url"].as_str().unwrap().ends_with(&format!("/approvals/{id}")));
+    assert!(structured["params"]["expires_at"].as_str().unwrap().ends_with('Z'));
+    let real_patches = env
         .sim()
         .requests()
         .into_iter()
-        .any(|r| r.verb == "patch" && r.impersonated.is_some());
-    assert!(!patched, "nothing reached the cluster");
+        .filter(|r| r.verb == "patch" && r.impersonated.is_some())
+        .filter(|r| !r.query.as_deref().unwrap_or_default().contains("dryRun=All"))
+        .count();
+    assert_eq!(real_patches, 0, "only the dry run reached the cluster");
     env.stop().await;
 }

@@ -25,11 +25,12 @@ pub(crate) async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<R
     // Recorded before anything can refuse it, so tests see every arrival.
     let seq = state.log.push(record(&req, &audit_id));
     // Faults act like a failing cluster or network, whoever is asking.
-    let mut cut = None;
+    let (mut cut, mut frames) = (None, None);
     match state.faults.check(req.method(), req.uri().path()) {
         Some(FaultAction::CloseConnection) => return Err(Dropped),
         Some(FaultAction::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(FaultAction::CutBody { after_bytes }) => cut = Some(after_bytes),
+        Some(FaultAction::Unsized { frame_bytes }) => frames = Some(frame_bytes),
         Some(FaultAction::Status(status)) => return Ok(finish(&state, seq, &audit_id, error(status))),
         Some(FaultAction::Body {
             content_type,
@@ -41,6 +42,10 @@ pub(crate) async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<R
     let mut response = authorized_dispatch(&state, seq, req).await;
     if let Some(after_bytes) = cut {
         response = response.map(|b| faults::cut_body(b, after_bytes));
+    }
+    if let Some(frame_bytes) = frames {
+        response.headers_mut().remove(http::header::CONTENT_LENGTH);
+        response = response.map(|b| faults::unsized_body(b, frame_bytes));
     }
     Ok(finish(&state, seq, &audit_id, response))
 }

@@ -1,0 +1,254 @@
+//! Held writes with kubectl: a bot whose writes need approval is answered
+//! at once with where to approve; a person decides (here with the CLI);
+//! running the same command again runs the write exactly once.
+
+use crate::harness::{Kubectl, Portcullis, CLUSTER};
+use portcullis::approvals::HeldState;
+use portcullis::identity::Principal;
+use std::time::Duration;
+
+/// A bot `deployer` with `role` in shop whose writes need approval, and
+/// ana, admin of shop, who decides them. Returns the bot's kubectl and
+/// ana's token.
+pub fn careful_bot(env: &Portcullis, role: &str) -> (Kubectl, String) {
+    let bot = Principal::bot("deployer");
+    env.store.add_principal(&bot, true).unwrap();
+    let grant = portcullis::cli::new_grant(
+        &env.config,
+        bot.clone(),
+        CLUSTER,
+        role,
+        Some("shop".into()),
+        Duration::from_secs(3600),
+        "test",
+    )
+    .unwrap();
+    env.store.add_grant(&grant).unwrap();
+    let ana = env.person("ana", &[("admin", Some("shop"))]);
+    let (_, token) = env.store.issue_credential(&bot, "ci", None).unwrap();
+    (env.kubectl(&token, "shop"), ana)
+}
+
+/// Every audit row, once the writer committed what it holds.
+pub async fn audit_rows(env: &Portcullis) -> Vec<portcullis::audit::row::AuditRow> {
+    env.gateway.audit().writer().flush().await;
+    let filter = portcullis::audit::query::Filter {
+        discovery: true,
+        ..Default::default()
+    };
+    crate::audit::rows(env, filter).into_iter().map(|c| c.row).collect()
+}
+
+/// A manifest file in the test's directory.
+pub fn manifest(env: &Portcullis, yaml: &str) -> String {
+    let path = env.dir.path().join(format!("m-{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(&path, yaml).unwrap();
+    path.display().to_string()
+}
+
+pub const FLAGS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\n  namespace: shop\ndata:\n  checkout: \"on\"\n";
+
+/// The held write id in a kubectl message (`…/approvals/<id> …`).
+pub fn held_id(message: &str) -> String {
+    let at = message.find("/approvals/").expect("an approval link") + "/approvals/".len();
+    message[at..at + 36].to_string()
+}
+
+/// Writes by `login` that reached the cluster for real (not dry runs).
+pub fn real_writes(env: &Portcullis, user: &str, verb: &str) -> usize {
+    env.sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == verb && r.impersonated.as_ref().is_some_and(|u| u.name == user))
+        .filter(|r| !r.query.as_deref().unwrap_or_default().contains("dryRun=All"))
+        .count()
+}
+
+fn cli_ok(env: &Portcullis, args: &[&str]) -> String {
+    let out = env.cli(args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_apply_runs_once_and_only_once_after_approval() {
+    let env = Portcullis::start().await;
+    let (bot, ana_token) = careful_bot(&env, "developer");
+    let file = manifest(&env, FLAGS);
+    let apply = ["apply", "--server-side", "-f", file.as_str()];
+    let held = bot.fails(&apply);
+    assert!(held.contains("Error from server (Forbidden): this write waits for a person's approval"), "{held}");
+    assert!(held.contains("run the same command again") && held.contains("expires at 20"), "{held}");
+    let id = held_id(&held);
+    assert_eq!(real_writes(&env, "bot:deployer", "patch"), 0, "only the dry run reached the cluster");
+    let ana = env.kubectl(&ana_token, "shop");
+    assert!(ana.fails(&["get", "configmap", "flags"]).contains("NotFound"));
+    let row = env.store.held(&id).unwrap().unwrap();
+    assert_eq!(row.state, HeldState::Pending);
+    assert!(row.request.preview.diff.contains("+   checkout: on"), "{}", row.request.preview.diff);
+
+    assert!(cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]).contains("approved"));
+    let ran = bot.ok(&apply);
+    assert!(ran.contains("configmap/flags serverside-applied"), "{ran}");
+    assert!(ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]) == "on");
+    assert_eq!(env.store.held(&id).unwrap().unwrap().state, HeldState::Executed);
+    assert_eq!(real_writes(&env, "bot:deployer", "patch"), 1);
+    // The same command once more is a new write to approve, never a rerun.
+    let again = bot.fails(&apply);
+    assert_ne!(held_id(&again), id);
+    assert_eq!(real_writes(&env, "bot:deployer", "patch"), 1, "ran exactly once");
+    let rows = audit_rows(&env).await;
+    let flags: Vec<_> = rows.iter().map(|r| (r.verb.clone(), r.held, r.approved, r.code)).collect();
+    assert!(rows.iter().any(|r| r.held && r.approved && r.code == 201), "the run is audited as approved: {flags:?}");
+    assert!(rows.iter().any(|r| r.resource == "heldwrites" && r.verb == "approve" && r.login == "ana"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_write_answers_denied_with_the_reason_and_changes_nothing() {
+    let env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot(&env, "developer");
+    let file = manifest(&env, FLAGS);
+    let apply = ["apply", "--server-side", "-f", file.as_str()];
+    let id = held_id(&bot.fails(&apply));
+    cli_ok(&env, &["approvals", "deny", &id, "--by", "ana", "--reason", "not during the sale"]);
+    let denied = bot.fails(&apply);
+    assert!(denied.contains("this write was denied by ana (not during the sale)"), "{denied}");
+    assert_eq!(env.store.held_body(&id).unwrap(), None, "a denied write keeps no body");
+    assert_eq!(real_writes(&env, "bot:deployer", "patch"), 0);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_held_write_keeps_no_body_and_answers_expired() {
+    let env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot(&env, "developer");
+    let file = manifest(&env, FLAGS);
+    let apply = ["apply", "--server-side", "-f", file.as_str()];
+    let id = held_id(&bot.fails(&apply));
+    assert!(env.store.held_body(&id).unwrap().is_some());
+    let past = chrono::Utc::now() - chrono::TimeDelta::minutes(1);
+    let db = rusqlite::Connection::open(env.store.path()).unwrap();
+    db.execute("UPDATE held_writes SET expires_at = ?1 WHERE id = ?2", rusqlite::params![past, id])
+        .unwrap();
+    let expired = bot.fails(&apply);
+    assert!(expired.contains("(Expired): this write waited for approval and expired"), "{expired}");
+    assert_eq!(env.store.held(&id).unwrap().unwrap().state, HeldState::Expired);
+    assert_eq!(env.store.held_body(&id).unwrap(), None, "an expired write keeps no body");
+    let refused = env.cli(&["approvals", "approve", &id, "--by", "ana"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is expired, not pending"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_changed_underneath_answers_409_and_the_held_write_ends_with_it() {
+    let env = Portcullis::start().await;
+    let (bot, ana_token) = careful_bot(&env, "developer");
+    let ana = env.kubectl(&ana_token, "shop");
+    ana.ok(&["create", "configmap", "flags", "--from-literal=checkout=off"]);
+    let file = manifest(&env, FLAGS);
+    let apply = ["apply", "--server-side", "--force-conflicts", "-f", file.as_str()];
+    let id = held_id(&bot.fails(&apply));
+    assert!(env.store.held(&id).unwrap().unwrap().request.precondition.resource_version.is_some());
+    ana.ok(&["label", "configmap", "flags", "changed=meanwhile"]);
+    cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
+    let conflict = bot.fails(&apply);
+    assert!(conflict.contains("the object has been modified"), "{conflict}");
+    let held = env.store.held(&id).unwrap().unwrap();
+    assert_eq!(held.state, HeldState::Executed);
+    assert_eq!(held.outcome.unwrap().code, 409);
+    assert_eq!(ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]), "off");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_first_call_twice_gives_one_held_request() {
+    let env = Portcullis::start_with(|c| c.approvals.wait = Duration::ZERO).await;
+    let (bot, _ana) = careful_bot(&env, "developer");
+    let file = manifest(&env, FLAGS);
+    let apply = ["apply", "--server-side", "-f", file.as_str()];
+    let first = held_id(&bot.fails(&apply));
+    let second = held_id(&bot.fails(&apply));
+    assert_eq!(first, second);
+    assert_eq!(env.store.list_held().unwrap().len(), 1);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_rejection_is_answered_without_holding() {
+    let env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot(&env, "developer");
+    // A developer may not write Secrets: the dry run's 403 is the answer.
+    let refused = bot.fails(&["create", "secret", "generic", "db", "--from-literal=a=b"]);
+    assert!(refused.contains(r#"User "bot:deployer" cannot create resource "secrets""#), "{refused}");
+    assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
+    // Reviews, reads and explicit dry runs are never held.
+    assert!(bot.ok(&["auth", "can-i", "create", "configmaps"]).contains("yes"));
+    let file = manifest(&env, FLAGS);
+    bot.ok(&["apply", "--server-side", "--dry-run=server", "-f", file.as_str()]);
+    bot.ok(&["get", "configmaps"]);
+    assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_asker_and_people_without_admin_cannot_approve() {
+    let env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot(&env, "developer");
+    env.person("bob", &[("developer", Some("shop"))]);
+    let file = manifest(&env, FLAGS);
+    let id = held_id(&bot.fails(&["apply", "--server-side", "-f", file.as_str()]));
+    for by in ["deployer", "bob"] {
+        let out = env.cli(&["approvals", "approve", &id, "--by", by]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not allowed"), "{by}");
+    }
+    let held = env.store.held(&id).unwrap().unwrap();
+    assert_eq!(held.state, HeldState::Pending);
+    let refused = audit_rows(&env).await;
+    assert!(refused.iter().any(|r| r.resource == "heldwrites" && r.refused == "not_approver" && r.login == "bob"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_held_requests() {
+    let mut env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot(&env, "developer");
+    let file = manifest(&env, FLAGS);
+    let apply = ["apply", "--server-side", "-f", file.as_str()];
+    let id = held_id(&bot.fails(&apply));
+    let token = env.store.issue_credential(&Principal::bot("deployer"), "again", None).unwrap().1;
+    env.restart().await;
+    cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
+    let bot = env.kubectl(&token, "shop");
+    assert!(bot.ok(&apply).contains("serverside-applied"));
+    assert_eq!(env.store.held(&id).unwrap().unwrap().state, HeldState::Executed);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_shows_a_changed_secret_value_as_changed_without_its_value() {
+    let env = Portcullis::start().await;
+    let (bot, ana_token) = careful_bot(&env, "admin");
+    let ana = env.kubectl(&ana_token, "shop");
+    ana.ok(&["create", "secret", "generic", "api", "--from-literal=key=hunter2", "--from-literal=user=admin"]);
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\n  namespace: shop\nstringData:\n  key: hunter3\n";
+    let file = manifest(&env, secret);
+    let id = held_id(&bot.fails(&["apply", "--server-side", "-f", file.as_str()]));
+    let preview = env.store.held(&id).unwrap().unwrap().request.preview;
+    assert_eq!(preview.result["data"]["key"], "<redacted, 7 bytes, changed>");
+    assert_eq!(preview.result["data"]["user"], "<redacted, 5 bytes>");
+    let shown = cli_ok(&env, &["approvals", "show", &id]);
+    assert!(shown.contains("key: <redacted, 7 bytes, changed>"), "{shown}");
+    let stored = serde_json::to_string(&preview).unwrap() + &shown;
+    for value in ["hunter2", "hunter3", "aHVudGVy"] {
+        assert!(!stored.contains(value), "{value} leaked");
+    }
+    // The body itself is sealed at rest.
+    let db = rusqlite::Connection::open(env.store.path()).unwrap();
+    let body: Vec<u8> = db
+        .query_row("SELECT body FROM held_writes WHERE id = ?1", [&id], |r| r.get(0))
+        .unwrap();
+    assert!(!body.windows(7).any(|w| w == b"hunter3"), "sealed");
+    env.stop().await;
+}

@@ -1,0 +1,110 @@
+//! Upgrades and timeouts through portcullis, at the byte level: only
+//! WebSocket and SPDY upgrades of exec, attach and port-forward pass, a
+//! refused upgrade is relayed unchanged, and only ordinary requests time out.
+
+use crate::harness::{Portcullis, CLUSTER};
+use portcullis::sim::faults::{FaultAction, FaultRule};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Send `request` over a fresh HTTP/1.1 TLS connection and return what
+/// arrives within two seconds (the head, for an upgrade).
+async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> String {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls_pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap()).unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.unwrap();
+    tls.write_all(request.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), tls.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        received.extend_from_slice(&buf[..n]);
+        if received.windows(4).any(|w| w == b"\r\n\r\n") && !received.starts_with(b"HTTP/1.1 101") {
+            // A non-101 head; read the rest of a small body.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+fn upgrade(path: &str, token: &str, protocol: &str, extra: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
+    )
+}
+
+async fn first_pod(env: &Portcullis) -> String {
+    let token = env.sim().admin_token().to_string();
+    let kubectl = crate::support::Kubectl::new(env.sim(), &token);
+    kubectl.ok(&["get", "pods", "-n", "shop", "-o", "jsonpath={.items[0].metadata.name}"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_websocket_and_spdy_upgrades_of_streams_are_relayed() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let pod = first_pod(&env).await;
+    let exec = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods/{pod}/exec?command=echo&command=hi&stdout=true");
+    let ws = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
+
+    let ok = http1(env.addr, &env.ca_pem, &upgrade(&exec, &token, "websocket", ws)).await;
+    assert!(ok.starts_with("HTTP/1.1 101"), "{ok}");
+    assert!(ok.to_ascii_lowercase().contains("sec-websocket-protocol: v5.channel.k8s.io"), "{ok}");
+
+    let other_protocol = http1(env.addr, &env.ca_pem, &upgrade(&exec, &token, "h2c", "")).await;
+    assert!(other_protocol.starts_with("HTTP/1.1 400"), "{other_protocol}");
+    assert!(other_protocol.contains("only WebSocket and SPDY/3.1"), "{other_protocol}");
+
+    let configmaps = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let not_a_stream = http1(env.addr, &env.ca_pem, &upgrade(&configmaps, &token, "websocket", ws)).await;
+    assert!(not_a_stream.starts_with("HTTP/1.1 400"), "{not_a_stream}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upgrade_is_relayed_unchanged_so_clients_can_fall_back() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let pod = first_pod(&env).await;
+    let k8s_path = format!("/api/v1/namespaces/shop/pods/{pod}/exec?command=echo&command=hi&stdout=true");
+    let unknown = "Sec-WebSocket-Protocol: v99.channel.example\r\n";
+    let through = http1(env.addr, &env.ca_pem, &upgrade(&format!("/clusters/{CLUSTER}{k8s_path}"), &token, "websocket", unknown)).await;
+    let status_line = |text: &str| text.lines().next().unwrap_or_default().to_string();
+    assert!(!through.starts_with("HTTP/1.1 101"), "{through}");
+    let direct = http1(env.sim().addr(), env.sim().ca_pem(), &upgrade(&k8s_path, env.sim().admin_token(), "websocket", unknown)).await;
+    assert_eq!(status_line(&through), status_line(&direct), "the cluster's answer, as it is");
+    let body = |text: &str| text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    assert_eq!(body(&through).trim().is_empty(), body(&direct).trim().is_empty());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordinary_requests_time_out_and_long_running_ones_do_not() {
+    let env = Portcullis::start_with(|c| c.limits.request_timeout = Duration::from_millis(800)).await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    env.sim().faults().add(FaultRule {
+        method: None,
+        path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
+        times: None,
+        action: FaultAction::Delay(Duration::from_millis(2500)),
+    });
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let slow = env.raw().get(&path, &token).await;
+    assert_eq!(slow.status, 504);
+    assert_eq!(slow.json()["reason"], "Timeout");
+    let watch = env.raw().stream(&format!("{path}?watch=1"), &token).await;
+    assert_eq!(watch.status(), 200, "a watch has no whole-request timeout");
+    env.stop().await;
+}
