@@ -128,6 +128,15 @@ impl AuditWriter {
         }
     }
 
+    /// Wait until the queue has room. Requests wait here before they are
+    /// forwarded when the writer lags, so only rows of requests already in
+    /// flight ever wait in [`submit`](Self::submit)'s tasks: the backlog is
+    /// bounded by concurrency, and no row is dropped.
+    pub async fn room(&self) {
+        // A permit taken and given back at once: cheap when there is room.
+        let _ = self.tx.reserve().await;
+    }
+
     /// Queue a finished row, waiting for room if the queue is full.
     pub async fn append(&self, row: AuditRow) {
         if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(row)).await {

@@ -365,6 +365,9 @@ impl Gateway {
                         "portcullis cannot record this request in its audit now, so it was not sent; try again",
                     )
                 })?;
+        } else {
+            // Backpressure: when the audit writer lags, new reads wait.
+            self.audit.writer().room().await;
         }
         let sent = trace.sent.clone();
         let call = forward::Call {
