@@ -281,7 +281,8 @@ def scenario_list(cfg, paths, resource, title, concurrency=4):
     for p in paths:
         check_list(p, resource, reveal=p.name != "portcullis-redacting")
     target = f"/api/v1/namespaces/{NS}/{resource}"
-    requests = cfg.requests and max(cfg.requests // 10, 2)
+    # h2load needs at least one request per connection.
+    requests = cfg.requests and max(cfg.requests // 10, concurrency)
     results = interleaved(paths, cfg.repeats, lambda p: h2load(p, target, concurrency, cfg.seconds, requests))
     keys = ("mbps", "rps", "p50_ms", "bytes_per_response")
     rows = [(n, {k: summary(rs, k) for k in keys}) for n, rs in results.items()]

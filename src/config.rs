@@ -293,7 +293,9 @@ impl Config {
                 ));
             }
         }
-        self.approvals.validate().map_err(|(name, message)| field(name, message))?;
+        self.approvals
+            .validate()
+            .map_err(|(name, message)| field(name, message))?;
         Ok(())
     }
 }

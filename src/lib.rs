@@ -40,8 +40,8 @@
 //! simulated kube-apiserver).
 
 pub mod access;
-pub mod approvals;
 pub mod app;
+pub mod approvals;
 pub mod audit;
 pub mod body;
 pub mod cli;

@@ -50,7 +50,12 @@ pub fn run(store: &Store, command: ApprovalsCommand, out: &mut dyn Write) -> Res
     match command {
         ApprovalsCommand::List { pending } => {
             super::wait::expire_overdue(store).map_err(message)?;
-            writeln!(out, "{:<38} {:<10} {:<22} {:<12} WRITE", "ID", "STATE", "ASKED BY", "DECIDED BY").map_err(io)?;
+            writeln!(
+                out,
+                "{:<38} {:<10} {:<22} {:<12} WRITE",
+                "ID", "STATE", "ASKED BY", "DECIDED BY"
+            )
+            .map_err(io)?;
             for held in store.list_held()? {
                 if pending && held.state != super::HeldState::Pending {
                     continue;
@@ -111,13 +116,20 @@ pub fn show(held: &HeldWrite) -> String {
     if let Some(by) = &held.decided_by {
         text.push_str(&format!(
             "  decided by: {by}{}\n",
-            held.decision_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+            held.decision_reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
         ));
     }
     if let Some(outcome) = &held.outcome {
         text.push_str(&format!("  outcome:    {}\n", outcome.code));
     }
-    let diff = if r.preview.diff.is_empty() { "  (no change)\n" } else { r.preview.diff.as_str() };
+    let diff = if r.preview.diff.is_empty() {
+        "  (no change)\n"
+    } else {
+        r.preview.diff.as_str()
+    };
     text.push_str("\ndiff (current → after the write):\n");
     text.push_str(diff);
     if !r.preview.current_note.is_empty() {

@@ -62,7 +62,10 @@ pub fn may_decide(store: &Store, held: &HeldWrite, by: &Principal, credential_id
         return if requester.as_ref() == Some(by) {
             Ok(())
         } else {
-            Err(format!("only {}, whose agent asked, decides this write", request.requester))
+            Err(format!(
+                "only {}, whose agent asked, decides this write",
+                request.requester
+            ))
         };
     }
     if requester.as_ref() == Some(by) {
@@ -110,7 +113,11 @@ fn decide(
 ) -> Result<HeldWrite, DecideError> {
     super::wait::expire_overdue(store)?;
     let held = store.held(id)?.ok_or_else(|| DecideError::NotFound(id.into()))?;
-    let verb = if state == HeldState::Approved { "approve" } else { "deny" };
+    let verb = if state == HeldState::Approved {
+        "approve"
+    } else {
+        "deny"
+    };
     let decider = Principal::person(by);
     if let Err(why) = may_decide(store, &held, &decider, credential_id) {
         record(store, verb, &decider, &held, "not_approver")?;
@@ -146,7 +153,13 @@ pub fn waiting_on(store: &Store, person: &Principal) -> Result<Vec<HeldWrite>, D
 
 /// Commit the audit row of `verb` by `actor` on `held`; `refused` when the
 /// actor was not allowed (code 403).
-pub fn record(store: &Store, verb: &str, actor: &Principal, held: &HeldWrite, refused: &str) -> Result<(), DecideError> {
+pub fn record(
+    store: &Store,
+    verb: &str,
+    actor: &Principal,
+    held: &HeldWrite,
+    refused: &str,
+) -> Result<(), DecideError> {
     let now = Utc::now();
     let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
     row.cluster = held.request.cluster.clone();
@@ -163,7 +176,11 @@ pub fn record(store: &Store, verb: &str, actor: &Principal, held: &HeldWrite, re
     row.namespace = held.request.namespace.clone();
     row.name = held.id.clone();
     row.code = if refused.is_empty() { 200 } else { 403 };
-    row.reason = if refused.is_empty() { String::new() } else { "Forbidden".into() };
+    row.reason = if refused.is_empty() {
+        String::new()
+    } else {
+        "Forbidden".into()
+    };
     row.refused = refused.into();
     // An approval lets a write through: on record as a write.
     row.write = verb == "approve" && refused.is_empty();

@@ -119,7 +119,10 @@ mod tests {
         let before: String = (0..20).map(|i| format!("l{i}\n")).collect();
         let after = before.replace("l1\n", "L1\n").replace("l18\n", "L18\n");
         let shown = diff(&before, &after);
-        assert!(shown.contains("- l1\n+ L1\n") && shown.contains("- l18\n+ L18\n"), "{shown}");
+        assert!(
+            shown.contains("- l1\n+ L1\n") && shown.contains("- l18\n+ L18\n"),
+            "{shown}"
+        );
         assert!(shown.contains("  …\n") && !shown.contains("l10"), "{shown}");
     }
 

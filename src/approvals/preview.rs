@@ -12,7 +12,13 @@ use serde_json::{Map, Value};
 pub const PREVIEW_LIMIT: usize = 256 * 1024;
 
 /// Fields the server sets: left out of the preview and the diff.
-const SERVER_METADATA: &[&str] = &["managedFields", "resourceVersion", "generation", "uid", "creationTimestamp"];
+const SERVER_METADATA: &[&str] = &[
+    "managedFields",
+    "resourceVersion",
+    "generation",
+    "uid",
+    "creationTimestamp",
+];
 
 /// What a person sees before deciding.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -101,7 +107,9 @@ fn hide_values(object: &mut Value, side: Side<'_>) {
             let changed = match side {
                 Side::Current => false,
                 // stringData is only ever what the write sends.
-                Side::Result(Some(current)) => field == "stringData" || current.get(field).and_then(|d| d.get(key)) != Some(&*value),
+                Side::Result(Some(current)) => {
+                    field == "stringData" || current.get(field).and_then(|d| d.get(key)) != Some(&*value)
+                }
                 Side::Result(None) => true,
             };
             *value = Value::String(marker(len, changed));
@@ -130,7 +138,10 @@ fn strip_server_fields(object: &mut Value) {
         for field in SERVER_METADATA {
             metadata.remove(*field);
         }
-        if metadata.get("annotations").is_some_and(|a| a.as_object().is_some_and(Map::is_empty)) {
+        if metadata
+            .get("annotations")
+            .is_some_and(|a| a.as_object().is_some_and(Map::is_empty))
+        {
             metadata.remove("annotations");
         }
     }
@@ -154,13 +165,25 @@ mod tests {
         let preview = build(Some(before), String::new(), after, true, false).unwrap();
         assert_eq!(preview.result["data"]["password"], "<redacted, 7 bytes, changed>");
         assert_eq!(preview.result["data"]["user"], "<redacted, 5 bytes>");
-        assert_eq!(preview.current.as_ref().unwrap()["data"]["password"], "<redacted, 7 bytes>");
+        assert_eq!(
+            preview.current.as_ref().unwrap()["data"]["password"],
+            "<redacted, 7 bytes>"
+        );
         let text = serde_json::to_string(&preview).unwrap();
-        for hidden in ["aHVudGVyMg", "aHVudGVyMw", "YWRtaW4", "last-applied", "managedFields", "resourceVersion"] {
+        for hidden in [
+            "aHVudGVyMg",
+            "aHVudGVyMw",
+            "YWRtaW4",
+            "last-applied",
+            "managedFields",
+            "resourceVersion",
+        ] {
             assert!(!text.contains(hidden), "{hidden} in {text}");
         }
         assert!(
-            preview.diff.contains("-   password: <redacted, 7 bytes>\n+   password: <redacted, 7 bytes, changed>"),
+            preview
+                .diff
+                .contains("-   password: <redacted, 7 bytes>\n+   password: <redacted, 7 bytes, changed>"),
             "{}",
             preview.diff
         );
@@ -174,7 +197,8 @@ mod tests {
 
     #[test]
     fn a_delete_diff_removes_every_line_and_server_fields_never_show() {
-        let object = json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u", "generation": 3}, "status": {"x": 1}});
+        let object =
+            json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u", "generation": 3}, "status": {"x": 1}});
         let preview = build(Some(object.clone()), String::new(), object, false, true).unwrap();
         assert!(preview.diff.lines().all(|l| l.starts_with("- ")), "{}", preview.diff);
         assert!(!preview.diff.contains("uid") && !preview.diff.contains("status"));

@@ -61,7 +61,10 @@ impl Key {
         }
         let aead = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, bytes).ok()?);
         // A separate key for cookies: the sealing key never signs anything.
-        let derived = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes), b"portcullis cookie");
+        let derived = ring::hmac::sign(
+            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes),
+            b"portcullis cookie",
+        );
         Some(Key {
             aead,
             mac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, derived.as_ref()),
@@ -75,7 +78,11 @@ impl Key {
         self.random.fill(&mut nonce).map_err(|_| SealError::Seal)?;
         let mut sealed = body.to_vec();
         self.aead
-            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(id.as_bytes()), &mut sealed)
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(id.as_bytes()),
+                &mut sealed,
+            )
             .map_err(|_| SealError::Seal)?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
@@ -110,7 +117,7 @@ impl Key {
 }
 
 fn hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
@@ -145,7 +152,10 @@ mod tests {
         assert!(Key::load(&path).is_ok());
         std::fs::write(&path, "abc").unwrap();
         assert!(matches!(Key::load(&path), Err(SealError::Malformed(_))));
-        assert!(matches!(Key::load(&dir.path().join("none")), Err(SealError::Read { .. })));
+        assert!(matches!(
+            Key::load(&dir.path().join("none")),
+            Err(SealError::Read { .. })
+        ));
     }
 
     #[test]

@@ -21,7 +21,10 @@ pub fn expire_overdue(store: &Store) -> Result<Vec<HeldWrite>, DecideError> {
     let mut expired = Vec::new();
     for held in store.list_open_held()? {
         if held.overdue(now) && store.expire_held(&held.id)? {
-            let actor = held.request.principal().unwrap_or_else(|| crate::identity::Principal::bot("-"));
+            let actor = held
+                .request
+                .principal()
+                .unwrap_or_else(|| crate::identity::Principal::bot("-"));
             super::decide::record(store, "expire", &actor, &held, "")?;
             expired.push(HeldWrite {
                 state: HeldState::Expired,

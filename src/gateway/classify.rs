@@ -501,10 +501,16 @@ mod tests {
     fn percent_encoded_segments_are_classified_as_the_api_server_decodes_them() {
         let secrets = info(Method::GET, "/api/v1/namespaces/kube%2Dsystem/%73ecrets/x");
         assert!(secrets.is_secrets());
-        assert_eq!((secrets.namespace.as_str(), secrets.name.as_str()), ("kube-system", "x"));
+        assert_eq!(
+            (secrets.namespace.as_str(), secrets.name.as_str()),
+            ("kube-system", "x")
+        );
         let write = info(Method::DELETE, "/ap%69/v1/namespaces/shop/configmaps/a");
         assert!(write.is_write(), "{write:?}");
-        let role = info(Method::GET, "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Abasic-user");
+        let role = info(
+            Method::GET,
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Abasic-user",
+        );
         assert_eq!(role.name, "system:basic-user");
     }
 

@@ -247,7 +247,8 @@ impl Gateway {
                 let Ok(Route::Web(page)) = router::route(&path) else {
                     return Err(Status::path_not_found());
                 };
-                let web = crate::approvals::web::serve(&self.approvals, &self.authenticator, page, request, &mut trace.row);
+                let web =
+                    crate::approvals::web::serve(&self.approvals, &self.authenticator, page, request, &mut trace.row);
                 Ok(web.await)
             }
             Route::Cluster { name, path } => {

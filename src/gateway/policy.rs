@@ -91,10 +91,15 @@ impl Policy {
             .collect();
         // A revealing grant reveals only where it applies: its namespace, or
         // everywhere for a cluster-wide grant (so `-A` needs a cluster-wide one).
-        let covers =
-            |g: &Grant| g.namespace.as_deref().is_none_or(|ns| !info.namespace.is_empty() && ns == info.namespace);
-        let reveal_secrets =
-            !identity.is_agent() && in_effect.iter().any(|g| self.revealing_roles.contains(&g.role) && covers(g));
+        let covers = |g: &Grant| {
+            g.namespace
+                .as_deref()
+                .is_none_or(|ns| !info.namespace.is_empty() && ns == info.namespace)
+        };
+        let reveal_secrets = !identity.is_agent()
+            && in_effect
+                .iter()
+                .any(|g| self.revealing_roles.contains(&g.role) && covers(g));
         let groups = in_effect.iter().map(|g| g.group()).collect();
         Ok(Decision::Allow { groups, reveal_secrets })
     }
@@ -176,7 +181,11 @@ mod tests {
     }
 
     fn person() -> Identity {
-        Identity { principal: Principal::person("ana"), credential_id: "c1".into(), agent: None }
+        Identity {
+            principal: Principal::person("ana"),
+            credential_id: "c1".into(),
+            agent: None,
+        }
     }
 
     #[tokio::test]
@@ -218,6 +227,9 @@ mod tests {
         assert!(!reveal_secrets, "a grant in shop reveals nothing in payments");
         let everywhere = classify(&http::Method::GET, "/api/v1/secrets", None);
         let Decision::Allow { reveal_secrets, .. } = policy.decide(&person(), "c", &everywhere).await.unwrap();
-        assert!(!reveal_secrets, "a namespaced grant reveals nothing in a list across namespaces");
+        assert!(
+            !reveal_secrets,
+            "a namespaced grant reveals nothing in a list across namespaces"
+        );
     }
 }

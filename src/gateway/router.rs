@@ -52,7 +52,11 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
     if let Some(id) = path.strip_prefix("/approvals/") {
         // Held write ids are UUIDs: anything else is simply not found.
         let valid = id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-        return Ok(if valid { Route::Web(Page::Held(id)) } else { Route::NotFound });
+        return Ok(if valid {
+            Route::Web(Page::Held(id))
+        } else {
+            Route::NotFound
+        });
     }
     let Some(rest) = path.strip_prefix("/clusters/") else {
         return Ok(Route::NotFound);

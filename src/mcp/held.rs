@@ -14,7 +14,7 @@ use super::server::outcome;
 use crate::approvals::HeldState;
 use crate::gateway::hold::ApprovalRef;
 use rmcp::model::{
-    CallToolResponse, ElicitRequest, ElicitRequestParams, InputRequest, InputRequiredResult, InputRequests,
+    CallToolResponse, ElicitRequest, ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult,
     ProtocolVersion,
 };
 use rmcp::service::RequestContext;
@@ -40,9 +40,15 @@ pub fn repeat(
     context: &RequestContext<RoleServer>,
 ) -> Repeat {
     let declined = responses.iter().flat_map(|r| r.values()).any(|response| {
-        matches!(response.get("action").and_then(|a| a.as_str()), Some("decline" | "cancel"))
+        matches!(
+            response.get("action").and_then(|a| a.as_str()),
+            Some("decline" | "cancel")
+        )
     });
-    let id = approval_id.map(String::from).or(state).filter(|id| !id.trim().is_empty());
+    let id = approval_id
+        .map(String::from)
+        .or(state)
+        .filter(|id| !id.trim().is_empty());
     let url_elicitation = context
         .client_capabilities()
         .and_then(|c| c.elicitation)

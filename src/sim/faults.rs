@@ -174,7 +174,10 @@ pub fn unsized_body(body: Body, frame_bytes: usize) -> Body {
     let frame_bytes = frame_bytes.max(1);
     let stream = body.into_data_stream().flat_map(move |chunk| {
         let frames: Vec<Result<Bytes, BoxError>> = match chunk {
-            Ok(bytes) => (0..bytes.len()).step_by(frame_bytes).map(|at| Ok(bytes.slice(at..(at + frame_bytes).min(bytes.len())))).collect(),
+            Ok(bytes) => (0..bytes.len())
+                .step_by(frame_bytes)
+                .map(|at| Ok(bytes.slice(at..(at + frame_bytes).min(bytes.len()))))
+                .collect(),
             Err(e) => vec![Err(e)],
         };
         futures_util::stream::iter(frames)

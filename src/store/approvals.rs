@@ -24,7 +24,10 @@ impl Store {
 
     /// One held write.
     pub fn held(&self, id: &str) -> Result<Option<HeldWrite>, StoreError> {
-        self.with(|c| Ok(c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], held_row).optional()?))
+        self.with(|c| {
+            Ok(c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], held_row)
+                .optional()?)
+        })
     }
 
     /// The newest held write of `digest` whose end no caller was told yet.

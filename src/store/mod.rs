@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 mod access;
-mod approvals;
 mod agents;
+mod approvals;
 mod reconcile;
 
 /// Errors from the store.

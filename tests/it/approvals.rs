@@ -46,7 +46,8 @@ pub fn manifest(env: &Portcullis, yaml: &str) -> String {
     path.display().to_string()
 }
 
-pub const FLAGS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\n  namespace: shop\ndata:\n  checkout: \"on\"\n";
+pub const FLAGS: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\n  namespace: shop\ndata:\n  checkout: \"on\"\n";
 
 /// The held write id in a kubectl message (`…/approvals/<id> …`).
 pub fn held_id(message: &str) -> String {
@@ -66,7 +67,11 @@ pub fn real_writes(env: &Portcullis, user: &str, verb: &str) -> usize {
 
 fn cli_ok(env: &Portcullis, args: &[&str]) -> String {
     let out = env.cli(args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -77,15 +82,29 @@ async fn a_held_apply_runs_once_and_only_once_after_approval() {
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let held = bot.fails(&apply);
-    assert!(held.contains("Error from server (Forbidden): this write waits for a person's approval"), "{held}");
-    assert!(held.contains("run the same command again") && held.contains("expires at 20"), "{held}");
+    assert!(
+        held.contains("Error from server (Forbidden): this write waits for a person's approval"),
+        "{held}"
+    );
+    assert!(
+        held.contains("run the same command again") && held.contains("expires at 20"),
+        "{held}"
+    );
     let id = held_id(&held);
-    assert_eq!(real_writes(&env, "bot:deployer", "patch"), 0, "only the dry run reached the cluster");
+    assert_eq!(
+        real_writes(&env, "bot:deployer", "patch"),
+        0,
+        "only the dry run reached the cluster"
+    );
     let ana = env.kubectl(&ana_token, "shop");
     assert!(ana.fails(&["get", "configmap", "flags"]).contains("NotFound"));
     let row = env.store.held(&id).unwrap().unwrap();
     assert_eq!(row.state, HeldState::Pending);
-    assert!(row.request.preview.diff.contains("+   checkout: on"), "{}", row.request.preview.diff);
+    assert!(
+        row.request.preview.diff.contains("+   checkout: on"),
+        "{}",
+        row.request.preview.diff
+    );
 
     assert!(cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]).contains("approved"));
     let ran = bot.ok(&apply);
@@ -98,9 +117,17 @@ async fn a_held_apply_runs_once_and_only_once_after_approval() {
     assert_ne!(held_id(&again), id);
     assert_eq!(real_writes(&env, "bot:deployer", "patch"), 1, "ran exactly once");
     let rows = audit_rows(&env).await;
-    let flags: Vec<_> = rows.iter().map(|r| (r.verb.clone(), r.held, r.approved, r.code)).collect();
-    assert!(rows.iter().any(|r| r.held && r.approved && r.code == 201), "the run is audited as approved: {flags:?}");
-    assert!(rows.iter().any(|r| r.resource == "heldwrites" && r.verb == "approve" && r.login == "ana"));
+    let flags: Vec<_> = rows
+        .iter()
+        .map(|r| (r.verb.clone(), r.held, r.approved, r.code))
+        .collect();
+    assert!(
+        rows.iter().any(|r| r.held && r.approved && r.code == 201),
+        "the run is audited as approved: {flags:?}"
+    );
+    assert!(rows
+        .iter()
+        .any(|r| r.resource == "heldwrites" && r.verb == "approve" && r.login == "ana"));
     env.stop().await;
 }
 
@@ -111,9 +138,23 @@ async fn a_denied_write_answers_denied_with_the_reason_and_changes_nothing() {
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
-    cli_ok(&env, &["approvals", "deny", &id, "--by", "ana", "--reason", "not during the sale"]);
+    cli_ok(
+        &env,
+        &[
+            "approvals",
+            "deny",
+            &id,
+            "--by",
+            "ana",
+            "--reason",
+            "not during the sale",
+        ],
+    );
     let denied = bot.fails(&apply);
-    assert!(denied.contains("this write was denied by ana (not during the sale)"), "{denied}");
+    assert!(
+        denied.contains("this write was denied by ana (not during the sale)"),
+        "{denied}"
+    );
     assert_eq!(env.store.held_body(&id).unwrap(), None, "a denied write keeps no body");
     assert_eq!(real_writes(&env, "bot:deployer", "patch"), 0);
     env.stop().await;
@@ -129,12 +170,22 @@ async fn an_expired_held_write_keeps_no_body_and_answers_expired() {
     assert!(env.store.held_body(&id).unwrap().is_some());
     let past = chrono::Utc::now() - chrono::TimeDelta::minutes(1);
     let db = rusqlite::Connection::open(env.store.path()).unwrap();
-    db.execute("UPDATE held_writes SET expires_at = ?1 WHERE id = ?2", rusqlite::params![past, id])
-        .unwrap();
+    db.execute(
+        "UPDATE held_writes SET expires_at = ?1 WHERE id = ?2",
+        rusqlite::params![past, id],
+    )
+    .unwrap();
     let expired = bot.fails(&apply);
-    assert!(expired.contains("(Expired): this write waited for approval and expired"), "{expired}");
+    assert!(
+        expired.contains("(Expired): this write waited for approval and expired"),
+        "{expired}"
+    );
     assert_eq!(env.store.held(&id).unwrap().unwrap().state, HeldState::Expired);
-    assert_eq!(env.store.held_body(&id).unwrap(), None, "an expired write keeps no body");
+    assert_eq!(
+        env.store.held_body(&id).unwrap(),
+        None,
+        "an expired write keeps no body"
+    );
     let refused = env.cli(&["approvals", "approve", &id, "--by", "ana"]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is expired, not pending"));
     env.stop().await;
@@ -149,7 +200,15 @@ async fn a_write_changed_underneath_answers_409_and_the_held_write_ends_with_it(
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "--force-conflicts", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
-    assert!(env.store.held(&id).unwrap().unwrap().request.precondition.resource_version.is_some());
+    assert!(env
+        .store
+        .held(&id)
+        .unwrap()
+        .unwrap()
+        .request
+        .precondition
+        .resource_version
+        .is_some());
     ana.ok(&["label", "configmap", "flags", "changed=meanwhile"]);
     cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
     let conflict = bot.fails(&apply);
@@ -157,7 +216,10 @@ async fn a_write_changed_underneath_answers_409_and_the_held_write_ends_with_it(
     let held = env.store.held(&id).unwrap().unwrap();
     assert_eq!(held.state, HeldState::Executed);
     assert_eq!(held.outcome.unwrap().code, 409);
-    assert_eq!(ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]), "off");
+    assert_eq!(
+        ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]),
+        "off"
+    );
     env.stop().await;
 }
 
@@ -180,7 +242,10 @@ async fn a_dry_run_rejection_is_answered_without_holding() {
     let (bot, _ana) = careful_bot(&env, "developer");
     // A developer may not write Secrets: the dry run's 403 is the answer.
     let refused = bot.fails(&["create", "secret", "generic", "db", "--from-literal=a=b"]);
-    assert!(refused.contains(r#"User "bot:deployer" cannot create resource "secrets""#), "{refused}");
+    assert!(
+        refused.contains(r#"User "bot:deployer" cannot create resource "secrets""#),
+        "{refused}"
+    );
     assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
     // Reviews, reads and explicit dry runs are never held.
     assert!(bot.ok(&["auth", "can-i", "create", "configmaps"]).contains("yes"));
@@ -206,7 +271,9 @@ async fn the_asker_and_people_without_admin_cannot_approve() {
     let held = env.store.held(&id).unwrap().unwrap();
     assert_eq!(held.state, HeldState::Pending);
     let refused = audit_rows(&env).await;
-    assert!(refused.iter().any(|r| r.resource == "heldwrites" && r.refused == "not_approver" && r.login == "bob"));
+    assert!(refused
+        .iter()
+        .any(|r| r.resource == "heldwrites" && r.refused == "not_approver" && r.login == "bob"));
     env.stop().await;
 }
 
@@ -217,7 +284,11 @@ async fn a_restart_keeps_held_requests() {
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
-    let token = env.store.issue_credential(&Principal::bot("deployer"), "again", None).unwrap().1;
+    let token = env
+        .store
+        .issue_credential(&Principal::bot("deployer"), "again", None)
+        .unwrap()
+        .1;
     env.restart().await;
     cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
     let bot = env.kubectl(&token, "shop");
@@ -231,8 +302,16 @@ async fn the_preview_shows_a_changed_secret_value_as_changed_without_its_value()
     let env = Portcullis::start().await;
     let (bot, ana_token) = careful_bot(&env, "admin");
     let ana = env.kubectl(&ana_token, "shop");
-    ana.ok(&["create", "secret", "generic", "api", "--from-literal=key=hunter2", "--from-literal=user=admin"]);
-    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\n  namespace: shop\nstringData:\n  key: hunter3\n";
+    ana.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "api",
+        "--from-literal=key=hunter2",
+        "--from-literal=user=admin",
+    ]);
+    let secret =
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\n  namespace: shop\nstringData:\n  key: hunter3\n";
     let file = manifest(&env, secret);
     let id = held_id(&bot.fails(&["apply", "--server-side", "-f", file.as_str()]));
     let preview = env.store.held(&id).unwrap().unwrap().request.preview;

@@ -4,8 +4,12 @@ mod harness;
 mod support;
 
 mod approvals;
+mod approvals_mcp;
+mod approvals_python;
+mod approvals_web;
 mod audit;
 mod audit_query;
+mod cdp;
 mod demo;
 mod mcp;
 mod mcp_errors;
@@ -24,3 +28,4 @@ mod sim_patch;
 mod sim_protobuf;
 mod sim_streams;
 mod sim_verbs;
+mod sim_writes;

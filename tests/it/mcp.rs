@@ -31,6 +31,16 @@ pub fn legacy() -> ClientLifecycleMode {
 
 /// Connect to `env`'s `/mcp` with `token`.
 pub async fn try_connect(env: &Portcullis, token: &str, lifecycle: ClientLifecycleMode) -> Result<Client, String> {
+    try_connect_as(env, token, lifecycle, ClientConfig::default()).await
+}
+
+/// Connect as a client declaring `config` (its capabilities).
+pub async fn try_connect_as(
+    env: &Portcullis,
+    token: &str,
+    lifecycle: ClientLifecycleMode,
+    client: ClientConfig,
+) -> Result<Client, String> {
     let mut roots = rustls::RootCertStore::empty();
     let ca = rustls_pki_types::pem::PemObject::from_pem_slice(env.ca_pem.as_bytes()).unwrap();
     roots.add(ca).unwrap();
@@ -45,7 +55,7 @@ pub async fn try_connect(env: &Portcullis, token: &str, lifecycle: ClientLifecyc
         .unwrap();
     let config = StreamableHttpClientTransportConfig::with_uri(format!("https://{}/mcp", env.addr)).auth_header(token);
     let transport = StreamableHttpClientTransport::with_client(http, config);
-    ClientConfig::default()
+    client
         .serve_with_lifecycle(transport, lifecycle)
         .await
         .map_err(|e| e.to_string())

@@ -159,7 +159,10 @@ async fn an_agent_whose_writes_need_approval_gets_a_pending_approval_and_only_a_
     assert!(text.starts_with("agent.approval_pending: "), "{text}");
     assert_eq!(structured["code"], "agent.approval_pending");
     let id = structured["params"]["approval_id"].as_str().unwrap();
-    assert!(structured["params"]["url"].as_str().unwrap().ends_with(&format!("/approvals/{id}")));
+    assert!(structured["params"]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("/approvals/{id}")));
     assert!(structured["params"]["expires_at"].as_str().unwrap().ends_with('Z'));
     let real_patches = env
         .sim()

@@ -321,9 +321,21 @@ async fn a_response_known_to_be_over_the_limit_is_refused_with_advice_to_page() 
     let env = Portcullis::start_with(|c| c.limits.response_bytes = 32 * 1024).await;
     let token = env.person("ana", &[("admin", Some("shop"))]);
     big_configmaps(&env);
-    let one = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps/big-0"), &token).await;
+    let one = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps/big-0"),
+            &token,
+        )
+        .await;
     assert_eq!(one.status, 200, "a small object passes");
-    let list = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"), &token).await;
+    let list = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"),
+            &token,
+        )
+        .await;
     assert_eq!(list.status, 502);
     let message = list.json()["message"].as_str().unwrap().to_string();
     assert!(message.contains("limit") && message.contains("continue"), "{message}");
@@ -365,7 +377,10 @@ async fn a_response_found_over_the_limit_midway_is_cut_and_marked_truncated() {
         }
     }
     assert!(broken, "the client sees a broken response, not a short valid one");
-    assert!(received <= 32 * 1024, "never more than the cap reaches the client ({received})");
+    assert!(
+        received <= 32 * 1024,
+        "never more than the cap reaches the client ({received})"
+    );
     let filter = portcullis::audit::query::Filter {
         resource: Some("configmaps".into()),
         verb: Some("list".into()),
@@ -576,17 +591,41 @@ async fn percent_encoded_paths_are_judged_as_the_cluster_decodes_them() {
     let env = Portcullis::start().await;
     let (_, grants) = env.person_with_ttl("ana", &[("secrets-reader", Some("shop"))], Duration::from_secs(3600));
     let agent = env.agent("ana", &[&grants[0]]);
-    let plain = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/secrets/db-credentials"), &agent).await;
-    let encoded = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/%73ecrets/db-credentials"), &agent).await;
+    let plain = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/secrets/db-credentials"),
+            &agent,
+        )
+        .await;
+    let encoded = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/%73ecrets/db-credentials"),
+            &agent,
+        )
+        .await;
     assert_eq!((plain.status.as_u16(), encoded.status.as_u16()), (200, 200));
     for response in [&plain, &encoded] {
         let secret = response.json();
         let password = secret["data"]["password"].as_str().unwrap();
-        assert!(password.starts_with("<redacted"), "an encoded resource name is still a Secret: {password}");
+        assert!(
+            password.starts_with("<redacted"),
+            "an encoded resource name is still a Secret: {password}"
+        );
     }
 
     let admin = env.person("root", &[("cluster-admin", None)]);
-    let protected = env.raw().get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/kube%2Dsystem/configmaps"), &admin).await;
-    assert_eq!(protected.status, 403, "an encoded protected namespace is still protected");
+    let protected = env
+        .raw()
+        .get(
+            &format!("/clusters/{CLUSTER}/api/v1/namespaces/kube%2Dsystem/configmaps"),
+            &admin,
+        )
+        .await;
+    assert_eq!(
+        protected.status, 403,
+        "an encoded protected namespace is still protected"
+    );
     env.stop().await;
 }

@@ -13,7 +13,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> String {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(rustls_pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap()).unwrap();
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
     let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap()
@@ -22,7 +24,10 @@ async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> Strin
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
     tls.write_all(request.as_bytes()).await.unwrap();
     let mut received = Vec::new();
     let mut buf = [0u8; 8192];
@@ -56,16 +61,24 @@ async fn only_websocket_and_spdy_upgrades_of_streams_are_relayed() {
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("debugger", Some("shop"))]);
     let pod = first_pod(&env).await;
-    let exec = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods/{pod}/exec?command=echo&command=hi&stdout=true");
+    let exec =
+        format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods/{pod}/exec?command=echo&command=hi&stdout=true");
     let ws = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
 
     let ok = http1(env.addr, &env.ca_pem, &upgrade(&exec, &token, "websocket", ws)).await;
     assert!(ok.starts_with("HTTP/1.1 101"), "{ok}");
-    assert!(ok.to_ascii_lowercase().contains("sec-websocket-protocol: v5.channel.k8s.io"), "{ok}");
+    assert!(
+        ok.to_ascii_lowercase()
+            .contains("sec-websocket-protocol: v5.channel.k8s.io"),
+        "{ok}"
+    );
 
     let other_protocol = http1(env.addr, &env.ca_pem, &upgrade(&exec, &token, "h2c", "")).await;
     assert!(other_protocol.starts_with("HTTP/1.1 400"), "{other_protocol}");
-    assert!(other_protocol.contains("only WebSocket and SPDY/3.1"), "{other_protocol}");
+    assert!(
+        other_protocol.contains("only WebSocket and SPDY/3.1"),
+        "{other_protocol}"
+    );
 
     let configmaps = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
     let not_a_stream = http1(env.addr, &env.ca_pem, &upgrade(&configmaps, &token, "websocket", ws)).await;
@@ -80,12 +93,30 @@ async fn a_refused_upgrade_is_relayed_unchanged_so_clients_can_fall_back() {
     let pod = first_pod(&env).await;
     let k8s_path = format!("/api/v1/namespaces/shop/pods/{pod}/exec?command=echo&command=hi&stdout=true");
     let unknown = "Sec-WebSocket-Protocol: v99.channel.example\r\n";
-    let through = http1(env.addr, &env.ca_pem, &upgrade(&format!("/clusters/{CLUSTER}{k8s_path}"), &token, "websocket", unknown)).await;
+    let through = http1(
+        env.addr,
+        &env.ca_pem,
+        &upgrade(&format!("/clusters/{CLUSTER}{k8s_path}"), &token, "websocket", unknown),
+    )
+    .await;
     let status_line = |text: &str| text.lines().next().unwrap_or_default().to_string();
     assert!(!through.starts_with("HTTP/1.1 101"), "{through}");
-    let direct = http1(env.sim().addr(), env.sim().ca_pem(), &upgrade(&k8s_path, env.sim().admin_token(), "websocket", unknown)).await;
-    assert_eq!(status_line(&through), status_line(&direct), "the cluster's answer, as it is");
-    let body = |text: &str| text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let direct = http1(
+        env.sim().addr(),
+        env.sim().ca_pem(),
+        &upgrade(&k8s_path, env.sim().admin_token(), "websocket", unknown),
+    )
+    .await;
+    assert_eq!(
+        status_line(&through),
+        status_line(&direct),
+        "the cluster's answer, as it is"
+    );
+    let body = |text: &str| {
+        text.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default()
+    };
     assert_eq!(body(&through).trim().is_empty(), body(&direct).trim().is_empty());
     env.stop().await;
 }

@@ -54,7 +54,10 @@ pub async fn serve(
 ) -> Response<Body> {
     row.verb = request.method().as_str().to_ascii_lowercase();
     let Some(key) = approvals.key.as_ref() else {
-        return html(StatusCode::NOT_FOUND, pages::message("Not available", "This portcullis holds no writes."));
+        return html(
+            StatusCode::NOT_FOUND,
+            pages::message("Not available", "This portcullis holds no writes."),
+        );
     };
     let (store, headers, shared) = (approvals.store.clone(), request.headers().clone(), key.clone());
     let session = tokio::task::spawn_blocking(move || session::from_headers(&shared, &store, &headers))
@@ -77,7 +80,10 @@ pub async fn serve(
             Some(form) if session::csrf_ok(key, &s, form.get("csrf").map_or("", String::as_str)) => {
                 redirect("/login", Some(&session::set_cookie("")))
             }
-            _ => html(StatusCode::FORBIDDEN, pages::message("Refused", "The form expired; reload the page.")),
+            _ => html(
+                StatusCode::FORBIDDEN,
+                pages::message("Refused", "The form expired; reload the page."),
+            ),
         },
         (Page::List, Method::GET, Some(s)) => list(approvals, &s).await,
         (Page::Held(id), Method::GET, Some(s)) => show(approvals, &s, id).await,
@@ -86,8 +92,14 @@ pub async fn serve(
             let next = request.uri().path().to_string();
             redirect(&format!("/login?next={}", encode(&next)), None)
         }
-        (_, _, None) => html(StatusCode::UNAUTHORIZED, pages::login("/approvals", Some("Sign in first."))),
-        _ => html(StatusCode::METHOD_NOT_ALLOWED, pages::message("Not allowed", "Use the page's own links and buttons.")),
+        (_, _, None) => html(
+            StatusCode::UNAUTHORIZED,
+            pages::login("/approvals", Some("Sign in first.")),
+        ),
+        _ => html(
+            StatusCode::METHOD_NOT_ALLOWED,
+            pages::message("Not allowed", "Use the page's own links and buttons."),
+        ),
     }
 }
 
@@ -98,7 +110,10 @@ async fn login(
     row: &mut AuditRow,
 ) -> Response<Body> {
     let Some(form) = read_form(request).await else {
-        return html(StatusCode::BAD_REQUEST, pages::login("/approvals", Some("The form could not be read.")));
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::login("/approvals", Some("The form could not be read.")),
+        );
     };
     let next = safe_next(form.get("next").map_or("", String::as_str));
     let mut headers = http::HeaderMap::new();
@@ -110,16 +125,25 @@ async fn login(
         Ok(identity) if identity.principal.kind == PrincipalKind::Person && !identity.is_agent() => identity,
         Ok(_) => {
             row.refused = "not_person".into();
-            return html(StatusCode::FORBIDDEN, pages::login(&next, Some("Only a person's own token signs in here.")));
+            return html(
+                StatusCode::FORBIDDEN,
+                pages::login(&next, Some("Only a person's own token signs in here.")),
+            );
         }
         Err(error) => {
             row.refused = error.reason().into();
-            return html(StatusCode::UNAUTHORIZED, pages::login(&next, Some("That token is not valid.")));
+            return html(
+                StatusCode::UNAUTHORIZED,
+                pages::login(&next, Some("That token is not valid.")),
+            );
         }
     };
     row.identify(&identity);
     let Some(key) = approvals.key.as_ref() else {
-        return html(StatusCode::NOT_FOUND, pages::message("Not available", "This portcullis holds no writes."));
+        return html(
+            StatusCode::NOT_FOUND,
+            pages::message("Not available", "This portcullis holds no writes."),
+        );
     };
     let cookie = session::issue(key, &identity.principal.name, &identity.credential_id);
     redirect(&next, Some(&session::set_cookie(&cookie)))
@@ -136,7 +160,12 @@ async fn list(approvals: &Approvals, s: &Session) -> Response<Body> {
 }
 
 async fn show(approvals: &Approvals, s: &Session, id: &str) -> Response<Body> {
-    let (store, id, login, credential) = (approvals.store.clone(), id.to_string(), s.login.clone(), s.credential_id.clone());
+    let (store, id, login, credential) = (
+        approvals.store.clone(),
+        id.to_string(),
+        s.login.clone(),
+        s.credential_id.clone(),
+    );
     let found = tokio::task::spawn_blocking(move || {
         let held = super::wait::current(&store, &id)?;
         Ok::<_, DecideError>(held.map(|h| {
@@ -156,7 +185,10 @@ async fn show(approvals: &Approvals, s: &Session, id: &str) -> Response<Body> {
             }
             html(StatusCode::OK, pages::held(&s.login, &csrf, &held, may))
         }
-        Ok(Ok(None)) => html(StatusCode::NOT_FOUND, pages::message("Not found", "No held write has this id.")),
+        Ok(Ok(None)) => html(
+            StatusCode::NOT_FOUND,
+            pages::message("Not found", "No held write has this id."),
+        ),
         _ => unavailable(),
     }
 }
@@ -172,23 +204,42 @@ async fn decide_form(
         return unavailable();
     };
     let Some(form) = read_form(request).await else {
-        return html(StatusCode::BAD_REQUEST, pages::message("Refused", "The form could not be read."));
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::message("Refused", "The form could not be read."),
+        );
     };
     let field = |name: &str| form.get(name).map_or("", String::as_str).to_string();
     if !session::csrf_ok(key, s, &field("csrf")) {
         row.refused = "csrf".into();
-        return html(StatusCode::FORBIDDEN, pages::message("Refused", "The form expired; reload the page."));
+        return html(
+            StatusCode::FORBIDDEN,
+            pages::message("Refused", "The form expired; reload the page."),
+        );
     }
     if field("confirm") != "yes" {
-        return html(StatusCode::BAD_REQUEST, pages::message("Not decided", "Tick the confirmation first."));
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::message("Not decided", "Tick the confirmation first."),
+        );
     }
     let approve = match field("decision").as_str() {
         "approve" => true,
         "deny" => false,
-        _ => return html(StatusCode::BAD_REQUEST, pages::message("Not decided", "Choose Approve or Deny.")),
+        _ => {
+            return html(
+                StatusCode::BAD_REQUEST,
+                pages::message("Not decided", "Choose Approve or Deny."),
+            )
+        }
     };
-    let (store, id2, login, credential, reason) =
-        (approvals.store.clone(), id.to_string(), s.login.clone(), s.credential_id.clone(), field("reason"));
+    let (store, id2, login, credential, reason) = (
+        approvals.store.clone(),
+        id.to_string(),
+        s.login.clone(),
+        s.credential_id.clone(),
+        field("reason"),
+    );
     let decided = tokio::task::spawn_blocking(move || {
         let reason = Some(reason.as_str()).filter(|r| !r.trim().is_empty());
         if approve {
@@ -212,12 +263,18 @@ async fn decide_form(
 }
 
 async fn read_form(request: Request<Incoming>) -> Option<HashMap<String, String>> {
-    let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT).collect().await.ok()?.to_bytes();
+    let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT)
+        .collect()
+        .await
+        .ok()?
+        .to_bytes();
     Some(form_urlencoded::parse(&bytes).into_owned().collect())
 }
 
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// Only our own approval pages are places to go after signing in.
@@ -226,7 +283,11 @@ fn safe_next(next: &str) -> String {
         || next
             .strip_prefix("/approvals/")
             .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
-    if ok { next.to_string() } else { "/approvals".into() }
+    if ok {
+        next.to_string()
+    } else {
+        "/approvals".into()
+    }
 }
 
 fn encode(text: &str) -> String {
@@ -234,7 +295,10 @@ fn encode(text: &str) -> String {
 }
 
 fn unavailable() -> Response<Body> {
-    html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Unavailable", "portcullis cannot read its store now; try again."))
+    html(
+        StatusCode::SERVICE_UNAVAILABLE,
+        pages::message("Unavailable", "portcullis cannot read its store now; try again."),
+    )
 }
 
 fn redirect(to: &str, cookie: Option<&str>) -> Response<Body> {
@@ -252,7 +316,10 @@ fn html(code: StatusCode, text: String) -> Response<Body> {
     let mut response = Response::new(body::full(text));
     *response.status_mut() = code;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
     if let Ok(csp) = HeaderValue::from_str(&pages::csp()) {
         headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     }

@@ -58,7 +58,9 @@ pub fn page(title: &str, signed_in: Option<(&str, &str)>, body: &str) -> String 
 
 /// The sign-in form; `next` is where to go afterwards.
 pub fn login(next: &str, error: Option<&str>) -> String {
-    let error = error.map(|e| format!("<p class=\"del\">{}</p>", escape(e))).unwrap_or_default();
+    let error = error
+        .map(|e| format!("<p class=\"del\">{}</p>", escape(e)))
+        .unwrap_or_default();
     page(
         "Sign in",
         None,
@@ -109,7 +111,11 @@ pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), St
         escape(&asker(held)),
         escape(&r.method),
         escape(&r.path),
-        escape(&if r.query.is_empty() { String::new() } else { format!("?{}", r.query) }),
+        escape(&if r.query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", r.query)
+        }),
         rfc3339(held.created_at),
         rfc3339(held.expires_at),
     );
@@ -124,7 +130,9 @@ pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), St
     ));
     match (held.state, may_decide) {
         (HeldState::Pending, Ok(())) => body.push_str(&decision_form(&held.id, csrf)),
-        (HeldState::Pending, Err(why)) => body.push_str(&format!("<p>You cannot decide this write: {}</p>", escape(&why))),
+        (HeldState::Pending, Err(why)) => {
+            body.push_str(&format!("<p>You cannot decide this write: {}</p>", escape(&why)))
+        }
         _ => {}
     }
     page(&r.summary(), Some((login, csrf)), &body)
@@ -132,7 +140,15 @@ pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), St
 
 /// A short message page (errors, refusals).
 pub fn message(title: &str, text: &str) -> String {
-    page(title, None, &format!("<h1>{}</h1><p>{}</p><p><a href=\"/approvals\">Approvals</a></p>", escape(title), escape(text)))
+    page(
+        title,
+        None,
+        &format!(
+            "<h1>{}</h1><p>{}</p><p><a href=\"/approvals\">Approvals</a></p>",
+            escape(title),
+            escape(text)
+        ),
+    )
 }
 
 fn decision_form(id: &str, csrf: &str) -> String {
@@ -193,7 +209,11 @@ fn state_text(held: &HeldWrite) -> String {
         .map(|r| format!(" ({})", escape(r)))
         .unwrap_or_default();
     match &held.outcome {
-        Some(outcome) => format!("{}{by}; the write ran and the cluster answered {}", held.state.as_str(), outcome.code),
+        Some(outcome) => format!(
+            "{}{by}; the write ran and the cluster answered {}",
+            held.state.as_str(),
+            outcome.code
+        ),
         None => format!("{}{by}{reason}", held.state.as_str()),
     }
 }

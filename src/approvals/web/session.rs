@@ -89,9 +89,9 @@ fn credential_works(store: &Store, login: &str, credential_id: &str) -> bool {
     }
     let now = Utc::now();
     store.list_credentials(Some(&person)).is_ok_and(|credentials| {
-        credentials.iter().any(|c| {
-            c.id == credential_id && c.revoked_at.is_none() && c.expires_at.is_none_or(|e| e > now)
-        })
+        credentials
+            .iter()
+            .any(|c| c.id == credential_id && c.revoked_at.is_none() && c.expires_at.is_none_or(|e| e > now))
     })
 }
 
@@ -120,7 +120,10 @@ mod tests {
         assert!(csrf_ok(&key, &session, &token));
         assert!(!csrf_ok(&key, &session, "00"));
         store.revoke_credential(&credential.id).unwrap();
-        assert!(from_headers(&key, &store, &headers(&value)).is_none(), "revoked ends it");
+        assert!(
+            from_headers(&key, &store, &headers(&value)).is_none(),
+            "revoked ends it"
+        );
         assert!(set_cookie(&value).contains("Secure; HttpOnly; SameSite=Strict"));
     }
 }

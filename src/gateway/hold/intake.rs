@@ -25,7 +25,11 @@ impl Gateway {
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
         let query = request.parts.uri.query().unwrap_or_default().to_string();
-        let dry_query = if query.is_empty() { "dryRun=All".to_string() } else { format!("{query}&dryRun=All") };
+        let dry_query = if query.is_empty() {
+            "dryRun=All".to_string()
+        } else {
+            format!("{query}&dryRun=All")
+        };
         let headers = kept_headers(&request.parts.headers, true);
         let dry = request_with(
             request.parts.method.clone(),
@@ -158,7 +162,11 @@ pub(super) fn kept_headers(headers: &http::HeaderMap, json: bool) -> Vec<(header
 /// The dry run's `resourceVersion` for apply, update and patch of an object
 /// that exists; the object's `uid` for delete.
 fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value) -> Precondition {
-    let meta = |v: &Value, f: &str| v.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).map(String::from);
+    let meta = |v: &Value, f: &str| {
+        v.pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
     match (info.verb.as_str(), current) {
         ("update" | "patch", Some(current)) => Precondition {
             resource_version: meta(result, "resourceVersion").or_else(|| meta(current, "resourceVersion")),

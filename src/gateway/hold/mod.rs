@@ -56,7 +56,10 @@ fn is_review(info: &RequestInfo) -> bool {
         ("authentication.k8s.io", "selfsubjectreviews" | "tokenreviews")
             | (
                 "authorization.k8s.io",
-                "selfsubjectaccessreviews" | "selfsubjectrulesreviews" | "localsubjectaccessreviews" | "subjectaccessreviews"
+                "selfsubjectaccessreviews"
+                    | "selfsubjectrulesreviews"
+                    | "localsubjectaccessreviews"
+                    | "subjectaccessreviews"
             )
     )
 }
@@ -116,9 +119,11 @@ impl Gateway {
         // Boxed first: the body's error type is then exactly `BoxError`.
         let incoming: Body = body::boxed(incoming);
         let limit = usize::try_from(ctx.limits.request_body_bytes).unwrap_or(usize::MAX);
-        let body = read_limited(incoming, limit)
-            .await
-            .ok_or_else(|| Status::too_large(format!("the request body is larger than portcullis's limit of {limit} bytes")))?;
+        let body = read_limited(incoming, limit).await.ok_or_else(|| {
+            Status::too_large(format!(
+                "the request body is larger than portcullis's limit of {limit} bytes"
+            ))
+        })?;
         let request = Buffered { parts, body };
         trace.row.held = true;
         let digest = digest(&ctx, &request);
@@ -143,8 +148,8 @@ impl Gateway {
         let agent_asks = identity.agent.as_ref().is_some_and(|a| a.writes_need_approval);
         let store = self.approvals.store.clone();
         let principal = identity.principal.clone();
-        let bot_asks = principal.kind == PrincipalKind::Bot
-            && blocking(move || store.writes_need_approval(&principal)).await?;
+        let bot_asks =
+            principal.kind == PrincipalKind::Bot && blocking(move || store.writes_need_approval(&principal)).await?;
         if !(agent_asks || bot_asks) {
             return Ok(false);
         }

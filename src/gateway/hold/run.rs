@@ -28,7 +28,11 @@ impl Gateway {
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
         let store = self.approvals.store.clone();
-        let wait = if waits { self.approvals.wait } else { std::time::Duration::ZERO };
+        let wait = if waits {
+            self.approvals.wait
+        } else {
+            std::time::Duration::ZERO
+        };
         let held = crate::approvals::wait::until_decided(&store, &held.id, wait)
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?
@@ -65,23 +69,35 @@ impl Gateway {
         let sealed = blocking(move || store.held_body(&id)).await?;
         let key = self.approvals.key.as_ref();
         let body = match (sealed, key) {
-            (Some(sealed), Some(key)) => key.open(&held.id, &sealed).map_err(|e| Status::internal(e.to_string()))?,
+            (Some(sealed), Some(key)) => key
+                .open(&held.id, &sealed)
+                .map_err(|e| Status::internal(e.to_string()))?,
             _ => return Err(Status::internal("the held write's body is gone")),
         };
         let body = with_precondition(&held, Bytes::from(body))?;
         trace.row.approved = true;
         // The approved write is on record before the cluster sees it.
-        self.audit.writer().commit_intent(trace.row.clone()).await.map_err(|error| {
-            tracing::error!(%error, "the audit cannot commit: approved write not sent");
-            Status::unavailable("portcullis cannot record this write in its audit now, so it was not sent; try again")
-        })?;
+        self.audit
+            .writer()
+            .commit_intent(trace.row.clone())
+            .await
+            .map_err(|error| {
+                tracing::error!(%error, "the audit cannot commit: approved write not sent");
+                Status::unavailable(
+                    "portcullis cannot record this write in its audit now, so it was not sent; try again",
+                )
+            })?;
         let mut headers = kept_headers(&request.parts.headers, false);
         headers.retain(|(name, _)| name != http::header::CONTENT_TYPE);
         if let Ok(value) = http::HeaderValue::from_str(&held.request.content_type) {
             headers.push((http::header::CONTENT_TYPE, value));
         }
         let r = &held.request;
-        let uri = if r.query.is_empty() { r.path.clone() } else { format!("{}?{}", r.path, r.query) };
+        let uri = if r.query.is_empty() {
+            r.path.clone()
+        } else {
+            format!("{}?{}", r.path, r.query)
+        };
         let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| Status::internal("stored method"))?;
         let outgoing = request_with(method, &uri, &headers, body)?;
         let sent = self.send_read(ctx, ctx.info, outgoing, ctx.reveal_secrets).await;
@@ -136,9 +152,15 @@ fn with_precondition(held: &HeldWrite, body: Bytes) -> Result<Bytes, Status> {
         if body.is_empty() {
             return Some(json!({}));
         }
-        serde_json::from_slice(body).ok().or_else(|| serde_yaml::from_slice(body).ok())
+        serde_json::from_slice(body)
+            .ok()
+            .or_else(|| serde_yaml::from_slice(body).ok())
     };
-    let encoded = |value: Value| serde_json::to_vec(&value).map(Bytes::from).map_err(|e| Status::internal(e.to_string()));
+    let encoded = |value: Value| {
+        serde_json::to_vec(&value)
+            .map(Bytes::from)
+            .map_err(|e| Status::internal(e.to_string()))
+    };
     if let Some(uid) = uid {
         let Some(mut options) = parse(&body).filter(Value::is_object) else {
             return Ok(body);
@@ -156,7 +178,10 @@ fn with_precondition(held: &HeldWrite, body: Bytes) -> Result<Bytes, Status> {
     }
     match parse(&body) {
         Some(Value::Array(mut ops)) if content_type.starts_with("application/json-patch") => {
-            ops.insert(0, json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+            ops.insert(
+                0,
+                json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}),
+            );
             encoded(Value::Array(ops))
         }
         Some(mut object) => match set(&mut object, "metadata", "resourceVersion", rv) {

@@ -1,0 +1,183 @@
+//! Held writes through MCP with the rmcp client: an agent whose writes need
+//! its person's approval gets `agent.approval_pending` (or, on 2026-07-28
+//! with URL elicitation, an input-required result), its person decides,
+//! and the repeated call runs the write once.
+
+use crate::approvals::real_writes;
+use crate::harness::{Portcullis, CLUSTER as C};
+use crate::mcp::{connect, fails, ok, stateless, try_connect_as, Client};
+use portcullis::approvals::decide;
+use portcullis::identity::Principal;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, InputRequest};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// ana (admin of shop) and her agent, given her grant, whose writes need
+/// her approval; returns the agent's token.
+pub fn careful_agent(env: &Portcullis) -> String {
+    let (_, grants) = env.person_with_ttl("ana", &[("admin", Some("shop"))], Duration::from_secs(3600));
+    let agent = env
+        .store
+        .add_agent(
+            &Principal::person("ana"),
+            "careful",
+            std::slice::from_ref(&grants[0].id),
+            true,
+        )
+        .unwrap();
+    env.store.issue_agent_credential(&agent, None).unwrap().1
+}
+
+pub fn apply_flags(approval_id: Option<&str>) -> Value {
+    let manifest =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\n  namespace: shop\ndata:\n  checkout: \"on\"\n";
+    let mut args = json!({"cluster": C, "manifest": manifest});
+    if let Some(id) = approval_id {
+        args["approval_id"] = json!(id);
+    }
+    args
+}
+
+/// The pending approval id of a held call.
+pub async fn pending(client: &Client, args: Value) -> String {
+    let (text, structured) = fails(client, "apply", args).await;
+    assert_eq!(structured["code"], "agent.approval_pending", "{text}");
+    assert!(text.contains("/approvals/"), "{text}");
+    structured["params"]["approval_id"].as_str().unwrap().to_string()
+}
+
+fn agent_patches(env: &Portcullis) -> usize {
+    real_writes(env, "user:ana", "patch")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_mcp_apply_approved_by_the_agents_person_runs_once_and_says_who_approved() {
+    let env = Portcullis::start().await;
+    let client = connect(&env, &careful_agent(&env), stateless()).await;
+    let id = pending(&client, apply_flags(None)).await;
+    assert_eq!(
+        pending(&client, apply_flags(None)).await,
+        id,
+        "the same first call, the same approval"
+    );
+    assert_eq!(env.store.list_held().unwrap().len(), 1);
+    assert_eq!(agent_patches(&env), 0);
+    // Another admin of shop is not the agent's person: only ana decides.
+    env.person("bob", &[("admin", Some("shop"))]);
+    let refused = decide::approve(&env.store, &id, "bob", None, None).unwrap_err();
+    assert!(refused.to_string().contains("only person:ana"), "{refused}");
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+
+    let text = ok(&client, "apply", apply_flags(Some(&id))).await;
+    assert!(
+        text.starts_with("approved by ana at 20") && text.contains("Z\napplied configmaps/flags in shop"),
+        "{text}"
+    );
+    assert_eq!(agent_patches(&env), 1);
+    let (text, structured) = fails(&client, "apply", apply_flags(Some(&id))).await;
+    assert_eq!(structured["code"], "agent.approval_executed", "{text}");
+    assert_eq!(structured["params"]["outcome"]["code"], 201);
+    assert_eq!(agent_patches(&env), 1, "ran exactly once");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_calls_run_an_approved_write_only_once() {
+    let env = Portcullis::start().await;
+    let token = careful_agent(&env);
+    let (first, second) = (
+        connect(&env, &token, stateless()).await,
+        connect(&env, &token, stateless()).await,
+    );
+    let id = pending(&first, apply_flags(None)).await;
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+    let call = |client| crate::mcp::try_call(client, "apply", apply_flags(Some(&id)));
+    let (a, b) = tokio::join!(call(&first), call(&second));
+    let results = [a.unwrap(), b.unwrap()];
+    let ran = results.iter().filter(|r| r.is_error != Some(true)).count();
+    let executed = results
+        .iter()
+        .filter(|r| {
+            r.structured_content
+                .as_ref()
+                .is_some_and(|s| s["code"] == "agent.approval_executed")
+        })
+        .count();
+    assert_eq!((ran, executed), (1, 1));
+    assert_eq!(agent_patches(&env), 1);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_expired_and_still_pending_writes_answer_with_their_own_codes() {
+    let env = Portcullis::start_with(|c| c.approvals.wait = Duration::from_millis(300)).await;
+    let client = connect(&env, &careful_agent(&env), stateless()).await;
+    let id = pending(&client, apply_flags(None)).await;
+    // Called with the approval id while nobody decided: pending again.
+    assert_eq!(pending(&client, apply_flags(Some(&id))).await, id);
+    decide::deny(&env.store, &id, "ana", None, Some("use the flag service")).unwrap();
+    let (text, structured) = fails(&client, "apply", apply_flags(Some(&id))).await;
+    assert_eq!(structured["code"], "agent.approval_denied");
+    assert!(text.contains("denied by ana: use the flag service"), "{text}");
+
+    let scale = json!({"cluster": C, "kind": "deploy", "name": "web", "namespace": "shop", "replicas": 3});
+    let (_, held) = fails(&client, "scale", scale.clone()).await;
+    let id = held["params"]["approval_id"].as_str().unwrap().to_string();
+    let past = chrono::Utc::now() - chrono::TimeDelta::minutes(1);
+    rusqlite::Connection::open(env.store.path())
+        .unwrap()
+        .execute(
+            "UPDATE held_writes SET expires_at = ?1 WHERE id = ?2",
+            rusqlite::params![past, id],
+        )
+        .unwrap();
+    let mut again = scale;
+    again["approval_id"] = json!(id);
+    let (_, structured) = fails(&client, "scale", again).await;
+    assert_eq!(structured["code"], "agent.approval_expired");
+    assert_eq!(agent_patches(&env), 0);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_with_url_elicitation_gets_an_input_required_result_and_its_repeat_runs_the_write() {
+    let env = Portcullis::start().await;
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation =
+        Some(rmcp::model::ElicitationCapability::new().with_url(rmcp::model::UrlElicitationCapability::new()));
+    let config = ClientConfig::new(capabilities, rmcp::model::Implementation::new("test", "1"));
+    let client = try_connect_as(&env, &careful_agent(&env), stateless(), config)
+        .await
+        .unwrap();
+    let params = |state: Option<&str>| {
+        let args = apply_flags(None).as_object().cloned().unwrap();
+        let params = CallToolRequestParams::new("apply").with_arguments(args);
+        match state {
+            Some(state) => params.with_request_state(state),
+            None => params,
+        }
+    };
+    let CallToolResponse::InputRequired(asked) = client.call_tool_once(params(None)).await.unwrap() else {
+        panic!("an input-required result")
+    };
+    let id = asked.request_state.clone().expect("the request state");
+    let requests = asked.input_requests.expect("input requests");
+    let Some(InputRequest::Elicitation(elicit)) = requests.values().next() else {
+        panic!("a URL elicitation")
+    };
+    let wire = serde_json::to_value(&elicit.params).unwrap();
+    assert_eq!(wire["mode"], "url");
+    assert!(wire["url"].as_str().unwrap().ends_with(&format!("/approvals/{id}")));
+    assert_eq!(
+        wire["message"],
+        "Approve in portcullis: apply configmaps/flags in shop (sim)"
+    );
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+    let CallToolResponse::Complete(done) = client.call_tool_once(params(Some(&id))).await.unwrap() else {
+        panic!("a final result")
+    };
+    let text = crate::mcp::text(&done);
+    assert!(text.starts_with("approved by ana at "), "{text}");
+    assert_eq!(agent_patches(&env), 1);
+    env.stop().await;
+}
