@@ -19,7 +19,10 @@
 //!    is refused before authentication.
 //! 3. **authenticate** (`gateway::authenticate`): bearer token → `Identity`.
 //! 4. **classify** (`gateway::classify`): `RequestInfo`, as kube-apiserver.
-//! 5. **policy** (`gateway::policy`): grants in effect → groups to send.
+//! 5. **policy** (`gateway::policy`): grants in effect → groups to send;
+//!    then **hold** (`gateway::hold`): a write whose caller's policy asks
+//!    for a person's approval is dry-run and held (`approvals`), or run
+//!    once approved, instead of going on.
 //! 6. **forward** (`gateway::forward`, `gateway::upstream`,
 //!    `gateway::limits`): strip client identity headers, impersonate, send
 //!    with the ServiceAccount token and the Audit-ID, stream the answer back
@@ -36,6 +39,7 @@
 //! hash chain, queries, export, retention), `identity` (people, bots,
 //! credentials, grants, roles), `reconcile` (each cluster's RBAC objects
 //! kept in step with the roles and grants), `access` (access requests),
+//! `approvals` (held writes: sealing, preview, decisions, the approval pages),
 //! `store` (SQLite), `cli` and `demo` (the command line), `sim` (the
 //! simulated kube-apiserver).
 

@@ -9,6 +9,8 @@
 //! 4. [`classify`]: path and method → [`RequestInfo`](classify::RequestInfo), as kube-apiserver sees
 //!    it.
 //! 5. [`policy`]: grants in effect → the groups the cluster is sent.
+//!    Then [`hold`]: a write whose caller's policy asks for a person's
+//!    approval is dry-run and held, or run once approved, here.
 //! 6. [`forward`] (with [`upstream`] and [`limits`]): strip client identity
 //!    headers, impersonate, send with the ServiceAccount token and our
 //!    Audit-ID, stream the answer back under the size cap.

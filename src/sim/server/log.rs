@@ -2,8 +2,8 @@
 //! can assert what reached the cluster (and what never did).
 
 use crate::sim::UserInfo;
-use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use dashmap::DashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Requests kept; older ones are forgotten.
 const KEEP: usize = 10_000;
@@ -45,38 +45,38 @@ impl RecordedRequest {
     }
 }
 
-/// The bounded log of requests.
+/// The bounded log of requests: sharded (a `DashMap` keyed by sequence
+/// number), so recording is not a global lock on the request path.
 #[derive(Debug, Default)]
 pub(crate) struct RequestLog {
-    entries: Mutex<(u64, VecDeque<(u64, RecordedRequest)>)>,
+    next: AtomicU64,
+    entries: DashMap<u64, RecordedRequest>,
 }
 
 impl RequestLog {
     /// Record a request as it arrives; returns its sequence number.
     pub(crate) fn push(&self, request: RecordedRequest) -> u64 {
-        let mut guard = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        let (next, entries) = &mut *guard;
-        *next += 1;
-        if entries.len() >= KEEP {
-            entries.pop_front();
+        let seq = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.entries.insert(seq, request);
+        if let Some(forgotten) = seq.checked_sub(KEEP as u64) {
+            self.entries.remove(&forgotten);
         }
-        entries.push_back((*next, request));
-        *next
+        seq
     }
 
     /// Update the record `seq` (if still kept).
     pub(crate) fn complete(&self, seq: u64, update: impl FnOnce(&mut RecordedRequest)) {
-        let mut guard = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries = &mut guard.1;
-        if let Ok(index) = entries.binary_search_by_key(&seq, |(s, _)| *s) {
-            update(&mut entries[index].1);
+        if let Some(mut entry) = self.entries.get_mut(&seq) {
+            update(&mut entry);
         }
     }
 
     /// A copy of every kept record, oldest first.
     pub(crate) fn snapshot(&self) -> Vec<RecordedRequest> {
-        let guard = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        guard.1.iter().map(|(_, r)| r.clone()).collect()
+        let mut kept: Vec<(u64, RecordedRequest)> =
+            self.entries.iter().map(|e| (*e.key(), e.value().clone())).collect();
+        kept.sort_unstable_by_key(|(seq, _)| *seq);
+        kept.into_iter().map(|(_, r)| r).collect()
     }
 }
 
