@@ -26,6 +26,18 @@ pub struct Cli {
 pub enum Command {
     /// Run the proxy.
     Serve,
+    /// Generate a CA and a serving certificate for portcullis (for a first
+    /// installation or a lab; production usually brings its own, e.g. from
+    /// cert-manager). Never overwrites existing files.
+    Certs {
+        /// Where to write `ca.pem`, `tls.crt` and `tls.key`.
+        #[arg(long, default_value = "certs")]
+        out: PathBuf,
+        /// DNS names (or IP addresses) the certificate is for, besides
+        /// localhost and 127.0.0.1.
+        #[arg(long = "name")]
+        names: Vec<String>,
+    },
     /// Run portcullis in front of a simulated cluster, with credentials and
     /// kubeconfigs written to a directory.
     Demo {
@@ -212,6 +224,32 @@ pub enum CliError {
     Message(String),
 }
 
+/// `portcullis certs`: a fresh CA and a serving certificate it signed.
+pub fn generate_certs(out: &std::path::Path, names: &[String]) -> Result<(), CliError> {
+    let files = ["ca.pem", "tls.crt", "tls.key"].map(|f| out.join(f));
+    if let Some(existing) = files.iter().find(|f| f.exists()) {
+        return Err(CliError::Message(format!("{} exists; not overwriting it", existing.display())));
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let tls = crate::tls::generate(&names).map_err(|e| CliError::Message(format!("cannot generate certificates: {e}")))?;
+    std::fs::create_dir_all(out).map_err(|e| CliError::Message(format!("cannot create {}: {e}", out.display())))?;
+    for (path, pem) in files.iter().zip([&tls.ca_pem, &tls.cert_pem, &tls.key_pem]) {
+        std::fs::write(path, pem).map_err(|e| CliError::Message(format!("cannot write {}: {e}", path.display())))?;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&files[2], std::fs::Permissions::from_mode(0o600));
+    }
+    println!(
+        "wrote {} (give it to clients), {} and {} (point [tls] at them)",
+        files[0].display(),
+        files[1].display(),
+        files[2].display()
+    );
+    Ok(())
+}
+
 /// Open the store of `config`.
 pub fn open_store(config: &Config) -> Result<Store, CliError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
@@ -236,7 +274,9 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Access(c) => crate::access::cli::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Cluster(c) => crate::reconcile::cli::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Approvals(c) => crate::approvals::cli::run(&store, c, &mut std::io::stdout().lock()),
-        Command::Serve | Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
+        Command::Serve | Command::Demo { .. } | Command::Certs { .. } => {
+            Err(CliError::Message("not an administration command".into()))
+        }
     }
 }
 

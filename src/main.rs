@@ -26,6 +26,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     match cli.command {
+        Command::Certs { out, names } => portcullis::cli::generate_certs(&out, &names)?,
         Command::Demo { dir, listen } => runtime.block_on(portcullis::demo::run(&dir, &listen))?,
         Command::Serve => {
             let config = Config::load(&cli.config, std::env::vars())?;

@@ -64,12 +64,13 @@ fn lcs<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(Op, &'a str)> {
         if i < a.len() && j < b.len() && a[i] == b[j] {
             ops.push((Op::Keep, a[i]));
             (i, j) = (i + 1, j + 1);
-        } else if j < b.len() && (i == a.len() || table[i * width + j + 1] >= table[(i + 1) * width + j]) {
-            ops.push((Op::Add, b[j]));
-            j += 1;
-        } else {
+        } else if i < a.len() && (j == b.len() || table[(i + 1) * width + j] >= table[i * width + j + 1]) {
+            // Removals first, so a changed line reads `-` old then `+` new.
             ops.push((Op::Remove, a[i]));
             i += 1;
+        } else {
+            ops.push((Op::Add, b[j]));
+            j += 1;
         }
     }
     ops

@@ -124,3 +124,32 @@ fn interrupt_and_expect_a_clean_exit(mut demo: Demo) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn certs_writes_a_ca_and_a_serving_certificate_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["certs", "--name", "portcullis.example.com", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let cert = std::fs::read_to_string(dir.path().join("tls.crt")).unwrap();
+    let ca = std::fs::read_to_string(dir.path().join("ca.pem")).unwrap();
+    assert!(cert.starts_with("-----BEGIN CERTIFICATE-----") && ca.starts_with("-----BEGIN CERTIFICATE-----"));
+    assert_ne!(cert, ca);
+    let key = dir.path().join("tls.key");
+    assert!(std::fs::read_to_string(&key).unwrap().contains("PRIVATE KEY"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let second = run();
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("not overwriting"));
+    assert_eq!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), cert);
+}
