@@ -228,10 +228,14 @@ pub enum CliError {
 pub fn generate_certs(out: &std::path::Path, names: &[String]) -> Result<(), CliError> {
     let files = ["ca.pem", "tls.crt", "tls.key"].map(|f| out.join(f));
     if let Some(existing) = files.iter().find(|f| f.exists()) {
-        return Err(CliError::Message(format!("{} exists; not overwriting it", existing.display())));
+        return Err(CliError::Message(format!(
+            "{} exists; not overwriting it",
+            existing.display()
+        )));
     }
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let tls = crate::tls::generate(&names).map_err(|e| CliError::Message(format!("cannot generate certificates: {e}")))?;
+    let tls =
+        crate::tls::generate(&names).map_err(|e| CliError::Message(format!("cannot generate certificates: {e}")))?;
     std::fs::create_dir_all(out).map_err(|e| CliError::Message(format!("cannot create {}: {e}", out.display())))?;
     for (path, pem) in files.iter().zip([&tls.ca_pem, &tls.cert_pem, &tls.key_pem]) {
         std::fs::write(path, pem).map_err(|e| CliError::Message(format!("cannot write {}: {e}", path.display())))?;

@@ -74,7 +74,12 @@ impl Gateway {
                 .map_err(|e| Status::internal(e.to_string()))?,
             _ => return Err(Status::internal("the held write's body is gone")),
         };
-        let body = with_precondition(&held, Bytes::from(body))?;
+        let request_meta = &held.request;
+        let body = with_precondition(
+            &request_meta.precondition,
+            &request_meta.content_type,
+            Bytes::from(body),
+        )?;
         trace.row.approved = true;
         // The approved write is on record before the cluster sees it.
         self.audit
@@ -145,9 +150,8 @@ fn outcome(code: u16, answer: &[u8], secrets: bool) -> Outcome {
 /// the object (apply, update, merge and strategic patches) or a JSON patch
 /// `test`, the `uid` in DeleteOptions. A body that is not JSON or YAML
 /// (protobuf) is sent as it is.
-fn with_precondition(held: &HeldWrite, body: Bytes) -> Result<Bytes, Status> {
-    let Precondition { resource_version, uid } = &held.request.precondition;
-    let content_type = held.request.content_type.as_str();
+fn with_precondition(precondition: &Precondition, content_type: &str, body: Bytes) -> Result<Bytes, Status> {
+    let Precondition { resource_version, uid } = precondition;
     let parse = |body: &[u8]| -> Option<Value> {
         if body.is_empty() {
             return Some(json!({}));
@@ -204,5 +208,63 @@ fn set(object: &mut Value, outer: &str, inner: &str, value: &str) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rv(rv: &str) -> Precondition {
+        Precondition {
+            resource_version: Some(rv.into()),
+            uid: None,
+        }
+    }
+
+    fn json_of(bytes: Bytes) -> Value {
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[test]
+    fn an_apply_or_merge_body_carries_the_dry_runs_resource_version() {
+        let yaml = Bytes::from_static(b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n");
+        let sent = with_precondition(&rv("41"), "application/apply-patch+yaml", yaml).unwrap();
+        assert_eq!(json_of(sent)["metadata"]["resourceVersion"], "41");
+        let merge = Bytes::from_static(br#"{"spec":{"replicas":2}}"#);
+        let sent = with_precondition(&rv("7"), "application/merge-patch+json", merge).unwrap();
+        assert_eq!(
+            json_of(sent),
+            json!({"spec": {"replicas": 2}, "metadata": {"resourceVersion": "7"}})
+        );
+    }
+
+    #[test]
+    fn a_json_patch_is_guarded_by_a_test_and_a_delete_by_the_uid() {
+        let patch = Bytes::from_static(br#"[{"op":"replace","path":"/data/a","value":"b"}]"#);
+        let sent = json_of(with_precondition(&rv("9"), "application/json-patch+json", patch).unwrap());
+        assert_eq!(
+            sent[0],
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": "9"})
+        );
+        assert_eq!(sent.as_array().unwrap().len(), 2);
+        let uid = Precondition {
+            resource_version: None,
+            uid: Some("u-1".into()),
+        };
+        let sent = json_of(with_precondition(&uid, "", Bytes::new()).unwrap());
+        assert_eq!(sent, json!({"preconditions": {"uid": "u-1"}}));
+    }
+
+    #[test]
+    fn bodies_that_cannot_carry_a_precondition_pass_unchanged() {
+        let proto = Bytes::from_static(b"k8s\x00\x01");
+        let sent = with_precondition(&rv("1"), "application/vnd.kubernetes.protobuf", proto.clone()).unwrap();
+        assert_eq!(sent, proto);
+        let odd = Bytes::from_static(br#"{"metadata":"x"}"#);
+        assert_eq!(
+            with_precondition(&rv("1"), "application/merge-patch+json", odd.clone()).unwrap(),
+            odd
+        );
     }
 }
