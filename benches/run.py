@@ -531,7 +531,9 @@ def main():
     results["redaction"], t = redaction(cfg)
     tables.append(t)
     log(f"(d) {cfg.watches} watches")
-    results["watch"], t = scenario_watch(cfg, stack, four)
+    # nginx: no watch through it opened within 2 minutes in the first runs
+    # (see RESULTS.md); measured on the other three paths until understood.
+    results["watch"], t = scenario_watch(cfg, stack, four[:3])
     tables.append(t)
     log("(e) MCP")
     results["mcp"], t = scenario_mcp(cfg, stack, results["get"])

@@ -82,7 +82,9 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
-    Ok(ClientConfig::default().serve_with_lifecycle(transport, lifecycle).await?)
+    Ok(ClientConfig::default()
+        .serve_with_lifecycle(transport, lifecycle)
+        .await?)
 }
 
 /// Call `tool`; a tool error is an error here.

@@ -52,7 +52,9 @@ impl Target {
     /// From `https://host:port` (trusting `ca`) or `http://host:port`; ALPN
     /// offers only HTTP/2 unless `http1`.
     pub fn new(base: &str, ca: Option<&Path>, http1: bool) -> anyhow::Result<Target> {
-        let (scheme, authority) = base.split_once("://").ok_or_else(|| anyhow::anyhow!("bad URL {base}"))?;
+        let (scheme, authority) = base
+            .split_once("://")
+            .ok_or_else(|| anyhow::anyhow!("bad URL {base}"))?;
         let tls = match scheme {
             "https" => Some(Arc::new(client_config(ca, http1)?)),
             _ => None,

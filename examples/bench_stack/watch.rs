@@ -169,7 +169,12 @@ async fn open_all(
 
 /// A GET of `path`: an absolute URI over HTTP/2, a path and `Host` over
 /// HTTP/1.1.
-fn request(target: &Target, path: &str, token: Option<&str>, http1: bool) -> anyhow::Result<http::Request<Empty<Bytes>>> {
+fn request(
+    target: &Target,
+    path: &str,
+    token: Option<&str>,
+    http1: bool,
+) -> anyhow::Result<http::Request<Empty<Bytes>>> {
     let scheme = if target.tls.is_some() { "https" } else { "http" };
     let mut builder = if http1 {
         http::Request::get(path).header(http::header::HOST, target.authority.as_str())
@@ -213,7 +218,10 @@ async fn cluster_request(
 ) -> anyhow::Result<(http::StatusCode, Bytes)> {
     let target = Target::new(&args.cluster, Some(&args.cluster_ca), true)?;
     let tcp = tokio::net::TcpStream::connect(&target.authority).await?;
-    let config = target.tls.clone().ok_or_else(|| anyhow::anyhow!("the cluster URL is https"))?;
+    let config = target
+        .tls
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the cluster URL is https"))?;
     let tls = tokio_rustls::TlsConnector::from(config)
         .connect(rustls_pki_types::ServerName::try_from("localhost")?, tcp)
         .await?;

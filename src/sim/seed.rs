@@ -24,6 +24,9 @@ use std::sync::OnceLock;
 
 /// The YAML, compiled in.
 const SEED_YAML: &str = include_str!("seed.yaml");
+/// portcullis's own ServiceAccount permissions, exactly as shipped: the
+/// tests then prove the deploy manifest is enough for what portcullis does.
+const DEPLOY_RBAC_YAML: &str = include_str!("../../deploy/rbac.yaml");
 
 /// Objects of the demo cluster: namespaces, workloads, Secrets, events, a
 /// node.
@@ -42,7 +45,11 @@ pub fn custom_resource_definition(group: &str, plural: &str) -> Option<&'static 
 /// The seed, parsed and resolved once.
 fn loaded() -> &'static [Value] {
     static LOADED: OnceLock<Vec<Value>> = OnceLock::new();
-    LOADED.get_or_init(|| resolve(parse(SEED_YAML), Utc::now()))
+    LOADED.get_or_init(|| {
+        let mut objects = parse(SEED_YAML);
+        objects.extend(parse(DEPLOY_RBAC_YAML));
+        resolve(objects, Utc::now())
+    })
 }
 
 /// Every YAML document as JSON; a document that does not parse is logged

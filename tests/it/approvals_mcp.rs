@@ -181,3 +181,24 @@ async fn a_2026_client_with_url_elicitation_gets_an_input_required_result_and_it
     assert_eq!(agent_patches(&env), 1);
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes_through_unheld() {
+    let env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop")), ("admin", Some("shop"))], Duration::from_secs(3600));
+    let agent = env
+        .store
+        .add_agent(&Principal::person("ana"), "careful", std::slice::from_ref(&grants[0].id), true)
+        .unwrap();
+    let client = connect(&env, &env.store.issue_agent_credential(&agent, None).unwrap().1, stateless()).await;
+    pending(&client, apply_flags(None)).await;
+    let ask = json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
+    ok(&client, "request_access", ask).await;
+    let request = env.store.list_access_requests().unwrap().remove(0);
+    portcullis::access::approve(&env.store, &env.config, &request.id, "ana").unwrap();
+    env.reconcile().await;
+    let text = ok(&client, "apply", apply_flags(None)).await;
+    assert!(text.starts_with("applied configmaps/flags in shop"), "{text}");
+    assert_eq!(agent_patches(&env), 1);
+    env.stop().await;
+}

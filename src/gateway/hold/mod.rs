@@ -4,12 +4,12 @@
 //! since this stage sits in `Gateway::through` after policy and before the
 //! audit's commit and forward.
 //!
-//! - [`intake`]: the first call: dry run (a rejection is the answer), the
+//! - `intake`: the first call: dry run (a rejection is the answer), the
 //!   current object, the preview, the held write stored with its body
 //!   sealed.
-//! - [`run`]: a repeated call (or one naming the approval): wait for the
+//! - `run`: a repeated call (or one naming the approval): wait for the
 //!   decision, then run the stored request once, with preconditions.
-//! - [`answer`]: what the caller is told, as a Status (kubectl) and as a
+//! - `answer`: what the caller is told, as a Status (kubectl) and as a
 //!   [`HeldNotice`] in the response's extensions (MCP tools).
 //!
 //! Not held: reads; requests already carrying `dryRun=All`; exec, attach

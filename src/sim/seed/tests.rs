@@ -14,7 +14,8 @@ fn find<'a>(objects: &'a [Value], kind: &str, namespace: &str, name: &str) -> &'
 
 #[test]
 fn every_seed_document_parses_and_is_a_served_kind() {
-    let documents = SEED_YAML.matches("\n---\n").count() + usize::from(SEED_YAML.starts_with("---\n"));
+    let count = |yaml: &str| yaml.matches("\n---\n").count() + usize::from(yaml.starts_with("---\n"));
+    let documents = count(SEED_YAML) + count(DEPLOY_RBAC_YAML) + 1;
     let objects = demo_objects();
     assert_eq!(objects.len(), documents, "a document was skipped");
     for object in &objects {
@@ -89,7 +90,7 @@ fn owner_references_point_at_their_owners_uids() {
 }
 
 #[test]
-fn portcullis_may_only_impersonate_and_manage_rbac() {
+fn portcullis_gets_exactly_the_shipped_deploy_rbac() {
     let objects = demo_objects();
     let binding = find(&objects, "ClusterRoleBinding", "", "portcullis-impersonator");
     assert_eq!(
@@ -99,9 +100,12 @@ fn portcullis_may_only_impersonate_and_manage_rbac() {
     let role = find(&objects, "ClusterRole", "", "portcullis-impersonator");
     let rules = role["rules"].as_array().expect("rules");
     assert!(rules.iter().all(|r| r["verbs"] == serde_json::json!(["impersonate"])));
-    assert!(rules.iter().any(|r| r["resources"]
-        .as_array()
-        .is_some_and(|res| res.iter().any(|x| x == "uids"))));
+    let extras = |key: &str| {
+        rules.iter().any(|r| r["resources"].as_array().is_some_and(|res| res.iter().any(|x| x == key)))
+    };
+    assert!(extras("userextras/portcullis.dev/credential-id") && extras("userextras/portcullis.dev/agent-session"));
+    let manager = find(&objects, "ClusterRoleBinding", "", "portcullis-rbac-manager");
+    assert_eq!(manager["roleRef"]["name"], "portcullis-rbac-manager");
 }
 
 #[test]
