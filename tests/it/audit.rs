@@ -298,3 +298,27 @@ async fn no_row_is_lost_across_a_restart_under_load() {
     assert_eq!(after.status, 200, "serving again after the restart");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reveal_is_not_made_when_the_audit_cannot_commit_it() {
+    use crate::mcp::{connect, fails, ok, stateless};
+    let env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl("ana", &[("secrets-reader", Some("shop"))], Duration::from_secs(3600));
+    let agent = env.agent("ana", &[&grants[0]]);
+    let client = connect(&env, &agent, stateless()).await;
+    let args = serde_json::json!({"cluster": CLUSTER, "namespace": "shop", "name": "db-credentials", "key": "password"});
+    let db = rusqlite::Connection::open(env.store.path()).unwrap();
+    db.execute_batch("CREATE TRIGGER refuse BEFORE INSERT ON audit_intents BEGIN SELECT RAISE(ABORT, 'no'); END;")
+        .unwrap();
+    let secret_gets = || {
+        env.sim().requests().iter().filter(|r| r.path.ends_with("/secrets/db-credentials")).count()
+    };
+    let before = secret_gets();
+    let (text, _) = fails(&client, "read_secret", args.clone()).await;
+    assert!(!text.contains("s3cr3t"), "{text}");
+    assert_eq!(secret_gets(), before, "the reveal never reached the cluster");
+    db.execute_batch("DROP TRIGGER refuse").unwrap();
+    let revealed = ok(&client, "read_secret", args).await;
+    assert!(revealed.contains("s3cr3t-Pa55w0rd"), "{revealed}");
+    env.stop().await;
+}

@@ -10,6 +10,7 @@ mod approvals_web;
 mod audit;
 mod audit_query;
 mod cdp;
+mod cli;
 mod demo;
 mod mcp;
 mod mcp_errors;

@@ -1,0 +1,76 @@
+//! The administration commands, run as the binary an operator runs, against
+//! the store of a running portcullis.
+
+use crate::harness::{Portcullis, CLUSTER};
+use std::process::Output;
+use std::time::Duration;
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() {
+    let env = Portcullis::start().await;
+    assert!(stdout(&env.cli(&["person", "add", "bea"])).contains("added person bea"));
+    assert!(stdout(&env.cli(&["bot", "add", "ci", "--writes-need-approval"])).contains("added bot ci"));
+    let people = stdout(&env.cli(&["person", "list"]));
+    assert!(people.lines().any(|l| l.starts_with("bea ")), "{people}");
+    let bots = stdout(&env.cli(&["bot", "list"]));
+    assert!(bots.lines().any(|l| l.starts_with("ci ") && l.contains("true")), "{bots}");
+
+    let granted = stdout(&env.cli(&["grant", "add", "--person", "bea", "--cluster", CLUSTER, "--role", "viewer", "--namespace", "shop", "--duration", "1h"]));
+    assert!(granted.contains("bea") && granted.contains("viewer"), "{granted}");
+    let issued = env.cli(&["credential", "issue", "--person", "bea", "--name", "laptop", "--expires-in", "1d"]);
+    let token = stdout(&issued).trim().to_string();
+    assert!(token.starts_with("pcl_"), "only the token goes to stdout: {token}");
+    let listed = stdout(&env.cli(&["credential", "list"]));
+    assert!(listed.contains("laptop") && !listed.contains(&token), "a list never shows a token: {listed}");
+
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    let id = listed.lines().find(|l| l.contains("laptop")).unwrap().split_whitespace().next().unwrap().to_string();
+    assert!(stdout(&env.cli(&["credential", "revoke", &id])).contains("revoked"));
+    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
+    assert_eq!(env.raw().get(&path, &token).await.status, 401, "a revoked credential is refused");
+
+    let (_, second) = env.store.issue_credential(&portcullis::identity::Principal::person("bea"), "other", None).unwrap();
+    assert_eq!(env.raw().get(&path, &second).await.status, 200);
+    assert!(stdout(&env.cli(&["person", "disable", "bea"])).contains("disabled"));
+    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
+    assert_eq!(env.raw().get(&path, &second).await.status, 401, "a disabled person's credentials stop working");
+
+    let refused = env.cli(&["grant", "add", "--person", "bea", "--cluster", CLUSTER, "--role", "cluster-admin", "--duration", "24h"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("at most"), "cluster-admin has a short maximum");
+    let protected = env.cli(&["grant", "add", "--person", "bea", "--cluster", CLUSTER, "--role", "viewer", "--namespace", "kube-system"]);
+    assert!(String::from_utf8_lossy(&protected.stderr).contains("protected"));
+    env.stop().await;
+}
+
+#[test]
+fn a_bad_configuration_is_refused_with_the_field_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("portcullis.toml");
+    std::fs::write(&path, "listen = \"nowhere\"\npublic_url = \"https://x\"\ndata_dir = \"/tmp/x\"\n[tls]\ncert_file = \"c\"\nkey_file = \"k\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("--config")
+        .arg(&path)
+        .args(["person", "list"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`listen`"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("--config")
+        .arg(&path)
+        .args(["person", "list"])
+        .env("PORTCULLIS_LISTEN", "127.0.0.1:9443")
+        .env("PORTCULLIS_LIMITS__RESPONSE_BYTES", "lots")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("limits.response_bytes"), "an override is checked like the file: {err}");
+}
