@@ -30,3 +30,4 @@ mod sim_protobuf;
 mod sim_streams;
 mod sim_verbs;
 mod sim_writes;
+mod mcp_timeouts;
