@@ -74,3 +74,29 @@ fn a_bad_configuration_is_refused_with_the_field_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("limits.response_bytes"), "an override is checked like the file: {err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_are_added_for_a_person_with_their_grants_or_for_a_bot() {
+    let env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
+    let delegated = stdout(&env.cli(&["agent", "add", "helper", "--person", "ana", "--grant", &grants[0].id]));
+    let delegated = delegated.trim().to_string();
+    assert!(delegated.starts_with("pcl_"), "{delegated}");
+    let other = env.cli(&["agent", "add", "greedy", "--person", "ana", "--grant", "not-hers"]);
+    assert!(!other.status.success(), "an agent gets only its person's grants");
+
+    stdout(&env.cli(&["bot", "add", "ci"]));
+    stdout(&env.cli(&["grant", "add", "--bot", "ci", "--cluster", CLUSTER, "--role", "viewer", "--namespace", "payments", "--duration", "1h"]));
+    let bot_agent = stdout(&env.cli(&["agent", "add", "runner", "--bot", "ci"])).trim().to_string();
+    let listed = stdout(&env.cli(&["agent", "list"]));
+    assert!(listed.contains("helper") && listed.contains("runner") && listed.contains("bot:ci"), "{listed}");
+    assert!(!listed.contains(&bot_agent) && !listed.contains(&delegated), "a list never shows a token");
+
+    let pods = |ns: &str| format!("/clusters/{CLUSTER}/api/v1/namespaces/{ns}/pods");
+    assert_eq!(env.raw().get(&pods("shop"), &delegated).await.status, 200);
+    assert_eq!(env.raw().get(&pods("payments"), &bot_agent).await.status, 200, "a bot's agent has the bot's grants");
+    assert_eq!(env.raw().get(&pods("shop"), &bot_agent).await.status, 403);
+    let seen = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/payments/pods")).unwrap();
+    assert_eq!(seen.impersonated.unwrap().name, "bot:ci", "a bot's agent is impersonated as the bot");
+    env.stop().await;
+}
