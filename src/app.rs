@@ -131,6 +131,9 @@ impl App {
                 },
                 () = &mut shutdown => break,
             };
+            // Small answers must not wait for a delayed ACK (Nagle): without
+            // this, request/response pairs stall ~40 ms.
+            let _ = tcp.set_nodelay(true);
             let acceptor = self.acceptor.clone();
             let gateway = self.gateway.clone();
             let watcher = graceful.watcher();

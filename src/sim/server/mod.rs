@@ -306,6 +306,8 @@ async fn accept_loop(
             _ = stopped.wait_for(|stop| *stop) => break,
             accepted = listener.accept() => {
                 let Ok((tcp, _)) = accepted else { continue };
+                // Small answers must not wait for a delayed ACK (Nagle).
+                let _ = tcp.set_nodelay(true);
                 let (acceptor, state, builder) = (acceptor.clone(), Arc::clone(&state), builder.clone());
                 let watcher = graceful.watcher();
                 connections.spawn(async move {
