@@ -331,3 +331,54 @@ async fn the_preview_shows_a_changed_secret_value_as_changed_without_its_value()
     assert!(!body.windows(7).any(|w| w == b"hunter3"), "sealed");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_write_whose_caller_goes_away_midway_never_stays_running() {
+    let env = Portcullis::start().await;
+    let (bot, _) = careful_bot(&env, "developer");
+    let file = manifest(&env, FLAGS);
+    let apply = ["apply", "--server-side", "-f", file.as_str()];
+    let id = held_id(&bot.fails(&apply));
+    cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
+    // The cluster is slow to take the real write; the caller gives up first.
+    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+        method: Some(http::Method::PATCH),
+        path_prefix: "/api/v1/namespaces/shop/configmaps/flags".into(),
+        times: None,
+        action: portcullis::sim::faults::FaultAction::Delay(Duration::from_secs(5)),
+    });
+    let mut caller = std::process::Command::new(crate::support::kubectl_path())
+        .arg("--kubeconfig")
+        .arg(bot.kubeconfig())
+        .args(apply)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut state = HeldState::Approved;
+    for _ in 0..100 {
+        state = env.store.held(&id).unwrap().unwrap().state;
+        if state == HeldState::Executing {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        state,
+        HeldState::Executing,
+        "the repeated call claimed the approved write"
+    );
+    caller.kill().unwrap();
+    let _ = caller.wait();
+    for _ in 0..100 {
+        state = env.store.held(&id).unwrap().unwrap().state;
+        if state != HeldState::Executing {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state, HeldState::Executed, "never left executing");
+    let outcome = env.store.held(&id).unwrap().unwrap().outcome.unwrap();
+    assert!(outcome.body.contains("unknown"), "{outcome:?}");
+    env.stop().await;
+}

@@ -172,6 +172,17 @@ async fn a_2026_client_with_url_elicitation_gets_an_input_required_result_and_it
         wire["message"],
         "Approve in portcullis: apply configmaps/flags in shop (sim)"
     );
+    // A declined elicitation leaves the write pending, answered at once.
+    let mut declined = rmcp::model::InputResponses::new();
+    declined.insert("approval".into(), json!({"action": "decline"}));
+    let CallToolResponse::Complete(still) = client
+        .call_tool_once(params(Some(&id)).with_input_responses(declined))
+        .await
+        .unwrap()
+    else {
+        panic!("a final result")
+    };
+    assert_eq!(still.structured_content.unwrap()["code"], "agent.approval_pending");
     decide::approve(&env.store, &id, "ana", None, None).unwrap();
     let CallToolResponse::Complete(done) = client.call_tool_once(params(Some(&id))).await.unwrap() else {
         panic!("a final result")
@@ -185,18 +196,38 @@ async fn a_2026_client_with_url_elicitation_gets_an_input_required_result_and_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes_through_unheld() {
     let env = Portcullis::start().await;
-    let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop")), ("admin", Some("shop"))], Duration::from_secs(3600));
+    let (_, grants) = env.person_with_ttl(
+        "ana",
+        &[("viewer", Some("shop")), ("admin", Some("shop"))],
+        Duration::from_secs(3600),
+    );
     let agent = env
         .store
-        .add_agent(&Principal::person("ana"), "careful", std::slice::from_ref(&grants[0].id), true)
+        .add_agent(
+            &Principal::person("ana"),
+            "careful",
+            std::slice::from_ref(&grants[0].id),
+            true,
+        )
         .unwrap();
-    let client = connect(&env, &env.store.issue_agent_credential(&agent, None).unwrap().1, stateless()).await;
-    pending(&client, apply_flags(None)).await;
-    let ask = json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
+    let client = connect(
+        &env,
+        &env.store.issue_agent_credential(&agent, None).unwrap().1,
+        stateless(),
+    )
+    .await;
+    // As a viewer, the dry run is refused: that is the answer, nothing held.
+    let (_, refused) = fails(&client, "apply", apply_flags(None)).await;
+    assert_eq!(refused["code"], 403);
+    assert!(env.store.list_held().unwrap().is_empty());
+    let ask =
+        json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
     ok(&client, "request_access", ask).await;
     let request = env.store.list_access_requests().unwrap().remove(0);
     portcullis::access::approve(&env.store, &env.config, &request.id, "ana").unwrap();
     env.reconcile().await;
+    // The agent's identity (with its grants) is cached as long as this.
+    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(500)).await;
     let text = ok(&client, "apply", apply_flags(None)).await;
     assert!(text.starts_with("applied configmaps/flags in shop"), "{text}");
     assert_eq!(agent_patches(&env), 1);

@@ -306,12 +306,17 @@ async fn a_secret_reveal_is_not_made_when_the_audit_cannot_commit_it() {
     let (_, grants) = env.person_with_ttl("ana", &[("secrets-reader", Some("shop"))], Duration::from_secs(3600));
     let agent = env.agent("ana", &[&grants[0]]);
     let client = connect(&env, &agent, stateless()).await;
-    let args = serde_json::json!({"cluster": CLUSTER, "namespace": "shop", "name": "db-credentials", "key": "password"});
+    let args =
+        serde_json::json!({"cluster": CLUSTER, "namespace": "shop", "name": "db-credentials", "key": "password"});
     let db = rusqlite::Connection::open(env.store.path()).unwrap();
     db.execute_batch("CREATE TRIGGER refuse BEFORE INSERT ON audit_intents BEGIN SELECT RAISE(ABORT, 'no'); END;")
         .unwrap();
     let secret_gets = || {
-        env.sim().requests().iter().filter(|r| r.path.ends_with("/secrets/db-credentials")).count()
+        env.sim()
+            .requests()
+            .iter()
+            .filter(|r| r.path.ends_with("/secrets/db-credentials"))
+            .count()
     };
     let before = secret_gets();
     let (text, _) = fails(&client, "read_secret", args.clone()).await;

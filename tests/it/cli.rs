@@ -18,33 +18,104 @@ async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() 
     let people = stdout(&env.cli(&["person", "list"]));
     assert!(people.lines().any(|l| l.starts_with("bea ")), "{people}");
     let bots = stdout(&env.cli(&["bot", "list"]));
-    assert!(bots.lines().any(|l| l.starts_with("ci ") && l.contains("true")), "{bots}");
+    assert!(
+        bots.lines().any(|l| l.starts_with("ci ") && l.contains("true")),
+        "{bots}"
+    );
 
-    let granted = stdout(&env.cli(&["grant", "add", "--person", "bea", "--cluster", CLUSTER, "--role", "viewer", "--namespace", "shop", "--duration", "1h"]));
+    let granted = stdout(&env.cli(&[
+        "grant",
+        "add",
+        "--person",
+        "bea",
+        "--cluster",
+        CLUSTER,
+        "--role",
+        "viewer",
+        "--namespace",
+        "shop",
+        "--duration",
+        "1h",
+    ]));
     assert!(granted.contains("bea") && granted.contains("viewer"), "{granted}");
-    let issued = env.cli(&["credential", "issue", "--person", "bea", "--name", "laptop", "--expires-in", "1d"]);
+    let issued = env.cli(&[
+        "credential",
+        "issue",
+        "--person",
+        "bea",
+        "--name",
+        "laptop",
+        "--expires-in",
+        "1d",
+    ]);
     let token = stdout(&issued).trim().to_string();
     assert!(token.starts_with("pcl_"), "only the token goes to stdout: {token}");
     let listed = stdout(&env.cli(&["credential", "list"]));
-    assert!(listed.contains("laptop") && !listed.contains(&token), "a list never shows a token: {listed}");
+    assert!(
+        listed.contains("laptop") && !listed.contains(&token),
+        "a list never shows a token: {listed}"
+    );
 
     let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
     assert_eq!(env.raw().get(&path, &token).await.status, 200);
-    let id = listed.lines().find(|l| l.contains("laptop")).unwrap().split_whitespace().next().unwrap().to_string();
+    let id = listed
+        .lines()
+        .find(|l| l.contains("laptop"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
     assert!(stdout(&env.cli(&["credential", "revoke", &id])).contains("revoked"));
     tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
-    assert_eq!(env.raw().get(&path, &token).await.status, 401, "a revoked credential is refused");
+    assert_eq!(
+        env.raw().get(&path, &token).await.status,
+        401,
+        "a revoked credential is refused"
+    );
 
-    let (_, second) = env.store.issue_credential(&portcullis::identity::Principal::person("bea"), "other", None).unwrap();
+    let (_, second) = env
+        .store
+        .issue_credential(&portcullis::identity::Principal::person("bea"), "other", None)
+        .unwrap();
     assert_eq!(env.raw().get(&path, &second).await.status, 200);
     assert!(stdout(&env.cli(&["person", "disable", "bea"])).contains("disabled"));
     tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
-    assert_eq!(env.raw().get(&path, &second).await.status, 401, "a disabled person's credentials stop working");
+    assert_eq!(
+        env.raw().get(&path, &second).await.status,
+        401,
+        "a disabled person's credentials stop working"
+    );
 
-    let refused = env.cli(&["grant", "add", "--person", "bea", "--cluster", CLUSTER, "--role", "cluster-admin", "--duration", "24h"]);
+    let refused = env.cli(&[
+        "grant",
+        "add",
+        "--person",
+        "bea",
+        "--cluster",
+        CLUSTER,
+        "--role",
+        "cluster-admin",
+        "--duration",
+        "24h",
+    ]);
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("at most"), "cluster-admin has a short maximum");
-    let protected = env.cli(&["grant", "add", "--person", "bea", "--cluster", CLUSTER, "--role", "viewer", "--namespace", "kube-system"]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("at most"),
+        "cluster-admin has a short maximum"
+    );
+    let protected = env.cli(&[
+        "grant",
+        "add",
+        "--person",
+        "bea",
+        "--cluster",
+        CLUSTER,
+        "--role",
+        "viewer",
+        "--namespace",
+        "kube-system",
+    ]);
     assert!(String::from_utf8_lossy(&protected.stderr).contains("protected"));
     env.stop().await;
 }
@@ -72,7 +143,10 @@ fn a_bad_configuration_is_refused_with_the_field_named() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("limits.response_bytes"), "an override is checked like the file: {err}");
+    assert!(
+        err.contains("limits.response_bytes"),
+        "an override is checked like the file: {err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,17 +160,52 @@ async fn agents_are_added_for_a_person_with_their_grants_or_for_a_bot() {
     assert!(!other.status.success(), "an agent gets only its person's grants");
 
     stdout(&env.cli(&["bot", "add", "ci"]));
-    stdout(&env.cli(&["grant", "add", "--bot", "ci", "--cluster", CLUSTER, "--role", "viewer", "--namespace", "payments", "--duration", "1h"]));
-    let bot_agent = stdout(&env.cli(&["agent", "add", "runner", "--bot", "ci"])).trim().to_string();
+    stdout(&env.cli(&[
+        "grant",
+        "add",
+        "--bot",
+        "ci",
+        "--cluster",
+        CLUSTER,
+        "--role",
+        "viewer",
+        "--namespace",
+        "payments",
+        "--duration",
+        "1h",
+    ]));
+    let bot_agent = stdout(&env.cli(&["agent", "add", "runner", "--bot", "ci"]))
+        .trim()
+        .to_string();
     let listed = stdout(&env.cli(&["agent", "list"]));
-    assert!(listed.contains("helper") && listed.contains("runner") && listed.contains("bot:ci"), "{listed}");
-    assert!(!listed.contains(&bot_agent) && !listed.contains(&delegated), "a list never shows a token");
+    assert!(
+        listed.contains("helper") && listed.contains("runner") && listed.contains("bot:ci"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(&bot_agent) && !listed.contains(&delegated),
+        "a list never shows a token"
+    );
 
     let pods = |ns: &str| format!("/clusters/{CLUSTER}/api/v1/namespaces/{ns}/pods");
     assert_eq!(env.raw().get(&pods("shop"), &delegated).await.status, 200);
-    assert_eq!(env.raw().get(&pods("payments"), &bot_agent).await.status, 200, "a bot's agent has the bot's grants");
+    assert_eq!(
+        env.raw().get(&pods("payments"), &bot_agent).await.status,
+        200,
+        "a bot's agent has the bot's grants"
+    );
     assert_eq!(env.raw().get(&pods("shop"), &bot_agent).await.status, 403);
-    let seen = env.sim().requests().into_iter().rev().find(|r| r.path.ends_with("/payments/pods")).unwrap();
-    assert_eq!(seen.impersonated.unwrap().name, "bot:ci", "a bot's agent is impersonated as the bot");
+    let seen = env
+        .sim()
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path.ends_with("/payments/pods"))
+        .unwrap();
+    assert_eq!(
+        seen.impersonated.unwrap().name,
+        "bot:ci",
+        "a bot's agent is impersonated as the bot"
+    );
     env.stop().await;
 }

@@ -95,7 +95,10 @@ fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
     // The agent's writes wait for ana's approval, on a page she signs in to.
     let held = kubectl(&dir.path().join("agent.kubeconfig"), &["create", "configmap", "demo"]);
     let said = String::from_utf8_lossy(&held.stderr);
-    assert!(said.contains("waits for a person's approval") && said.contains("/approvals/"), "{said}");
+    assert!(
+        said.contains("waits for a person's approval") && said.contains("/approvals/"),
+        "{said}"
+    );
     assert!(std::fs::read_to_string(dir.path().join("portcullis.toml"))
         .unwrap()
         .contains("[approvals]"));

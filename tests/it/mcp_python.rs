@@ -62,7 +62,10 @@ async fn the_python_sdk_sees_the_same_tools_redaction_and_errors_on_both_revisio
         assert_eq!(seen["secret"]["is_error"], false, "{seen}");
         let secret = seen["secret"]["text"].as_str().unwrap();
         assert!(secret.contains("<redacted, "), "{seen}");
-        assert!(!secret.contains("czNjcjN0") && !secret.contains("s3cr3t"), "no value, encoded or not: {seen}");
+        assert!(
+            !secret.contains("czNjcjN0") && !secret.contains("s3cr3t"),
+            "no value, encoded or not: {seen}"
+        );
         assert_eq!(seen["denied"]["is_error"], true);
         assert!(
             seen["denied"]["text"].as_str().unwrap().starts_with("403 Forbidden: "),

@@ -33,20 +33,33 @@ async fn get_logs_returns_at_once_and_never_asks_to_follow() {
     let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
     let agent = env.agent("ana", &[&grants[0]]);
     let client = connect(&env, &agent, stateless()).await;
-    let pod = env.sim().store().list(portcullis::sim::registry::find("", "v1", "pods").unwrap(), Some("shop"))[0]
-        ["metadata"]["name"]
+    let pod = env
+        .sim()
+        .store()
+        .list(portcullis::sim::registry::find("", "v1", "pods").unwrap(), Some("shop"))[0]["metadata"]["name"]
         .as_str()
         .unwrap()
         .to_string();
     let logs = tokio::time::timeout(
         Duration::from_secs(20),
-        ok(&client, "get_logs", json!({"cluster": CLUSTER, "namespace": "shop", "pod": pod, "tail_lines": 5})),
+        ok(
+            &client,
+            "get_logs",
+            json!({"cluster": CLUSTER, "namespace": "shop", "pod": pod, "tail_lines": 5}),
+        ),
     )
     .await
     .expect("get_logs returns without following");
     assert!(logs.lines().count() >= 5, "{logs}");
-    let asked: Vec<_> = env.sim().requests().into_iter().filter(|r| r.path.ends_with("/log")).collect();
+    let asked: Vec<_> = env
+        .sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/log"))
+        .collect();
     assert!(!asked.is_empty());
-    assert!(asked.iter().all(|r| !r.query.as_deref().unwrap_or("").contains("follow=true")));
+    assert!(asked
+        .iter()
+        .all(|r| !r.query.as_deref().unwrap_or("").contains("follow=true")));
     env.stop().await;
 }

@@ -65,6 +65,13 @@ impl Gateway {
         request: Buffered,
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
+        // Whatever happens from here (an error, or the caller going away and
+        // dropping this future), the claimed write must not stay "executing".
+        let mut unfinished = Unfinished {
+            store: self.approvals.store.clone(),
+            id: held.id.clone(),
+            done: false,
+        };
         let (store, id) = (self.approvals.store.clone(), held.id.clone());
         let sealed = blocking(move || store.held_body(&id)).await?;
         let key = self.approvals.key.as_ref();
@@ -114,6 +121,7 @@ impl Gateway {
         let (store, id) = (self.approvals.store.clone(), held.id.clone());
         let now = chrono::Utc::now();
         blocking(move || store.finish_held(&id, &outcome, now)).await?;
+        unfinished.done = true;
         tracing::info!(held = %held.id, code = parts.status.as_u16(), "approved write ran");
         let mut response = Response::from_parts(parts, body::full(answer));
         response.extensions_mut().insert(ApprovedRun {
@@ -121,6 +129,39 @@ impl Gateway {
             at: held.decided_at.unwrap_or(now),
         });
         Ok(response)
+    }
+}
+
+/// A claimed write whose run did not reach its recorded outcome. On drop it
+/// is finished with an unknown outcome: it may or may not have reached the
+/// cluster, so it is never run again, and whoever asks is told to look.
+struct Unfinished {
+    store: crate::store::Store,
+    id: String,
+    done: bool,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
+        let outcome = Outcome {
+            code: 0,
+            body: "the approved write was interrupted while it ran (the caller went away or portcullis failed); \
+                   whether it reached the cluster is unknown: check the object"
+                .into(),
+        };
+        let finish = move || {
+            if let Err(error) = store.finish_held(&id, &outcome, chrono::Utc::now()) {
+                tracing::error!(%error, held = %id, "an interrupted approved write stays executing");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(finish)),
+            Err(_) => finish(),
+        }
     }
 }
 

@@ -101,7 +101,11 @@ fn portcullis_gets_exactly_the_shipped_deploy_rbac() {
     let rules = role["rules"].as_array().expect("rules");
     assert!(rules.iter().all(|r| r["verbs"] == serde_json::json!(["impersonate"])));
     let extras = |key: &str| {
-        rules.iter().any(|r| r["resources"].as_array().is_some_and(|res| res.iter().any(|x| x == key)))
+        rules.iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|res| res.iter().any(|x| x == key))
+        })
     };
     assert!(extras("userextras/portcullis.dev/credential-id") && extras("userextras/portcullis.dev/agent-session"));
     let manager = find(&objects, "ClusterRoleBinding", "", "portcullis-rbac-manager");
