@@ -61,6 +61,24 @@ impl RequestInfo {
                 ))
     }
 
+    /// The review resources (self/local/subject access reviews,
+    /// selfsubjectreviews, tokenreviews): a create that stores nothing, so
+    /// never held for approval, and answered by the simulator from RBAC.
+    pub fn is_review(&self) -> bool {
+        self.is_resource_request
+            && matches!(
+                (self.api_group.as_str(), self.resource.as_str()),
+                ("authentication.k8s.io", "selfsubjectreviews" | "tokenreviews")
+                    | (
+                        "authorization.k8s.io",
+                        "selfsubjectaccessreviews"
+                            | "selfsubjectrulesreviews"
+                            | "localsubjectaccessreviews"
+                            | "subjectaccessreviews"
+                    )
+            )
+    }
+
     /// Is this about core/v1 Secrets (any verb, any scope)?
     pub fn is_secrets(&self) -> bool {
         self.is_resource_request && self.api_group.is_empty() && self.resource == "secrets"
@@ -512,6 +530,19 @@ mod tests {
             "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Abasic-user",
         );
         assert_eq!(role.name, "system:basic-user");
+    }
+
+    #[test]
+    fn review_resources_are_recognised_in_both_groups() {
+        assert!(info(Method::POST, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").is_review());
+        assert!(info(Method::POST, "/apis/authentication.k8s.io/v1/selfsubjectreviews").is_review());
+        assert!(info(
+            Method::POST,
+            "/apis/authorization.k8s.io/v1/namespaces/a/localsubjectaccessreviews"
+        )
+        .is_review());
+        assert!(!info(Method::POST, "/api/v1/namespaces/a/configmaps").is_review());
+        assert!(!info(Method::GET, "/apis/authorization.k8s.io/v1").is_review());
     }
 
     #[test]

@@ -112,21 +112,6 @@ pub fn decode_body(info: &RequestInfo, content_type: Option<&str>, bytes: &[u8])
     decoded.map_err(|why| undecodable(kind, version, &why))
 }
 
-/// Is `resource` in `group` one of the review resources?
-pub fn is_review(group: &str, resource: &str) -> bool {
-    matches!(
-        (group, resource),
-        ("authentication.k8s.io", "selfsubjectreviews" | "tokenreviews")
-            | (
-                "authorization.k8s.io",
-                "selfsubjectaccessreviews"
-                    | "selfsubjectrulesreviews"
-                    | "localsubjectaccessreviews"
-                    | "subjectaccessreviews"
-            )
-    )
-}
-
 /// A review request being answered: its body and how to name its kind.
 struct Review<'a> {
     body: &'a Map<String, Value>,

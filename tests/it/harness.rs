@@ -9,8 +9,9 @@ use portcullis::config::{ClusterConfig, Config, Limits, TlsConfig};
 use portcullis::identity::{Grant, Principal};
 use portcullis::sim::{Sim, SimConfig};
 use portcullis::store::Store;
+
+pub use crate::support::Kubectl;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,10 +199,13 @@ impl Portcullis {
 
     /// kubectl with a kubeconfig for `token`, default namespace `namespace`.
     pub fn kubectl(&self, token: &str, namespace: &str) -> Kubectl {
-        let kubeconfig = portcullis::demo::kubeconfig(&self.url(), &self.ca_pem, "tester", token, namespace);
-        let path = self.dir.path().join(format!("kubeconfig-{}", uuid::Uuid::new_v4()));
-        std::fs::write(&path, kubeconfig).unwrap();
-        Kubectl { kubeconfig: path }
+        Kubectl::with_kubeconfig(&portcullis::demo::kubeconfig(
+            &self.url(),
+            &self.ca_pem,
+            "tester",
+            token,
+            namespace,
+        ))
     }
 
     /// A raw HTTPS client trusting portcullis's CA (HTTP/1.1 and HTTP/2).
@@ -270,51 +274,6 @@ fn pem_to_der(pem: &str) -> Vec<u8> {
     rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
         .unwrap()
         .to_vec()
-}
-
-/// kubectl 1.37 with a kubeconfig.
-pub struct Kubectl {
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    /// Run kubectl; returns its output whatever the exit status.
-    pub fn run(&self, args: &[&str]) -> Output {
-        std::process::Command::new(crate::support::kubectl_path())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("kubectl runs")
-    }
-
-    /// Run kubectl and return stdout; panic with stderr if it fails.
-    pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Run kubectl expecting failure; return stderr.
-    pub fn fails(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            !out.status.success(),
-            "kubectl {args:?} succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-
-    /// The kubeconfig's path.
-    pub fn kubeconfig(&self) -> &PathBuf {
-        &self.kubeconfig
-    }
 }
 
 /// A raw HTTPS client.

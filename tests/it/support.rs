@@ -43,10 +43,20 @@ pub struct Kubectl {
 impl Kubectl {
     /// kubectl for `sim` as the user of `token`.
     pub fn new(sim: &Sim, token: &str) -> Kubectl {
+        Self::with_kubeconfig(&sim.kubeconfig(token))
+    }
+
+    /// kubectl with the kubeconfig `contents` (e.g. one portcullis wrote).
+    pub fn with_kubeconfig(contents: &str) -> Kubectl {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, sim.kubeconfig(token)).expect("the kubeconfig is written");
+        std::fs::write(&kubeconfig, contents).expect("the kubeconfig is written");
         Kubectl { dir, kubeconfig }
+    }
+
+    /// The kubeconfig's path.
+    pub fn kubeconfig(&self) -> &PathBuf {
+        &self.kubeconfig
     }
 
     /// kubectl for `sim` as `kubernetes-admin`.

@@ -47,23 +47,6 @@ pub struct ApprovalRef {
     pub wait: bool,
 }
 
-/// The review resources: they store nothing, so they are never held
-/// (`kubectl auth can-i` and `auth whoami` keep working). The simulator's
-/// list (`sim::reviews::is_review`) answers them; this is the gateway's own.
-fn is_review(info: &RequestInfo) -> bool {
-    matches!(
-        (info.api_group.as_str(), info.resource.as_str()),
-        ("authentication.k8s.io", "selfsubjectreviews" | "tokenreviews")
-            | (
-                "authorization.k8s.io",
-                "selfsubjectaccessreviews"
-                    | "selfsubjectrulesreviews"
-                    | "localsubjectaccessreviews"
-                    | "subjectaccessreviews"
-            )
-    )
-}
-
 fn dry_run_all(query: Option<&str>) -> bool {
     query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"))
 }
@@ -141,7 +124,7 @@ impl Gateway {
     /// Does this request wait for a person?
     async fn needs_approval(&self, ctx: &HoldCtx<'_>, query: Option<&str>) -> Result<bool, Status> {
         let info = ctx.info;
-        if !info.is_write() || info.is_stream_subresource() || is_review(info) || dry_run_all(query) {
+        if !info.is_write() || info.is_stream_subresource() || info.is_review() || dry_run_all(query) {
             return Ok(false);
         }
         let identity = ctx.identity;

@@ -83,7 +83,7 @@ async fn dispatch(state: &State, user: &UserInfo, req: Request<Incoming>, info: 
             .flatten();
         return discovery.unwrap_or_else(|| error(Status::path_not_found()));
     }
-    if reviews::is_review(&info.api_group, &info.resource) {
+    if info.is_review() {
         return review(state, user, req, &info).await;
     }
     if info.resource == "pods" && matches!(info.subresource.as_str(), "log" | "exec" | "attach" | "portforward") {
