@@ -321,3 +321,34 @@ fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    // A watch is open on the pooled HTTP/2 connection when the GOAWAY comes.
+    let watch = env.raw().stream(&format!("{path}?watch=1"), &token).await;
+    assert_eq!(watch.status(), 200);
+    let before = env.sim().connections_accepted();
+    for _ in 0..3 {
+        assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    }
+    assert_eq!(
+        env.sim().connections_accepted(),
+        before,
+        "requests share the pooled connection"
+    );
+    env.sim().goaway();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..5 {
+        assert_eq!(env.raw().get(&path, &token).await.status, 200, "survived");
+    }
+    assert!(
+        env.sim().connections_accepted() > before,
+        "a new connection was made after the GOAWAY"
+    );
+    drop(watch);
+    env.stop().await;
+}

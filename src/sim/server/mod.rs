@@ -133,6 +133,10 @@ pub(crate) struct State {
     pub(crate) tokens: TokenAuthenticator,
     pub(crate) log: RequestLog,
     pub(crate) settings: Settings,
+    /// Bumped by [`Sim::goaway`]: every open connection is asked to go away.
+    pub(crate) goaway: watch::Sender<u64>,
+    /// TLS connections accepted so far (a client's pooling is visible here).
+    pub(crate) accepted: std::sync::atomic::AtomicU64,
 }
 
 /// A running simulated cluster. Stops on [`Sim::shutdown`] or when dropped.
@@ -173,6 +177,8 @@ impl Sim {
             settings: Settings {
                 bookmark_interval: config.bookmark_interval,
             },
+            goaway: watch::Sender::new(0),
+            accepted: std::sync::atomic::AtomicU64::new(0),
         });
         let (stop, stopped) = watch::channel(false);
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config));
@@ -191,6 +197,19 @@ impl Sim {
     /// The listening address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Ask every open connection to go away, as kube-apiserver does at
+    /// random (`--goaway-chance`) and on restart: HTTP/2 clients get a GOAWAY,
+    /// HTTP/1.1 connections close after their current request; new
+    /// connections are accepted as before.
+    pub fn goaway(&self) {
+        self.state.goaway.send_modify(|generation| *generation += 1);
+    }
+
+    /// How many TLS connections the simulator has accepted.
+    pub fn connections_accepted(&self) -> u64 {
+        self.state.accepted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `https://127.0.0.1:<port>`.
@@ -299,8 +318,8 @@ async fn accept_loop(
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
+    let told_to_stop = stopped.clone();
     loop {
         tokio::select! {
             _ = stopped.wait_for(|stop| *stop) => break,
@@ -309,19 +328,65 @@ async fn accept_loop(
                 // Small answers must not wait for a delayed ACK (Nagle).
                 let _ = tcp.set_nodelay(true);
                 let (acceptor, state, builder) = (acceptor.clone(), Arc::clone(&state), builder.clone());
-                let watcher = graceful.watcher();
+                let stopped = told_to_stop.clone();
                 connections.spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    state.accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let goaway = state.goaway.subscribe();
                     let service = hyper::service::service_fn(move |req| pipeline::serve(Arc::clone(&state), req));
                     let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).into_owned();
-                    // Errors here are clients going away; nothing to do.
-                    let _ = watcher.watch(connection).await;
+                    serve_until_told_to_go(connection, goaway, stopped).await;
                 });
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
     drop(listener);
-    let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
+    // Open connections were told to go away; give them a moment, then cut.
+    let _ = tokio::time::timeout(GRACE, async { while connections.join_next().await.is_some() {} }).await;
     connections.shutdown().await;
+}
+
+/// Serve one connection until it ends; a GOAWAY request or the simulator
+/// stopping shuts it down gracefully (in-flight requests finish).
+async fn serve_until_told_to_go<C>(connection: C, mut goaway: watch::Receiver<u64>, mut stopped: watch::Receiver<bool>)
+where
+    C: std::future::Future + GracefulConnection,
+{
+    let mut connection = std::pin::pin!(connection);
+    let mut going = false;
+    loop {
+        tokio::select! {
+            // Errors here are clients going away; nothing to do.
+            _ = connection.as_mut() => return,
+            Ok(()) = goaway.changed(), if !going => {
+                going = true;
+                connection.as_mut().shut_down_gracefully();
+            }
+            _ = stopped.wait_for(|stop| *stop), if !going => {
+                going = true;
+                connection.as_mut().shut_down_gracefully();
+            }
+        }
+    }
+}
+
+/// A served connection that can be asked to finish gracefully.
+trait GracefulConnection {
+    /// Send GOAWAY (HTTP/2) or stop keep-alive (HTTP/1.1).
+    fn shut_down_gracefully(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S, E> GracefulConnection for hyper_util::server::conn::auto::UpgradeableConnection<'static, I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResBody: http_body::Body + Send + 'static,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
+{
+    fn shut_down_gracefully(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
 }
