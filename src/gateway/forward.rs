@@ -88,7 +88,7 @@ where
     let sent = if upgrade.is_some() {
         call.upstream.send_upgrade(upstream_request).await
     } else if streaming {
-        call.upstream.send(upstream_request).await
+        call.upstream.send_streaming(upstream_request).await
     } else {
         tokio::time::timeout(call.limits.request_timeout, call.upstream.send(upstream_request))
             .await

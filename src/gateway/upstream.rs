@@ -23,6 +23,10 @@ use std::time::{Duration, SystemTime};
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
 
+/// HTTP/2 connections kept for long-running requests: 64 × 250 streams
+/// carries 16,000 watches. A client opens its connection on first use.
+const STREAMING_CONNECTIONS: usize = 64;
+
 /// Why a cluster's client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -64,6 +68,12 @@ pub struct Upstream {
     base: String,
     client: HttpsClient,
     upgrade_client: HttpsClient,
+    /// Watches and other long-running requests, spread over several
+    /// HTTP/2 connections: one connection carries at most the API server's
+    /// concurrent-stream limit (250 by default), so 10,000 watches on the
+    /// ordinary pool would wait forever.
+    streaming_clients: Vec<HttpsClient>,
+    next_streaming: std::sync::atomic::AtomicUsize,
     token_file: PathBuf,
     authorization: RwLock<(HeaderValue, Option<SystemTime>)>,
     reachable: AtomicBool,
@@ -111,6 +121,10 @@ impl Upstream {
             name: config.name.clone(),
             base,
             client: client(roots.clone(), true),
+            streaming_clients: (0..STREAMING_CONNECTIONS)
+                .map(|_| client(roots.clone(), true))
+                .collect(),
+            next_streaming: std::sync::atomic::AtomicUsize::new(0),
             upgrade_client: client(roots, false),
             token_file: config.token_file.clone(),
             authorization: RwLock::new((authorization, modified)),
@@ -134,6 +148,16 @@ impl Upstream {
     /// Send an ordinary request (HTTP/2 when offered).
     pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
         self.client.request(request).await
+    }
+
+    /// Send a long-running request (watch, log follow, proxy) on the next of
+    /// the streaming connections, round robin.
+    pub async fn send_streaming(
+        &self,
+        request: Request<Body>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        let next = self.next_streaming.fetch_add(1, Ordering::Relaxed) % self.streaming_clients.len();
+        self.streaming_clients[next].request(request).await
     }
 
     /// Send an upgrade request over HTTP/1.1.

@@ -352,3 +352,23 @@ async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
     drop(watch);
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_watches_than_one_upstream_connection_carries_all_open() {
+    // The simulated cluster, like kube-apiserver, caps concurrent streams
+    // per HTTP/2 connection (200 here); 300 watches must still all open.
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps?watch=1");
+    let clients: Vec<_> = (0..3).map(|_| env.raw()).collect();
+    let opening = clients
+        .iter()
+        .flat_map(|raw| (0..100).map(|_| raw.stream(&path, &token)));
+    let watches = tokio::time::timeout(Duration::from_secs(30), futures_util::future::join_all(opening))
+        .await
+        .expect("every watch opens");
+    assert!(watches.iter().all(|w| w.status() == 200));
+    assert_eq!(env.gateway.metrics.open_streams.get(), 300);
+    drop(watches);
+    env.stop().await;
+}
