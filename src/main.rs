@@ -6,6 +6,10 @@ use portcullis::cli::{Cli, Command};
 use portcullis::config::Config;
 use std::process::ExitCode;
 
+/// See the `mimalloc` entry in Cargo.toml for why.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -13,6 +17,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("PORTCULLIS_LOG").unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -44,7 +44,8 @@ pub fn link(seq: i64, prev_hash: &str, row: &AuditRow) -> String {
     hasher.update(b"\n");
     // Serializing plain strings, numbers, booleans and timestamps cannot fail.
     hasher.update(serde_json::to_vec(row).unwrap_or_default());
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    // One formatting call for the whole digest: this runs for every row.
+    format!("{:x}", hasher.finalize())
 }
 
 /// Put `row` in the chain after `prev` (the last row's seq and hash).

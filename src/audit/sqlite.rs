@@ -12,13 +12,18 @@ use super::row::{AuditRow, ChainedRow};
 use super::store::AuditStore;
 use super::AuditError;
 use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::types::ToSqlOutput;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
+use std::collections::HashSet;
 use std::path::Path;
 
 /// The audit tables of a SQLite database.
 pub struct SqliteAuditStore {
     conn: Connection,
+    /// Ids in `audit_intents`: only their finished rows need the intent
+    /// deleted, so a read's row costs no extra statement.
+    intents: HashSet<String>,
 }
 
 impl std::fmt::Debug for SqliteAuditStore {
@@ -39,7 +44,12 @@ impl SqliteAuditStore {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         crate::store::migrate(&conn).map_err(|e| AuditError::Store(e.to_string()))?;
-        Ok(SqliteAuditStore { conn })
+        let intents = {
+            let mut stmt = conn.prepare("SELECT id FROM audit_intents")?;
+            let ids = stmt.query_map([], |r| r.get(0))?;
+            ids.collect::<Result<_, _>>()?
+        };
+        Ok(SqliteAuditStore { conn, intents })
     }
 
     fn last(conn: &Connection) -> Result<Anchor, AuditError> {
@@ -77,22 +87,22 @@ impl AuditStore for SqliteAuditStore {
                     serde_json::to_string(row).map_err(|e| AuditError::Store(e.to_string()))?
                 ])?;
             }
-            let placeholders = vec!["?"; COLUMN_COUNT + 3].join(", ");
-            let mut insert = tx.prepare_cached(&format!(
-                "INSERT INTO audit (seq, prev_hash, hash, {COLUMNS}) VALUES ({placeholders})"
-            ))?;
+            let mut insert = tx.prepare_cached(insert_sql())?;
             let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let mut prev = Self::last(&tx)?;
             for row in rows {
                 let link = chain::append(&prev, row.clone());
-                let mut values = vec![
-                    Value::Integer(link.seq),
-                    Value::Text(link.prev_hash.clone()),
-                    Value::Text(link.hash.clone()),
-                ];
-                values.extend(values_of(&link.row));
+                let mut values = Vec::with_capacity(COLUMN_COUNT + 3);
+                values.extend([
+                    ToSqlOutput::from(link.seq),
+                    ToSqlOutput::from(link.prev_hash.as_str()),
+                    ToSqlOutput::from(link.hash.as_str()),
+                ]);
+                values_of(&link.row, &mut values);
                 insert.execute(params_from_iter(values))?;
-                settle.execute(params![row.id])?;
+                if self.intents.contains(&row.id) {
+                    settle.execute(params![row.id])?;
+                }
                 prev = Anchor {
                     seq: link.seq,
                     hash: link.hash.clone(),
@@ -101,6 +111,10 @@ impl AuditStore for SqliteAuditStore {
             }
         }
         tx.commit()?;
+        self.intents.extend(intents.iter().map(|row| row.id.clone()));
+        for row in rows {
+            self.intents.remove(&row.id);
+        }
         Ok(chained)
     }
 
@@ -195,14 +209,25 @@ fn timestamp(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-fn values_of(row: &AuditRow) -> Vec<Value> {
-    let text = |s: &String| Value::Text(s.clone());
-    let int = |n: u64| Value::Integer(n.min(i64::MAX as u64) as i64);
-    let flag = |b: bool| Value::Integer(b as i64);
-    vec![
+/// `INSERT INTO audit (seq, prev_hash, hash, <COLUMNS>) VALUES (?, …)`,
+/// built once.
+fn insert_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let placeholders = vec!["?"; COLUMN_COUNT + 3].join(", ");
+        format!("INSERT INTO audit (seq, prev_hash, hash, {COLUMNS}) VALUES ({placeholders})")
+    })
+}
+
+/// The row's column values, in [`COLUMNS`] order, borrowing its text.
+fn values_of<'a>(row: &'a AuditRow, out: &mut Vec<ToSqlOutput<'a>>) {
+    let text = |s: &'a String| ToSqlOutput::from(s.as_str());
+    let int = |n: u64| ToSqlOutput::from(n.min(i64::MAX as u64) as i64);
+    let flag = |b: bool| ToSqlOutput::from(b as i64);
+    out.extend([
         text(&row.id),
-        Value::Text(timestamp(&row.started_at)),
-        Value::Text(timestamp(&row.ended_at)),
+        ToSqlOutput::from(timestamp(&row.started_at)),
+        ToSqlOutput::from(timestamp(&row.ended_at)),
         text(&row.cluster),
         text(&row.principal_kind),
         text(&row.login),
@@ -235,7 +260,7 @@ fn values_of(row: &AuditRow) -> Vec<Value> {
         flag(row.secret_revealed),
         flag(row.held),
         flag(row.approved),
-    ]
+    ]);
 }
 
 fn time_at(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {

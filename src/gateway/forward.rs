@@ -19,7 +19,7 @@ use crate::body::{self, Body};
 use crate::config::Limits;
 use crate::identity::Identity;
 use crate::status::Status;
-use http::{header, HeaderValue, Request, Response, StatusCode, Version};
+use http::{header, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
@@ -174,8 +174,7 @@ where
         extras.push((AGENT_EXTRA, agent.id.as_str()));
     }
     headers::impersonate(headers, &user, &call.groups, &extras).map_err(|e| Status::internal(e.to_string()))?;
-    let audit_id = HeaderValue::from_str(&call.audit_id.to_string()).map_err(|e| Status::internal(e.to_string()))?;
-    headers.insert("audit-id", audit_id);
+    headers.insert("audit-id", headers::audit_id_value(call.audit_id));
     let counted = Counted::new(incoming, call.sent.clone());
     let limited = http_body_util::Limited::new(counted, call.limits.request_body_bytes as usize);
     Ok(Request::from_parts(parts, body::boxed(limited)))

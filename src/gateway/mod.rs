@@ -214,9 +214,9 @@ impl Gateway {
         audit_id: uuid::Uuid,
         started: Instant,
     ) -> Response<Body> {
-        if let Ok(value) = HeaderValue::from_str(&audit_id.to_string()) {
-            response.headers_mut().insert("audit-id", value);
-        }
+        response
+            .headers_mut()
+            .insert("audit-id", headers::audit_id_value(audit_id));
         self.record(&trace, response.status().as_u16(), started);
         if !trace.audited {
             return response;
@@ -234,13 +234,17 @@ impl Gateway {
     ) -> Result<Response<Body>, Status> {
         let route = router::route(request.uri().path()).inspect_err(|_| trace.row.refused = "path".into())?;
         trace.audited = !matches!(route, Route::Healthz | Route::Readyz | Route::Metrics);
+        // The doors other than the Kubernetes API are boxed: an async fn's
+        // state is as large as its largest branch, and the MCP server's and
+        // the pages' futures would otherwise be allocated and moved with
+        // every kubectl request (memmove was a tenth of the proxy's CPU).
         match route {
             Route::Healthz => Ok(text(200, "ok".into())),
             Route::Readyz => Ok(self.readyz()),
             Route::Metrics => Ok(text(200, self.metrics.render())),
             Route::NotFound => Err(Status::path_not_found()),
-            Route::Audit => self.audit_request(request, trace).await,
-            Route::Mcp => self.mcp_request(request, trace).await,
+            Route::Audit => Box::pin(self.audit_request(request, trace)).await,
+            Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
             Route::Web(_) => {
                 // The page borrows the path: route again from an owned copy,
                 // so the request itself can be handed over.
@@ -251,7 +255,7 @@ impl Gateway {
                 };
                 let web =
                     crate::approvals::web::serve(&self.approvals, &self.authenticator, page, request, &mut trace.row);
-                Ok(web.await)
+                Ok(Box::pin(web).await)
             }
             Route::Cluster { name, path } => {
                 trace.row.cluster = name.to_string();
@@ -350,9 +354,15 @@ impl Gateway {
             audit_id,
             limits,
         };
-        let request = match self.hold(hold, request, trace).await? {
-            hold::HoldStep::Pass(request) => request,
-            hold::HoldStep::Done(response) => return Ok(response),
+        // Only writes can be held; the hold stage's future is boxed so that
+        // reads do not carry its size.
+        let request = if info.is_write() {
+            match Box::pin(self.hold(hold, request, trace)).await? {
+                hold::HoldStep::Pass(request) => request,
+                hold::HoldStep::Done(response) => return Ok(response),
+            }
+        } else {
+            request
         };
         // A write, or a Secret reveal, is on record before the cluster sees
         // it (the API server's blocking audit mode): no record, no request.
@@ -467,7 +477,9 @@ impl Gateway {
     }
 
     /// The request's log line (the audit id comes from its span) and
-    /// metrics.
+    /// metrics. The line is at debug: the audit row is the record of every
+    /// request, and formatting and writing a line per request cost the
+    /// proxy more than a sixth of its CPU on small GETs (benches/RESULTS.md).
     fn record(&self, trace: &Trace, code: u16, started: Instant) {
         let row = &trace.row;
         if !row.cluster.is_empty() {
@@ -480,7 +492,7 @@ impl Gateway {
                 })
                 .inc();
         }
-        tracing::info!(
+        tracing::debug!(
             cluster = %row.cluster,
             principal = %format_args!("{}:{}", row.principal_kind, row.login),
             client = %row.client,

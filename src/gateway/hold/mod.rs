@@ -263,7 +263,7 @@ fn digest(ctx: &HoldCtx<'_>, request: &Buffered) -> String {
         hash.update(field.as_bytes());
     }
     hash.update(Sha256::digest(&request.body));
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    format!("{:x}", hash.finalize())
 }
 
 /// Run blocking store work off the async threads; a failure is a 503.
