@@ -90,6 +90,7 @@ impl AuditStore for SqliteAuditStore {
             let mut insert = tx.prepare_cached(insert_sql())?;
             let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let mut prev = Self::last(&tx)?;
+            let fresh: HashSet<&str> = intents.iter().map(|row| row.id.as_str()).collect();
             for row in rows {
                 let link = chain::append(&prev, row.clone());
                 let mut values = Vec::with_capacity(COLUMN_COUNT + 3);
@@ -100,7 +101,7 @@ impl AuditStore for SqliteAuditStore {
                 ]);
                 values_of(&link.row, &mut values);
                 insert.execute(params_from_iter(values))?;
-                if self.intents.contains(&row.id) {
+                if self.intents.contains(&row.id) || fresh.contains(row.id.as_str()) {
                     settle.execute(params![row.id])?;
                 }
                 prev = Anchor {

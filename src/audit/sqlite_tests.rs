@@ -50,6 +50,7 @@ fn filters_select_exactly_the_matching_rows() {
     let ids = |filter: Filter| -> Vec<String> {
         let mut s = SqliteAuditStore {
             conn: Connection::open(store.conn.path().unwrap()).unwrap(),
+            intents: HashSet::new(),
         };
         s.query(&filter).unwrap().into_iter().map(|r| r.row.id).collect()
     };
@@ -172,4 +173,31 @@ fn intents_left_by_a_crash_become_rows_with_an_unknown_outcome() {
     );
     assert!(store.recover().unwrap().is_empty());
     assert_eq!(store.query(&Filter::default()).unwrap().len(), 2);
+}
+
+#[test]
+fn an_intent_is_settled_by_its_row_in_the_same_commit_or_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let same = row("ana", "create", 201);
+    let later = row("ana", "delete", 200);
+    {
+        let mut store = SqliteAuditStore::open(&path).unwrap();
+        store
+            .commit(std::slice::from_ref(&same), std::slice::from_ref(&same))
+            .unwrap();
+        store.commit(std::slice::from_ref(&later), &[]).unwrap();
+    }
+    // A new store (a restarted process) knows the intent left on disk, so
+    // the row that arrives for it settles it.
+    let mut store = SqliteAuditStore::open(&path).unwrap();
+    store.commit(&[], std::slice::from_ref(&later)).unwrap();
+    assert!(store.recover().unwrap().is_empty(), "no intent is left over");
+    let ids: Vec<String> = store
+        .query(&Filter::default())
+        .unwrap()
+        .into_iter()
+        .map(|c| c.row.id)
+        .collect();
+    assert_eq!(ids, vec![same.id, later.id]);
 }
