@@ -286,6 +286,11 @@ async fn run(
             let _ = ack.send(swept.map_err(|e| e.to_string()));
         }
         if let Some(ack) = batch.stop {
+            // Closed before `close` returns, so that whoever opens the
+            // database next (a restart, the benchmark's count) never races
+            // SQLite's own close of this connection.
+            drop(store);
+            drop(sink);
             let _ = ack.send(());
             return;
         }
