@@ -67,7 +67,7 @@ impl AuditRow {
     }
 
     /// Record what it is, as Kubernetes classifies it.
-    pub fn classify(&mut self, info: &RequestInfo, query: Option<&str>) {
+    pub fn classify(&mut self, info: &RequestInfo) {
         self.verb = info.verb.clone();
         self.api_group = info.api_group.clone();
         self.api_version = info.api_version.clone();
@@ -77,8 +77,7 @@ impl AuditRow {
         self.name = info.name.clone();
         self.write = info.is_write();
         self.discovery = !info.is_resource_request && is_discovery(&info.path);
-        self.dry_run =
-            query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"));
+        self.dry_run = info.dry_run;
     }
 }
 
@@ -171,6 +170,12 @@ impl Pending {
     }
 }
 
+/// A response portcullis made in place of the cluster's answer: why, for
+/// the row's `refused` (set as a response extension by the stage that
+/// refused).
+#[derive(Debug, Clone, Copy)]
+pub struct Refused(pub &'static str);
+
 /// Attach `row` to `response` so that it is written exactly once: when the
 /// body ends or is dropped, or, for an upgraded stream, when the stream
 /// closes. `sent` counts the request body bytes forwarded.
@@ -181,6 +186,9 @@ pub fn attach(
     response: Response<Body>,
 ) -> Response<Body> {
     row.code = response.status().as_u16();
+    if let Some(Refused(why)) = response.extensions().get::<Refused>() {
+        row.refused = (*why).into();
+    }
     let pending = Pending {
         writer: writer.clone(),
         row,
@@ -287,16 +295,20 @@ mod tests {
 
     #[test]
     fn dry_run_and_writes_are_flagged_from_the_request() {
-        let info = crate::gateway::classify::classify(&http::Method::POST, "/api/v1/namespaces/shop/configmaps", None);
+        let info = crate::gateway::classify::classify(
+            &http::Method::POST,
+            "/api/v1/namespaces/shop/configmaps",
+            Some("dryRun=All&fieldManager=kubectl"),
+        );
         let mut row = AuditRow::default();
-        row.classify(&info, Some("dryRun=All&fieldManager=kubectl"));
+        row.classify(&info);
         assert!(row.write && row.dry_run && !row.discovery);
         assert_eq!(
             (row.verb.as_str(), row.namespace.as_str(), row.resource.as_str()),
             ("create", "shop", "configmaps")
         );
         let discovery = crate::gateway::classify::classify(&http::Method::GET, "/apis/apps/v1", None);
-        row.classify(&discovery, None);
+        row.classify(&discovery);
         assert!(row.discovery && !row.write && !row.dry_run);
     }
 

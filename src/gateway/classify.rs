@@ -2,8 +2,11 @@
 //!
 //! Audit rows, policy (is this a write? a Secret read?) and the simulated
 //! cluster's RBAC all need the same answer to "what is this request", so it is
-//! computed once, from the path as it will be forwarded.
+//! computed once, from the path as it will be forwarded. Query parameters
+//! are read as the API server reads them ([`super::query`]): a watch that
+//! portcullis took for a list would be redacted as a list.
 
+use super::query::Query;
 use serde::Serialize;
 
 /// What a request is, in Kubernetes' own words.
@@ -28,8 +31,11 @@ pub struct RequestInfo {
     pub resource: String,
     /// e.g. `log`, `exec`, `status`, `scale`.
     pub subresource: String,
-    /// Object name, when the path names one.
+    /// Object name, when the path names one (or, for a list or watch, a
+    /// `fieldSelector` of `metadata.name=<name>`, as the API server takes it).
     pub name: String,
+    /// `dryRun=All`: the server runs every stage but storage.
+    pub dry_run: bool,
 }
 
 impl RequestInfo {
@@ -153,9 +159,12 @@ fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> 
     }
     info.resource = rest[0].to_string();
 
+    let query = Query::parse(query);
     if info.name.is_empty() && info.verb == "get" {
-        info.verb = if query_is_watch(query) { "watch" } else { "list" }.to_string();
+        info.verb = if query.watch() { "watch" } else { "list" }.to_string();
+        info.name = query.selected_name().unwrap_or_default();
     }
+    info.dry_run = query.dry_run();
     if info.name.is_empty() && info.verb == "delete" {
         info.verb = "deletecollection".to_string();
     }
@@ -171,13 +180,6 @@ fn verb_for_method(method: &http::Method) -> &'static str {
         http::Method::DELETE => "delete",
         _ => "",
     }
-}
-
-/// `watch=1|true|t|T|TRUE|True`, as Go's `strconv.ParseBool` reads it.
-fn query_is_watch(query: Option<&str>) -> bool {
-    let Some(query) = query else { return false };
-    form_urlencoded::parse(query.as_bytes())
-        .any(|(k, v)| k == "watch" && matches!(&*v, "1" | "t" | "T" | "true" | "TRUE" | "True"))
 }
 
 #[cfg(test)]
@@ -530,6 +532,37 @@ mod tests {
             "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Abasic-user",
         );
         assert_eq!(role.name, "system:basic-user");
+    }
+
+    #[test]
+    fn every_spelling_of_watch_the_api_server_takes_is_a_watch() {
+        for query in ["watch", "watch=", "watch=yes", "watch=1&watch=0", "wat%63h=t"] {
+            let got = info(Method::GET, &format!("/api/v1/namespaces/shop/secrets?{query}"));
+            assert_eq!(got.verb, "watch", "{query}");
+        }
+        for query in ["watch=0", "watch=FALSE", "watch=0&watch=1", "watch=1;", "watch=%zz"] {
+            let got = info(Method::GET, &format!("/api/v1/namespaces/shop/secrets?{query}"));
+            assert_eq!(got.verb, "list", "{query}");
+        }
+    }
+
+    #[test]
+    fn a_list_or_watch_selecting_one_name_names_it_and_dry_run_is_read_like_the_server() {
+        let watch = info(
+            Method::GET,
+            "/api/v1/namespaces/shop/secrets?watch&fieldSelector=metadata.name%3Ddb",
+        );
+        assert_eq!((watch.verb.as_str(), watch.name.as_str()), ("watch", "db"));
+        let list = info(Method::GET, "/api/v1/secrets?fieldSelector=metadata.name%3Ddb&limit=x");
+        assert_eq!((list.verb.as_str(), list.name.as_str()), ("list", ""));
+        let delete = info(
+            Method::DELETE,
+            "/api/v1/namespaces/shop/secrets?fieldSelector=metadata.name%3Ddb",
+        );
+        assert_eq!((delete.verb.as_str(), delete.name.as_str()), ("deletecollection", ""));
+        assert!(info(Method::POST, "/api/v1/namespaces/shop/configmaps?dryRun=All").dry_run);
+        assert!(!info(Method::POST, "/api/v1/namespaces/shop/configmaps?dryRun=All;").dry_run);
+        assert!(!info(Method::POST, "/api/v1/namespaces/shop/configmaps?dryRun=All&dryRun=x").dry_run);
     }
 
     #[test]

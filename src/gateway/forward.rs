@@ -146,10 +146,7 @@ fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, Sta
 /// follow is an ordinary bounded response.
 fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
     if info.subresource == "log" {
-        let follow = query.is_some_and(|q| {
-            form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "follow" && matches!(&*v, "true" | "1"))
-        });
-        return follow;
+        return super::query::Query::parse(query).flag("follow");
     }
     info.is_long_running()
 }

@@ -27,6 +27,7 @@ pub mod hold;
 pub mod limits;
 pub mod metrics;
 pub mod policy;
+pub mod query;
 pub mod redact;
 pub mod router;
 pub mod upstream;
@@ -328,7 +329,7 @@ impl Gateway {
             trace.row.session = agent.id.clone();
         }
         let info = classify::classify(request.method(), path, request.uri().query());
-        trace.row.classify(&info, request.uri().query());
+        trace.row.classify(&info);
         let (groups, reveal_secrets) = match self.policy.decide(identity, &upstream.name, &info).await {
             Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
             Err(e) => {

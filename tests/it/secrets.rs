@@ -3,6 +3,7 @@
 //! answer here; who sees what, tokens and refusals in [`access`].
 
 mod access;
+mod watch;
 
 use crate::harness::{Kubectl, Portcullis};
 use http::Method;

@@ -25,13 +25,18 @@
 //!    upstream with `Accept` narrowed to the client's JSON entries (see
 //!    [`accept`]) and no `Accept-Encoding`, so the answer is always plain
 //!    JSON; a client accepting no JSON gets 406 and nothing is sent.
-//! 2. [`Transform::apply`] transforms the answer. A watch is redacted event
-//!    by event as it streams ([`watch`]); any other answer is read whole
-//!    (it is already capped at the response limit), redacted and sent with
-//!    a fresh length. A Status passes unchanged.
-//! 3. It fails closed: an answer that cannot be parsed or redacted is
-//!    refused with a 502 Status (a watch already under way ends with an
-//!    ERROR event), never passed on. Bodies are never logged.
+//! 2. [`Transform::apply`] transforms the answer, reading it as the answer
+//!    itself says, not only as the request looked: a watch (by its
+//!    `Content-Type`, by the request, or because its first line is a watch
+//!    event) is redacted event by event as it streams ([`watch`]); any
+//!    other JSON answer is read whole (it is already capped at the response
+//!    limit), redacted and sent with a fresh length. A Status passes
+//!    unchanged.
+//! 3. It fails closed: an answer that is not JSON, cannot be parsed, or
+//!    holds a shape or kind the redactor does not know ([`object`]) is
+//!    refused with a 502 Status and an audit row marked `unredactable` (a
+//!    watch already under way ends with an ERROR event), never passed on.
+//!    Bodies are never logged.
 //!
 //! Every other response passes through [`Transform::Pass`] untouched: it
 //! pays nothing.
@@ -46,7 +51,8 @@ use crate::body::{self, Body, BoxError};
 use crate::identity::Identity;
 use crate::status::Status;
 use bytes::Bytes;
-use http::header::{HeaderMap, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH};
+use bytes::BytesMut;
+use http::header::{HeaderMap, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use http::response::Parts;
 use http::Response;
 use http_body_util::BodyExt;
@@ -70,6 +76,12 @@ pub enum RedactError {
     /// A field does not have the shape Kubernetes gives it.
     #[error("the response's `{0}` does not have the expected shape")]
     Shape(&'static str),
+    /// An object of a kind portcullis cannot hide values in.
+    #[error("the response holds an object of kind {0:?}, which portcullis does not redact")]
+    UnknownKind(String),
+    /// The body is in a format portcullis cannot read (YAML, protobuf, …).
+    #[error("the response is {0:?}, not JSON")]
+    ContentType(String),
     /// A `data` value is not base64.
     #[error("a Secret's data value is not base64")]
     NotBase64,
@@ -159,6 +171,14 @@ fn target(info: &RequestInfo, identity: &Identity, reveal_secrets: bool) -> Opti
 impl Transform {
     /// Apply to the cluster's answer (`parts`, `body`); `limit` bounds one
     /// watch event (the body of any other answer is capped already).
+    ///
+    /// How the body is read is decided from the answer itself, not only
+    /// from the request: `application/json;stream=watch`, or a request
+    /// classified as a watch, is read event by event; any other JSON answer
+    /// is read whole unless its first line turns out to be a watch event
+    /// (kube-apiserver serves JSON watches as plain `application/json`), and
+    /// then it is read event by event from there. Anything not JSON is
+    /// refused.
     pub async fn apply<B>(self, mut parts: Parts, body: B, limit: u64) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
@@ -173,32 +193,99 @@ impl Transform {
             let encoding = String::from_utf8_lossy(encoding.as_bytes()).into_owned();
             return refused(&RedactError::Encoded(encoding));
         }
-        if watch && parts.status.is_success() {
-            return Response::from_parts(parts, body::boxed(watch::RedactedWatch::new(body, target, limit)));
-        }
-        match read_and_redact(body, target).await {
-            Ok(redacted) => Response::from_parts(parts, body::full(redacted)),
+        match framing(&parts, watch) {
             Err(error) => refused(&error),
+            Ok(Framing::Watch) => {
+                Response::from_parts(parts, body::boxed(watch::RedactedWatch::new(body, target, limit)))
+            }
+            Ok(Framing::Json) => match read_json(body, target, limit).await {
+                Read::Whole(Ok(redacted)) => Response::from_parts(parts, body::full(redacted)),
+                Read::Whole(Err(error)) => refused(&error),
+                Read::Watch(events) => Response::from_parts(parts, body::boxed(events)),
+            },
         }
     }
 }
 
-/// Read a whole (capped) body and redact it.
-async fn read_and_redact<B>(body: B, target: Target) -> Result<Bytes, RedactError>
+/// How a response to be redacted is read.
+enum Framing {
+    /// One JSON document, unless it turns out to be watch events.
+    Json,
+    /// Newline-delimited watch events, redacted as they arrive.
+    Watch,
+}
+
+/// Decide from the answer's `Content-Type` (and, for a success, whether
+/// the request was a watch) how to read it.
+fn framing(parts: &Parts, watch: bool) -> Result<Framing, RedactError> {
+    let Some(value) = parts.headers.get(CONTENT_TYPE) else {
+        return Ok(Framing::Json);
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| RedactError::ContentType("unreadable".into()))?;
+    let mut fields = value.split(';');
+    let media = fields.next().unwrap_or_default().trim();
+    if !media.eq_ignore_ascii_case("application/json") {
+        let shown: String = media.chars().filter(|c| c.is_ascii_graphic()).take(64).collect();
+        return Err(RedactError::ContentType(shown));
+    }
+    let stream = fields.any(|field| {
+        field
+            .split_once('=')
+            .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("stream") && v.trim().eq_ignore_ascii_case("watch"))
+    });
+    Ok(if (stream || watch) && parts.status.is_success() {
+        Framing::Watch
+    } else {
+        Framing::Json
+    })
+}
+
+/// What reading a JSON answer found.
+enum Read<B> {
+    /// The whole body, redacted (or why it could not be).
+    Whole(Result<Bytes, RedactError>),
+    /// A watch stream after all, redacted from its first event on.
+    Watch(watch::RedactedWatch<B>),
+}
+
+/// Read a JSON answer (already capped) whole and redact it; if its first
+/// line is a watch event, hand the stream to the watch redactor instead,
+/// so a watch portcullis did not expect is neither held whole nor passed.
+async fn read_json<B>(mut body: B, target: Target, limit: u64) -> Read<B>
 where
-    B: http_body::Body<Data = Bytes>,
+    B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    let bytes = body
-        .collect()
-        .await
-        .map_err(|e| RedactError::Incomplete(e.into()))?
-        .to_bytes();
+    let mut buffer = BytesMut::new();
+    let mut sniffed = false;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Err(error) => return Read::Whole(Err(RedactError::Incomplete(error.into()))),
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    buffer.extend_from_slice(&data);
+                }
+            }
+        }
+        if sniffed {
+            continue;
+        }
+        if let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            sniffed = true;
+            if object::starts_like_event(&buffer[..end]) {
+                let events = watch::RedactedWatch::new(body, target, limit).after(buffer.freeze());
+                return Read::Watch(events);
+            }
+        }
+    }
+    let bytes = buffer.freeze();
     // An empty body (a HEAD, a 204) holds no value.
     if bytes.is_empty() {
-        return Ok(bytes);
+        return Read::Whole(Ok(bytes));
     }
-    Ok(object::redact_json(&bytes, target)?.map(Bytes::from).unwrap_or(bytes))
+    Read::Whole(object::redact_json(&bytes, target).map(|redacted| redacted.map(Bytes::from).unwrap_or(bytes)))
 }
 
 /// The Status a response that could not be redacted is replaced with.
@@ -228,9 +315,18 @@ fn refusal(error: &RedactError) -> Status {
 
 fn refused(error: &RedactError) -> Response<Body> {
     tracing::warn!(%error, "a response carrying Secrets could not be redacted: refused");
-    refusal(error).response()
+    let mut response = refusal(error).response();
+    // The audit row says portcullis refused it, not only that it was a 502.
+    response
+        .extensions_mut()
+        .insert(crate::audit::record::Refused("unredactable"));
+    response
 }
 
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "property_tests.rs"]
+mod property_tests;

@@ -1,10 +1,13 @@
-//! Redaction of one parsed JSON document: a Secret, a list of them, a Table,
-//! PartialObjectMetadata (and its list), a watch event, or a TokenRequest.
+//! Redaction of parsed JSON: a Secret, a list of them (SecretList, a `v1`
+//! List, PartialObjectMetadataList), a Table (with or without objects),
+//! PartialObjectMetadata, watch events, or a TokenRequest.
 //!
-//! The request decides what the answer is about ([`Target`]), so objects
-//! are redacted by their shape rather than trusted by their `kind`: a list
-//! item without `kind` (as kube-apiserver writes them) is still a Secret.
-//! Anything that does not have the expected shape is an error, never passed.
+//! The request decides what the answer is about ([`Target`]); each document
+//! is then recognised by its `kind`, strictly. A list item without `kind`
+//! (as kube-apiserver writes them) is a Secret; a kind portcullis does not
+//! know how to hide values in (a ConfigMap in a `v1` List, a Table whose row
+//! holds a Pod) is an error, and so is anything without the expected shape:
+//! never passed. A body of several JSON values is a watch's events.
 
 use super::RedactError;
 use serde_json::{Map, Value};
@@ -35,37 +38,113 @@ pub fn marker(len: usize) -> String {
     format!("<redacted, {len} bytes>")
 }
 
-/// Redact a whole response body. `None` when it passes unchanged: a Status
-/// carries no object.
-pub fn redact_json(body: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactError> {
-    let mut document: Value = serde_json::from_slice(body).map_err(RedactError::not_json)?;
-    if is_status(&document) {
-        return Ok(None);
-    }
-    redact_document(&mut document, target)?;
-    serde_json::to_vec(&document)
-        .map(Some)
-        .map_err(|_| RedactError::Serialize)
-}
-
 /// Redact one watch event (a line of a watch stream, without its newline).
 /// `None` when it passes unchanged: an ERROR event carries a Status.
+/// A line that is a whole object instead (a watch answered with one
+/// document) is redacted as that object.
 pub fn redact_event(line: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactError> {
     let mut event: Value = serde_json::from_slice(line).map_err(RedactError::not_json)?;
+    if event.get("kind").is_some() {
+        if is_status(&event) {
+            return Ok(None);
+        }
+        redact_document(&mut event, target)?;
+        return serde_json::to_vec(&event).map(Some).map_err(|_| RedactError::Serialize);
+    }
+    if redact_event_value(&mut event, target)? {
+        return serde_json::to_vec(&event).map(Some).map_err(|_| RedactError::Serialize);
+    }
+    Ok(None)
+}
+
+/// Redact a parsed watch event in place; false when it is an ERROR event,
+/// which carries a Status and is left as it is.
+fn redact_event_value(event: &mut Value, target: Target) -> Result<bool, RedactError> {
     let fields = event.as_object_mut().ok_or(RedactError::NotAnObject)?;
-    match fields.get("type").and_then(Value::as_str) {
-        Some("ERROR") => return Ok(None),
-        Some(_) => {}
+    let error = match fields.get("type").and_then(Value::as_str) {
+        Some(kind) => kind == "ERROR",
         None => return Err(RedactError::Shape("type")),
+    };
+    let object = fields.get_mut("object").ok_or(RedactError::Shape("object"))?;
+    if error {
+        // Only a Status may pass unread.
+        return if is_status(object) {
+            Ok(false)
+        } else {
+            Err(RedactError::Shape("object"))
+        };
     }
     // A BOOKMARK's object is a Secret with metadata only: redacting it
     // changes nothing, and nothing is trusted by its event type.
-    let object = fields.get_mut("object").ok_or(RedactError::Shape("object"))?;
     redact_document(object, target)?;
-    serde_json::to_vec(&event).map(Some).map_err(|_| RedactError::Serialize)
+    Ok(true)
 }
 
-/// Redact a parsed document (a Status is left as it is).
+/// Is this parsed JSON value a watch event rather than an object? An event
+/// has `type` and `object` and, unlike every Kubernetes object, no `kind`.
+pub fn is_event(value: &Value) -> bool {
+    value.get("kind").is_none() && value.get("type").is_some() && value.get("object").is_some()
+}
+
+/// Does this first line of a body look like a watch event? Cheap for an
+/// object: only a line whose first key is `type` or `object` (as every
+/// watch event's is, and no Kubernetes object's) is scanned, without
+/// building it, for `type` and `object` and no `kind`.
+pub fn starts_like_event(line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        kind: Option<serde::de::IgnoredAny>,
+        #[serde(rename = "type")]
+        kind_of_event: Option<serde::de::IgnoredAny>,
+        object: Option<serde::de::IgnoredAny>,
+    }
+    let text = line.trim_ascii_start();
+    let first_key = text
+        .strip_prefix(b"{")
+        .map(<[u8]>::trim_ascii_start)
+        .and_then(|rest| rest.strip_prefix(b"\""));
+    let likely = first_key.is_some_and(|key| key.starts_with(b"type\"") || key.starts_with(b"object\""));
+    likely
+        && serde_json::from_slice::<Shape>(line)
+            .is_ok_and(|shape| shape.kind.is_none() && shape.kind_of_event.is_some() && shape.object.is_some())
+}
+
+/// Redact a whole body that may hold several JSON values: one object, or
+/// the events of a watch that ended (possibly served as plain JSON).
+/// `None` when it passes unchanged (a single Status).
+pub fn redact_json(body: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactError> {
+    let mut values = Vec::new();
+    for value in serde_json::Deserializer::from_slice(body).into_iter::<Value>() {
+        values.push(value.map_err(RedactError::not_json)?);
+    }
+    match values.as_mut_slice() {
+        [] => Err(RedactError::NotAnObject),
+        [document] if !is_event(document) => {
+            if is_status(document) {
+                return Ok(None);
+            }
+            redact_document(document, target)?;
+            serde_json::to_vec(document)
+                .map(Some)
+                .map_err(|_| RedactError::Serialize)
+        }
+        events => {
+            let mut out = Vec::with_capacity(body.len());
+            for event in events {
+                if !is_event(event) {
+                    return Err(RedactError::Shape("watch event"));
+                }
+                redact_event_value(event, target)?;
+                serde_json::to_writer(&mut out, event).map_err(|_| RedactError::Serialize)?;
+                out.push(b'\n');
+            }
+            Ok(Some(out))
+        }
+    }
+}
+
+/// Redact a parsed document (a Status is left as it is). Its shape is
+/// recognised by `kind`, strictly: anything else is an error.
 pub fn redact_document(document: &mut Value, target: Target) -> Result<(), RedactError> {
     if is_status(document) {
         return Ok(());
@@ -81,18 +160,39 @@ fn is_status(document: &Value) -> bool {
         && document.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
-/// A Secret, a list of them (SecretList, List, PartialObjectMetadataList),
-/// a Table, or a PartialObjectMetadata.
+fn kind(fields: &Map<String, Value>) -> Result<&str, RedactError> {
+    fields
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or(RedactError::Shape("kind"))
+}
+
+/// A Secret or its PartialObjectMetadata; a list of them (SecretList, a
+/// `v1` List, PartialObjectMetadataList); or a Table. Any other kind in a
+/// Secret response is refused: it is a shape portcullis does not know how
+/// to hide values in.
 fn secrets_document(document: &mut Value, target: Target) -> Result<(), RedactError> {
     let fields = document.as_object_mut().ok_or(RedactError::NotAnObject)?;
-    if fields.get("kind").and_then(Value::as_str) == Some("Table") {
-        return table(fields, target);
+    match kind(fields)? {
+        "Secret" | "PartialObjectMetadata" => secret_fields(fields, target),
+        "SecretList" | "List" | "PartialObjectMetadataList" => list_items(fields, target),
+        "Table" => table(fields, target),
+        other => Err(RedactError::UnknownKind(bounded_kind(other))),
     }
+}
+
+/// A kind named in an error: short, printable (it comes from the cluster).
+fn bounded_kind(kind: &str) -> String {
+    kind.chars().filter(|c| c.is_ascii_alphanumeric()).take(64).collect()
+}
+
+/// A list's items: typed lists leave `kind` out of their items; a `v1`
+/// List gives each item its own.
+fn list_items(fields: &mut Map<String, Value>, target: Target) -> Result<(), RedactError> {
     match fields.get_mut("items") {
         Some(Value::Array(items)) => items.iter_mut().try_for_each(|item| secret(item, target)),
-        Some(Value::Null) => Ok(()),
+        None | Some(Value::Null) => Ok(()),
         Some(_) => Err(RedactError::Shape("items")),
-        None => secret_fields(fields, target),
     }
 }
 
@@ -113,8 +213,15 @@ fn table(fields: &mut Map<String, Value>, target: Target) -> Result<(), RedactEr
     Ok(())
 }
 
+/// A list item or a row's object: a Secret (its `kind` may be left out)
+/// or its PartialObjectMetadata; any other kind is refused.
 fn secret(object: &mut Value, target: Target) -> Result<(), RedactError> {
-    secret_fields(object.as_object_mut().ok_or(RedactError::NotAnObject)?, target)
+    let fields = object.as_object_mut().ok_or(RedactError::NotAnObject)?;
+    match fields.get("kind").map(Value::as_str) {
+        None | Some(Some("Secret" | "PartialObjectMetadata")) => secret_fields(fields, target),
+        Some(Some(other)) => Err(RedactError::UnknownKind(bounded_kind(other))),
+        Some(None) => Err(RedactError::Shape("kind")),
+    }
 }
 
 /// One Secret (or its PartialObjectMetadata, which has no values).
@@ -124,8 +231,8 @@ fn secret_fields(fields: &mut Map<String, Value>, target: Target) -> Result<(), 
         Target::TypedSecrets => base64_marker,
         _ => marker,
     };
-    redact_values(fields, "data", decoded_len, data_marker)?;
-    redact_values(fields, "stringData", |text| Ok(text.len()), marker)
+    hide_values(fields, "data", decoded_len, data_marker)?;
+    hide_values(fields, "stringData", |text| Ok(text.len()), marker)
 }
 
 fn base64_marker(len: usize) -> String {
@@ -151,7 +258,7 @@ fn forget_last_applied(fields: &mut Map<String, Value>) -> Result<(), RedactErro
 
 /// Replace each value of the map `field` with its `marker`; `len` measures
 /// a value (a null value is empty, as Go writes a nil byte slice).
-fn redact_values(
+fn hide_values(
     fields: &mut Map<String, Value>,
     field: &'static str,
     len: fn(&str) -> Result<usize, RedactError>,
@@ -194,6 +301,10 @@ fn decoded_len(text: &str) -> Result<usize, RedactError> {
 /// A TokenRequest's `status.token`, the only value in it.
 fn token_request(document: &mut Value) -> Result<(), RedactError> {
     let fields = document.as_object_mut().ok_or(RedactError::NotAnObject)?;
+    match kind(fields)? {
+        "TokenRequest" => {}
+        other => return Err(RedactError::UnknownKind(bounded_kind(other))),
+    }
     let status = match fields.get_mut("status") {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Object(status)) => status,

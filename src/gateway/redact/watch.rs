@@ -23,6 +23,8 @@ pub struct RedactedWatch<B> {
     limit: usize,
     /// The start of an event whose newline has not arrived yet.
     partial: BytesMut,
+    /// Bytes read before the stream was known to be a watch.
+    read_ahead: Option<Bytes>,
     ended: bool,
 }
 
@@ -36,8 +38,16 @@ impl<B> RedactedWatch<B> {
             target,
             limit,
             partial: BytesMut::new(),
+            read_ahead: None,
             ended: false,
         }
+    }
+
+    /// Start with `read` (what was read of `inner` before it turned out to
+    /// be a watch), then go on with `inner`.
+    pub fn after(mut self, read: Bytes) -> Self {
+        self.read_ahead = Some(read);
+        self
     }
 
     /// Redact the complete events in `data`, keeping its unfinished tail.
@@ -114,6 +124,12 @@ where
         loop {
             if this.ended {
                 return Poll::Ready(None);
+            }
+            if let Some(read) = this.read_ahead.take() {
+                if let Some(out) = this.feed(&read) {
+                    return Poll::Ready(Some(Ok(Frame::data(out))));
+                }
+                continue;
             }
             let data = match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
                 None => return Poll::Ready(this.finish().map(|out| Ok(Frame::data(out)))),

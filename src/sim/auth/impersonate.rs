@@ -48,6 +48,7 @@ impl Request {
             subresource: subresource.into(),
             name: name.clone(),
             path: String::new(),
+            dry_run: false,
         }
     }
 }

@@ -58,6 +58,7 @@ impl AccessSpec {
                 subresource: r.subresource.clone(),
                 name: r.name.clone(),
                 path: String::new(),
+                dry_run: false,
             };
         }
         let n = self.non_resource_attributes.as_ref();
