@@ -51,6 +51,7 @@ pub mod body;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod document;
 pub mod gateway;
 pub mod identity;
 pub mod mcp;

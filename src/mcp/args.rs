@@ -111,7 +111,7 @@ pub struct ReadSecret {
 pub struct Apply {
     /// The cluster, a name from `list_clusters`.
     pub cluster: String,
-    /// One whole object, YAML or JSON, with apiVersion, kind, metadata.name (and metadata.namespace when namespaced). Fields you leave out that you set before through apply are removed.
+    /// One whole object, YAML or JSON (at most 1 MiB; YAML anchors and aliases are refused), with apiVersion, kind, metadata.name (and metadata.namespace when namespaced). Fields you leave out that you set before through apply are removed.
     pub manifest: String,
     /// Take over fields another manager owns (only after a conflict you understood).
     pub force: Option<bool>,

@@ -15,7 +15,7 @@
 //! 2. applies the per-credential rate limit ([`ratelimit`]), before the body
 //!    is read;
 //! 3. reads the body under the request body limit and refuses a JSON-RPC
-//!    batch;
+//!    batch, and JSON nested deeper than [`crate::document::MAX_DEPTH`];
 //! 4. puts a [`Caller`] into the request's extensions, which rmcp hands to
 //!    the tool with the request's parts.
 //!
@@ -44,6 +44,7 @@ pub mod write_tools;
 use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
 use crate::config::Config;
+use crate::document::DocumentError;
 use crate::gateway::Gateway;
 use crate::identity::Identity;
 use crate::status::Status;
@@ -160,8 +161,9 @@ impl Endpoint {
         response.map(body::boxed)
     }
 
-    /// The whole body, under the limit; a batch is refused. Notes the tool
-    /// called (if any) in the audit row.
+    /// The whole body, under the limit; a batch, and JSON nested deeper than
+    /// [`crate::document::MAX_DEPTH`], are refused. Notes the tool called (if
+    /// any) in the audit row.
     async fn read_body(&self, incoming: Incoming, row: &mut AuditRow) -> Result<Bytes, Box<Response<Body>>> {
         let limit = usize::try_from(self.body_limit).unwrap_or(usize::MAX);
         let Ok(collected) = Limited::new(incoming, limit).collect().await else {
@@ -183,7 +185,23 @@ impl Endpoint {
             let message = "JSON-RPC batches are not accepted: send one message per request";
             return Err(Box::new(refusal(400, "request.batch", message, json!({}))));
         }
-        if let Ok(message) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        let message = match crate::document::parse_json(&bytes, crate::document::Bounds::body(limit)) {
+            Ok(message) => Some(message),
+            Err(error @ DocumentError::TooDeep { limit }) => {
+                row.refused = "body_too_deep".into();
+                let message = format!("the request body {error}");
+                return Err(Box::new(refusal(
+                    400,
+                    "request.too_deep",
+                    &message,
+                    json!({"limit": limit}),
+                )));
+            }
+            // Malformed JSON is rmcp's to answer, as a JSON-RPC parse error
+            // (the size was bounded above).
+            Err(_) => None,
+        };
+        if let Some(message) = message {
             if message["method"] == "tools/call" {
                 row.tool = message["params"]["name"]
                     .as_str()

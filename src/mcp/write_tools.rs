@@ -14,6 +14,7 @@ use super::read_tools::{json, namespace_of};
 use super::render;
 use super::server::{outcome, Tools};
 use crate::access::{AccessAsk, AccessError, Requester};
+use crate::document::{self, Bounds};
 use http::Method;
 use rmcp::handler::server::tool::{Extension, InputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
@@ -134,8 +135,9 @@ fn approved_line(answer: &Answer) -> String {
 }
 
 async fn apply(ctx: &ToolContext, args: Apply, repeat: &Repeat) -> Result<String, ToolError> {
-    let manifest: Value = serde_yaml::from_str(&args.manifest)
-        .map_err(|e| ToolError::invalid("manifest", format!("the manifest is not one YAML or JSON object: {e}")))?;
+    // Bounded before anything is built: an alias bomb would expand here.
+    let manifest = document::parse_json_or_yaml(args.manifest.as_bytes(), Bounds::MANIFEST)
+        .map_err(|e| ToolError::invalid("manifest", format!("the manifest {e}")))?;
     let field = |path: &[&str]| {
         path.iter()
             .try_fold(&manifest, |v, k| v.get(k))

@@ -13,6 +13,7 @@ mod cdp;
 mod cli;
 mod demo;
 mod mcp;
+mod document_limits;
 mod mcp_errors;
 mod mcp_python;
 mod mcp_timeouts;
