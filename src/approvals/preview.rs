@@ -2,8 +2,15 @@
 //! result, without the fields the server manages, Secret values hidden —
 //! the ones the write changes marked `<redacted, N bytes, changed>`, so a
 //! change that keeps a value's size still shows — and a diff of the two.
+//!
+//! Secret values are hidden by the same redactor as the responses
+//! (`redact_document`), so a preview hides whatever a response would, in
+//! every shape the redactor knows (a Secret, a list of them, …); a shape it
+//! refuses is refused here too, and the write is not held.
 
 use super::diff::diff;
+use crate::gateway::redact::object::{self, redact_document, Target, LAST_APPLIED};
+use crate::gateway::redact::RedactError;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -34,31 +41,48 @@ pub struct Preview {
     pub diff: String,
 }
 
-/// The preview would be too large to hold.
+/// Why a write cannot be held with a preview.
 #[derive(Debug, thiserror::Error)]
-#[error("the preview of this write is {0} bytes, over portcullis's limit of {PREVIEW_LIMIT}: it cannot be held for approval")]
-pub struct PreviewTooLarge(pub usize);
+pub enum PreviewError {
+    /// The preview would be too large to hold.
+    #[error("the preview of this write is {0} bytes, over portcullis's limit of {PREVIEW_LIMIT}: it cannot be held for approval")]
+    TooLarge(usize),
+    /// The Secret values in the dry run's answer (or the current object)
+    /// could not be hidden, so nothing of it may be stored or shown.
+    #[error("the dry run of this Secret write answered in a shape whose values portcullis cannot hide ({0}): it cannot be held for approval, and nothing was changed")]
+    Unredactable(RedactError),
+    /// A value or the last-applied annotation was still there after hiding.
+    #[error("the preview of this Secret write would still show a value: it cannot be held for approval, and nothing was changed")]
+    Leaked,
+}
 
 /// Build the preview. `secret`: the objects are core/v1 Secrets (values
-/// hidden); `deleting`: the write removes the object.
+/// hidden); `deleting`: the write removes the object (or, for a
+/// deletecollection, the objects listed in `result`).
 pub fn build(
     current: Option<Value>,
     current_note: String,
     result: Value,
     secret: bool,
     deleting: bool,
-) -> Result<Preview, PreviewTooLarge> {
+) -> Result<Preview, PreviewError> {
     let mut current = current;
     let mut result = result;
     if secret {
-        hide_values(&mut result, Side::Result(current.as_ref()));
-        if let Some(current) = current.as_mut() {
-            hide_values(current, Side::Current);
-        }
+        hide_values(current.as_mut(), &mut result, deleting)?;
     }
     current.iter_mut().for_each(strip_server_fields);
     strip_server_fields(&mut result);
-    let before = current.as_ref().map(yaml).unwrap_or_default();
+    if let Some(Value::Array(items)) = result.get_mut("items") {
+        items.iter_mut().for_each(strip_server_fields);
+    }
+    // A deletecollection has no one current object: what it removes is the
+    // dry run's list.
+    let before = match &current {
+        Some(current) => yaml(current),
+        None if deleting => yaml(&result),
+        None => String::new(),
+    };
     let after = if deleting { String::new() } else { yaml(&result) };
     let preview = Preview {
         current,
@@ -66,9 +90,12 @@ pub fn build(
         result,
         diff: diff(&before, &after),
     };
-    let size = serde_json::to_vec(&preview).map_or(usize::MAX, |v| v.len());
-    if size > PREVIEW_LIMIT {
-        return Err(PreviewTooLarge(size));
+    let text = serde_json::to_string(&preview).map_err(|_| PreviewError::TooLarge(usize::MAX))?;
+    if secret && text.contains(LAST_APPLIED) {
+        return Err(PreviewError::Leaked);
+    }
+    if text.len() > PREVIEW_LIMIT {
+        return Err(PreviewError::TooLarge(text.len()));
     }
     Ok(preview)
 }
@@ -78,46 +105,86 @@ pub fn yaml(value: &Value) -> String {
     serde_yaml::to_string(value).unwrap_or_default()
 }
 
-/// Which object is hidden: the current one (nothing marked), or the dry
-/// run's result against the current object (`None`: it is being created, so
-/// every value is new).
-#[derive(Clone, Copy)]
-enum Side<'a> {
-    Current,
-    Result(Option<&'a Value>),
+/// One Secret value in a document, found before it is hidden.
+struct Found {
+    /// JSON pointer to it.
+    pointer: String,
+    /// Its size in bytes (decoded, for `data`).
+    len: usize,
+    /// The write changes it.
+    changed: bool,
 }
 
-/// Replace every `data` and `stringData` value by its marker, `changed`
-/// where the write changes it; drop the last-applied annotation, which
-/// holds the values in clear.
-fn hide_values(object: &mut Value, side: Side<'_>) {
-    for field in ["data", "stringData"] {
-        let Some(Value::Object(values)) = object.get_mut(field) else {
-            continue;
+/// Hide every Secret value (and the last-applied annotation) of both
+/// documents with the response redactor, then mark the result's values the
+/// write changes. Which ones change is worked out first, on the values, by
+/// comparing the result's objects with the current object; a value of a
+/// new object, and any `stringData` (only ever what the write sends), is
+/// changed; nothing is, in a delete.
+fn hide_values(current: Option<&mut Value>, result: &mut Value, deleting: bool) -> Result<(), PreviewError> {
+    let found = values(result, current.as_deref(), deleting);
+    redact_document(result, Target::Secrets).map_err(PreviewError::Unredactable)?;
+    if let Some(current) = current {
+        redact_document(current, Target::Secrets).map_err(PreviewError::Unredactable)?;
+    }
+    for value in found {
+        let Some(slot) = result.pointer_mut(&value.pointer) else {
+            return Err(PreviewError::Leaked);
         };
-        for (key, value) in values.iter_mut() {
-            let text = value.as_str().unwrap_or_default();
-            let len = if field == "data" {
-                base64::engine::general_purpose::STANDARD
-                    .decode(text)
-                    .map_or(text.len(), |b| b.len())
-            } else {
-                text.len()
-            };
-            let changed = match side {
-                Side::Current => false,
-                // stringData is only ever what the write sends.
-                Side::Result(Some(current)) => {
-                    field == "stringData" || current.get(field).and_then(|d| d.get(key)) != Some(&*value)
-                }
-                Side::Result(None) => true,
-            };
-            *value = Value::String(marker(len, changed));
+        // The redactor replaced every value it hid; one it left is refused.
+        if !slot.as_str().is_some_and(|s| s.starts_with("<redacted, ")) {
+            return Err(PreviewError::Leaked);
+        }
+        if value.changed {
+            *slot = Value::String(marker(value.len, true));
         }
     }
-    if let Some(Value::Object(annotations)) = object.pointer_mut("/metadata/annotations") {
-        annotations.remove(crate::gateway::redact::object::LAST_APPLIED);
+    Ok(())
+}
+
+/// The `data` and `stringData` values of `result`'s objects (the object
+/// itself, or each of its `items`), each marked changed or not.
+fn values(result: &Value, current: Option<&Value>, deleting: bool) -> Vec<Found> {
+    let objects: Vec<(String, &Value)> = match result.get("items") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| (format!("/items/{i}"), item))
+            .collect(),
+        _ => vec![(String::new(), result)],
+    };
+    let mut found = Vec::new();
+    for (prefix, object) in objects {
+        for field in ["data", "stringData"] {
+            let Some(Value::Object(entries)) = object.get(field) else {
+                continue;
+            };
+            for (key, value) in entries {
+                let text = value.as_str().unwrap_or_default();
+                let len = if field == "data" {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(text)
+                        .map_or(text.len(), |b| b.len())
+                } else {
+                    text.len()
+                };
+                let changed = !deleting
+                    && match current {
+                        None => true,
+                        Some(current) => {
+                            field == "stringData" || current.get(field).and_then(|d| d.get(key)) != Some(value)
+                        }
+                    };
+                let key = key.replace('~', "~0").replace('/', "~1");
+                found.push(Found {
+                    pointer: format!("{prefix}/{field}/{key}"),
+                    len,
+                    changed,
+                });
+            }
+        }
     }
+    found
 }
 
 /// `<redacted, N bytes>`, or `<redacted, N bytes, changed>`.
@@ -125,7 +192,7 @@ pub fn marker(len: usize, changed: bool) -> String {
     if changed {
         format!("<redacted, {len} bytes, changed>")
     } else {
-        crate::gateway::redact::object::marker(len)
+        object::marker(len)
     }
 }
 
@@ -187,6 +254,32 @@ mod tests {
             "{}",
             preview.diff
         );
+    }
+
+    #[test]
+    fn every_item_of_a_deleted_secret_list_is_hidden_and_the_diff_removes_them() {
+        let list = json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": "9"},
+            "items": [secret(json!({"password": "aHVudGVyMg=="})), secret(json!({"tls.key": "c2VjcmV0LWtleQ=="}))]});
+        let preview = build(None, String::new(), list, true, true).unwrap();
+        assert_eq!(preview.result["items"][0]["data"]["password"], "<redacted, 7 bytes>");
+        assert_eq!(preview.result["items"][1]["data"]["tls.key"], "<redacted, 10 bytes>");
+        let text = serde_json::to_string(&preview).unwrap();
+        for hidden in ["aHVudGVyMg", "c2VjcmV0LWtleQ", "last-applied", "managedFields"] {
+            assert!(!text.contains(hidden), "{hidden} in {text}");
+        }
+        assert!(
+            preview.diff.contains("-     password: <redacted, 7 bytes>"),
+            "{}",
+            preview.diff
+        );
+    }
+
+    #[test]
+    fn a_secret_answer_the_redactor_refuses_is_not_previewed() {
+        let odd = json!({"apiVersion": "v1", "kind": "Secret", "data": ["aHVudGVyMg=="]});
+        let refused = build(None, String::new(), odd, true, false).unwrap_err();
+        assert!(matches!(refused, PreviewError::Unredactable(_)), "{refused}");
+        assert!(build(None, String::new(), Value::Null, true, false).is_err());
     }
 
     #[test]

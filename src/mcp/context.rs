@@ -8,7 +8,7 @@ use super::server::Shared;
 use super::Caller;
 use crate::body;
 use crate::gateway::call::{Refused, ToolCall};
-use crate::gateway::hold::{ApprovalRef, ApprovedRun, HeldNotice};
+use crate::gateway::hold::{ApprovalRef, ApprovalRefusal, ApprovedRun, HeldNotice};
 use crate::gateway::limits::{ResponseDeadline, ResponseTooLarge};
 use crate::gateway::Gateway;
 use crate::status::Status;
@@ -139,6 +139,9 @@ impl ToolContext {
         let refused = response.extensions().get::<Refused>().cloned();
         if let Some(notice) = response.extensions().get::<HeldNotice>().cloned() {
             return Err(ToolError::Held(Box::new(notice)));
+        }
+        if let Some(refusal) = response.extensions().get::<ApprovalRefusal>().cloned() {
+            return Err(ToolError::Approval(Box::new(refusal)));
         }
         let approved = response.extensions().get::<ApprovedRun>().cloned();
         let code = response.status();

@@ -9,7 +9,7 @@
 //!   `structuredContent` `{code, params, error}`.
 
 use crate::approvals::{rfc3339, HeldState};
-use crate::gateway::hold::HeldNotice;
+use crate::gateway::hold::{ApprovalRefusal, HeldNotice};
 use crate::status::Status;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Map, Value};
@@ -83,6 +83,10 @@ pub enum ToolError {
     /// or already run.
     #[error("{}", held_message(.0))]
     Held(Box<HeldNotice>),
+    /// The call names an approval it may not run: none of the caller's, or
+    /// one held for another write; nothing ran.
+    #[error("{}", .0.message())]
+    Approval(Box<ApprovalRefusal>),
     /// The feature behind the tool is not available on this portcullis.
     #[error("{0}")]
     Unavailable(String),
@@ -169,6 +173,10 @@ impl ToolError {
                 HeldState::Expired => "agent.approval_expired",
                 HeldState::Executing | HeldState::Executed => "agent.approval_executed",
             },
+            ToolError::Approval(refusal) => match **refusal {
+                ApprovalRefusal::Unknown { .. } => "agent.approval_unknown",
+                ApprovalRefusal::Mismatch { .. } => "agent.approval_mismatch",
+            },
             ToolError::Unavailable(_) => "tool.unavailable",
         })
     }
@@ -191,6 +199,12 @@ impl ToolError {
             }
             ToolError::TooLarge { limit } => json!({"limit": limit}),
             ToolError::Held(notice) => held_params(notice),
+            ToolError::Approval(refusal) => match &**refusal {
+                ApprovalRefusal::Unknown { id } => json!({"approval_id": id}),
+                ApprovalRefusal::Mismatch { id, summary, differs } => {
+                    json!({"approval_id": id, "held": summary, "differs": differs})
+                }
+            },
             ToolError::Refused { audit_id, .. } if !audit_id.is_empty() => json!({"audit_id": audit_id}),
             _ => json!({}),
         }

@@ -233,3 +233,113 @@ async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes
     assert_eq!(agent_patches(&env), 1);
     env.stop().await;
 }
+
+/// Real (not dry-run) requests by ana's agent with `method` under `path`.
+fn agent_requests(env: &Portcullis, method: &str, path: &str) -> usize {
+    env.sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == method && r.path.starts_with(path))
+        .filter(|r| r.impersonated.as_ref().is_some_and(|u| u.name == "user:ana"))
+        .filter(|r| !r.query.as_deref().unwrap_or_default().contains("dryRun=All"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_id_given_with_other_arguments_runs_nothing_and_the_same_arguments_run_the_held_write_once() {
+    let env = Portcullis::start().await;
+    let admin = crate::support::Kubectl::admin(env.sim());
+    for name in ["drop", "keep"] {
+        admin.ok(&["-n", "shop", "create", "configmap", name, "--from-literal=a=b"]);
+    }
+    let client = connect(&env, &careful_agent(&env), stateless()).await;
+    let delete = |name: &str, approval_id: Option<&str>| {
+        let mut args = json!({"cluster": C, "kind": "ConfigMap", "name": name, "namespace": "shop"});
+        if let Some(id) = approval_id {
+            args["approval_id"] = json!(id);
+        }
+        args
+    };
+    let (_, held) = fails(&client, "delete_resource", delete("drop", None)).await;
+    assert_eq!(held["code"], "agent.approval_pending");
+    let id = held["params"]["approval_id"].as_str().unwrap().to_string();
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+
+    // The approved delete of `drop`, named for another object: refused.
+    let (text, refused) = fails(&client, "delete_resource", delete("keep", Some(&id))).await;
+    assert_eq!(refused["code"], "agent.approval_mismatch", "{text}");
+    assert_eq!(refused["params"]["approval_id"], id.as_str());
+    assert_eq!(refused["params"]["differs"], json!(["path"]));
+    assert!(
+        text.starts_with("agent.approval_mismatch: approval ") && text.contains("delete configmaps/drop in shop"),
+        "{text}"
+    );
+    // Another write's body with the same approval: refused too.
+    let (text, refused) = fails(&client, "apply", apply_flags(Some(&id))).await;
+    assert_eq!(refused["code"], "agent.approval_mismatch", "{text}");
+    let paths = "/api/v1/namespaces/shop/configmaps";
+    assert_eq!(agent_requests(&env, "DELETE", paths), 0, "nothing ran");
+    assert_eq!(agent_requests(&env, "PATCH", paths), 0, "nothing ran");
+    admin.ok(&["-n", "shop", "get", "configmap", "keep", "drop"]);
+    assert_eq!(
+        env.store.held(&id).unwrap().unwrap().state,
+        portcullis::approvals::HeldState::Approved,
+        "still waiting for its own call"
+    );
+
+    // The same arguments run the stored request, once.
+    let text = ok(&client, "delete_resource", delete("drop", Some(&id))).await;
+    assert!(text.contains("deleted configmaps/drop in shop"), "{text}");
+    assert_eq!(agent_requests(&env, "DELETE", &format!("{paths}/drop")), 1);
+    assert_eq!(agent_requests(&env, "DELETE", paths), 1);
+    admin.ok(&["-n", "shop", "get", "configmap", "keep"]);
+
+    // An id that is no held write of this agent's says so.
+    let (text, unknown) = fails(&client, "delete_resource", delete("keep", Some("no-such-id"))).await;
+    assert_eq!(unknown["code"], "agent.approval_unknown", "{text}");
+    assert_eq!(agent_requests(&env, "DELETE", paths), 1);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_apply_repeated_with_another_manifest_runs_nothing() {
+    let env = Portcullis::start().await;
+    let client = connect(&env, &careful_agent(&env), stateless()).await;
+    let id = pending(&client, apply_flags(None)).await;
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+    let mut other = apply_flags(Some(&id));
+    other["manifest"] = json!(other["manifest"].as_str().unwrap().replace("\"on\"", "\"off\""));
+    let (text, refused) = fails(&client, "apply", other).await;
+    assert_eq!(refused["code"], "agent.approval_mismatch", "{text}");
+    assert_eq!(refused["params"]["differs"], json!(["body"]));
+    assert_eq!(agent_patches(&env), 0);
+    let text = ok(&client, "apply", apply_flags(Some(&id))).await;
+    assert!(text.starts_with("approved by ana at "), "{text}");
+    assert_eq!(agent_patches(&env), 1);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_rollout_restart_repeated_later_runs_its_stored_request() {
+    let env = Portcullis::start().await;
+    let client = connect(&env, &careful_agent(&env), stateless()).await;
+    let restart = |id: Option<&str>| {
+        let mut args = json!({"cluster": C, "kind": "Deployment", "name": "web", "namespace": "shop"});
+        if let Some(id) = id {
+            args["approval_id"] = json!(id);
+        }
+        args
+    };
+    let (_, held) = fails(&client, "rollout_restart", restart(None)).await;
+    let id = held["params"]["approval_id"].as_str().unwrap().to_string();
+    let asked = chrono::Utc::now().timestamp();
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+    // The repeat stamps another second into its body than the held one.
+    while chrono::Utc::now().timestamp() == asked {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let text = ok(&client, "rollout_restart", restart(Some(&id))).await;
+    assert!(text.starts_with("approved by ana at "), "{text}");
+    assert_eq!(agent_patches(&env), 1);
+    env.stop().await;
+}

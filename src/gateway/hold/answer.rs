@@ -48,6 +48,62 @@ pub struct ApprovedRun {
     pub at: DateTime<Utc>,
 }
 
+/// Why a call naming an approval runs nothing (in the response's
+/// extensions, for MCP tools).
+#[derive(Debug, Clone)]
+pub enum ApprovalRefusal {
+    /// No held write of the caller's on this cluster has this id.
+    Unknown {
+        /// The id as given.
+        id: String,
+    },
+    /// The held write is another write than the one this call asks for.
+    Mismatch {
+        /// The held write's id.
+        id: String,
+        /// The held write, as `apply configmaps/flags in shop (sim)`.
+        summary: String,
+        /// What differs: `method`, `path`, `query`, `content type`, `body`.
+        differs: Vec<&'static str>,
+    },
+}
+
+impl ApprovalRefusal {
+    /// What the caller is told.
+    pub fn message(&self) -> String {
+        match self {
+            ApprovalRefusal::Unknown { id } => format!(
+                "no held write of yours has approval id {id:?} on this cluster: call again without approval_id"
+            ),
+            ApprovalRefusal::Mismatch { id, summary, differs } => format!(
+                "approval {id} is for another write ({summary}): this call's {} differ{}, and an approval runs only the \
+                 write that was approved; nothing was run. Repeat that write's call with the same arguments, or call \
+                 without approval_id to ask for this one.",
+                differs.join(", "),
+                if differs.len() == 1 { "s" } else { "" }
+            ),
+        }
+    }
+}
+
+/// The answer to a call whose approval id runs nothing: 404 for an unknown
+/// id, 409 for another write's.
+pub(super) fn refuse(refusal: ApprovalRefusal) -> Response<Body> {
+    let (code, reason, id) = match &refusal {
+        ApprovalRefusal::Unknown { id } => (404, "NotFound", id),
+        ApprovalRefusal::Mismatch { id, .. } => (409, "Conflict", id),
+    };
+    let status = Status::failure(code, reason, refusal.message()).with_details(StatusDetails {
+        name: id.clone(),
+        group: "portcullis.dev".into(),
+        kind: "heldwrites".into(),
+        ..Default::default()
+    });
+    let mut response = status.response();
+    response.extensions_mut().insert(refusal);
+    response
+}
+
 impl Gateway {
     /// The answer about `held` in its current state.
     pub(super) fn answer(&self, held: &HeldWrite) -> Response<Body> {

@@ -1,7 +1,7 @@
 //! The first call of a held write: dry run, current object, preview, store.
 
 use super::{blocking, request_with, Buffered, HoldCtx};
-use crate::approvals::preview::{self, Preview};
+use crate::approvals::preview::{self, Preview, PreviewError};
 use crate::approvals::{HeldRequest, HeldState, HeldWrite, Precondition};
 use crate::body::{self, Body};
 use crate::gateway::classify::{classify, RequestInfo};
@@ -50,9 +50,19 @@ impl Gateway {
         let deleting = matches!(ctx.info.verb.as_str(), "delete" | "deletecollection");
         let precondition = precondition(ctx.info, current.as_ref(), &result);
         let preview = preview::build(current, note, result, ctx.info.is_secrets(), deleting).map_err(|e| {
-            trace.row.refused = "preview_too_large".into();
             trace.row.held = false;
-            Status::too_large(e.to_string())
+            match e {
+                PreviewError::TooLarge(_) => {
+                    trace.row.refused = "preview_too_large".into();
+                    Status::too_large(e.to_string())
+                }
+                // Fail closed: a preview that might show a value is never stored.
+                PreviewError::Unredactable(_) | PreviewError::Leaked => {
+                    tracing::warn!(error = %e, "a held Secret write's preview could not be redacted: refused");
+                    trace.row.refused = "preview_unredactable".into();
+                    Status::failure(502, "BadGateway", e.to_string())
+                }
+            }
         })?;
         let held = self.held_write(ctx, digest, &request, preview, precondition, trace);
         let sealed = match &self.approvals.key {
@@ -70,6 +80,9 @@ impl Gateway {
     /// The object as it is now, read as the caller, or why there is none.
     async fn current_object(&self, ctx: &HoldCtx<'_>) -> Result<(Option<Value>, String), Status> {
         let info = ctx.info;
+        if info.verb == "deletecollection" {
+            return Ok((None, "the objects it deletes are those of the dry-run result".into()));
+        }
         if info.name.is_empty() || info.verb == "create" {
             return Ok((None, "a new object".into()));
         }

@@ -21,7 +21,7 @@ mod answer;
 mod intake;
 mod run;
 
-pub use answer::{ApprovedRun, HeldNotice};
+pub use answer::{ApprovalRefusal, ApprovedRun, HeldNotice};
 
 use super::classify::RequestInfo;
 use super::upstream::Upstream;
@@ -45,10 +45,10 @@ pub struct ApprovalRef {
     pub id: String,
     /// Wait for the decision (not after a declined URL elicitation).
     pub wait: bool,
-}
-
-fn dry_run_all(query: Option<&str>) -> bool {
-    query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"))
+    /// The body follows from the call's arguments alone, so a different
+    /// body is a different write (`rollout_restart` stamps the time in its
+    /// body: only its method, path and query must match).
+    pub body_from_arguments: bool,
 }
 
 /// What the hold stage needs about one request.
@@ -89,7 +89,7 @@ impl Gateway {
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<body::BoxError>,
     {
-        if !self.needs_approval(&ctx, request.uri().query()).await? {
+        if !self.needs_approval(&ctx).await? {
             return Ok(HoldStep::Pass(request));
         }
         if self.approvals.key.is_none() {
@@ -108,10 +108,23 @@ impl Gateway {
             ))
         })?;
         let request = Buffered { parts, body };
+        refuse_unreadable_body(&request, trace)?;
         trace.row.held = true;
         let digest = digest(&ctx, &request);
         let approval = request.parts.extensions.get::<ApprovalRef>().cloned();
-        let existing = self.existing(&ctx, &digest, approval.as_ref()).await?;
+        let existing = match self.existing(&ctx, &digest, approval.as_ref(), &request).await? {
+            Ok(existing) => existing,
+            Err(refusal) => {
+                // Nothing runs: an approval covers only the write approved.
+                trace.row.held = false;
+                trace.row.refused = match refusal {
+                    ApprovalRefusal::Unknown { .. } => "approval_unknown",
+                    ApprovalRefusal::Mismatch { .. } => "approval_mismatch",
+                }
+                .into();
+                return Ok(HoldStep::Done(answer::refuse(refusal)));
+            }
+        };
         // kubectl repeats the same command; a tool repeats with the approval id.
         let waits = approval.as_ref().map_or(trace.row.tool.is_empty(), |a| a.wait);
         let response = match existing {
@@ -122,9 +135,9 @@ impl Gateway {
     }
 
     /// Does this request wait for a person?
-    async fn needs_approval(&self, ctx: &HoldCtx<'_>, query: Option<&str>) -> Result<bool, Status> {
+    async fn needs_approval(&self, ctx: &HoldCtx<'_>) -> Result<bool, Status> {
         let info = ctx.info;
-        if !info.is_write() || info.is_stream_subresource() || info.is_review() || dry_run_all(query) {
+        if !info.is_write() || info.is_stream_subresource() || info.is_review() || info.dry_run {
             return Ok(false);
         }
         let identity = ctx.identity;
@@ -166,34 +179,46 @@ impl Gateway {
     }
 
     /// The held write this call repeats: the one it names, or the newest
-    /// one of the same intent whose end nobody was told yet.
+    /// one of the same intent whose end nobody was told yet. A named one
+    /// must be the caller's, on this cluster, and the very write this call
+    /// asks for (method, path, query, media type and body): the stored
+    /// request is what runs, so a call asking for another write is refused
+    /// rather than answered with the approved one's run.
     async fn existing(
         &self,
         ctx: &HoldCtx<'_>,
         digest: &str,
         approval: Option<&ApprovalRef>,
-    ) -> Result<Option<HeldWrite>, Status> {
+        request: &Buffered,
+    ) -> Result<Result<Option<HeldWrite>, ApprovalRefusal>, Status> {
         let store = self.approvals.store.clone();
-        let Some(ApprovalRef { id, .. }) = approval.cloned() else {
+        let Some(approval) = approval.cloned() else {
             let digest = digest.to_string();
-            return blocking(move || store.held_by_digest(&digest)).await;
+            return blocking(move || store.held_by_digest(&digest)).await.map(Ok);
         };
+        let id = approval.id.clone();
         let found = blocking(move || store.held(&id)).await?;
         // Only the same requester (and agent) may run what was approved.
         let agent = ctx.identity.agent.as_ref().map(|a| a.id.as_str());
-        match found {
+        let held = match found {
             Some(held)
                 if held.request.requester == ctx.identity.principal.to_string()
                     && held.request.agent_id.as_deref() == agent
                     && held.request.cluster == ctx.upstream.name =>
             {
-                Ok(Some(held))
+                held
             }
-            _ => Err(Status::failure(
-                404,
-                "NotFound",
-                "no held write of yours has this approval id on this cluster: call again without approval_id",
-            )),
+            _ => return Ok(Err(ApprovalRefusal::Unknown { id: approval.id })),
+        };
+        let differs = differences(ctx, request, digest, &held, approval.body_from_arguments);
+        if differs.is_empty() {
+            Ok(Ok(Some(held)))
+        } else {
+            Ok(Err(ApprovalRefusal::Mismatch {
+                id: held.id.clone(),
+                summary: held.request.summary(),
+                differs,
+            }))
         }
     }
 
@@ -266,6 +291,40 @@ fn digest(ctx: &HoldCtx<'_>, request: &Buffered) -> String {
     format!("{:x}", hash.finalize())
 }
 
+/// What of this call differs from the held write it names: `method`,
+/// `path`, `query`, `content type`, then `body` (compared by the digest,
+/// which covers everything else, when the body follows from the arguments).
+fn differences(
+    ctx: &HoldCtx<'_>,
+    request: &Buffered,
+    digest: &str,
+    held: &HeldWrite,
+    body_from_arguments: bool,
+) -> Vec<&'static str> {
+    let parts = &request.parts;
+    let stored = &held.request;
+    let content_type = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let mut differs = Vec::new();
+    for (field, now, then) in [
+        ("method", parts.method.as_str(), stored.method.as_str()),
+        ("path", ctx.path, stored.path.as_str()),
+        ("query", parts.uri.query().unwrap_or_default(), stored.query.as_str()),
+        ("content type", content_type, stored.content_type.as_str()),
+    ] {
+        if now != then {
+            differs.push(field);
+        }
+    }
+    if differs.is_empty() && body_from_arguments && digest != held.digest {
+        differs.push("body");
+    }
+    differs
+}
+
 /// Run blocking store work off the async threads; a failure is a 503.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, crate::store::StoreError> + Send + 'static,
@@ -293,6 +352,24 @@ fn request_with(
     request
         .body(body::full(body))
         .map_err(|_| Status::bad_request("the request cannot be rebuilt"))
+}
+
+/// portcullis parses a held write's body when it runs it (to add its
+/// preconditions): one it would refuse then (YAML anchors or aliases, too
+/// deep) is refused now, before the dry run and before a person is asked.
+fn refuse_unreadable_body(request: &Buffered, trace: &mut Trace) -> Result<(), Status> {
+    let content_type = request
+        .parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    run::parse_body(content_type, &request.body).map(drop).map_err(|error| {
+        trace.row.refused = format!("body_{}", error.code());
+        Status::bad_request(format!(
+            "this write waits for a person's approval, so portcullis reads its body, and the request body {error}"
+        ))
+    })
 }
 
 /// Read `body` whole; `None` past `limit` bytes or on an error. (By hand:

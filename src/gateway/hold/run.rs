@@ -7,6 +7,8 @@ use super::intake::kept_headers;
 use super::{blocking, request_with, Buffered, HoldCtx};
 use crate::approvals::{HeldState, HeldWrite, Outcome, Precondition};
 use crate::body::{self, Body};
+use crate::document::{self, Bounds, DocumentError};
+use crate::gateway::classify::classify;
 use crate::gateway::redact::object::{redact_json, Target};
 use crate::gateway::{Gateway, Trace};
 use crate::status::Status;
@@ -111,13 +113,21 @@ impl Gateway {
             format!("{}?{}", r.path, r.query)
         };
         let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| Status::internal("stored method"))?;
+        // Exactly the stored request: its path, not this call's (which
+        // `existing` found to be the same), is what the forward stage sends.
+        let info = classify(&method, &r.path, Some(r.query.as_str()).filter(|q| !q.is_empty()));
+        let stored = HoldCtx {
+            path: &r.path,
+            info: &info,
+            ..*ctx
+        };
         let outgoing = request_with(method, &uri, &headers, body)?;
-        let sent = self.send_read(ctx, ctx.info, outgoing, ctx.reveal_secrets).await;
+        let sent = self.send_read(&stored, &info, outgoing, ctx.reveal_secrets).await;
         let (parts, answer) = match sent {
             Ok(read) => read,
             Err(status) => (status.clone().response().into_parts().0, status.to_bytes()),
         };
-        let outcome = outcome(parts.status.as_u16(), &answer, ctx.info.is_secrets());
+        let outcome = outcome(parts.status.as_u16(), &answer, info.is_secrets());
         let (store, id) = (self.approvals.store.clone(), held.id.clone());
         let now = chrono::Utc::now();
         blocking(move || store.finish_held(&id, &outcome, now)).await?;
@@ -190,16 +200,11 @@ fn outcome(code: u16, answer: &[u8], secrets: bool) -> Outcome {
 /// The stored body with the dry run's preconditions: `resourceVersion` in
 /// the object (apply, update, merge and strategic patches) or a JSON patch
 /// `test`, the `uid` in DeleteOptions. A body that is not JSON or YAML
-/// (protobuf) is sent as it is.
+/// (protobuf) is sent as it is; one that [`parse_body`] refuses is not sent.
 fn with_precondition(precondition: &Precondition, content_type: &str, body: Bytes) -> Result<Bytes, Status> {
     let Precondition { resource_version, uid } = precondition;
-    let parse = |body: &[u8]| -> Option<Value> {
-        if body.is_empty() {
-            return Some(json!({}));
-        }
-        serde_json::from_slice(body)
-            .ok()
-            .or_else(|| serde_yaml::from_slice(body).ok())
+    let parse = |body: &[u8]| {
+        parse_body(content_type, body).map_err(|e| Status::bad_request(format!("the held request body {e}")))
     };
     let encoded = |value: Value| {
         serde_json::to_vec(&value)
@@ -207,7 +212,7 @@ fn with_precondition(precondition: &Precondition, content_type: &str, body: Byte
             .map_err(|e| Status::internal(e.to_string()))
     };
     if let Some(uid) = uid {
-        let Some(mut options) = parse(&body).filter(Value::is_object) else {
+        let Some(mut options) = parse(&body)?.filter(Value::is_object) else {
             return Ok(body);
         };
         return match set(&mut options, "preconditions", "uid", uid) {
@@ -221,7 +226,7 @@ fn with_precondition(precondition: &Precondition, content_type: &str, body: Byte
     if content_type.starts_with("application/vnd.kubernetes.protobuf") {
         return Ok(body);
     }
-    match parse(&body) {
+    match parse(&body)? {
         Some(Value::Array(mut ops)) if content_type.starts_with("application/json-patch") => {
             ops.insert(
                 0,
@@ -234,6 +239,24 @@ fn with_precondition(precondition: &Precondition, content_type: &str, body: Byte
             false => Ok(body),
         },
         None => Ok(body),
+    }
+}
+
+/// A held write's body as JSON or YAML, parsed within bounds (see
+/// [`crate::document`]): `Ok(None)` when it is neither (protobuf), so it is
+/// sent as it is; an error when it is refused (anchors, aliases, depth).
+pub(super) fn parse_body(content_type: &str, body: &[u8]) -> Result<Option<Value>, DocumentError> {
+    if body.is_empty() {
+        return Ok(Some(json!({})));
+    }
+    if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        return Ok(None);
+    }
+    // The size was bounded when the request was read (the request body limit).
+    match document::parse_json_or_yaml(body, Bounds::body(usize::MAX)) {
+        Ok(value) => Ok(Some(value)),
+        Err(error) if error.is_malformed() => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
@@ -295,6 +318,14 @@ mod tests {
         };
         let sent = json_of(with_precondition(&uid, "", Bytes::new()).unwrap());
         assert_eq!(sent, json!({"preconditions": {"uid": "u-1"}}));
+    }
+
+    #[test]
+    fn a_body_with_yaml_aliases_is_refused_instead_of_expanded() {
+        let yaml = Bytes::from_static(b"kind: ConfigMap\nx: &a [1, 2]\ny: [*a, *a]\n");
+        let refused = with_precondition(&rv("1"), "application/yaml", yaml).unwrap_err();
+        assert_eq!((refused.code, refused.reason.as_str()), (400, "BadRequest"));
+        assert!(refused.message.contains("anchors or aliases"), "{}", refused.message);
     }
 
     #[test]
