@@ -79,10 +79,14 @@ where
     }
     let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
     let client_upgrade = upgrade.map(|_| hyper::upgrade::on(&mut request));
+    // Before portcullis sets any header of its own (Accept below, identity
+    // in build_request), so that a header the client's Connection names can
+    // never remove one of them.
+    headers::strip_request(request.headers_mut(), upgrade.is_some());
     // Secret values never leave the cluster unless a role reveals them: such
     // a request asks for plain JSON, and its answer is redacted below.
     let transform = redact::plan(call.info, call.identity, call.reveal_secrets, request.headers_mut())?;
-    let upstream_request = build_request(&call, request, upgrade.is_some())?;
+    let upstream_request = build_request(&call, request)?;
 
     let started = Instant::now();
     let sent = if upgrade.is_some() {
@@ -151,7 +155,7 @@ fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
     info.is_long_running()
 }
 
-fn build_request<B>(call: &Call<'_>, request: Request<B>, upgrade: bool) -> Result<Request<Body>, Status>
+fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Body>, Status>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
     B::Error: Into<crate::body::BoxError>,
@@ -163,7 +167,6 @@ where
         .map_err(|_| Status::bad_request("the request path cannot be forwarded"))?;
     parts.version = Version::HTTP_11;
     let headers = &mut parts.headers;
-    headers::strip_request(headers, upgrade);
     headers.insert(header::AUTHORIZATION, call.upstream.authorization());
     let user = call.identity.principal.kube_user();
     let mut extras = vec![(CREDENTIAL_EXTRA, call.identity.credential_id.as_str())];

@@ -7,7 +7,7 @@
 //! claims an identity would otherwise travel with portcullis's own
 //! credentials. Header names are case-insensitive (`http` lower-cases them).
 
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, UPGRADE};
 use ipnet::IpNet;
 use std::net::IpAddr;
 
@@ -44,17 +44,26 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 /// Remove what must not travel upstream: credentials and claimed identities,
-/// forwarding headers, cookies, the client's Audit-ID, and hop-by-hop
-/// headers. `keep_upgrade` keeps `Connection`/`Upgrade` for exec, attach and
-/// port-forward.
-pub fn strip_request(headers: &mut HeaderMap, keep_upgrade: bool) {
-    remove_connection_listed(headers, keep_upgrade);
+/// forwarding headers, cookies, the client's Audit-ID, hop-by-hop headers and
+/// every header the client's `Connection` names. For exec, attach and
+/// port-forward (`upgrade`) the request then carries exactly
+/// `Connection: Upgrade` and the client's `Upgrade`.
+///
+/// The client's own `Connection` never travels: a proxy between portcullis
+/// and the cluster would otherwise remove the headers it names, and
+/// `Connection: Upgrade, Impersonate-User` would strip portcullis's
+/// impersonation and run the request as portcullis itself. Call this before
+/// portcullis adds any header of its own, so that a named header can never
+/// remove one of those.
+pub fn strip_request(headers: &mut HeaderMap, upgrade: bool) {
+    let protocol = upgrade.then(|| headers.get(UPGRADE).cloned()).flatten();
+    remove_connection_listed(headers, false);
     let doomed: Vec<HeaderName> = headers
         .keys()
         .filter(|name| {
             let n = name.as_str();
-            let hop = HOP_BY_HOP.contains(&n) && !(keep_upgrade && matches!(n, "connection" | "upgrade"));
-            hop || n == "authorization"
+            HOP_BY_HOP.contains(&n)
+                || n == "authorization"
                 || n == "cookie"
                 || n == "audit-id"
                 || n == "x-real-ip"
@@ -67,6 +76,10 @@ pub fn strip_request(headers: &mut HeaderMap, keep_upgrade: bool) {
         .collect();
     for name in doomed {
         headers.remove(name);
+    }
+    if let Some(protocol) = protocol {
+        headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+        headers.insert(UPGRADE, protocol);
     }
 }
 
@@ -85,7 +98,7 @@ pub fn strip_response(headers: &mut HeaderMap, keep_upgrade: bool) {
 /// Headers named in `Connection` are hop-by-hop too.
 fn remove_connection_listed(headers: &mut HeaderMap, keep_upgrade: bool) {
     let listed: Vec<String> = headers
-        .get_all(http::header::CONNECTION)
+        .get_all(CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
@@ -217,6 +230,24 @@ mod tests {
         assert!(h.contains_key("upgrade") && h.contains_key("connection") && h.contains_key("sec-websocket-protocol"));
         strip_request(&mut h, false);
         assert!(!h.contains_key("upgrade") && !h.contains_key("connection"));
+    }
+
+    #[test]
+    fn an_upgrade_carries_exactly_connection_upgrade_and_drops_what_the_client_named() {
+        let mut h = map(&[
+            ("Connection", "Upgrade, Impersonate-User"),
+            ("CONNECTION", "keep-alive,X-Hop ,  sec-websocket-extensions"),
+            ("Upgrade", "websocket"),
+            ("X-Hop", "1"),
+            ("Sec-WebSocket-Extensions", "permessage-deflate"),
+            ("Sec-WebSocket-Protocol", "v5.channel.k8s.io"),
+        ]);
+        strip_request(&mut h, true);
+        let connection: Vec<_> = h.get_all("connection").iter().collect();
+        assert_eq!(connection, ["Upgrade"]);
+        assert_eq!(h["upgrade"], "websocket");
+        assert!(!h.contains_key("x-hop") && !h.contains_key("sec-websocket-extensions"));
+        assert!(h.contains_key("sec-websocket-protocol"));
     }
 
     #[test]

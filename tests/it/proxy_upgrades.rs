@@ -87,6 +87,50 @@ async fn only_websocket_and_spdy_upgrades_of_streams_are_relayed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_reaches_the_cluster_with_exactly_connection_upgrade_and_without_the_headers_the_client_named() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let pod = first_pod(&env).await;
+    let exec =
+        format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods/{pod}/exec?command=echo&command=hi&stdout=true");
+    let request = format!(
+        "GET {exec} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+         Connection: Upgrade, Impersonate-User, Impersonate-Group\r\nconnection: keep-alive,X-Hop , Audit-ID\r\n\
+         Upgrade: websocket\r\nX-Hop: 1\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n"
+    );
+    let answer = http1(env.addr, &env.ca_pem, &request).await;
+    assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
+
+    let seen = env
+        .sim()
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path.ends_with("/exec"))
+        .expect("the exec reached the cluster");
+    let all = |name: &str| -> Vec<&str> {
+        seen.headers
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    assert_eq!(all("connection"), ["Upgrade"], "{:?}", seen.headers);
+    assert_eq!(all("upgrade"), ["websocket"]);
+    assert!(
+        all("x-hop").is_empty(),
+        "a header the client named as hop-by-hop travelled"
+    );
+    assert!(all("keep-alive").is_empty());
+    assert_eq!(all("impersonate-user"), ["user:ana"]);
+    assert!(!all("impersonate-group").is_empty());
+    assert_eq!(all("audit-id").len(), 1);
+    assert_eq!(seen.impersonated.as_ref().unwrap().name, "user:ana");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_upgrade_is_relayed_unchanged_so_clients_can_fall_back() {
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("debugger", Some("shop"))]);
