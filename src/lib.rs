@@ -40,8 +40,8 @@
 //! credentials, grants, roles), `reconcile` (each cluster's RBAC objects
 //! kept in step with the roles and grants), `access` (access requests),
 //! `approvals` (held writes: sealing, preview, decisions, the approval pages),
-//! `store` (SQLite), `cli` and `demo` (the command line), `sim` (the
-//! simulated kube-apiserver).
+//! `store` (SQLite), `text` (client text made safe to print), `cli` and
+//! `demo` (the command line), `sim` (the simulated kube-apiserver).
 
 pub mod access;
 pub mod app;
@@ -59,4 +59,5 @@ pub mod reconcile;
 pub mod sim;
 pub mod status;
 pub mod store;
+pub mod text;
 pub mod tls;

@@ -5,6 +5,7 @@ use crate::cli::CliError;
 use crate::config::Config;
 use crate::identity::Principal;
 use crate::store::Store;
+use crate::text::escape_control as esc;
 use clap::{Args, Subcommand};
 use std::io::Write;
 
@@ -160,21 +161,24 @@ pub fn run(config: &Config, store: &Store, command: AccessCommand, out: &mut dyn
     Ok(())
 }
 
+/// One request as a table line; the reason is an agent's or a person's
+/// own words, so control characters in it are shown escaped.
 fn line(r: &AccessRequest) -> String {
     let requester = match &r.agent_id {
-        Some(agent) => format!("{} (agent {})", r.requester, &agent[..agent.len().min(8)]),
+        Some(agent) => format!("{} (agent {})", r.requester, agent.chars().take(8).collect::<String>()),
         None => r.requester.to_string(),
     };
     let duration = humantime::format_duration(r.duration).to_string();
+    let requester = esc(&requester);
     format!(
         "{:<38} {requester:<20} {:<10} {:<12} {:<16} {:<14} {duration:<9} {:<12} {}",
         r.id,
         r.state.as_str(),
-        r.cluster,
-        r.namespace.as_deref().unwrap_or("*"),
-        r.role,
-        r.decided_by.as_deref().unwrap_or("-"),
-        r.reason
+        esc(&r.cluster),
+        esc(r.namespace.as_deref().unwrap_or("*")),
+        esc(&r.role),
+        esc(r.decided_by.as_deref().unwrap_or("-")),
+        esc(&r.reason)
     )
 }
 

@@ -6,6 +6,7 @@ use super::decide::{self, DecideError};
 use super::{rfc3339, HeldWrite};
 use crate::cli::CliError;
 use crate::store::Store;
+use crate::text::{escape_control as esc, escape_control_lines};
 use clap::Subcommand;
 use std::io::Write;
 
@@ -65,9 +66,9 @@ pub fn run(store: &Store, command: ApprovalsCommand, out: &mut dyn Write) -> Res
                     "{:<38} {:<10} {:<22} {:<12} {}",
                     held.id,
                     held.state.as_str(),
-                    held.request.requester,
-                    held.decided_by.as_deref().unwrap_or("-"),
-                    held.request.summary()
+                    esc(&held.request.requester),
+                    esc(held.decided_by.as_deref().unwrap_or("-")),
+                    esc(&held.request.summary())
                 )
                 .map_err(io)?;
             }
@@ -84,41 +85,44 @@ pub fn run(store: &Store, command: ApprovalsCommand, out: &mut dyn Write) -> Res
                 out,
                 "approved {}: {}; it runs on the asker's next call",
                 held.id,
-                held.request.summary()
+                esc(&held.request.summary())
             )
             .map_err(io)?;
         }
         ApprovalsCommand::Deny { id, by, reason } => {
             let held = decide::deny(store, &id, &by, None, reason.as_deref()).map_err(message)?;
-            writeln!(out, "denied {}: {}", held.id, held.request.summary()).map_err(io)?;
+            writeln!(out, "denied {}: {}", held.id, esc(&held.request.summary())).map_err(io)?;
         }
     }
     Ok(())
 }
 
-/// A held write in full, as text.
+/// A held write in full, as text. What the asker sent (names, path, query,
+/// the object) is shown with control characters escaped, so it cannot forge
+/// lines or drive the terminal.
 pub fn show(held: &HeldWrite) -> String {
     let r = &held.request;
     let mut text = format!(
         "held write {}\n  state:      {}\n  write:      {}\n  asked by:   {}{}{}\n  request:    {} {}{}\n  held at:    {}\n  expires at: {}\n",
         held.id,
         held.state.as_str(),
-        r.summary(),
-        r.requester,
-        r.agent_id.as_deref().map(|a| format!(" (agent {a})")).unwrap_or_default(),
-        if r.tool.is_empty() { String::new() } else { format!(" with tool {}", r.tool) },
-        r.method,
-        r.path,
-        if r.query.is_empty() { String::new() } else { format!("?{}", r.query) },
+        esc(&r.summary()),
+        esc(&r.requester),
+        r.agent_id.as_deref().map(|a| format!(" (agent {})", esc(a))).unwrap_or_default(),
+        if r.tool.is_empty() { String::new() } else { format!(" with tool {}", esc(&r.tool)) },
+        esc(&r.method),
+        esc(&r.path),
+        if r.query.is_empty() { String::new() } else { format!("?{}", esc(&r.query)) },
         rfc3339(held.created_at),
         rfc3339(held.expires_at),
     );
     if let Some(by) = &held.decided_by {
         text.push_str(&format!(
-            "  decided by: {by}{}\n",
+            "  decided by: {}{}\n",
+            esc(by),
             held.decision_reason
                 .as_deref()
-                .map(|r| format!(" ({r})"))
+                .map(|r| format!(" ({})", esc(r)))
                 .unwrap_or_default()
         ));
     }
@@ -126,17 +130,17 @@ pub fn show(held: &HeldWrite) -> String {
         text.push_str(&format!("  outcome:    {}\n", outcome.code));
     }
     let diff = if r.preview.diff.is_empty() {
-        "  (no change)\n"
+        "  (no change)\n".into()
     } else {
-        r.preview.diff.as_str()
+        escape_control_lines(&r.preview.diff)
     };
     text.push_str("\ndiff (current → after the write):\n");
-    text.push_str(diff);
+    text.push_str(&diff);
     if !r.preview.current_note.is_empty() {
-        text.push_str(&format!("\ncurrent object: {}\n", r.preview.current_note));
+        text.push_str(&format!("\ncurrent object: {}\n", esc(&r.preview.current_note)));
     }
     text.push_str("\ndry-run result:\n");
-    text.push_str(&super::preview::yaml(&r.preview.result));
+    text.push_str(&escape_control_lines(&super::preview::yaml(&r.preview.result)));
     text
 }
 

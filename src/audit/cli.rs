@@ -9,6 +9,7 @@ use super::sqlite::SqliteAuditStore;
 use super::store::{verify, AuditStore};
 use crate::cli::CliError;
 use crate::store::Store;
+use crate::text::escape_control;
 use clap::{Args, Subcommand};
 use std::io::Write;
 
@@ -146,7 +147,9 @@ pub fn run(store: &Store, command: AuditCommand, out: &mut dyn Write) -> Result<
     Ok(())
 }
 
-/// One row of the table.
+/// One row of the table: one line, whatever the row holds, since paths,
+/// names and rejected token prefixes come from clients (see
+/// [`crate::text`]).
 fn table_line(chained: &ChainedRow) -> String {
     let row = &chained.row;
     let who = match (row.login.is_empty(), row.credential_prefix.is_empty()) {
@@ -181,14 +184,15 @@ fn table_line(chained: &ChainedRow) -> String {
         (true, true) => String::new(),
     };
     format!(
-        "{:<20} {:<36} {:<20} {:<10} {:<16} {:<48} {:>4} {outcome}",
+        "{:<20} {:<36} {:<20} {:<10} {:<16} {:<48} {:>4} {}",
         row.started_at.format("%Y-%m-%dT%H:%M:%SZ"),
         row.id,
-        who,
-        if row.cluster.is_empty() { "-" } else { &row.cluster },
-        if row.verb.is_empty() { "-" } else { &row.verb },
-        what,
+        escape_control(&who),
+        escape_control(if row.cluster.is_empty() { "-" } else { &row.cluster }),
+        escape_control(if row.verb.is_empty() { "-" } else { &row.verb }),
+        escape_control(&what),
         row.code,
+        escape_control(&outcome),
     )
 }
 
@@ -233,5 +237,14 @@ mod tests {
             line.contains("pcl_AbC…") && line.ends_with("refused: revoked"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_table_line_shows_control_characters_as_escapes() {
+        let mut row = AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now());
+        row.path = "/x\n2026-01-01T00:00:00Z forged\r\x1b[2K".into();
+        let line = table_line(&append(&Anchor::default(), row));
+        assert!(!line.contains(['\n', '\r', '\x1b']), "{line:?}");
+        assert!(line.contains("/x\\n2026-01-01T00:00:00Z forged\\r\\u{1b}[2K"), "{line}");
     }
 }

@@ -482,6 +482,7 @@ impl Gateway {
     /// request, and formatting and writing a line per request cost the
     /// proxy more than a sixth of its CPU on small GETs (benches/RESULTS.md).
     fn record(&self, trace: &Trace, code: u16, started: Instant) {
+        use crate::text::Escaped;
         let row = &trace.row;
         if !row.cluster.is_empty() {
             self.metrics
@@ -493,13 +494,15 @@ impl Gateway {
                 })
                 .inc();
         }
+        // Escaped: the path (and the cluster and verb read from it) are the
+        // client's, and a raw newline or escape sequence would forge a line.
         tracing::debug!(
-            cluster = %row.cluster,
-            principal = %format_args!("{}:{}", row.principal_kind, row.login),
+            cluster = %Escaped(&row.cluster),
+            principal = %format_args!("{}:{}", row.principal_kind, Escaped(&row.login)),
             client = %row.client,
-            method = %row.method,
-            path = %row.path,
-            verb = %row.verb,
+            method = %Escaped(&row.method),
+            path = %Escaped(&row.path),
+            verb = %Escaped(&row.verb),
             code,
             refused = %row.refused,
             elapsed_ms = started.elapsed().as_millis() as u64,

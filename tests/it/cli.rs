@@ -209,3 +209,28 @@ async fn agents_are_added_for_a_person_with_their_grants_or_for_a_bot() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_a_request_show_escaped_in_the_audit_table() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let forged = "x%0a2026-01-01T00:00:00Z%20forged%20line%0d%1b%5b2K";
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps/{forged}");
+    let response = env.raw().get(&path, &token).await;
+    let id = crate::audit::audit_id(&response);
+    let row = crate::audit::row(&env, &id).await;
+    assert!(
+        row.name.contains('\n'),
+        "the row keeps the name as sent: {:?}",
+        row.name
+    );
+
+    let table = stdout(&env.cli(&["audit", "--id", &id]));
+    assert_eq!(table.lines().count(), 2, "a header and one line for the row: {table:?}");
+    assert!(!table.contains(['\r', '\x1b']), "{table:?}");
+    assert!(
+        table.contains(r"x\n2026-01-01T00:00:00Z forged line\r\u{1b}[2K"),
+        "{table:?}"
+    );
+    env.stop().await;
+}

@@ -73,7 +73,7 @@ impl Gateway {
         };
         let (store, stored) = (self.approvals.store.clone(), held.clone());
         blocking(move || store.insert_held(&stored, &sealed)).await?;
-        tracing::info!(held = %held.id, write = %held.request.summary(), "write held for approval");
+        tracing::info!(held = %held.id, write = %crate::text::Escaped(&held.request.summary()), "write held for approval");
         Ok(self.answer(&held))
     }
 

@@ -1,0 +1,73 @@
+//! Client-controlled text made safe to show to a person.
+//!
+//! Paths, names, user agents and reasons come from whoever sends a request.
+//! Printed raw, a `\n` or `\r` forges a line in a table or a log, and an
+//! escape sequence (`ESC [2K`) rewrites what a terminal shows. Every
+//! human-readable output (CLI tables, log lines) passes such text through
+//! [`escape_control`]; machine formats (JSON) have their own escaping.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// `text` with every control character, and every character that reorders
+/// what a terminal shows (bidirectional overrides and isolates), replaced by
+/// a visible escape: `\n`, `\r`, `\t`, else `\u{1b}`. Text without any is
+/// borrowed as is.
+pub fn escape_control(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(Escaped(text).to_string())
+}
+
+/// Like [`escape_control`], but keeps line breaks: for text that is meant
+/// to span lines (a diff, YAML), each line made safe on its own.
+pub fn escape_control_lines(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c != '\n' && needs_escape(c)) {
+        return Cow::Borrowed(text);
+    }
+    let lines: Vec<Cow<'_, str>> = text.split('\n').map(escape_control).collect();
+    Cow::Owned(lines.join("\n"))
+}
+
+/// Escapes as it formats, for log fields (`path = %Escaped(&path)`): nothing
+/// is allocated unless the line is written.
+#[derive(Debug, Clone, Copy)]
+pub struct Escaped<'a>(pub &'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                c if needs_escape(c) => write!(f, "\\u{{{:x}}}", c as u32)?,
+                c => fmt::Write::write_char(f, c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// C0 and C1 controls, DEL, and the bidirectional formatting characters.
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_become_visible_escapes_and_plain_text_is_borrowed() {
+        assert_eq!(escape_control("/api\n\r\x1b[2Kx\t"), "/api\\n\\r\\u{1b}[2Kx\\t");
+        assert_eq!(escape_control("a\u{7f}\u{9b}b\u{202e}"), "a\\u{7f}\\u{9b}b\\u{202e}");
+        assert!(matches!(escape_control("/api/v1/ünï"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_control_lines("+ a: x\n- b: \x1b[2K\r"),
+            "+ a: x\n- b: \\u{1b}[2K\\r"
+        );
+        assert_eq!(Escaped("a\nb").to_string(), "a\\nb");
+    }
+}
