@@ -2,7 +2,8 @@
 //! is dry-run, held with a preview, decided by a person, and run once.
 //!
 //! - [`config`]: `[approvals]` (key file, wait, expiry).
-//! - [`seal`]: bodies sealed at rest (ChaCha20-Poly1305), cookies signed.
+//! - [`seal`]: bodies sealed at rest (ChaCha20-Poly1305), CSRF tokens
+//!   signed.
 //! - [`preview`] and [`diff`]: the current object and the dry-run result,
 //!   Secret values hidden (changed ones marked), and a readable diff.
 //! - [`decide`]: who may decide, approve and deny (audited).

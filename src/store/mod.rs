@@ -16,6 +16,9 @@ mod access;
 mod agents;
 mod approvals;
 mod reconcile;
+mod sessions;
+
+pub use sessions::WebSession;
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +56,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_agents.sql"),
     include_str!("migrations/0004_reconcile_access.sql"),
     include_str!("migrations/0005_approvals.sql"),
+    include_str!("migrations/0006_web_sessions.sql"),
 ];
 
 /// A credential found by its token hash, with whether its owner is disabled.
@@ -167,16 +171,22 @@ impl Store {
         })
     }
 
-    /// Disable a person or bot: its credentials stop working.
+    /// Disable a person or bot: its credentials stop working, and a
+    /// person's sign-in sessions on the approval pages end.
     pub fn disable_principal(&self, principal: &Principal) -> Result<(), StoreError> {
         self.with(|c| {
-            let n = c.execute(
+            let tx = c.unchecked_transaction()?;
+            let n = tx.execute(
                 "UPDATE principals SET disabled = 1 WHERE kind = ?1 AND name = ?2",
                 params![principal.kind.as_str(), principal.name],
             )?;
             if n == 0 {
                 return Err(StoreError::NotFound(principal.to_string()));
             }
+            if principal.kind == PrincipalKind::Person {
+                tx.execute("DELETE FROM web_sessions WHERE login = ?1", params![principal.name])?;
+            }
+            tx.commit()?;
             Ok(())
         })
     }

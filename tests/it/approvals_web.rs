@@ -80,6 +80,150 @@ async fn a_person_approves_in_chromium_and_the_agents_waiting_call_returns_the_r
     env.stop().await;
 }
 
+/// The sign-in page's pre-session cookie (`name=value`) and its form's CSRF
+/// token.
+async fn sign_in_form(env: &Portcullis) -> (String, String) {
+    let page = env.raw().send(Method::GET, "/login", &[], Vec::new()).await;
+    assert_eq!(page.status, 200);
+    let set = page.headers["set-cookie"].to_str().unwrap();
+    assert!(
+        set.starts_with("__Host-portcullis-login=") && set.contains("; Path=/; Secure; HttpOnly; SameSite=Strict"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap().to_string();
+    (cookie, hidden(&String::from_utf8_lossy(&page.body), "csrf"))
+}
+
+/// The value of the hidden form field `name` in `page`.
+fn hidden(page: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = page.find(&marker).unwrap_or_else(|| panic!("no {name} field: {page}")) + marker.len();
+    page[start..].split('"').next().unwrap().to_string()
+}
+
+async fn post_form(env: &Portcullis, path: &str, cookie: Option<&str>, form: String) -> crate::harness::RawResponse {
+    let mut headers = vec![("content-type", "application/x-www-form-urlencoded")];
+    if let Some(cookie) = cookie {
+        headers.push(("cookie", cookie));
+    }
+    env.raw().send(Method::POST, path, &headers, form.into_bytes()).await
+}
+
+/// Sign `login` in with a new token; returns the session cookie (`name=value`).
+async fn sign_in(env: &Portcullis, login: &str) -> String {
+    let person = portcullis::identity::Principal::person(login);
+    if env.store.principal_disabled(&person).unwrap().is_none() {
+        env.store.add_principal(&person, false).unwrap();
+    }
+    let token = env.store.issue_credential(&person, "web", None).unwrap().1;
+    let (login_cookie, csrf) = sign_in_form(env).await;
+    let form = format!("token={token}&next=%2Fapprovals&csrf={csrf}");
+    let signed_in = post_form(env, "/login", Some(&login_cookie), form).await;
+    assert_eq!(signed_in.status, 303);
+    let set = signed_in.headers["set-cookie"].to_str().unwrap();
+    assert!(set.starts_with("__Host-portcullis="), "{set}");
+    set.split(';').next().unwrap().to_string()
+}
+
+/// The status of the approvals list for `session` (200 signed in, 303 to
+/// the sign-in page otherwise).
+async fn list_status(env: &Portcullis, session: &str) -> u16 {
+    let list = env
+        .raw()
+        .send(Method::GET, "/approvals", &[("cookie", session)], Vec::new())
+        .await;
+    list.status.as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_in_is_refused_without_the_sign_in_forms_own_csrf_token() {
+    let env = Portcullis::start().await;
+    let ana = env.person("ana", &[]);
+    let (login_cookie, csrf) = sign_in_form(&env).await;
+    let (other_cookie, _) = sign_in_form(&env).await;
+    let form = |csrf: &str| format!("token={ana}&next=%2Fapprovals&csrf={csrf}");
+    let attempts = [
+        ("no token and no cookie", None, format!("token={ana}&next=%2Fapprovals")),
+        ("the token without its cookie", None, form(&csrf)),
+        (
+            "no token",
+            Some(login_cookie.as_str()),
+            format!("token={ana}&next=%2Fapprovals"),
+        ),
+        ("a wrong token", Some(login_cookie.as_str()), form("00")),
+        ("another form's cookie", Some(other_cookie.as_str()), form(&csrf)),
+    ];
+    for (what, cookie, body) in attempts {
+        let refused = post_form(&env, "/login", cookie, body).await;
+        assert_eq!(refused.status, 403, "{what}");
+        assert!(
+            refused
+                .headers
+                .get_all("set-cookie")
+                .iter()
+                .all(|c| !c.to_str().unwrap().starts_with("__Host-portcullis=")),
+            "{what}: no session"
+        );
+        let page = String::from_utf8_lossy(&refused.body);
+        assert!(page.contains("did not come from this site"), "{what}: {page}");
+        assert!(page.contains("name=\"csrf\""), "{what}: a fresh form to sign in with");
+    }
+    let signed_in = post_form(&env, "/login", Some(&login_cookie), form(&csrf)).await;
+    assert_eq!(signed_in.status, 303);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ends_in_the_store_on_sign_out_and_when_its_person_is_disabled() {
+    let env = Portcullis::start().await;
+    let session = sign_in(&env, "ana").await;
+    assert_eq!(list_status(&env, &session).await, 200);
+    let id = session.split_once('=').unwrap().1;
+    let stored: Vec<String> = rusqlite::Connection::open(env.store.path())
+        .unwrap()
+        .prepare("SELECT id_sha256 FROM web_sessions")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        stored,
+        [portcullis::identity::credential::hash(id)],
+        "only the id's hash is stored"
+    );
+
+    let list = env
+        .raw()
+        .send(Method::GET, "/approvals", &[("cookie", &session)], Vec::new())
+        .await;
+    let csrf = hidden(&String::from_utf8_lossy(&list.body), "csrf");
+    let signed_out = post_form(&env, "/logout", Some(&session), format!("csrf={csrf}")).await;
+    assert_eq!(signed_out.status, 303);
+    assert_eq!(
+        list_status(&env, &session).await,
+        303,
+        "the cookie from before signing out is refused"
+    );
+    assert_eq!(env.store.web_session_count("ana").unwrap(), 0);
+
+    let session = sign_in(&env, "ana").await;
+    assert_eq!(list_status(&env, &session).await, 200);
+    let out = env.cli(&["person", "disable", "ana"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        env.store.web_session_count("ana").unwrap(),
+        0,
+        "disabling ends the sessions"
+    );
+    assert_eq!(
+        list_status(&env, &session).await,
+        303,
+        "a disabled person's session is refused"
+    );
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pages_are_locked_down_and_only_a_persons_own_token_signs_in() {
     let env = Portcullis::start().await;
@@ -100,26 +244,18 @@ async fn the_pages_are_locked_down_and_only_a_persons_own_token_signs_in() {
     assert_eq!(login.headers["x-frame-options"], "DENY");
     assert!(String::from_utf8_lossy(&login.body).contains("name=\"viewport\""));
 
-    let form = |token: &str| format!("token={token}&next=%2Fapprovals%2F{id}").into_bytes();
-    let post = |body: Vec<u8>, cookie: Option<String>| {
-        let raw = env.raw();
-        async move {
-            let mut headers = vec![("content-type", "application/x-www-form-urlencoded".to_string())];
-            if let Some(cookie) = cookie {
-                headers.push(("cookie", cookie));
-            }
-            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            raw.send(Method::POST, "/login", &headers, body).await
-        }
-    };
+    let (login_cookie, csrf) = sign_in_form(&env).await;
+    let form = |token: &str| format!("token={token}&next=%2Fapprovals%2F{id}&csrf={csrf}");
     // An agent's token never signs in, so an agent cannot approve its own write.
-    assert_eq!(post(form(&agent), None).await.status, 403);
+    let refused = post_form(&env, "/login", Some(&login_cookie), form(&agent)).await;
+    assert_eq!(refused.status, 403);
+    assert!(String::from_utf8_lossy(&refused.body).contains("Only a person&#39;s own token signs in here"));
     let ana = env
         .store
         .issue_credential(&portcullis::identity::Principal::person("ana"), "web", None)
         .unwrap()
         .1;
-    let signed_in = post(form(&ana), None).await;
+    let signed_in = post_form(&env, "/login", Some(&login_cookie), form(&ana)).await;
     assert_eq!(signed_in.status, 303);
     let cookie = signed_in.headers["set-cookie"].to_str().unwrap().to_string();
     assert!(cookie.starts_with("__Host-portcullis="), "{cookie}");

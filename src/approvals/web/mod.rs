@@ -1,8 +1,9 @@
 //! The approval pages, on the same listener as everything else:
 //!
 //! - `GET /login`, `POST /login`: sign in with a person's portcullis token
-//!   (the one in their kubeconfig); a session cookie follows ([`session`]).
-//! - `POST /logout`: sign out.
+//!   (the one in their kubeconfig), under the sign-in form's CSRF token; a
+//!   session cookie follows, the session kept in the store ([`session`]).
+//! - `POST /logout`: sign out (the session ends in the store).
 //! - `GET /approvals`: the held writes waiting on the signed-in person.
 //! - `GET /approvals/<id>`: who asked, what, where, the diff and the dry
 //!   run; `POST /approvals/<id>`: approve or deny, with an optional reason
@@ -59,8 +60,8 @@ pub async fn serve(
             pages::message("Not available", "This portcullis holds no writes."),
         );
     };
-    let (store, headers, shared) = (approvals.store.clone(), request.headers().clone(), key.clone());
-    let session = tokio::task::spawn_blocking(move || session::from_headers(&shared, &store, &headers))
+    let (store, headers) = (approvals.store.clone(), request.headers().clone());
+    let session = tokio::task::spawn_blocking(move || session::from_headers(&store, &headers))
         .await
         .ok()
         .flatten();
@@ -73,12 +74,12 @@ pub async fn serve(
     match (page, method, session) {
         (Page::Login, Method::GET, _) => {
             let next = query_param(request.uri().query(), "next").unwrap_or_default();
-            html(StatusCode::OK, pages::login(&safe_next(&next), None))
+            login_page(key, StatusCode::OK, request.headers(), &safe_next(&next), None)
         }
-        (Page::Login, Method::POST, _) => login(approvals, authenticator, request, row).await,
+        (Page::Login, Method::POST, _) => login(approvals, key, authenticator, request, row).await,
         (Page::Logout, Method::POST, Some(s)) => match read_form(request).await {
             Some(form) if session::csrf_ok(key, &s, form.get("csrf").map_or("", String::as_str)) => {
-                redirect("/login", Some(&session::set_cookie("")))
+                logout(approvals, s).await
             }
             _ => html(
                 StatusCode::FORBIDDEN,
@@ -92,9 +93,12 @@ pub async fn serve(
             let next = request.uri().path().to_string();
             redirect(&format!("/login?next={}", encode(&next)), None)
         }
-        (_, _, None) => html(
+        (_, _, None) => login_page(
+            key,
             StatusCode::UNAUTHORIZED,
-            pages::login("/approvals", Some("Sign in first.")),
+            request.headers(),
+            "/approvals",
+            Some("Sign in first."),
         ),
         _ => html(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -103,19 +107,53 @@ pub async fn serve(
     }
 }
 
+/// The sign-in form, with its CSRF token, setting the pre-session cookie
+/// the token is bound to when the browser has none yet.
+fn login_page(
+    key: &super::seal::Key,
+    code: StatusCode,
+    headers: &http::HeaderMap,
+    next: &str,
+    error: Option<&str>,
+) -> Response<Body> {
+    let (nonce, set) = session::login_nonce(headers);
+    let mut response = html(code, pages::login(next, &session::login_csrf(key, &nonce), error));
+    if let Some(value) = set.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
 async fn login(
     approvals: &Approvals,
+    key: &super::seal::Key,
     authenticator: &Authenticator,
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
+    let sent = request.headers().clone();
     let Some(form) = read_form(request).await else {
-        return html(
+        return login_page(
+            key,
             StatusCode::BAD_REQUEST,
-            pages::login("/approvals", Some("The form could not be read.")),
+            &sent,
+            "/approvals",
+            Some("The form could not be read."),
         );
     };
     let next = safe_next(form.get("next").map_or("", String::as_str));
+    // Before the token is even looked at: a sign-in form that is not this
+    // site's own could sign the browser in as someone else (login CSRF).
+    if !session::login_csrf_ok(key, &sent, form.get("csrf").map_or("", String::as_str)) {
+        row.refused = "csrf".into();
+        return login_page(
+            key,
+            StatusCode::FORBIDDEN,
+            &sent,
+            &next,
+            Some("Refused: the sign-in form expired or did not come from this site. Sign in again with this form."),
+        );
+    }
     let mut headers = http::HeaderMap::new();
     let token = form.get("token").map_or("", |t| t.trim());
     if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
@@ -125,28 +163,45 @@ async fn login(
         Ok(identity) if identity.principal.kind == PrincipalKind::Person && !identity.is_agent() => identity,
         Ok(_) => {
             row.refused = "not_person".into();
-            return html(
+            return login_page(
+                key,
                 StatusCode::FORBIDDEN,
-                pages::login(&next, Some("Only a person's own token signs in here.")),
+                &sent,
+                &next,
+                Some("Only a person's own token signs in here."),
             );
         }
         Err(error) => {
             row.refused = error.reason().into();
-            return html(
+            return login_page(
+                key,
                 StatusCode::UNAUTHORIZED,
-                pages::login(&next, Some("That token is not valid.")),
+                &sent,
+                &next,
+                Some("That token is not valid."),
             );
         }
     };
     row.identify(&identity);
-    let Some(key) = approvals.key.as_ref() else {
-        return html(
-            StatusCode::NOT_FOUND,
-            pages::message("Not available", "This portcullis holds no writes."),
-        );
-    };
-    let cookie = session::issue(key, &identity.principal.name, &identity.credential_id);
-    redirect(&next, Some(&session::set_cookie(&cookie)))
+    let (store, login, credential) = (
+        approvals.store.clone(),
+        identity.principal.name.clone(),
+        identity.credential_id.clone(),
+    );
+    match tokio::task::spawn_blocking(move || session::start(&store, &login, &credential)).await {
+        Ok(Ok(cookie)) => redirect(&next, Some(&session::set_cookie(&cookie))),
+        _ => unavailable(),
+    }
+}
+
+/// Sign out: the session ends in the store, so its cookie is refused even
+/// if the browser (or someone who copied it) keeps it.
+async fn logout(approvals: &Approvals, s: Session) -> Response<Body> {
+    let store = approvals.store.clone();
+    match tokio::task::spawn_blocking(move || session::end(&store, &s)).await {
+        Ok(Ok(())) => redirect("/login", Some(&session::set_cookie(""))),
+        _ => unavailable(),
+    }
 }
 
 async fn list(approvals: &Approvals, s: &Session) -> Response<Body> {

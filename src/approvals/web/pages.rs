@@ -56,8 +56,9 @@ pub fn page(title: &str, signed_in: Option<(&str, &str)>, body: &str) -> String 
     )
 }
 
-/// The sign-in form; `next` is where to go afterwards.
-pub fn login(next: &str, error: Option<&str>) -> String {
+/// The sign-in form; `next` is where to go afterwards, `csrf` the form's
+/// token (bound to the sign-in page's pre-session cookie).
+pub fn login(next: &str, csrf: &str, error: Option<&str>) -> String {
     let error = error
         .map(|e| format!("<p class=\"del\">{}</p>", escape(e)))
         .unwrap_or_default();
@@ -68,8 +69,10 @@ pub fn login(next: &str, error: Option<&str>) -> String {
             "<h1>Sign in to portcullis</h1>{error}<form method=\"post\" action=\"/login\">\
              <label for=\"token\">Your portcullis token (the one in your kubeconfig)</label>\
              <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"off\" required>\
-             <input type=\"hidden\" name=\"next\" value=\"{}\"><button type=\"submit\">Sign in</button></form>",
-            escape(next)
+             <input type=\"hidden\" name=\"next\" value=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+             <button type=\"submit\">Sign in</button></form>",
+            escape(next),
+            escape(csrf)
         ),
     )
 }

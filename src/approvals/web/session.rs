@@ -1,21 +1,33 @@
-//! Sign-in sessions for the approval pages: a cookie signed with the
-//! approvals key (so sessions survive a restart and work on every replica),
-//! and a CSRF token bound to it.
+//! Sign-in sessions for the approval pages, kept in the store, and the CSRF
+//! tokens of the forms.
 //!
-//! The cookie is `__Host-portcullis` (Secure, `Path=/`, no Domain),
-//! HttpOnly and SameSite=Strict. Its value is `<login>.<credential id>.
-//! <expiry unix seconds>.<HMAC>`; the credential is checked again on every
-//! request, so revoking it (or disabling the person) ends the session.
+//! The session cookie is `__Host-portcullis` (Secure, `Path=/`, no Domain),
+//! HttpOnly and SameSite=Strict. Its value is a random id; the store keeps
+//! only the id's SHA-256 with the login, the credential and the expiry, so
+//! signing out (the row deleted) or disabling the person (all their rows
+//! deleted) ends a session at once, on every replica. The credential is
+//! checked again on every request, so revoking it ends the session too.
+//!
+//! The sign-in form is protected against login CSRF (a site signing a
+//! victim in as the attacker) by a pre-session cookie, `__Host-portcullis-
+//! login`, a random nonce: the form carries a MAC of it under the approvals
+//! key, and a sign-in without both is refused. Forms of a session carry a
+//! MAC of the session id.
 
 use crate::approvals::seal::Key;
-use crate::identity::Principal;
-use crate::store::Store;
+use crate::identity::{credential, Principal};
+use crate::store::{Store, StoreError, WebSession};
+use base64::Engine;
 use chrono::Utc;
 
-/// The cookie's name.
+/// The session cookie's name.
 pub const COOKIE: &str = "__Host-portcullis";
+/// The sign-in page's pre-session cookie.
+pub const LOGIN_COOKIE: &str = "__Host-portcullis-login";
 /// How long a sign-in lasts.
 pub const LIFETIME_SECS: i64 = 8 * 3600;
+/// How long a sign-in form stays usable.
+const LOGIN_FORM_SECS: i64 = 3600;
 
 /// A signed-in person.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,16 +37,28 @@ pub struct Session {
     /// The credential they signed in with (it can never decide its own
     /// held writes).
     pub credential_id: String,
-    /// The raw cookie value (the CSRF token is derived from it).
+    /// The session id from the cookie (the CSRF token is derived from it).
     pub cookie: String,
 }
 
-/// A new session's cookie value for `login` signed in with `credential_id`.
-pub fn issue(key: &Key, login: &str, credential_id: &str) -> String {
-    let expires = Utc::now().timestamp() + LIFETIME_SECS;
-    let payload = format!("{login}.{credential_id}.{expires}");
-    let mac = key.mac(payload.as_bytes());
-    format!("{payload}.{mac}")
+/// Start a session for `login` signed in with `credential_id`; returns the
+/// cookie value (the session id), which is not kept anywhere else.
+/// Blocking (the store).
+pub fn start(store: &Store, login: &str, credential_id: &str) -> Result<String, StoreError> {
+    let id = random_id();
+    let session = WebSession {
+        login: login.to_string(),
+        credential_id: credential_id.to_string(),
+        expires_at: Utc::now() + chrono::TimeDelta::seconds(LIFETIME_SECS),
+    };
+    store.insert_web_session(&credential::hash(&id), &session)?;
+    Ok(id)
+}
+
+/// End `session` (signing out): its cookie is refused from now on.
+/// Blocking (the store).
+pub fn end(store: &Store, session: &Session) -> Result<(), StoreError> {
+    store.delete_web_session(&credential::hash(&session.cookie))
 }
 
 /// The `Set-Cookie` header value for `value` (empty and expired to sign out).
@@ -43,32 +67,18 @@ pub fn set_cookie(value: &str) -> String {
     format!("{COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={max_age}")
 }
 
-/// The session in `headers`' cookie, if it is genuine, unexpired, and its
-/// credential still works.
-pub fn from_headers(key: &Key, store: &Store, headers: &http::HeaderMap) -> Option<Session> {
-    let value = headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value.to_string())?;
-    let (payload, mac) = value.rsplit_once('.')?;
-    if !key.verify(payload.as_bytes(), mac) {
-        return None;
-    }
-    let mut fields = payload.rsplitn(3, '.');
-    let expires: i64 = fields.next()?.parse().ok()?;
-    let credential_id = fields.next()?.to_string();
-    let login = fields.next()?.to_string();
-    if expires <= Utc::now().timestamp() || !credential_works(store, &login, &credential_id) {
+/// The session of `headers`' cookie, if the store has it unexpired and its
+/// person and credential still work. Blocking (the store).
+pub fn from_headers(store: &Store, headers: &http::HeaderMap) -> Option<Session> {
+    let id = cookie(headers, COOKIE)?;
+    let found = store.web_session(&credential::hash(&id)).ok()??;
+    if !credential_works(store, &found.login, &found.credential_id) {
         return None;
     }
     Some(Session {
-        login,
-        credential_id,
-        cookie: value,
+        login: found.login,
+        credential_id: found.credential_id,
+        cookie: id,
     })
 }
 
@@ -80,6 +90,46 @@ pub fn csrf(key: &Key, session: &Session) -> String {
 /// Is `token` the session's CSRF token?
 pub fn csrf_ok(key: &Key, session: &Session, token: &str) -> bool {
     key.verify(format!("csrf.{}", session.cookie).as_bytes(), token)
+}
+
+/// The sign-in form's nonce: the one in `headers`' pre-session cookie, or a
+/// new one with the `Set-Cookie` value that sets it.
+pub fn login_nonce(headers: &http::HeaderMap) -> (String, Option<String>) {
+    match cookie(headers, LOGIN_COOKIE) {
+        Some(nonce) => (nonce, None),
+        None => {
+            let nonce = random_id();
+            let set =
+                format!("{LOGIN_COOKIE}={nonce}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={LOGIN_FORM_SECS}");
+            (nonce, Some(set))
+        }
+    }
+}
+
+/// The sign-in form's CSRF token for `nonce`.
+pub fn login_csrf(key: &Key, nonce: &str) -> String {
+    key.mac(format!("login.{nonce}").as_bytes())
+}
+
+/// Does a sign-in carry the pre-session cookie and its form's token?
+pub fn login_csrf_ok(key: &Key, headers: &http::HeaderMap, token: &str) -> bool {
+    cookie(headers, LOGIN_COOKIE).is_some_and(|nonce| key.verify(format!("login.{nonce}").as_bytes(), token))
+}
+
+/// 32 random bytes, base64url: an id no one can guess.
+fn random_id() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
+}
+
+fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(found, value)| *found == name && !value.is_empty())
+        .map(|(_, value)| value.to_string())
 }
 
 fn credential_works(store: &Store, login: &str, credential_id: &str) -> bool {
@@ -99,31 +149,62 @@ fn credential_works(store: &Store, login: &str, credential_id: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn headers(pairs: &str) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::COOKIE, pairs.parse().unwrap());
+        h
+    }
+
     #[test]
-    fn a_cookie_is_refused_when_altered_and_its_csrf_token_is_bound_to_it() {
+    fn a_session_lives_in_the_store_by_hash_and_ends_on_sign_out_or_revocation() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         let ana = Principal::person("ana");
         store.add_principal(&ana, false).unwrap();
         let (credential, _) = store.issue_credential(&ana, "t", None).unwrap();
-        let key = Key::from_bytes(&[3; 32]).unwrap();
-        let value = issue(&key, "ana", &credential.id);
-        let headers = |v: &str| {
-            let mut h = http::HeaderMap::new();
-            h.insert(http::header::COOKIE, format!("x=1; {COOKIE}={v}").parse().unwrap());
-            h
-        };
-        let session = from_headers(&key, &store, &headers(&value)).expect("genuine");
+        let id = start(&store, "ana", &credential.id).unwrap();
+        assert!(store.web_session(&id).unwrap().is_none(), "the raw id is not stored");
+        let cookie = headers(&format!("x=1; {COOKIE}={id}"));
+        let session = from_headers(&store, &cookie).expect("signed in");
         assert_eq!(session.login, "ana");
-        assert!(from_headers(&key, &store, &headers(&value.replacen("ana", "bob", 1))).is_none());
-        let token = csrf(&key, &session);
-        assert!(csrf_ok(&key, &session, &token));
-        assert!(!csrf_ok(&key, &session, "00"));
+        assert!(from_headers(&store, &headers(&format!("{COOKIE}={id}x"))).is_none());
+        end(&store, &session).unwrap();
+        assert!(from_headers(&store, &cookie).is_none(), "signed out");
+
+        let id = start(&store, "ana", &credential.id).unwrap();
         store.revoke_credential(&credential.id).unwrap();
         assert!(
-            from_headers(&key, &store, &headers(&value)).is_none(),
+            from_headers(&store, &headers(&format!("{COOKIE}={id}"))).is_none(),
             "revoked ends it"
         );
-        assert!(set_cookie(&value).contains("Secure; HttpOnly; SameSite=Strict"));
+        assert!(set_cookie(&id).contains("Secure; HttpOnly; SameSite=Strict"));
+    }
+
+    #[test]
+    fn the_sign_in_token_is_bound_to_the_pre_session_cookie_and_the_session_token_to_the_session() {
+        let key = Key::from_bytes(&[3; 32]).unwrap();
+        let (nonce, set) = login_nonce(&http::HeaderMap::new());
+        assert!(set
+            .unwrap()
+            .starts_with(&format!("{LOGIN_COOKIE}={nonce}; Path=/; Secure; HttpOnly")));
+        let with_cookie = headers(&format!("{LOGIN_COOKIE}={nonce}"));
+        assert_eq!(login_nonce(&with_cookie), (nonce.clone(), None));
+        let token = login_csrf(&key, &nonce);
+        assert!(login_csrf_ok(&key, &with_cookie, &token));
+        assert!(!login_csrf_ok(&key, &http::HeaderMap::new(), &token), "no cookie");
+        assert!(!login_csrf_ok(&key, &headers(&format!("{LOGIN_COOKIE}=other")), &token));
+        assert!(!login_csrf_ok(&key, &with_cookie, "00"));
+
+        let session = Session {
+            login: "ana".into(),
+            credential_id: "c".into(),
+            cookie: "id".into(),
+        };
+        let token = csrf(&key, &session);
+        assert!(csrf_ok(&key, &session, &token));
+        assert!(
+            !csrf_ok(&key, &session, &login_csrf(&key, "id")),
+            "a sign-in token is not a session's"
+        );
     }
 }
