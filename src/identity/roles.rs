@@ -10,6 +10,11 @@
 //! | `admin` | everything in a namespace, Secrets and RBAC included (reveals Secrets) |
 //! | `cluster-admin` | everything everywhere; at most 4 hours a grant (reveals Secrets) |
 //!
+//! "Not Secrets" means not through the Secrets API: `developer` (creates
+//! pods, reads logs) and `debugger` (exec, attach) still reach Secret values
+//! through pods ([`Role::reads_secrets_through_pods`]), which `whoami` tells
+//! an agent.
+//!
 //! Each role becomes a ClusterRole `portcullis:<role>` in every cluster; a
 //! grant binds it in one namespace (RoleBinding) or cluster-wide
 //! (ClusterRoleBinding).
@@ -38,6 +43,59 @@ impl Role {
     pub fn cluster_role_name(&self) -> String {
         format!("portcullis:{}", self.name)
     }
+
+    /// Does one of the role's rules allow `verb` on `resource` (with its
+    /// subresource, `pods/log`) in API group `group`? Wildcards as RBAC
+    /// reads them (`*`, and `*/<subresource>`).
+    pub fn allows(&self, group: &str, resource: &str, verb: &str) -> bool {
+        let subresource = resource.split_once('/').map(|(_, sub)| sub);
+        self.rules.iter().any(|rule| {
+            let has = |key: &str, want: &dyn Fn(&str) -> bool| {
+                rule[key]
+                    .as_array()
+                    .is_some_and(|values| values.iter().filter_map(Value::as_str).any(want))
+            };
+            has("apiGroups", &|g| g == "*" || g == group)
+                && has("verbs", &|v| v == "*" || v == verb)
+                && has("resources", &|r| {
+                    r == "*" || r == resource || subresource.is_some_and(|sub| r.strip_prefix("*/") == Some(sub))
+                })
+        })
+    }
+
+    /// How a holder can read Secret values through pods, which redaction
+    /// cannot stop since they never pass through the Secrets API: `None`
+    /// when the role allows no way.
+    pub fn reads_secrets_through_pods(&self) -> Option<ThroughPods> {
+        let core = |resource: &str, verbs: &[&str]| verbs.iter().any(|verb| self.allows("", resource, verb));
+        let logs = core("pods/log", &["get"]);
+        let stream = core("pods/exec", &["create", "get"]) || core("pods/attach", &["create", "get"]);
+        match (core("pods", &["create"]), logs, stream) {
+            (true, true, _) => Some(ThroughPods {
+                how: "create pods and read their logs",
+                any_secret: true,
+            }),
+            (true, false, true) => Some(ThroughPods {
+                how: "create pods and exec or attach into them",
+                any_secret: true,
+            }),
+            (_, _, true) => Some(ThroughPods {
+                how: "exec or attach into pods",
+                any_secret: false,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A way to Secret values through pods (see [`Role::reads_secrets_through_pods`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThroughPods {
+    /// What the role allows, as a person would say it.
+    pub how: &'static str,
+    /// Any Secret of the scope (a new pod can mount any), rather than only
+    /// those the scope's pods already mount or carry in their environment.
+    pub any_secret: bool,
 }
 
 const READ: &[&str] = &["get", "list", "watch"];
@@ -164,6 +222,31 @@ mod tests {
         assert!(allows(&dev, "apps", "deployments/scale", "update"));
         assert!(!allows(&dev, "", "secrets", "get"));
         assert!(!allows(&dev, "", "pods/exec", "create"));
+    }
+
+    #[test]
+    fn developer_and_debugger_can_read_secrets_through_pods_and_viewer_cannot() {
+        let through_pods: Vec<String> = builtin()
+            .into_iter()
+            .filter(|r| !r.reveals_secrets && r.reads_secrets_through_pods().is_some())
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(through_pods, ["developer", "debugger"]);
+        let developer = role("developer").reads_secrets_through_pods().unwrap();
+        assert_eq!(developer.how, "create pods and read their logs");
+        assert!(developer.any_secret);
+        assert!(!role("debugger").reads_secrets_through_pods().unwrap().any_secret);
+        assert!(role("admin").reads_secrets_through_pods().is_some());
+        let custom = Role {
+            name: "exec-anything".into(),
+            rules: vec![json!({"apiGroups": [""], "resources": ["*/exec"], "verbs": ["create"]})],
+            reveals_secrets: false,
+            max_duration: None,
+        };
+        assert_eq!(
+            custom.reads_secrets_through_pods().unwrap().how,
+            "exec or attach into pods"
+        );
     }
 
     #[test]

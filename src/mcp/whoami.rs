@@ -4,6 +4,7 @@
 
 use super::context::ToolContext;
 use super::error::ToolError;
+use crate::identity::roles::Role;
 use crate::identity::Grant;
 use chrono::Utc;
 
@@ -79,7 +80,45 @@ pub async fn whoami(ctx: &ToolContext) -> Result<String, ToolError> {
             text.push('\n');
         }
     }
+    text.push_str(&secrets_through_pods(
+        &crate::gateway::all_roles(&ctx.shared.config),
+        &all,
+    ));
     Ok(text)
+}
+
+/// Said plainly, because redaction makes Secrets look out of reach: a grant
+/// whose role lets its holder run code in pods reads every Secret in its
+/// scope through a pod that mounts it.
+fn secrets_through_pods(roles: &[Role], all: &[(String, Vec<Grant>)]) -> String {
+    let lines: Vec<String> = all
+        .iter()
+        .flat_map(|(cluster, grants)| grants.iter().map(move |g| (cluster, g)))
+        .filter_map(|(cluster, grant)| {
+            let role = roles.iter().find(|r| r.name == grant.role && !r.reveals_secrets)?;
+            let through = role.reads_secrets_through_pods()?;
+            let scope = match &grant.namespace {
+                Some(ns) => format!("namespace {ns}"),
+                None => "every namespace".to_string(),
+            };
+            let what = if through.any_secret {
+                format!("any Secret in {scope}")
+            } else {
+                format!("every Secret that pods in {scope} mount or carry in their environment")
+            };
+            Some(format!(
+                "- {} on cluster {cluster} lets you {}: you can read the values of {what} (grant {})\n",
+                grant.role, through.how, grant.id
+            ))
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "Redaction does not keep Secret values from these grants: a pod that mounts a Secret shows its values to whoever runs code in it or reads its logs.\n{}",
+        lines.concat()
+    )
 }
 
 /// `list_clusters`.

@@ -14,6 +14,49 @@ use std::time::Duration;
 const C: &str = "sim";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whoami_says_plainly_when_a_grant_can_read_secrets_through_pods() {
+    let env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl(
+        "ana",
+        &[
+            ("developer", Some("shop")),
+            ("debugger", Some("payments")),
+            ("viewer", Some("default")),
+        ],
+        Duration::from_secs(3600),
+    );
+    let client = connect(&env, &env.agent("ana", &[&grants[0], &grants[1]]), stateless()).await;
+    let whoami = ok(&client, "whoami", json!({})).await;
+    assert!(
+        whoami.contains("Redaction does not keep Secret values from these grants"),
+        "{whoami}"
+    );
+    assert!(
+        whoami.contains(&format!(
+            "- developer on cluster {C} lets you create pods and read their logs: you can read the values of any Secret in namespace shop (grant {})",
+            grants[0].id
+        )),
+        "{whoami}"
+    );
+    assert!(
+        whoami.contains(&format!(
+            "- debugger on cluster {C} lets you exec or attach into pods: you can read the values of every Secret that pods in namespace payments mount or carry in their environment (grant {})",
+            grants[1].id
+        )),
+        "{whoami}"
+    );
+
+    let viewer_only = connect(&env, &env.agent_named("ana", "reader", &[&grants[2]]), stateless()).await;
+    let whoami = ok(&viewer_only, "whoami", json!({})).await;
+    assert!(whoami.contains("viewer on namespace default"), "{whoami}");
+    assert!(
+        !whoami.contains("Secret"),
+        "a viewer cannot reach Secret values: {whoami}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_show_only_what_the_agents_grants_allow() {
     let env = Portcullis::start().await;
     let token = ana_and_agent(&env);
