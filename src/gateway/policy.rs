@@ -11,9 +11,10 @@ use super::classify::RequestInfo;
 use crate::identity::roles::Role;
 use crate::identity::{Grant, Identity, Principal};
 use crate::store::Store;
-use chrono::Utc;
+use chrono::{DateTime, TimeDelta, Utc};
 use dashmap::DashMap;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,31 @@ pub enum Decision {
 #[error("grant store unavailable")]
 pub struct PolicyUnavailable;
 
+/// The time grants are judged by: the system clock, unless moved ahead.
+/// Only tests move it, to see a grant expire on the next request without
+/// waiting out its lifetime; nothing in portcullis does.
+#[derive(Debug, Clone, Default)]
+pub struct GrantClock {
+    ahead_ms: Arc<AtomicI64>,
+}
+
+impl GrantClock {
+    /// Now, as grants are judged.
+    pub fn now(&self) -> DateTime<Utc> {
+        Utc::now() + TimeDelta::milliseconds(self.ahead_ms.load(Ordering::Relaxed))
+    }
+
+    /// Move this clock `by` further ahead of the system clock.
+    pub fn advance(&self, by: Duration) {
+        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        let _ = self
+            .ahead_ms
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |ahead| {
+                Some(ahead.saturating_add(by))
+            });
+    }
+}
+
 /// Decides the groups a request carries.
 #[derive(Debug)]
 pub struct Policy {
@@ -45,6 +71,7 @@ pub struct Policy {
     protected: HashSet<String>,
     revealing_roles: HashSet<String>,
     cache: DashMap<(Principal, String), CachedGrants>,
+    clock: GrantClock,
 }
 
 /// A subject's grants on one cluster, and when they were read.
@@ -64,7 +91,13 @@ impl Policy {
             protected: protected.into_iter().collect(),
             revealing_roles,
             cache: DashMap::new(),
+            clock: GrantClock::default(),
         }
+    }
+
+    /// The clock grants are judged by.
+    pub fn clock(&self) -> &GrantClock {
+        &self.clock
     }
 
     /// Decide for `identity` on `cluster` doing `info`.
@@ -81,7 +114,7 @@ impl Policy {
             });
         }
         let grants = self.grants(&identity.principal, cluster).await?;
-        let now = Utc::now();
+        let now = self.clock.now();
         // A delegated agent is sent only the grants it was given.
         let delegated = identity.agent.as_ref().and_then(|a| a.grant_ids.as_ref());
         let in_effect: Vec<&Grant> = grants
