@@ -3,6 +3,7 @@
 //! running the same command again runs the write exactly once.
 
 use crate::harness::{Kubectl, Portcullis, CLUSTER};
+use crate::support::eventually;
 use portcullis::approvals::HeldState;
 use portcullis::identity::Principal;
 use std::time::Duration;
@@ -355,29 +356,18 @@ async fn an_approved_write_whose_caller_goes_away_midway_never_stays_running() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut state = HeldState::Approved;
-    for _ in 0..100 {
-        state = env.store.held(&id).unwrap().unwrap().state;
-        if state == HeldState::Executing {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        state,
-        HeldState::Executing,
-        "the repeated call claimed the approved write"
-    );
+    let state = || env.store.held(&id).unwrap().unwrap().state;
+    eventually("the repeated call to claim the approved write", async || {
+        state() == HeldState::Executing
+    })
+    .await;
     caller.kill().unwrap();
     let _ = caller.wait();
-    for _ in 0..100 {
-        state = env.store.held(&id).unwrap().unwrap().state;
-        if state != HeldState::Executing {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(state, HeldState::Executed, "never left executing");
+    let after = eventually("the claimed write to leave executing", async || {
+        Some(state()).filter(|s| *s != HeldState::Executing)
+    })
+    .await;
+    assert_eq!(after, HeldState::Executed, "never left executing");
     let outcome = env.store.held(&id).unwrap().unwrap().outcome.unwrap();
     assert!(outcome.body.contains("unknown"), "{outcome:?}");
     env.stop().await;

@@ -6,6 +6,7 @@
 use crate::approvals::real_writes;
 use crate::harness::{Portcullis, CLUSTER as C};
 use crate::mcp::{connect, fails, ok, stateless, try_connect_as, Client};
+use crate::support::eventually;
 use portcullis::approvals::decide;
 use portcullis::identity::Principal;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, InputRequest};
@@ -210,12 +211,8 @@ async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes
             true,
         )
         .unwrap();
-    let client = connect(
-        &env,
-        &env.store.issue_agent_credential(&agent, None).unwrap().1,
-        stateless(),
-    )
-    .await;
+    let token = env.store.issue_agent_credential(&agent, None).unwrap().1;
+    let client = connect(&env, &token, stateless()).await;
     // As a viewer, the dry run is refused: that is the answer, nothing held.
     let (_, refused) = fails(&client, "apply", apply_flags(None)).await;
     assert_eq!(refused["code"], 403);
@@ -226,12 +223,38 @@ async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes
     let request = env.store.list_access_requests().unwrap().remove(0);
     portcullis::access::approve(&env.store, &env.config, &request.id, "ana").unwrap();
     env.reconcile().await;
-    // The agent's identity (with its grants) is cached as long as this.
-    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(500)).await;
+    // The agent's identity (with its grants) is cached for a while. The
+    // cluster's answer to a review (never held, and it writes nothing) says
+    // when the new grant is sent.
+    eventually("the new grant sent for the agent", async || {
+        may_patch_flags(&env, &token).await
+    })
+    .await;
     let text = ok(&client, "apply", apply_flags(None)).await;
     assert!(text.starts_with("applied configmaps/flags in shop"), "{text}");
     assert_eq!(agent_patches(&env), 1);
     env.stop().await;
+}
+
+/// Whether the cluster lets the caller of `token` patch ConfigMaps in shop,
+/// asked with a SelfSubjectAccessReview through portcullis.
+async fn may_patch_flags(env: &Portcullis, token: &str) -> bool {
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "patch", "resource": "configmaps", "namespace": "shop"}},
+    });
+    let auth = format!("Bearer {token}");
+    let answer = env
+        .raw()
+        .send(
+            http::Method::POST,
+            &format!("/clusters/{C}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"),
+            &[("authorization", &auth), ("content-type", "application/json")],
+            review.to_string().into_bytes(),
+        )
+        .await;
+    answer.json()["status"]["allowed"] == true
 }
 
 /// Real (not dry-run) requests by ana's agent with `method` under `path`.
@@ -335,9 +358,7 @@ async fn an_approved_rollout_restart_repeated_later_runs_its_stored_request() {
     let asked = chrono::Utc::now().timestamp();
     decide::approve(&env.store, &id, "ana", None, None).unwrap();
     // The repeat stamps another second into its body than the held one.
-    while chrono::Utc::now().timestamp() == asked {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("the next second", async || chrono::Utc::now().timestamp() != asked).await;
     let text = ok(&client, "rollout_restart", restart(Some(&id))).await;
     assert!(text.starts_with("approved by ana at "), "{text}");
     assert_eq!(agent_patches(&env), 1);

@@ -4,6 +4,7 @@
 
 use crate::approvals_mcp::{apply_flags, careful_agent};
 use crate::harness::Portcullis;
+use crate::support::eventually;
 use portcullis::approvals::{decide, HeldState};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -26,17 +27,12 @@ async fn the_python_sdk_is_shown_the_approval_url_and_its_retry_returns_the_resu
             .output()
     });
     // ana approves once the write is held (as she would, following the link).
-    let mut approved = false;
-    for _ in 0..300 {
+    let held = eventually("the write to be held", async || {
         let held = env.store.list_held().unwrap();
-        if let Some(h) = held.iter().find(|h| h.state == HeldState::Pending) {
-            decide::approve(&env.store, &h.id, "ana", None, None).unwrap();
-            approved = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(approved, "the write was held");
+        held.into_iter().find(|h| h.state == HeldState::Pending)
+    })
+    .await;
+    decide::approve(&env.store, &held.id, "ana", None, None).unwrap();
     let output = tokio::time::timeout(Duration::from_secs(90), child)
         .await
         .expect("the Python client finishes")

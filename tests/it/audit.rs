@@ -3,6 +3,7 @@
 //! write is forwarded, kept across a restart, tamper-evident and queryable.
 
 use crate::harness::{Portcullis, CLUSTER};
+use crate::support::eventually;
 use http::Method;
 use portcullis::audit::query::Filter;
 use portcullis::audit::row::{AuditRow, ChainedRow};
@@ -22,21 +23,12 @@ pub fn rows(env: &Portcullis, filter: Filter) -> Vec<ChainedRow> {
 /// The row of `id`, once committed (reads are committed within 100 ms of
 /// their response's end).
 pub async fn row(env: &Portcullis, id: &str) -> AuditRow {
-    for _ in 0..100 {
-        if let Some(found) = rows(
-            env,
-            Filter {
-                id: Some(id.into()),
-                ..Filter::default()
-            },
-        )
-        .pop()
-        {
-            return found.row;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no audit row {id}");
+    let filter = Filter {
+        id: Some(id.into()),
+        ..Filter::default()
+    };
+    let found = eventually(&format!("audit row {id}"), async || rows(env, filter.clone()).pop()).await;
+    found.row
 }
 
 pub fn audit_id(response: &crate::harness::RawResponse) -> String {
@@ -194,14 +186,11 @@ async fn an_exec_stream_is_one_row_with_its_bytes_both_ways() {
         resource: Some("pods/exec".into()),
         ..Filter::default()
     };
-    let mut found = Vec::new();
-    for _ in 0..100 {
-        found = rows(&env, exec.clone());
-        if !found.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let found = eventually("the exec stream's row", async || {
+        let found = rows(&env, exec.clone());
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
     assert_eq!(found.len(), 1, "one row for the stream");
     let row = &found[0].row;
     assert_eq!(

@@ -3,11 +3,11 @@
 //! read the result. (The crate's own tokio-tungstenite: no browser-driving
 //! dependency needed.)
 
+use crate::support::eventually;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -53,14 +53,11 @@ impl Browser {
             .spawn()
             .expect("chromium starts (scripts/setup installs it)");
         let port_file = profile.join("DevToolsActivePort");
-        let mut text = String::new();
-        for _ in 0..300 {
-            text = std::fs::read_to_string(&port_file).unwrap_or_default();
-            if text.lines().count() >= 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let text = eventually("Chromium to write its DevTools port", async || {
+            let text = std::fs::read_to_string(&port_file).unwrap_or_default();
+            (text.lines().count() >= 2).then_some(text)
+        })
+        .await;
         let mut lines = text.lines();
         let (port, path) = (
             lines.next().expect("devtools port"),
@@ -129,16 +126,17 @@ impl Browser {
         result["result"]["value"].clone()
     }
 
-    /// Wait until `script` evaluates to true in a loaded page (up to 20 s).
+    /// Wait until `script` evaluates to true in a loaded page.
     pub async fn wait_for(&mut self, script: &str) {
-        let check = format!("document.readyState === 'complete' && !!({script})");
-        for _ in 0..200 {
-            if self.eval(&check).await == json!(true) {
-                return;
+        // The page as it is, when it is not yet what was awaited.
+        let check =
+            format!("(document.readyState === 'complete' && !!({script})) || document.documentElement.outerHTML");
+        eventually(&format!("the page to satisfy {script}"), async || {
+            match self.eval(&check).await {
+                Value::Bool(true) => Ok(()),
+                page => Err(page),
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let html = self.eval("document.documentElement.outerHTML").await;
-        panic!("the page never satisfied {script}: {html}");
+        })
+        .await;
     }
 }

@@ -1,7 +1,7 @@
 //! `portcullis demo`, run as the binary a newcomer runs.
 
+use crate::support::eventually;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 struct Demo(Child);
 
@@ -21,8 +21,8 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output 
         .unwrap()
 }
 
-#[test]
-fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
+#[tokio::test]
+async fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
     let dir = tempfile::tempdir().unwrap();
     let demo = Demo(
         Command::new(env!("CARGO_BIN_EXE_portcullis"))
@@ -34,11 +34,13 @@ fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
             .unwrap(),
     );
     let person = dir.path().join("person.kubeconfig");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !person.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // mcp.json is the last file the demo writes, once it serves.
+    let mcp_json = dir.path().join("mcp.json");
+    eventually("the demo to write mcp.json whole", async || {
+        let text = std::fs::read_to_string(&mcp_json).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v["mcpServers"].is_object())
+    })
+    .await;
     for file in [
         "portcullis.toml",
         "person.kubeconfig",
@@ -117,22 +119,15 @@ fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() {
         "{listed} {}",
         String::from_utf8_lossy(&grants.stderr)
     );
-    interrupt_and_expect_a_clean_exit(demo);
+    interrupt_and_expect_a_clean_exit(demo).await;
 }
 
 /// Ctrl-C (SIGINT) stops everything: the process exits 0 within seconds.
-fn interrupt_and_expect_a_clean_exit(mut demo: Demo) {
+async fn interrupt_and_expect_a_clean_exit(mut demo: Demo) {
     let pid = demo.0.id().to_string();
     assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = demo.0.try_wait().unwrap() {
-            assert!(status.success(), "the demo exits cleanly on Ctrl-C: {status}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "the demo did not stop on Ctrl-C");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let status = eventually("the demo to stop on Ctrl-C", async || demo.0.try_wait().unwrap()).await;
+    assert!(status.success(), "the demo exits cleanly on Ctrl-C: {status}");
 }
 
 #[test]

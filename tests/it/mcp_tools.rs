@@ -7,7 +7,9 @@
 use crate::audit::rows;
 use crate::harness::Portcullis;
 use crate::mcp::{ana_and_agent, connect, fails, legacy, ok, stateless};
+use crate::support::eventually;
 use portcullis::audit::query::Filter;
+use portcullis::audit::row::ChainedRow;
 use serde_json::json;
 use std::time::Duration;
 
@@ -265,15 +267,23 @@ async fn secret_values_are_hidden_in_get_and_list_and_read_secret_reveals_them_o
     assert!(text.contains("its keys: password, url, username"), "{text}");
 
     let agent = env.store.list_agents().unwrap().pop().unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let rows = rows(
-        &env,
-        Filter {
-            session: Some(agent.id.clone()),
-            discovery: true,
-            ..Filter::default()
-        },
-    );
+    let session = Filter {
+        session: Some(agent.id.clone()),
+        discovery: true,
+        ..Filter::default()
+    };
+    let count = |rows: &[ChainedRow], tool: &str| {
+        rows.iter()
+            .filter(|r| r.row.tool == tool && r.row.resource == "secrets")
+            .count()
+    };
+    // One Secret read by get_resource, three by read_secret.
+    let rows = eventually("the rows of every Secret read", async || {
+        let found = rows(&env, session.clone());
+        (count(&found, "get_resource") >= 1 && count(&found, "read_secret") >= 3).then_some(found)
+    })
+    .await;
+    assert_eq!((count(&rows, "get_resource"), count(&rows, "read_secret")), (1, 3));
     let of = |tool: &str| {
         rows.iter()
             .filter(|r| r.row.tool == tool && r.row.resource == "secrets")
@@ -282,12 +292,9 @@ async fn secret_values_are_hidden_in_get_and_list_and_read_secret_reveals_them_o
     assert!(of("get_resource")
         .iter()
         .all(|r| r.row.redacted && !r.row.secret_revealed));
-    assert!(
-        !of("read_secret").is_empty()
-            && of("read_secret")
-                .iter()
-                .all(|r| r.row.secret_revealed && !r.row.redacted)
-    );
+    assert!(of("read_secret")
+        .iter()
+        .all(|r| r.row.secret_revealed && !r.row.redacted));
     assert!(
         rows.iter().any(|r| r.row.tool == "get_resource" && r.row.discovery),
         "discovery lookups are audited with the tool"

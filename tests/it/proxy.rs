@@ -2,6 +2,7 @@
 //! cluster, under the caller's identity.
 
 use crate::harness::{Portcullis, CLUSTER};
+use crate::support::eventually;
 use http::Method;
 use std::time::Duration;
 
@@ -232,7 +233,11 @@ async fn unknown_expired_revoked_and_malformed_tokens_get_401() {
     let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
     assert_eq!(raw.get(&path, &revoked).await.status, 200);
     env.store.revoke_credential(&revoked_cred.id).unwrap();
-    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
+    // Another process revoked it: the credential cache learns it within its lifetime.
+    eventually("the revocation to reach the credential cache", async || {
+        raw.get(&path, &revoked).await.status == 401
+    })
+    .await;
     let unknown = portcullis::identity::credential::mint().token;
     for (token, why) in [
         (unknown.as_str(), "unknown"),
@@ -257,10 +262,12 @@ async fn unknown_expired_revoked_and_malformed_tokens_get_401() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_grant_stops_applying_on_the_next_request() {
     let env = Portcullis::start().await;
-    let (token, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(2));
+    let (token, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
     let kubectl = env.kubectl(&token, "shop");
     kubectl.ok(&["get", "configmaps"]);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The grant's hour passes at once, however long kubectl took to start,
+    // whether or not its grants are still cached.
+    env.gateway.grant_clock().advance(Duration::from_secs(3600));
     let err = kubectl.fails(&["get", "configmaps"]);
     assert!(err.contains("forbidden"), "{err}");
     let last = forwarded(&env)
@@ -279,8 +286,17 @@ async fn a_revoked_grant_stops_applying() {
     let kubectl = env.kubectl(&token, "shop");
     kubectl.ok(&["get", "configmaps"]);
     env.store.revoke_grant(&grants[0].id).unwrap();
-    tokio::time::sleep(Duration::from_millis(2200)).await;
-    assert!(kubectl.fails(&["get", "configmaps"]).contains("forbidden"));
+    // Revoked by another process: the grant cache learns it within its lifetime.
+    let err = eventually("the revoked grant to stop applying", async || {
+        let out = kubectl.run(&["get", "configmaps"]);
+        if out.status.success() {
+            Err("kubectl still lists them")
+        } else {
+            Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    })
+    .await;
+    assert!(err.contains("forbidden"), "{err}");
     env.stop().await;
 }
 
@@ -386,15 +402,10 @@ async fn a_response_found_over_the_limit_midway_is_cut_and_marked_truncated() {
         verb: Some("list".into()),
         ..Default::default()
     };
-    let mut truncated = false;
-    for _ in 0..100 {
-        truncated = crate::audit::rows(&env, filter.clone()).iter().any(|r| r.row.truncated);
-        if truncated {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(truncated, "the audit row says the response was cut");
+    eventually("the audit row saying the response was cut", async || {
+        crate::audit::rows(&env, filter.clone()).iter().any(|r| r.row.truncated)
+    })
+    .await;
     env.stop().await;
 }
 
@@ -466,28 +477,21 @@ async fn disabling_the_person_or_the_agent_ends_the_agents_access() {
     assert_eq!(env.raw().get(&path, &agent).await.status, 200);
     let id = env.store.list_agents().unwrap()[0].id.clone();
     env.store.disable_agent(&id).unwrap();
-    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
-    assert_eq!(env.raw().get(&path, &agent).await.status, 401);
+    eventually("the disabled agent's credential refused", async || {
+        env.raw().get(&path, &agent).await.status == 401
+    })
+    .await;
 
     let other = env.agent_named("ana", "second", &[&grants[0]]);
     assert_eq!(env.raw().get(&path, &other).await.status, 200);
     env.store
         .disable_principal(&portcullis::identity::Principal::person("ana"))
         .unwrap();
-    tokio::time::sleep(portcullis::gateway::authenticate::CACHE_TTL + Duration::from_millis(200)).await;
-    assert_eq!(env.raw().get(&path, &other).await.status, 401);
+    eventually("the disabled person's agent refused", async || {
+        env.raw().get(&path, &other).await.status == 401
+    })
+    .await;
     env.stop().await;
-}
-
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(12);
-    while std::time::Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("{what} did not happen within 12 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,6 +2,7 @@
 //! what happens when either side goes away.
 
 use crate::harness::{Portcullis, CLUSTER};
+use crate::support::eventually;
 use futures_util::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -26,15 +27,29 @@ fn configmap(name: &str) -> ConfigMap {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_held_over_a_minute_still_delivers_events() {
-    let env = Portcullis::start().await;
+async fn a_watch_quiet_for_longer_than_the_request_timeout_still_delivers_events() {
+    // The request timeout (a minute by default) cuts ordinary requests, never
+    // a watch; set short, the test outwaits it in a second.
+    let env = Portcullis::start_with(|c| c.limits.request_timeout = Duration::from_secs(1)).await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let api: Api<ConfigMap> = Api::namespaced(env.kube(&token), "shop");
     let list = api.list(&Default::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
     let params = WatchParams::default().timeout(290);
     let mut events = api.watch(&params, &rv).await.unwrap().boxed();
-    tokio::time::sleep(Duration::from_secs(65)).await;
+    // Outwaited once an ordinary request sent after the watch opened has
+    // been cut by it.
+    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+        method: None,
+        path_prefix: "/api/v1/namespaces/shop/pods".into(),
+        times: Some(1),
+        action: portcullis::sim::faults::FaultAction::Delay(Duration::from_secs(10)),
+    });
+    let slow = env
+        .raw()
+        .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token)
+        .await;
+    assert_eq!(slow.status, 504, "the request timeout has passed");
     admin_api(&env)
         .create(&PostParams::default(), &configmap("late"))
         .await
@@ -49,8 +64,10 @@ async fn a_watch_held_over_a_minute_still_delivers_events() {
         }
     })
     .await
-    .expect("the event arrives after a minute of silence");
+    .expect("the event arrives after the request timeout's worth of silence");
     assert_eq!(event.data.unwrap()["k"], "v");
+    // Left open, the watch would hold up the shutdown for its grace period.
+    drop(events);
     env.stop().await;
 }
 
@@ -75,14 +92,10 @@ async fn a_client_leaving_a_watch_closes_its_stream() {
     assert!(first.into_data().unwrap().starts_with(b"{\"type\":\"ADDED\""));
     assert_eq!(env.gateway.metrics.open_streams.get(), 1);
     drop(body);
-    let closed = async {
-        while env.gateway.metrics.open_streams.get() != 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), closed)
-        .await
-        .expect("the stream is closed when the client leaves");
+    eventually("the stream closed when the client leaves", async || {
+        env.gateway.metrics.open_streams.get() == 0
+    })
+    .await;
     env.stop().await;
 }
 
@@ -154,10 +167,7 @@ async fn logs_follow_streams_lines_as_they_come() {
         }
         seen
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while !reader.is_finished() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("four followed lines", async || reader.is_finished()).await;
     let _ = child.kill();
     let _ = child.wait();
     let seen = reader.join().unwrap();
@@ -230,6 +240,11 @@ async fn exec_works_over_websocket_and_spdy() {
         .into_iter()
         .filter(|r| r.path.ends_with("/exec"))
         .collect();
+    assert!(
+        upgrades.len() >= 4,
+        "every exec reached the cluster: {}",
+        upgrades.len()
+    );
     assert!(upgrades
         .iter()
         .all(|r| r.impersonated.as_ref().is_some_and(|u| u.name == "user:ana")));
@@ -294,15 +309,10 @@ async fn port_forward_round_trips_bytes() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut connected = None;
-        for _ in 0..100 {
-            if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-                connected = Some(stream);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let mut stream = connected.expect("port-forward listens");
+        let mut stream = eventually("port-forward to listen", async || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+        })
+        .await;
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         stream.write_all(b"ping through portcullis").unwrap();
         let mut buf = [0u8; 23];
@@ -341,7 +351,12 @@ async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
         "requests share the pooled connection"
     );
     env.sim().goaway();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Until the GOAWAY arrives, requests may still go over the old connection.
+    eventually("a request over a new connection", async || {
+        assert_eq!(env.raw().get(&path, &token).await.status, 200, "survived");
+        env.sim().connections_accepted() > before
+    })
+    .await;
     for _ in 0..5 {
         assert_eq!(env.raw().get(&path, &token).await.status, 200, "survived");
     }

@@ -3,13 +3,14 @@
 //! refused upgrade is relayed unchanged, and only ordinary requests time out.
 
 use crate::harness::{Portcullis, CLUSTER};
+use crate::support::EVENTUALLY;
 use portcullis::sim::faults::{FaultAction, FaultRule};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Send `request` over a fresh HTTP/1.1 TLS connection and return what
-/// arrives within two seconds (the head, for an upgrade).
+/// Send `request` over a fresh HTTP/1.1 TLS connection and return the
+/// answer: the head of an upgrade, or the head and the whole body.
 async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> String {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -31,17 +32,40 @@ async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> Strin
     tls.write_all(request.as_bytes()).await.unwrap();
     let mut received = Vec::new();
     let mut buf = [0u8; 8192];
-    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), tls.read(&mut buf)).await {
-        if n == 0 {
-            break;
+    let read = async {
+        while !whole_answer(&received) {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
         }
-        received.extend_from_slice(&buf[..n]);
-        if received.windows(4).any(|w| w == b"\r\n\r\n") && !received.starts_with(b"HTTP/1.1 101") {
-            // A non-101 head; read the rest of a small body.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    };
+    tokio::time::timeout(EVENTUALLY, read).await.expect("an answer");
     String::from_utf8_lossy(&received).into_owned()
+}
+
+/// Whether `received` is a whole answer: a 101's head (what follows is the
+/// stream), or a head and the body its framing announces.
+fn whole_answer(received: &[u8]) -> bool {
+    let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&received[..end]).to_ascii_lowercase();
+    let body = &received[end + 4..];
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    if head.starts_with("http/1.1 101") {
+        true
+    } else if let Some(length) = header("content-length:") {
+        body.len() >= length.parse().unwrap_or(usize::MAX)
+    } else if header("transfer-encoding:").is_some_and(|t| t.contains("chunked")) {
+        body.ends_with(b"0\r\n\r\n")
+    } else {
+        // Framed by the end of the connection.
+        false
+    }
 }
 
 fn upgrade(path: &str, token: &str, protocol: &str, extra: &str) -> String {

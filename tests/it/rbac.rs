@@ -3,20 +3,11 @@
 //! portcullis does not own is never touched.
 
 use crate::harness::{Portcullis, CLUSTER};
+use crate::support::eventually;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{Api, DeleteParams, PostParams};
 use portcullis::identity::Principal;
-use std::future::Future;
-use std::time::{Duration, Instant};
-
-/// Wait up to `seconds` for `check` to hold.
-pub async fn eventually<F: Future<Output = bool>>(seconds: u64, what: &str, mut check: impl FnMut() -> F) {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while !check().await {
-        assert!(Instant::now() < deadline, "not within {seconds} s: {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+use std::time::Duration;
 
 /// RoleBindings in `namespace`, as the cluster's admin sees them.
 pub async fn bindings(env: &Portcullis, namespace: &str) -> Api<RoleBinding> {
@@ -146,7 +137,7 @@ async fn an_expired_grants_binding_is_removed_by_the_running_reconciler() {
     assert!(bound(&env, "shop", &grants[0].id).await);
     // No pass asked for: the reconciler wakes up when the grant expires.
     let id = grants[0].id.clone();
-    eventually(15, "the expired grant's binding is gone", || async {
+    eventually("the expired grant's binding is gone", || async {
         !bound(&env, "shop", &id).await
     })
     .await;
@@ -166,7 +157,7 @@ async fn a_binding_deleted_by_hand_comes_back_at_the_next_resync() {
         .await
         .unwrap();
     assert!(!bound(&env, "shop", &id).await);
-    eventually(10, "the binding is back", || async { bound(&env, "shop", &id).await }).await;
+    eventually("the binding is back", || async { bound(&env, "shop", &id).await }).await;
     env.kubectl(&token, "shop").ok(&["get", "pods"]);
     env.stop().await;
 }
@@ -310,9 +301,9 @@ async fn a_cluster_that_is_down_is_retried_and_reconciled_once_it_answers() {
                 .any(|s| s.cluster == CLUSTER && s.reachable == Some(false))
         }
     };
-    eventually(10, "the cluster is seen unreachable", unreachable).await;
+    eventually("the cluster is seen unreachable", unreachable).await;
     env.sim().faults().remove(fault);
-    eventually(20, "the grant is bound once the cluster answers", || async {
+    eventually("the grant is bound once the cluster answers", || async {
         bound(&env, "shop", &grant.id).await
     })
     .await;

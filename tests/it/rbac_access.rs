@@ -2,7 +2,8 @@
 //! works), denied, expired; the requester never decides its own.
 
 use crate::harness::{Portcullis, CLUSTER};
-use crate::rbac::{bound, cli_ok, eventually, id_after};
+use crate::rbac::{bound, cli_ok, id_after};
+use crate::support::eventually;
 use std::time::Duration;
 
 /// bo (no grants) asks to be developer in shop; ana is admin of shop.
@@ -67,7 +68,7 @@ async fn an_approved_request_is_bound_and_works_and_every_step_is_audited() {
     let can_create = || async {
         String::from_utf8_lossy(&kubectl.run(&["auth", "can-i", "create", "deployments.apps"]).stdout).trim() == "yes"
     };
-    eventually(5, "bo may create deployments", can_create).await;
+    eventually("bo may create deployments", can_create).await;
 
     let audit = cli_ok(&env, &["audit", "--resource", "accessrequests"]);
     let steps: Vec<(&str, &str)> = audit
@@ -120,8 +121,7 @@ async fn a_denied_request_grants_nothing() {
 async fn an_undecided_request_expires_and_can_no_longer_be_approved() {
     let env = Portcullis::start_with(|c| c.access.request_ttl = Duration::from_secs(1)).await;
     let (id, _) = ask(&env);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(state_of(&env, &id), "expired");
+    eventually("the request to expire", async || state_of(&env, &id) == "expired").await;
     let late = env.cli(&["access", "approve", &id, "--by", "ana"]);
     assert!(String::from_utf8_lossy(&late.stderr).contains("is expired, not pending"));
     let audit = cli_ok(&env, &["audit", "--resource", "accessrequests", "--verb", "expire"]);

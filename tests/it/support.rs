@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: the simulated cluster, kubectl
-//! pointed straight at it, a kube-rs client and a raw HTTPS client.
+//! pointed straight at it, a kube-rs client and a raw HTTPS client; and
+//! [`eventually`], the one way a test waits.
 
 #![allow(dead_code)]
 
@@ -11,12 +12,76 @@ use portcullis::sim::{Sim, SimConfig};
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// kubectl 1.37: `KUBECTL_FOR_TESTS`, else the one the repository installs.
 pub fn kubectl_path() -> PathBuf {
     match std::env::var_os("KUBECTL_FOR_TESTS") {
         Some(path) => PathBuf::from(path),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/venv/bin/kubectl"),
+    }
+}
+
+/// How long [`eventually`] waits: far beyond what any awaited condition
+/// needs on a loaded machine, so that only a condition that never comes
+/// fails a test.
+pub const EVENTUALLY: Duration = Duration::from_secs(60);
+
+/// What a check given to [`eventually`] answers: `true`, `Some(value)` or
+/// `Ok(value)` once the awaited condition holds. `Err(why)` says why not
+/// yet; the last one is in the panic message.
+pub trait Awaited {
+    /// What [`eventually`] returns once the condition holds.
+    type Value;
+    /// The value, or why the condition does not hold yet.
+    fn settled(self) -> Result<Self::Value, String>;
+}
+
+impl Awaited for bool {
+    type Value = ();
+    fn settled(self) -> Result<(), String> {
+        if self {
+            Ok(())
+        } else {
+            Err("false".into())
+        }
+    }
+}
+
+impl<T> Awaited for Option<T> {
+    type Value = T;
+    fn settled(self) -> Result<T, String> {
+        self.ok_or_else(|| "none".into())
+    }
+}
+
+impl<T, E: std::fmt::Display> Awaited for Result<T, E> {
+    type Value = T;
+    fn settled(self) -> Result<T, String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// Poll `check` until the condition it tests holds, and return what it
+/// found. The one way tests wait: for a condition, never for a fixed time.
+/// Polls quickly at first, then every 200 ms; panics naming `what` if the
+/// condition has not held within [`EVENTUALLY`]. The deadline is wall time,
+/// so a test on a paused tokio clock still waits for real threads.
+pub async fn eventually<R: Awaited>(what: &str, mut check: impl AsyncFnMut() -> R) -> R::Value {
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let why = match check().await.settled() {
+            Ok(value) => return value,
+            Err(why) => why,
+        };
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still waiting for {what} after {} s (last: {why})",
+            EVENTUALLY.as_secs()
+        );
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 
