@@ -10,8 +10,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, Method};
 use portcullis::gateway::{classify, headers};
 use portcullis::identity::credential;
-use portcullis::sim::rbac::{self, StaticObjects};
-use portcullis::sim::UserInfo;
+use portcullis_sim::rbac::{self, StaticObjects};
+use portcullis_sim::UserInfo;
 use serde_json::json;
 use std::hint::black_box;
 
@@ -135,7 +135,9 @@ fn simulated_rbac(c: &mut Criterion) {
         groups: vec!["portcullis:grant:49".into(), "system:authenticated".into()],
         ..Default::default()
     };
-    let info = classify::classify(&Method::GET, "/apis/apps/v1/namespaces/shop/deployments/web", None);
+    let info =
+        portcullis_sim::request_info::classify(&Method::GET, "/apis/apps/v1/namespaces/shop/deployments/web", None)
+            .unwrap();
     c.bench_function("simulated RBAC check among 50 bindings", |b| {
         b.iter(|| assert!(rbac::allowed(&objects, black_box(&user), black_box(&info))))
     });
@@ -143,8 +145,8 @@ fn simulated_rbac(c: &mut Criterion) {
 
 fn simulated_get(c: &mut Criterion) {
     use http_body_util::{BodyExt, Empty};
-    use portcullis::sim::handlers::{handle, Settings};
-    use portcullis::sim::store::Store;
+    use portcullis_sim::handlers::{handle, Settings};
+    use portcullis_sim::store::Store;
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let store = std::sync::Arc::new(Store::new());
     store
@@ -158,7 +160,7 @@ fn simulated_get(c: &mut Criterion) {
         .unwrap();
     let settings = Settings::default();
     let path = "/api/v1/namespaces/shop/configmaps/flags";
-    let info = classify::classify(&Method::GET, path, None);
+    let info = portcullis_sim::request_info::classify(&Method::GET, path, None).unwrap();
     c.bench_function("simulated GET of a 1 KiB ConfigMap (handler, no TLS)", |b| {
         b.iter(|| {
             runtime.block_on(async {

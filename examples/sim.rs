@@ -2,7 +2,7 @@
 //! `cargo run --example sim -- /tmp/sim.kubeconfig`, then
 //! `kubectl --kubeconfig /tmp/sim.kubeconfig get pods -A`.
 
-use portcullis::sim::{Sim, SimConfig};
+use portcullis_sim::{Sim, SimConfig};
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {

@@ -1,4 +1,4 @@
-//! The one body type used on both sides of the proxy and in the simulator.
+//! The one body type used on both sides of the proxy.
 //!
 //! A boxed body lets a handler answer with a fixed buffer, a relayed upstream
 //! body or a stream of watch events through the same type, without copying.

@@ -40,6 +40,7 @@ pub enum Command {
     },
     /// Run portcullis in front of a simulated cluster, with credentials and
     /// kubeconfigs written to a directory.
+    #[cfg(feature = "demo")]
     Demo {
         /// Where to write the demo's files.
         #[arg(long, default_value = "portcullis-demo")]
@@ -278,9 +279,9 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Access(c) => crate::access::cli::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Cluster(c) => crate::reconcile::cli::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Approvals(c) => crate::approvals::cli::run(&store, c, &mut std::io::stdout().lock()),
-        Command::Serve | Command::Demo { .. } | Command::Certs { .. } => {
-            Err(CliError::Message("not an administration command".into()))
-        }
+        Command::Serve | Command::Certs { .. } => Err(CliError::Message("not an administration command".into())),
+        #[cfg(feature = "demo")]
+        Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
     }
 }
 

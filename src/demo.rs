@@ -11,7 +11,7 @@ use crate::app::App;
 use crate::cli::{new_grant, open_store, CliError};
 use crate::config::{ClusterConfig, Config, Limits, TlsConfig};
 use crate::identity::Principal;
-use crate::sim::{Sim, SimConfig};
+use portcullis_sim::{Sim, SimConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

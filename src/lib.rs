@@ -41,7 +41,9 @@
 //! kept in step with the roles and grants), `access` (access requests),
 //! `approvals` (held writes: sealing, preview, decisions, the approval pages),
 //! `store` (SQLite), `text` (client text made safe to print), `cli` and
-//! `demo` (the command line), `sim` (the simulated kube-apiserver).
+//! `demo` (the command line; `demo` only with the `demo` feature, on by
+//! default). The simulated kube-apiserver is its own crate,
+//! `portcullis-sim` (`sim/`), which depends on nothing here.
 
 pub mod access;
 pub mod app;
@@ -50,13 +52,13 @@ pub mod audit;
 pub mod body;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod document;
 pub mod gateway;
 pub mod identity;
 pub mod mcp;
 pub mod reconcile;
-pub mod sim;
 pub mod status;
 pub mod store;
 pub mod text;

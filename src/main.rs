@@ -33,6 +33,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     match cli.command {
         Command::Certs { out, names } => portcullis::cli::generate_certs(&out, &names)?,
+        #[cfg(feature = "demo")]
         Command::Demo { dir, listen } => runtime.block_on(portcullis::demo::run(&dir, &listen))?,
         Command::Serve => {
             let config = Config::load(&cli.config, std::env::vars())?;

@@ -2,8 +2,9 @@
 //!
 //! kubectl prints a Status message verbatim only when the HTTP status equals
 //! the Status `code`; anything else shows as `an error on the server
-//! ("unknown")`. Both portcullis's own errors and the simulated cluster's
-//! answers are built here so the two can never drift apart.
+//! ("unknown")`. The simulated cluster (crate `portcullis-sim`) keeps its
+//! own copy of this wire shape, so it shares no code with the proxy it
+//! stands behind.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};

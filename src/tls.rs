@@ -1,9 +1,10 @@
 //! Generated TLS material and rustls server configuration.
 //!
-//! The simulated cluster (and portcullis in the demo) serve TLS with a
-//! certificate minted at start-up: a fresh CA signs a serving certificate for
-//! `localhost`, `127.0.0.1` and any extra names, so nothing secret is ever
-//! committed and every test run trusts only its own CA.
+//! portcullis in the demo and the tests serves TLS with a certificate minted
+//! at start-up (`portcullis certs` writes one to files): a fresh CA signs a
+//! serving certificate for `localhost`, `127.0.0.1` and any extra names, so
+//! nothing secret is ever committed and every test run trusts only its own
+//! CA.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,

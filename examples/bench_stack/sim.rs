@@ -1,6 +1,6 @@
 //! `sim DIR`: the simulated cluster with the benchmark's objects.
 
-use portcullis::sim::{Sim, SimConfig};
+use portcullis_sim::{Sim, SimConfig};
 use std::path::Path;
 
 /// Start the cluster, write its files, run until SIGTERM or Ctrl-C.

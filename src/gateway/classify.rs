@@ -1,10 +1,13 @@
 //! Classify a request the way kube-apiserver's `RequestInfoFactory` does.
 //!
-//! Audit rows, policy (is this a write? a Secret read?) and the simulated
-//! cluster's RBAC all need the same answer to "what is this request", so it is
-//! computed once, from the path as it will be forwarded. Query parameters
-//! are read as the API server reads them ([`super::query`]): a watch that
-//! portcullis took for a list would be redacted as a list.
+//! Audit rows and policy (is this a write? a Secret read?) need the same
+//! answer to "what is this request", so it is computed once, from the path
+//! as it will be forwarded. The cluster reads the request on its own; the
+//! simulated one does it independently (`portcullis_sim::request_info`) and
+//! tests/it/sim_classification.rs checks that the two readings agree.
+//! Query parameters are read as the API server reads them
+//! ([`super::query`]): a watch that portcullis took for a list would be
+//! redacted as a list.
 
 use super::query::Query;
 use serde::Serialize;

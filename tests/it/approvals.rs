@@ -342,11 +342,11 @@ async fn an_approved_write_whose_caller_goes_away_midway_never_stays_running() {
     let id = held_id(&bot.fails(&apply));
     cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
     // The cluster is slow to take the real write; the caller gives up first.
-    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+    env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: Some(http::Method::PATCH),
         path_prefix: "/api/v1/namespaces/shop/configmaps/flags".into(),
         times: None,
-        action: portcullis::sim::faults::FaultAction::Delay(Duration::from_secs(5)),
+        action: portcullis_sim::faults::FaultAction::Delay(Duration::from_secs(5)),
     });
     let mut caller = std::process::Command::new(crate::support::kubectl_path())
         .arg("--kubeconfig")

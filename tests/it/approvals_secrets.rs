@@ -224,11 +224,11 @@ async fn a_secret_dry_run_answer_whose_values_cannot_be_hidden_is_refused_and_no
     let (env, bot, _) = start().await;
     // The dry run answers a Secret whose `data` is not a map of values.
     let odd = br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db-credentials","namespace":"shop"},"data":["czNjcjN0LVBhNTV3MHJk"]}"#;
-    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+    env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: Some(Method::PATCH),
         path_prefix: "/api/v1/namespaces/shop/secrets/db-credentials".into(),
         times: Some(1),
-        action: portcullis::sim::faults::FaultAction::Body {
+        action: portcullis_sim::faults::FaultAction::Body {
             content_type: "application/json".into(),
             body: bytes::Bytes::from_static(odd),
             code: 200,

@@ -7,8 +7,8 @@ use http_body_util::{BodyExt, Full};
 use portcullis::app::App;
 use portcullis::config::{ClusterConfig, Config, Limits, TlsConfig};
 use portcullis::identity::{Grant, Principal};
-use portcullis::sim::{Sim, SimConfig};
 use portcullis::store::Store;
+use portcullis_sim::{Sim, SimConfig};
 
 pub use crate::support::Kubectl;
 use std::net::SocketAddr;

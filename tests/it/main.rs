@@ -27,6 +27,7 @@ mod rbac_access;
 mod rbac_roles;
 mod secrets;
 mod sim_auth;
+mod sim_classification;
 mod sim_discovery;
 mod sim_patch;
 mod sim_protobuf;

@@ -4,7 +4,7 @@
 
 use crate::harness::{Portcullis, CLUSTER};
 use crate::mcp::{connect, fails, ok, stateless};
-use portcullis::sim::faults::{FaultAction, FaultRule};
+use portcullis_sim::faults::{FaultAction, FaultRule};
 use serde_json::json;
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ async fn get_logs_returns_at_once_and_never_asks_to_follow() {
     let pod = env
         .sim()
         .store()
-        .list(portcullis::sim::registry::find("", "v1", "pods").unwrap(), Some("shop"))[0]["metadata"]["name"]
+        .list(portcullis_sim::registry::find("", "v1", "pods").unwrap(), Some("shop"))[0]["metadata"]["name"]
         .as_str()
         .unwrap()
         .to_string();

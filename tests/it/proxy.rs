@@ -10,7 +10,7 @@ const SA: &str = "system:serviceaccount:portcullis:portcullis";
 
 /// What reached the cluster on a caller's behalf (not portcullis's own
 /// probes and reconciles, which impersonate no one).
-fn forwarded(env: &Portcullis) -> Vec<portcullis::sim::RecordedRequest> {
+fn forwarded(env: &Portcullis) -> Vec<portcullis_sim::RecordedRequest> {
     env.sim()
         .requests()
         .into_iter()
@@ -18,7 +18,7 @@ fn forwarded(env: &Portcullis) -> Vec<portcullis::sim::RecordedRequest> {
         .collect()
 }
 
-fn header<'a>(request: &'a portcullis::sim::RecordedRequest, name: &str) -> Vec<&'a str> {
+fn header<'a>(request: &'a portcullis_sim::RecordedRequest, name: &str) -> Vec<&'a str> {
     request
         .headers
         .iter()
@@ -367,11 +367,11 @@ async fn a_response_found_over_the_limit_midway_is_cut_and_marked_truncated() {
     let env = Portcullis::start_with(|c| c.limits.response_bytes = 32 * 1024).await;
     let token = env.person("ana", &[("admin", Some("shop"))]);
     big_configmaps(&env);
-    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+    env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: None,
         path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
         times: None,
-        action: portcullis::sim::faults::FaultAction::Unsized { frame_bytes: 4096 },
+        action: portcullis_sim::faults::FaultAction::Unsized { frame_bytes: 4096 },
     });
     // The cap is found out after the headers left: the body ends with an
     // error (HTTP/2 resets the stream, which may even overtake the headers).

@@ -39,11 +39,11 @@ async fn a_watch_quiet_for_longer_than_the_request_timeout_still_delivers_events
     let mut events = api.watch(&params, &rv).await.unwrap().boxed();
     // Outwaited once an ordinary request sent after the watch opened has
     // been cut by it.
-    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+    env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: None,
         path_prefix: "/api/v1/namespaces/shop/pods".into(),
         times: Some(1),
-        action: portcullis::sim::faults::FaultAction::Delay(Duration::from_secs(10)),
+        action: portcullis_sim::faults::FaultAction::Delay(Duration::from_secs(10)),
     });
     let slow = env
         .raw()
@@ -103,11 +103,11 @@ async fn a_client_leaving_a_watch_closes_its_stream() {
 async fn the_cluster_dropping_a_list_midway_is_reported_not_hung() {
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
-    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+    env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: None,
         path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
         times: None,
-        action: portcullis::sim::faults::FaultAction::CutBody { after_bytes: 10 },
+        action: portcullis_sim::faults::FaultAction::CutBody { after_bytes: 10 },
     });
     let kubectl = env.kubectl(&token, "shop");
     let started = std::time::Instant::now();
@@ -125,11 +125,11 @@ async fn a_lost_upstream_connection_is_survived_by_the_next_request() {
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let kubectl = env.kubectl(&token, "shop");
     kubectl.ok(&["get", "configmaps"]);
-    env.sim().faults().add(portcullis::sim::faults::FaultRule {
+    env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: None,
         path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
         times: Some(1),
-        action: portcullis::sim::faults::FaultAction::CloseConnection,
+        action: portcullis_sim::faults::FaultAction::CloseConnection,
     });
     let _ = kubectl.run(&["get", "configmaps"]);
     kubectl.ok(&["get", "configmaps"]);

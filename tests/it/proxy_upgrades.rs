@@ -4,7 +4,7 @@
 
 use crate::harness::{Portcullis, CLUSTER};
 use crate::support::EVENTUALLY;
-use portcullis::sim::faults::{FaultAction, FaultRule};
+use portcullis_sim::faults::{FaultAction, FaultRule};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

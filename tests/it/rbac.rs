@@ -273,9 +273,9 @@ async fn a_cluster_that_is_down_is_retried_and_reconciled_once_it_answers() {
     assert!(out.contains("binding pending: cluster down is unreachable"), "{out}");
 
     // The simulated cluster stops answering RBAC requests: a new grant waits.
-    let rule = portcullis::sim::faults::FaultRule::new(
+    let rule = portcullis_sim::faults::FaultRule::new(
         "/apis/rbac.authorization.k8s.io",
-        portcullis::sim::faults::FaultAction::CloseConnection,
+        portcullis_sim::faults::FaultAction::CloseConnection,
     );
     let fault = env.sim().faults().add(rule);
     let ana = Principal::person("ana");

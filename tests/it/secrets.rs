@@ -57,7 +57,7 @@ fn assert_hidden(text: &str) {
 
 /// A Secret as the simulated cluster stores it.
 fn stored_secret(env: &Portcullis, name: &str) -> Option<std::sync::Arc<Value>> {
-    let secrets = portcullis::sim::registry::find("", "v1", "secrets").expect("secrets are served");
+    let secrets = portcullis_sim::registry::find("", "v1", "secrets").expect("secrets are served");
     env.sim().store().get(secrets, "shop", name)
 }
 

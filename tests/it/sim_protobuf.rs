@@ -5,7 +5,7 @@
 use crate::support::{raw, spawn_sim, Kubectl};
 use base64::Engine;
 use http::{Method, StatusCode};
-use portcullis::sim::Sim;
+use portcullis_sim::Sim;
 use serde_json::{json, Value};
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";

@@ -3,7 +3,7 @@
 //! fallback, forced with `KUBECTL_*_WEBSOCKETS=false`).
 
 use crate::support::{self, kubectl_path};
-use portcullis::sim::Sim;
+use portcullis_sim::Sim;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;

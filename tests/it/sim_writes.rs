@@ -8,7 +8,7 @@ use serde_json::json;
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
-async fn put(sim: &portcullis::sim::Sim, name: &str, labels: serde_json::Value) -> serde_json::Value {
+async fn put(sim: &portcullis_sim::Sim, name: &str, labels: serde_json::Value) -> serde_json::Value {
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}});
     let answer = raw(
         sim,
@@ -23,7 +23,7 @@ async fn put(sim: &portcullis::sim::Sim, name: &str, labels: serde_json::Value) 
     answer.json()
 }
 
-async fn get(sim: &portcullis::sim::Sim, name: &str) -> u16 {
+async fn get(sim: &portcullis_sim::Sim, name: &str) -> u16 {
     raw(sim, Method::GET, &format!("{CMS}/{name}"), &[], "")
         .await
         .unwrap()

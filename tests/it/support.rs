@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use portcullis::sim::{Sim, SimConfig};
+use portcullis_sim::{Sim, SimConfig};
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;

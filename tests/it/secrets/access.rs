@@ -3,7 +3,7 @@
 //! answer that cannot be redacted.
 
 use super::{assert_hidden, operator, start, LAST_APPLIED, OPERATOR, PASSWORD_B64};
-use portcullis::sim::faults::{FaultAction, FaultRule};
+use portcullis_sim::faults::{FaultAction, FaultRule};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

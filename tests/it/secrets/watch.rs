@@ -10,7 +10,7 @@
 
 use super::{assert_hidden, stored_secret, PASSWORD, PASSWORD_B64};
 use crate::harness::Portcullis;
-use portcullis::sim::faults::{FaultAction, FaultRule};
+use portcullis_sim::faults::{FaultAction, FaultRule};
 use serde_json::json;
 use std::time::Duration;
 

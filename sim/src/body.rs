@@ -1,0 +1,42 @@
+//! The one body type every handler of the simulated cluster answers with.
+//!
+//! A boxed body lets a handler answer with a fixed buffer or a stream of
+//! watch events through the same type, without copying. The same alias as
+//! portcullis's `body`, duplicated on purpose (see the crate docs).
+
+use bytes::Bytes;
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Empty, Full, StreamBody};
+
+/// Errors carried by bodies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A boxed HTTP body of `Bytes` frames.
+pub type Body = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A body holding `bytes` in one frame.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+}
+
+/// An empty body.
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// A body whose data frames come from `stream` as they are produced.
+pub fn from_stream<S>(stream: S) -> Body
+where
+    S: futures_util::Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
+{
+    use futures_util::StreamExt;
+    StreamBody::new(stream.map(|chunk| chunk.map(http_body::Frame::data))).boxed_unsync()
+}
+
+/// Box any compatible body.
+pub fn boxed<B>(body: B) -> Body
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    body.map_err(Into::into).boxed_unsync()
+}

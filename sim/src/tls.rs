@@ -1,0 +1,105 @@
+//! The simulated cluster's TLS: a CA and a serving certificate minted at
+//! start-up, so nothing secret is committed and every run trusts only its
+//! own CA.
+//!
+//! portcullis mints its own certificates the same way (`portcullis::tls`);
+//! this copy keeps the simulator free of portcullis code (see the crate docs).
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::sync::Arc;
+
+/// A CA and a serving certificate it signed, all PEM-encoded.
+#[derive(Debug, Clone)]
+pub struct GeneratedTls {
+    /// The CA certificate clients trust.
+    pub ca_pem: String,
+    /// The serving certificate (leaf only).
+    pub cert_pem: String,
+    /// The serving certificate's private key (PKCS#8).
+    pub key_pem: String,
+}
+
+/// Why a server configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The certificate PEM held no certificate or could not be parsed.
+    #[error("invalid certificate PEM: {0}")]
+    Certificate(String),
+    /// The key PEM held no private key or could not be parsed.
+    #[error("invalid private key PEM: {0}")]
+    PrivateKey(String),
+    /// rustls refused the certificate/key pair.
+    #[error("rustls refused the certificate or key")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// Mint a CA and a serving certificate for `localhost` and `127.0.0.1`,
+/// signed by that CA.
+pub fn generate() -> Result<GeneratedTls, rcgen::Error> {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "portcullis generated CA");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+    ];
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    params.distinguished_name.push(DnType::CommonName, "localhost");
+    params.use_authority_key_identifier_extension = true;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
+
+    Ok(GeneratedTls {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// A rustls server configuration for `cert_pem` and `key_pem`, offering
+/// ALPN `h2` then `http/1.1` as kube-apiserver does.
+pub fn server_config(cert_pem: &str, key_pem: &str) -> Result<rustls::ServerConfig, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Certificate(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(TlsError::Certificate("no CERTIFICATE block".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| TlsError::PrivateKey(e.to_string()))?;
+    // An explicit provider, so the process-wide default (which the process
+    // embedding the simulator may install differently) does not matter.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_certificate_builds_a_server_config_offering_h2_first() {
+        let tls = generate().unwrap();
+        assert!(tls.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert_ne!(tls.ca_pem, tls.cert_pem);
+        let config = server_config(&tls.cert_pem, &tls.key_pem).unwrap();
+        assert_eq!(config.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+    }
+}

@@ -1,0 +1,395 @@
+//! Validation of objects and request options, with kube-apiserver's
+//! messages.
+//!
+//! - Names: required (`name or generateName is required`), RFC 1123
+//!   subdomain for most kinds, RFC 1123 label for namespaces, RFC 1035 label
+//!   for services, path segment for RBAC objects.
+//! - Immutable fields on update: a Job's `spec.template` and `spec.selector`,
+//!   a Service's `spec.clusterIP`, a Deployment's `spec.selector`, an
+//!   immutable ConfigMap's or Secret's `data`.
+//! - Options: `dryRun` (only `All`), `fieldManager` (required for apply, at
+//!   most 128 printable characters), `force` (apply only),
+//!   `fieldValidation`.
+//! - Strict field validation from the small schema in [`schema`].
+//!
+//! # Known differences from kube-apiserver
+//!
+//! - Only names, the immutable fields above and unknown top-level, `spec`
+//!   and `metadata` fields are validated; a Deployment without containers is
+//!   accepted.
+//! - Unknown fields deeper than `spec.<field>` (say in a pod template) are
+//!   not detected, nor are duplicate fields.
+//! - `field is immutable` errors show the value as JSON where the API server
+//!   prints a Go struct dump.
+
+// Errors are `Status` by value, the contract between the simulator's
+// parts; the error path is cold, so boxing would buy nothing.
+#![allow(clippy::result_large_err)]
+
+pub mod schema;
+
+use crate::status::{Status, StatusCause, StatusDetails};
+use serde_json::Value;
+
+/// The type of a field error, as `field.ErrorType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    /// `Required value`.
+    Required,
+    /// `Invalid value`.
+    Invalid,
+    /// `Forbidden`.
+    Forbidden,
+    /// `Duplicate value`.
+    Duplicate,
+    /// `Unsupported value`.
+    NotSupported,
+    /// `Too long`.
+    TooLong,
+}
+
+/// One field error (`field.Error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// What is wrong.
+    pub kind: ErrorType,
+    /// Field path, e.g. `metadata.name`.
+    pub field: String,
+    /// The offending value, already rendered as Go would (`"x"`,
+    /// `[]string{"x"}`); empty where the type shows none.
+    pub value: String,
+    /// The detail message.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// A field error.
+    pub fn new(kind: ErrorType, field: &str, value: String, detail: impl Into<String>) -> Self {
+        FieldError {
+            kind,
+            field: field.to_string(),
+            value,
+            detail: detail.into(),
+        }
+    }
+
+    /// The message without the field, as a cause's `message`.
+    pub fn message(&self) -> String {
+        let (value, detail) = (&self.value, &self.detail);
+        match self.kind {
+            ErrorType::Required => format!("Required value: {detail}"),
+            ErrorType::Invalid => format!("Invalid value: {value}: {detail}"),
+            ErrorType::Forbidden => format!("Forbidden: {detail}"),
+            ErrorType::Duplicate => format!("Duplicate value: {value}"),
+            ErrorType::NotSupported => format!("Unsupported value: {value}: supported values: {detail}"),
+            ErrorType::TooLong => format!("Too long: {detail}"),
+        }
+    }
+
+    fn cause(&self) -> StatusCause {
+        let reason = match self.kind {
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::TooLong => "FieldValueTooLong",
+        };
+        StatusCause {
+            reason: reason.into(),
+            message: self.message(),
+            field: self.field.clone(),
+        }
+    }
+}
+
+/// Go's `%q` of a string (close enough: JSON escaping).
+pub fn quote(s: &str) -> String {
+    Value::String(s.to_string()).to_string()
+}
+
+/// 422 Invalid: `<Kind>[.<group>] "<name>" is invalid: <errors>`.
+pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Status {
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let rendered: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.field, e.message())).collect();
+    let list = match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    Status::failure(422, "Invalid", format!("{qualified} \"{name}\" is invalid: {list}")).with_details(StatusDetails {
+        name: name.into(),
+        group: group.into(),
+        kind: kind.into(),
+        causes: errors.iter().map(FieldError::cause).collect(),
+        ..Default::default()
+    })
+}
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| alnum(c) || *c == b'-')
+        && b.first().is_some_and(alnum)
+        && b.last().is_some_and(alnum)
+}
+
+fn is_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_label)
+}
+
+/// Errors in `metadata.name` for an object of `group`/`kind`.
+pub fn name_errors(group: &str, kind: &str, name: &str) -> Vec<FieldError> {
+    let field = "metadata.name";
+    if name.is_empty() {
+        return vec![FieldError::new(
+            ErrorType::Required,
+            field,
+            String::new(),
+            "name or generateName is required",
+        )];
+    }
+    let invalid = |detail: &str| vec![FieldError::new(ErrorType::Invalid, field, quote(name), detail)];
+    match (group, kind) {
+        ("rbac.authorization.k8s.io", _) => {
+            if matches!(name, "." | "..") {
+                invalid(&format!("may not be '{name}'"))
+            } else if let Some(bad) = ["/", "%"].iter().find(|c| name.contains(**c)) {
+                invalid(&format!("may not contain '{bad}'"))
+            } else {
+                Vec::new()
+            }
+        }
+        ("", "Namespace") if !is_label(name) => {
+            let detail = if name.len() > 63 {
+                "must be no more than 63 characters"
+            } else {
+                LABEL_MSG
+            };
+            invalid(detail)
+        }
+        ("", "Service") if !(is_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase())) => {
+            let detail = if name.len() > 63 {
+                "must be no more than 63 characters"
+            } else {
+                DNS1035_MSG
+            };
+            invalid(detail)
+        }
+        ("", "Namespace" | "Service") => Vec::new(),
+        _ if name.len() > 253 => invalid("must be no more than 253 characters"),
+        _ if !is_subdomain(name) => invalid(SUBDOMAIN_MSG),
+        _ => Vec::new(),
+    }
+}
+
+/// Validate an object about to be created: 422 on a bad name.
+pub fn create(group: &str, kind: &str, obj: &Value) -> Result<(), Status> {
+    let name = crate::store::meta_str(obj, "name");
+    let errors = name_errors(group, kind, name);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(group, kind, name, &errors))
+    }
+}
+
+/// Validate an update of `old` to `new`: immutable fields.
+pub fn update(group: &str, kind: &str, old: &Value, new: &Value) -> Result<(), Status> {
+    let name = crate::store::meta_str(new, "name");
+    let mut errors = Vec::new();
+    let immutable = |path: &[&str], errors: &mut Vec<FieldError>| {
+        let (a, b) = (pointer(old, path), pointer(new, path));
+        if a != b {
+            let value = b.map_or("null".to_string(), Value::to_string);
+            errors.push(FieldError::new(
+                ErrorType::Invalid,
+                &path.join("."),
+                value,
+                "field is immutable",
+            ));
+        }
+    };
+    match (group, kind) {
+        ("batch", "Job") => {
+            immutable(&["spec", "selector"], &mut errors);
+            immutable(&["spec", "template"], &mut errors);
+        }
+        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") => {
+            immutable(&["spec", "selector"], &mut errors)
+        }
+        ("", "ConfigMap" | "Secret")
+            if old["immutable"] == Value::Bool(true)
+                && (old.get("data") != new.get("data") || old.get("binaryData") != new.get("binaryData")) =>
+        {
+            errors.push(FieldError::new(
+                ErrorType::Forbidden,
+                "data",
+                String::new(),
+                "field is immutable when `immutable` is set",
+            ));
+        }
+        ("", "Service") => {
+            let (a, b) = (&old["spec"]["clusterIP"], &new["spec"]["clusterIP"]);
+            if a.is_string() && b.is_string() && a != b {
+                let ip = b.as_str().unwrap_or_default();
+                errors.push(FieldError::new(
+                    ErrorType::Invalid,
+                    "spec.clusterIPs[0]",
+                    format!("[]string{{{}}}", quote(ip)),
+                    "may not change once set",
+                ));
+            }
+        }
+        _ => {}
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(group, kind, name, &errors))
+    }
+}
+
+fn pointer<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, key| v.get(key))
+}
+
+/// Unknown fields of `obj` (`spec.foo`, `metadata.bar`, `foo`), for strict
+/// field validation; empty for kinds without a known schema.
+pub fn unknown_fields(group: &str, kind: &str, obj: &Value) -> Vec<String> {
+    let Some(schema) = schema::kind_schema(group, kind) else {
+        return Vec::new();
+    };
+    let mut unknown = Vec::new();
+    let Some(top) = obj.as_object() else { return unknown };
+    for key in top.keys() {
+        let known = matches!(key.as_str(), "apiVersion" | "kind" | "metadata") || schema.top.contains(&key.as_str());
+        if !known {
+            unknown.push(key.clone());
+        }
+    }
+    if let Some(meta) = obj["metadata"].as_object() {
+        unknown.extend(
+            meta.keys()
+                .filter(|k| !schema::OBJECT_META.contains(&k.as_str()))
+                .map(|k| format!("metadata.{k}")),
+        );
+    }
+    if let (Some(spec_fields), Some(spec)) = (schema.spec, obj["spec"].as_object()) {
+        unknown.extend(
+            spec.keys()
+                .filter(|k| !spec_fields.contains(&k.as_str()))
+                .map(|k| format!("spec.{k}")),
+        );
+    }
+    unknown
+}
+
+/// How `fieldValidation` asks unknown fields to be treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Drop them silently (also when the parameter is absent).
+    #[default]
+    Ignore,
+    /// Drop them with a `Warning` header each.
+    Warn,
+    /// Refuse the request: 400 `strict decoding error: …`.
+    Strict,
+}
+
+/// Apply `mode` to the unknown fields of `obj`: `Err(400)` for Strict, the
+/// warnings to send for Warn.
+pub fn check_fields(mode: FieldValidation, group: &str, kind: &str, obj: &Value) -> Result<Vec<String>, Status> {
+    if mode == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let messages: Vec<String> = unknown_fields(group, kind, obj)
+        .iter()
+        .map(|f| format!("unknown field {}", quote(f)))
+        .collect();
+    match mode {
+        FieldValidation::Strict if !messages.is_empty() => Err(Status::bad_request(format!(
+            "strict decoding error: {}",
+            messages.join(", ")
+        ))),
+        _ => Ok(messages),
+    }
+}
+
+/// Validate the request options (`CreateOptions`, `UpdateOptions`,
+/// `PatchOptions`, `DeleteOptions`): 422 Invalid naming the options kind.
+pub fn options(options_kind: &str, errors: &[FieldError]) -> Result<(), Status> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid("meta.k8s.io", options_kind, "", errors))
+    }
+}
+
+/// Errors in a `dryRun` parameter: only `All` is supported.
+pub fn dry_run_errors(values: &[String]) -> Vec<FieldError> {
+    if values.iter().all(|v| v == "All") {
+        return Vec::new();
+    }
+    let rendered: Vec<String> = values.iter().map(|v| quote(v)).collect();
+    vec![FieldError::new(
+        ErrorType::NotSupported,
+        "dryRun",
+        format!("[]string{{{}}}", rendered.join(", ")),
+        "\"All\"",
+    )]
+}
+
+/// Errors in a `fieldManager` parameter (at most 128 printable characters).
+pub fn field_manager_errors(manager: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if manager.len() > 128 {
+        errors.push(FieldError::new(
+            ErrorType::TooLong,
+            "fieldManager",
+            String::new(),
+            "may not be more than 128 bytes",
+        ));
+    }
+    if let Some((i, c)) = manager.char_indices().find(|(_, c)| c.is_control()) {
+        errors.push(FieldError::new(
+            ErrorType::Invalid,
+            "fieldManager",
+            quote(manager),
+            format!("invalid character U+{:04X} (at position {i})", c as u32),
+        ));
+    }
+    errors
+}
+
+/// Parse `fieldValidation`; 422 for an unknown value.
+pub fn field_validation(options_kind: &str, value: Option<&str>) -> Result<FieldValidation, Status> {
+    match value.unwrap_or("") {
+        "" | "Ignore" => Ok(FieldValidation::Ignore),
+        "Warn" => Ok(FieldValidation::Warn),
+        "Strict" => Ok(FieldValidation::Strict),
+        other => Err(invalid(
+            "meta.k8s.io",
+            options_kind,
+            "",
+            &[FieldError::new(
+                ErrorType::NotSupported,
+                "fieldValidation",
+                quote(other),
+                "\"\", \"Ignore\", \"Strict\", \"Warn\"",
+            )],
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;
