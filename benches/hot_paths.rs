@@ -47,7 +47,7 @@ fn credentials(c: &mut Criterion) {
 }
 
 fn credential_lookup(c: &mut Criterion) {
-    use portcullis::gateway::authenticate::Authenticator;
+    use portcullis::identity::authenticate::Authenticator;
     use portcullis::identity::Principal;
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let dir = tempfile::tempdir().unwrap();

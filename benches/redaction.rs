@@ -6,8 +6,8 @@
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use http_body_util::{BodyExt, StreamBody};
-use portcullis::gateway::redact::object::Target;
 use portcullis::gateway::redact::Transform;
+use portcullis::secrets::Target;
 use serde_json::{json, Value};
 
 const LIMIT: u64 = 8 << 20;

@@ -35,7 +35,7 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     write(&dir.join("portcullis.crt"), &tls.cert_pem)?;
     write(&dir.join("portcullis.key"), &tls.key_pem)?;
     // Seals held writes' bodies and signs the approval pages' cookies.
-    write(&dir.join("approvals.key"), &crate::approvals::config::generate_key())?;
+    write(&dir.join("approvals.key"), &crate::config::approvals::generate_key())?;
 
     let mut config = Config {
         listen: listen.to_string(),
@@ -59,7 +59,7 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
         mcp: Default::default(),
         reconcile: Default::default(),
         access: Default::default(),
-        approvals: crate::approvals::config::ApprovalsConfig {
+        approvals: crate::config::approvals::ApprovalsConfig {
             key_file: Some(dir.join("approvals.key")),
             ..Default::default()
         },

@@ -17,7 +17,8 @@
 //!    through `Gateway::call` (`gateway::call`), with the agent's identity.
 //! 2. **identity headers** (`gateway::headers`): a client's `Impersonate-*`
 //!    is refused before authentication.
-//! 3. **authenticate** (`gateway::authenticate`): bearer token → `Identity`.
+//! 3. **authenticate** (`identity::authenticate`): bearer token →
+//!    `Identity`.
 //! 4. **classify** (`gateway::classify`): `RequestInfo`, as kube-apiserver.
 //! 5. **policy** (`gateway::policy`): grants in effect → groups to send;
 //!    then **hold** (`gateway::hold`): a write whose caller's policy asks
@@ -59,6 +60,7 @@ pub mod gateway;
 pub mod identity;
 pub mod mcp;
 pub mod reconcile;
+pub mod secrets;
 pub mod status;
 pub mod store;
 pub mod text;

@@ -1,7 +1,7 @@
 //! `redact`: Secret redaction throughput on one core — the LIST of the
 //! benchmark's 500 Secrets redacted again and again on this thread.
 
-use portcullis::gateway::redact::object::{redact_json, Target};
+use portcullis::secrets::{redact_json, Target};
 use std::time::{Duration, Instant};
 
 /// Command-line arguments of `redact`.

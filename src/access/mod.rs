@@ -5,92 +5,20 @@
 //! (`[access] request_ttl`, 1 h). Every step is a row in the audit
 //! ([`record`]).
 //!
-//! `portcullis access …` ([`cli`]) and, later, the MCP `request_access` tool
-//! call the same functions.
+//! `portcullis access …` (`crate::cli::access`) and the MCP `request_access`
+//! tool call the same functions.
 
-pub mod cli;
 pub mod decide;
 mod record;
 
 use crate::config::Config;
 use crate::identity::{Agent, Grant, Identity, Principal};
 use crate::store::{Store, StoreError};
-use chrono::{DateTime, Utc};
-use serde::Serialize;
+use chrono::Utc;
 use std::time::Duration;
 
-/// Where a request stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessState {
-    /// Waiting for a decision.
-    Pending,
-    /// Approved: a grant exists.
-    Approved,
-    /// Denied.
-    Denied,
-    /// Nobody decided in time.
-    Expired,
-}
-
-impl AccessState {
-    /// As stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccessState::Pending => "pending",
-            AccessState::Approved => "approved",
-            AccessState::Denied => "denied",
-            AccessState::Expired => "expired",
-        }
-    }
-
-    /// Parse the stored form.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            AccessState::Pending,
-            AccessState::Approved,
-            AccessState::Denied,
-            AccessState::Expired,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == s)
-    }
-}
-
-/// An access request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AccessRequest {
-    /// Stable id.
-    pub id: String,
-    /// The person or bot the access is for (an agent's person or bot).
-    pub requester: Principal,
-    /// The agent that asked, if one did.
-    pub agent_id: Option<String>,
-    /// Cluster name.
-    pub cluster: String,
-    /// `None` for the whole cluster.
-    pub namespace: Option<String>,
-    /// Role name.
-    pub role: String,
-    /// How long the grant would last.
-    pub duration: Duration,
-    /// Why, in the requester's words.
-    pub reason: String,
-    /// Where it stands.
-    pub state: AccessState,
-    /// When asked.
-    pub created_at: DateTime<Utc>,
-    /// When it expires if nobody decides.
-    pub expires_at: DateTime<Utc>,
-    /// Who decided (login).
-    pub decided_by: Option<String>,
-    /// When.
-    pub decided_at: Option<DateTime<Utc>>,
-    /// The decider's reason (denials).
-    pub decision_reason: Option<String>,
-    /// The grant an approval created.
-    pub grant_id: Option<String>,
-}
+/// A request and its state are what the store keeps of it.
+pub use crate::store::{AccessRequest, AccessState};
 
 /// Who asks: a person or bot, possibly through one of its agents.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +107,7 @@ pub fn request_access(
             )));
         }
     }
-    crate::cli::new_grant(
+    crate::identity::grant::new_grant(
         config,
         requester.principal.clone(),
         &ask.cluster,
@@ -216,7 +144,7 @@ pub fn request_access(
 /// reconciler) and, for a delegated agent's request, gives it to the agent.
 pub fn approve(store: &Store, config: &Config, id: &str, by: &str) -> Result<(AccessRequest, Grant), AccessError> {
     let (request, decider, authority) = authorize(store, id, by, record::Step::Approve)?;
-    let mut grant = crate::cli::new_grant(
+    let mut grant = crate::identity::grant::new_grant(
         config,
         request.requester.clone(),
         &request.cluster,

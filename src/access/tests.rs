@@ -33,7 +33,7 @@ fn env() -> Env {
     for login in ["ana", "bo"] {
         store.add_principal(&Principal::person(login), false).unwrap();
     }
-    let admin = crate::cli::new_grant(
+    let admin = crate::identity::grant::new_grant(
         &config,
         Principal::person("ana"),
         "prod",
@@ -210,7 +210,7 @@ fn a_request_is_checked_like_a_grant_before_it_is_stored() {
 fn a_delegated_agents_approved_request_is_given_to_the_agent_and_capped_by_its_persons_grant() {
     let env = env();
     let ana = Principal::person("ana");
-    let hers = crate::cli::new_grant(
+    let hers = crate::identity::grant::new_grant(
         &env.config,
         ana.clone(),
         "prod",

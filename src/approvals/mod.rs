@@ -1,7 +1,7 @@
 //! Held writes: a write whose caller's policy asks for a person's approval
 //! is dry-run, held with a preview, decided by a person, and run once.
 //!
-//! - [`config`]: `[approvals]` (key file, wait, expiry).
+//! - `[approvals]` (key file, wait, expiry) is read by `crate::config`.
 //! - [`seal`]: bodies sealed at rest (ChaCha20-Poly1305), CSRF tokens
 //!   signed.
 //! - [`preview`] and [`diff`]: the current object and the dry-run result,
@@ -9,13 +9,11 @@
 //! - [`decide`]: who may decide, approve and deny (audited).
 //! - [`wait`]: a caller waiting for the decision, and expiry.
 //! - [`web`]: `/login`, `/approvals`, `/approvals/<id>` for people.
-//! - [`cli`]: `portcullis approvals list|show|approve|deny`.
+//! - `portcullis approvals list|show|approve|deny` is `crate::cli::approvals`.
 //!
 //! The stage that holds and runs them is `crate::gateway::hold`, on the one
 //! request path every door shares.
 
-pub mod cli;
-pub mod config;
 pub mod decide;
 pub mod diff;
 pub mod preview;
@@ -25,100 +23,11 @@ pub mod web;
 
 use crate::identity::{Principal, PrincipalKind};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-/// Where a held write stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HeldState {
-    /// Waiting for a person.
-    Pending,
-    /// Approved; the next call runs it.
-    Approved,
-    /// Denied.
-    Denied,
-    /// Nobody decided, or nobody ran it, in time; the body is gone.
-    Expired,
-    /// A call claimed it and is running it now.
-    Executing,
-    /// It ran; the outcome is kept.
-    Executed,
-}
+/// A held write is what the store keeps of it.
+pub use crate::store::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition};
 
-impl HeldState {
-    /// As stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HeldState::Pending => "pending",
-            HeldState::Approved => "approved",
-            HeldState::Denied => "denied",
-            HeldState::Expired => "expired",
-            HeldState::Executing => "executing",
-            HeldState::Executed => "executed",
-        }
-    }
-
-    /// Parse the stored form.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            HeldState::Pending,
-            HeldState::Approved,
-            HeldState::Denied,
-            HeldState::Expired,
-            HeldState::Executing,
-            HeldState::Executed,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == s)
-    }
-}
-
-/// What never changes about a held write (stored as JSON).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HeldRequest {
-    /// Cluster name.
-    pub cluster: String,
-    /// `person:<login>` or `bot:<name>` (an agent's person or bot).
-    pub requester: String,
-    /// The agent that asked, if one did.
-    #[serde(default)]
-    pub agent_id: Option<String>,
-    /// The agent acts for its person (who then decides).
-    #[serde(default)]
-    pub delegated: bool,
-    /// The credential that asked (never decides).
-    pub credential_id: String,
-    /// The MCP tool, if a tool asked.
-    #[serde(default)]
-    pub tool: String,
-    /// The client's address.
-    #[serde(default)]
-    pub client: String,
-    /// HTTP method.
-    pub method: String,
-    /// Kubernetes path (raw).
-    pub path: String,
-    /// Raw query string.
-    pub query: String,
-    /// The body's media type.
-    #[serde(default)]
-    pub content_type: String,
-    /// Kubernetes verb.
-    pub verb: String,
-    /// API group (empty for core).
-    pub api_group: String,
-    /// Plural resource (and `/subresource`).
-    pub resource: String,
-    /// Namespace (empty for cluster scope).
-    pub namespace: String,
-    /// Object name (empty for collections).
-    pub name: String,
-    /// What a person sees before deciding.
-    pub preview: preview::Preview,
-    /// Sent with the real write so that a changed object answers 409.
-    pub precondition: Precondition,
-}
-
+// The rows are the store's; what they mean is decided here.
 impl HeldRequest {
     /// The requester as a principal.
     pub fn principal(&self) -> Option<Principal> {
@@ -149,56 +58,6 @@ impl HeldRequest {
         };
         format!("{verb} {what}{place} ({})", self.cluster)
     }
-}
-
-/// Preconditions taken from the dry run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Precondition {
-    /// For apply, update and patch: the object's resourceVersion.
-    #[serde(default)]
-    pub resource_version: Option<String>,
-    /// For delete: the object's uid.
-    #[serde(default)]
-    pub uid: Option<String>,
-}
-
-/// What the write answered when it ran (Secret values hidden).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outcome {
-    /// HTTP status.
-    pub code: u16,
-    /// The answer's body as text (cut at 64 KiB).
-    pub body: String,
-}
-
-/// A held write as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HeldWrite {
-    /// Stable id (UUIDv7), in its URL.
-    pub id: String,
-    /// The intent's digest: the same first call gets the same held write.
-    pub digest: String,
-    /// Where it stands.
-    pub state: HeldState,
-    /// What was asked.
-    pub request: HeldRequest,
-    /// When held.
-    pub created_at: DateTime<Utc>,
-    /// When it expires.
-    pub expires_at: DateTime<Utc>,
-    /// Who decided (login).
-    pub decided_by: Option<String>,
-    /// When.
-    pub decided_at: Option<DateTime<Utc>>,
-    /// The decider's reason.
-    pub decision_reason: Option<String>,
-    /// When it ran.
-    pub executed_at: Option<DateTime<Utc>>,
-    /// What it answered.
-    pub outcome: Option<Outcome>,
-    /// Its end (denied, expired, run) was told to a caller; the same first
-    /// call after that starts a new held write.
-    pub answered: bool,
 }
 
 impl HeldWrite {
@@ -246,7 +105,7 @@ impl Approvals {
             .map(seal::Key::load)
             .transpose()?
             .map(std::sync::Arc::new);
-        let writing_roles = crate::gateway::all_roles(config)
+        let writing_roles = crate::identity::roles::all(config)
             .into_iter()
             .filter(writes)
             .map(|r| r.name)

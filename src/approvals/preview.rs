@@ -9,14 +9,15 @@
 //! refuses is refused here too, and the write is not held.
 
 use super::diff::diff;
-use crate::gateway::redact::object::{self, redact_document, Target, LAST_APPLIED};
-use crate::gateway::redact::RedactError;
+use crate::secrets::{self, redact_document, RedactError, Target, LAST_APPLIED};
 use base64::Engine;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The largest preview held; a larger one is refused instead.
 pub const PREVIEW_LIMIT: usize = 256 * 1024;
+
+/// A preview is kept with its held write.
+pub use crate::store::Preview;
 
 /// Fields the server sets: left out of the preview and the diff.
 const SERVER_METADATA: &[&str] = &[
@@ -26,20 +27,6 @@ const SERVER_METADATA: &[&str] = &[
     "uid",
     "creationTimestamp",
 ];
-
-/// What a person sees before deciding.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Preview {
-    /// The object now (`None`: it does not exist, or could not be read).
-    pub current: Option<Value>,
-    /// Why there is no current object, when there is none.
-    #[serde(default)]
-    pub current_note: String,
-    /// What the dry run answered.
-    pub result: Value,
-    /// The change, line by line (YAML).
-    pub diff: String,
-}
 
 /// Why a write cannot be held with a preview.
 #[derive(Debug, thiserror::Error)]
@@ -192,7 +179,7 @@ pub fn marker(len: usize, changed: bool) -> String {
     if changed {
         format!("<redacted, {len} bytes, changed>")
     } else {
-        object::marker(len)
+        secrets::marker(len)
     }
 }
 

@@ -148,7 +148,7 @@ mod tests {
     fn a_key_file_must_hold_64_hex_characters() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k");
-        std::fs::write(&path, super::super::config::generate_key()).unwrap();
+        std::fs::write(&path, crate::config::approvals::generate_key()).unwrap();
         assert!(Key::load(&path).is_ok());
         std::fs::write(&path, "abc").unwrap();
         assert!(matches!(Key::load(&path), Err(SealError::Malformed(_))));

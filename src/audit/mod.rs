@@ -10,13 +10,12 @@
 //! - [`store`] and [`sqlite`]: the storage interface and its SQLite
 //!   implementation (a PostgreSQL one can fill the same trait).
 //! - [`chain`]: the hash chain and its verification.
-//! - [`query`]: filters; [`cli`] (`portcullis audit`) and [`http`]
+//! - [`query`]: filters; `crate::cli::audit` (`portcullis audit`) and [`http`]
 //!   (`GET /audit`) use them.
 //! - [`export`]: the JSON lines sink for a SIEM; [`retention`]: the hourly
 //!   sweep.
 
 pub mod chain;
-pub mod cli;
 pub mod export;
 pub mod http;
 pub mod query;

@@ -5,10 +5,9 @@
 //! stream, when the stream closes, with bytes both ways. Bodies are counted
 //! as their frames pass, never copied.
 
-use super::row::{bounded, clean_query, is_discovery, AuditRow};
+use super::row::{bounded, clean_query, AuditRow};
 use super::writer::AuditWriter;
 use crate::body::{self, Body};
-use crate::gateway::classify::RequestInfo;
 use crate::identity::Identity;
 use bytes::Bytes;
 use chrono::Utc;
@@ -64,20 +63,6 @@ impl AuditRow {
         self.principal_kind = identity.principal.kind.as_str().to_string();
         self.login = identity.principal.name.clone();
         self.credential_id = identity.credential_id.clone();
-    }
-
-    /// Record what it is, as Kubernetes classifies it.
-    pub fn classify(&mut self, info: &RequestInfo) {
-        self.verb = info.verb.clone();
-        self.api_group = info.api_group.clone();
-        self.api_version = info.api_version.clone();
-        self.resource = info.resource.clone();
-        self.subresource = info.subresource.clone();
-        self.namespace = info.namespace.clone();
-        self.name = info.name.clone();
-        self.write = info.is_write();
-        self.discovery = !info.is_resource_request && is_discovery(&info.path);
-        self.dry_run = info.dry_run;
     }
 }
 
@@ -291,25 +276,6 @@ mod tests {
         assert_eq!(status_reason(body).as_deref(), Some("Forbidden"));
         assert_eq!(status_reason(br#"{"reason":"Bad\"x"}"#), None);
         assert_eq!(status_reason(b"not json"), None);
-    }
-
-    #[test]
-    fn dry_run_and_writes_are_flagged_from_the_request() {
-        let info = crate::gateway::classify::classify(
-            &http::Method::POST,
-            "/api/v1/namespaces/shop/configmaps",
-            Some("dryRun=All&fieldManager=kubectl"),
-        );
-        let mut row = AuditRow::default();
-        row.classify(&info);
-        assert!(row.write && row.dry_run && !row.discovery);
-        assert_eq!(
-            (row.verb.as_str(), row.namespace.as_str(), row.resource.as_str()),
-            ("create", "shop", "configmaps")
-        );
-        let discovery = crate::gateway::classify::classify(&http::Method::GET, "/apis/apps/v1", None);
-        row.classify(&discovery);
-        assert!(row.discovery && !row.write && !row.dry_run);
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@
 //! redacted as a list.
 
 use super::query::Query;
+use crate::audit::row::{is_discovery, AuditRow};
 use serde::Serialize;
 
 /// What a request is, in Kubernetes' own words.
@@ -174,6 +175,24 @@ fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> 
     Some(info)
 }
 
+// The audit sits below the request path and does not know `RequestInfo`:
+// the row learns what the request is here.
+impl AuditRow {
+    /// Record what it is, as Kubernetes classifies it.
+    pub fn classify(&mut self, info: &RequestInfo) {
+        self.verb = info.verb.clone();
+        self.api_group = info.api_group.clone();
+        self.api_version = info.api_version.clone();
+        self.resource = info.resource.clone();
+        self.subresource = info.subresource.clone();
+        self.namespace = info.namespace.clone();
+        self.name = info.name.clone();
+        self.write = info.is_write();
+        self.discovery = !info.is_resource_request && is_discovery(&info.path);
+        self.dry_run = info.dry_run;
+    }
+}
+
 fn verb_for_method(method: &http::Method) -> &'static str {
     match *method {
         http::Method::POST => "create",
@@ -189,6 +208,25 @@ fn verb_for_method(method: &http::Method) -> &'static str {
 mod tests {
     use super::*;
     use http::Method;
+
+    #[test]
+    fn dry_run_and_writes_are_flagged_from_the_request() {
+        let info = classify(
+            &http::Method::POST,
+            "/api/v1/namespaces/shop/configmaps",
+            Some("dryRun=All&fieldManager=kubectl"),
+        );
+        let mut row = AuditRow::default();
+        row.classify(&info);
+        assert!(row.write && row.dry_run && !row.discovery);
+        assert_eq!(
+            (row.verb.as_str(), row.namespace.as_str(), row.resource.as_str()),
+            ("create", "shop", "configmaps")
+        );
+        let discovery = classify(&http::Method::GET, "/apis/apps/v1", None);
+        row.classify(&discovery);
+        assert!(row.discovery && !row.write && !row.dry_run);
+    }
 
     fn info(method: Method, path: &str) -> RequestInfo {
         let (path, query) = path.split_once('?').map_or((path, None), |(p, q)| (p, Some(q)));

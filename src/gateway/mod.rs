@@ -5,7 +5,8 @@
 //!    ambiguous paths before anything else reads them.
 //! 2. [`headers`]: refuse a client's `Impersonate-*` headers before
 //!    authenticating, so no identity claim is ever weighed.
-//! 3. [`authenticate`]: bearer token → [`Identity`](crate::identity::Identity).
+//! 3. authenticate ([`crate::identity::authenticate`]): bearer token →
+//!    [`Identity`](crate::identity::Identity).
 //! 4. [`classify`]: path and method → [`RequestInfo`](classify::RequestInfo), as kube-apiserver sees
 //!    it.
 //! 5. [`policy`]: grants in effect → the groups the cluster is sent.
@@ -18,7 +19,6 @@
 //!    written when the response ends; a write's row is committed before it
 //!    is forwarded. Every log line about a request carries its audit id.
 
-pub mod authenticate;
 pub mod call;
 pub mod classify;
 pub mod forward;
@@ -36,9 +36,9 @@ use crate::audit::row::{bounded, AuditRow};
 use crate::audit::{Audit, AuditError};
 use crate::body::{self, Body};
 use crate::config::{Config, Limits};
+use crate::identity::authenticate::{AuthError, Authenticator};
 use crate::status::Status;
 use crate::store::Store;
-use authenticate::{AuthError, Authenticator};
 use http::{HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use ipnet::IpNet;
@@ -138,7 +138,7 @@ impl Gateway {
             policy: Policy::new(
                 store.clone(),
                 config.protected_namespaces.iter().cloned(),
-                &all_roles(config),
+                &crate::identity::roles::all(config),
             ),
             limits: config.limits.clone(),
             tool_limits,
@@ -514,14 +514,6 @@ impl Gateway {
             "request"
         );
     }
-}
-
-/// The built-in roles and the configuration's custom ones.
-pub fn all_roles(config: &Config) -> Vec<crate::identity::roles::Role> {
-    crate::identity::roles::builtin()
-        .into_iter()
-        .chain(config.roles.iter().cloned())
-        .collect()
 }
 
 fn text(code: u16, body: String) -> Response<Body> {

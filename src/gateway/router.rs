@@ -7,6 +7,7 @@
 //! so such paths are refused with a 400 Status before authentication.
 
 use crate::approvals::web::Page;
+use crate::config::valid_cluster_name;
 use crate::status::Status;
 
 /// Where a request goes.
@@ -72,17 +73,6 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
     }
     check_path(k8s_path)?;
     Ok(Route::Cluster { name, path: k8s_path })
-}
-
-/// Cluster names are DNS-1123 labels: they appear in paths and kubeconfigs.
-pub fn valid_cluster_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }
 
 fn check_path(path: &str) -> Result<(), Status> {

@@ -1,11 +1,16 @@
-//! People, bots, credentials, grants and roles.
+//! People, bots, credentials, grants and roles, and how a bearer token
+//! becomes an [`Identity`] ([`authenticate`]). Below the store: identity
+//! imports only `config`; the store implements what [`authenticate`] reads
+//! credentials through.
 //!
 //! A person is impersonated on a cluster as `user:<login>`, a bot as
 //! `bot:<name>`. Each grant in effect is sent as its own group
 //! (`portcullis:grant:<id>`), so ending a grant ends its access on the next
 //! request, before any clean-up in the cluster.
 
+pub mod authenticate;
 pub mod credential;
+pub mod grant;
 pub mod roles;
 
 use chrono::{DateTime, Utc};

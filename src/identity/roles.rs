@@ -19,24 +19,13 @@
 //! grant binds it in one namespace (RoleBinding) or cluster-wide
 //! (ClusterRoleBinding).
 
-use serde::{Deserialize, Serialize};
+use crate::config::Config;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// A role portcullis can grant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Role {
-    /// Name, e.g. `viewer`.
-    pub name: String,
-    /// RBAC PolicyRules, as in a ClusterRole.
-    pub rules: Vec<Value>,
-    /// Whether a grant of this role lets its holder see Secret values.
-    #[serde(default)]
-    pub reveals_secrets: bool,
-    /// The longest a grant of this role may last.
-    #[serde(default, with = "humantime_serde_opt")]
-    pub max_duration: Option<Duration>,
-}
+/// A role's shape is configuration (custom roles are written in the
+/// configuration file); what it allows is worked out here.
+pub use crate::config::roles::Role;
 
 impl Role {
     /// The ClusterRole name in each cluster.
@@ -149,6 +138,11 @@ pub fn builtin() -> Vec<Role> {
     ]
 }
 
+/// The built-in roles and the configuration's custom ones.
+pub fn all(config: &Config) -> Vec<Role> {
+    builtin().into_iter().chain(config.roles.iter().cloned()).collect()
+}
+
 /// The built-in roles as ClusterRole manifests (what `deploy/roles.yaml`
 /// holds, kept in step by a test).
 pub fn cluster_roles_yaml() -> String {
@@ -166,25 +160,6 @@ pub fn cluster_roles_yaml() -> String {
         out.push_str(&serde_yaml::to_string(&object).unwrap_or_default());
     }
     out
-}
-
-/// `humantime` (de)serialization for an optional duration (`"8h"`).
-mod humantime_serde_opt {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        let text: Option<String> = Option::deserialize(d)?;
-        text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
-            .transpose()
-    }
 }
 
 #[cfg(test)]

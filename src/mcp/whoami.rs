@@ -81,7 +81,7 @@ pub async fn whoami(ctx: &ToolContext) -> Result<String, ToolError> {
         }
     }
     text.push_str(&secrets_through_pods(
-        &crate::gateway::all_roles(&ctx.shared.config),
+        &crate::identity::roles::all(&ctx.shared.config),
         &all,
     ));
     Ok(text)

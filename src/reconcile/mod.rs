@@ -10,8 +10,8 @@
 //! - [`desired`]: what a cluster should hold and what a pass must do (pure).
 //! - [`cluster`]: one cluster's RBAC API (list owned, apply, delete).
 //! - [`pass`]: one pass, recording the cluster's [`status`].
-//! - [`cli`]: `portcullis cluster status`, and the pass the CLI runs itself
-//!   after changing a grant.
+//! - `portcullis cluster status`, and the pass the CLI runs itself after
+//!   changing a grant, are `crate::cli::cluster`.
 //!
 //! Each cluster has its own loop: a pass at start, then one every `resync`
 //! (20 s), one as soon as [`Reconciler::trigger`] is called (a grant changed
@@ -19,7 +19,6 @@
 //! a failed pass, retries with exponential backoff (1 s doubling to 30 s).
 //! A cluster that is down at start is simply retried.
 
-pub mod cli;
 pub mod cluster;
 pub mod desired;
 pub mod pass;
@@ -97,7 +96,7 @@ impl Reconciler {
         Ok(Reconciler {
             clusters,
             store,
-            roles: Arc::new(crate::gateway::all_roles(config)),
+            roles: Arc::new(crate::identity::roles::all(config)),
             resync: config.reconcile.resync,
         })
     }

@@ -1,11 +1,84 @@
-//! Access requests (see `crate::access`).
+//! Access requests (see `crate::access`): the rows, and how they are kept.
 
 use super::{kind_of, Store, StoreError};
-use crate::access::{AccessRequest, AccessState};
 use crate::identity::{Grant, Principal};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
 use std::time::Duration;
+
+/// Where a request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessState {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved: a grant exists.
+    Approved,
+    /// Denied.
+    Denied,
+    /// Nobody decided in time.
+    Expired,
+}
+
+impl AccessState {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessState::Pending => "pending",
+            AccessState::Approved => "approved",
+            AccessState::Denied => "denied",
+            AccessState::Expired => "expired",
+        }
+    }
+
+    /// Parse the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            AccessState::Pending,
+            AccessState::Approved,
+            AccessState::Denied,
+            AccessState::Expired,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == s)
+    }
+}
+
+/// An access request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AccessRequest {
+    /// Stable id.
+    pub id: String,
+    /// The person or bot the access is for (an agent's person or bot).
+    pub requester: Principal,
+    /// The agent that asked, if one did.
+    pub agent_id: Option<String>,
+    /// Cluster name.
+    pub cluster: String,
+    /// `None` for the whole cluster.
+    pub namespace: Option<String>,
+    /// Role name.
+    pub role: String,
+    /// How long the grant would last.
+    pub duration: Duration,
+    /// Why, in the requester's words.
+    pub reason: String,
+    /// Where it stands.
+    pub state: AccessState,
+    /// When asked.
+    pub created_at: DateTime<Utc>,
+    /// When it expires if nobody decides.
+    pub expires_at: DateTime<Utc>,
+    /// Who decided (login).
+    pub decided_by: Option<String>,
+    /// When.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// The decider's reason (denials).
+    pub decision_reason: Option<String>,
+    /// The grant an approval created.
+    pub grant_id: Option<String>,
+}
 
 const SELECT: &str = "SELECT id, kind, subject, agent_id, cluster, namespace, role, duration_secs, reason, state, created_at, expires_at, decided_by, decided_at, decision_reason, grant_id FROM access_requests";
 

@@ -1,11 +1,168 @@
-//! Held writes (see `crate::approvals`). State changes are compare-and-set
-//! on `state`, so two processes (or two calls) never both decide or both run
-//! one held write.
+//! Held writes (see `crate::approvals`): the rows, and how they are kept.
+//! State changes are compare-and-set on `state`, so two processes (or two
+//! calls) never both decide or both run one held write.
 
 use super::{Store, StoreError};
-use crate::approvals::{HeldRequest, HeldState, HeldWrite, Outcome};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where a held write stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HeldState {
+    /// Waiting for a person.
+    Pending,
+    /// Approved; the next call runs it.
+    Approved,
+    /// Denied.
+    Denied,
+    /// Nobody decided, or nobody ran it, in time; the body is gone.
+    Expired,
+    /// A call claimed it and is running it now.
+    Executing,
+    /// It ran; the outcome is kept.
+    Executed,
+}
+
+impl HeldState {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeldState::Pending => "pending",
+            HeldState::Approved => "approved",
+            HeldState::Denied => "denied",
+            HeldState::Expired => "expired",
+            HeldState::Executing => "executing",
+            HeldState::Executed => "executed",
+        }
+    }
+
+    /// Parse the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            HeldState::Pending,
+            HeldState::Approved,
+            HeldState::Denied,
+            HeldState::Expired,
+            HeldState::Executing,
+            HeldState::Executed,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == s)
+    }
+}
+
+/// What never changes about a held write (stored as JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldRequest {
+    /// Cluster name.
+    pub cluster: String,
+    /// `person:<login>` or `bot:<name>` (an agent's person or bot).
+    pub requester: String,
+    /// The agent that asked, if one did.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The agent acts for its person (who then decides).
+    #[serde(default)]
+    pub delegated: bool,
+    /// The credential that asked (never decides).
+    pub credential_id: String,
+    /// The MCP tool, if a tool asked.
+    #[serde(default)]
+    pub tool: String,
+    /// The client's address.
+    #[serde(default)]
+    pub client: String,
+    /// HTTP method.
+    pub method: String,
+    /// Kubernetes path (raw).
+    pub path: String,
+    /// Raw query string.
+    pub query: String,
+    /// The body's media type.
+    #[serde(default)]
+    pub content_type: String,
+    /// Kubernetes verb.
+    pub verb: String,
+    /// API group (empty for core).
+    pub api_group: String,
+    /// Plural resource (and `/subresource`).
+    pub resource: String,
+    /// Namespace (empty for cluster scope).
+    pub namespace: String,
+    /// Object name (empty for collections).
+    pub name: String,
+    /// What a person sees before deciding.
+    pub preview: Preview,
+    /// Sent with the real write so that a changed object answers 409.
+    pub precondition: Precondition,
+}
+
+/// Preconditions taken from the dry run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Precondition {
+    /// For apply, update and patch: the object's resourceVersion.
+    #[serde(default)]
+    pub resource_version: Option<String>,
+    /// For delete: the object's uid.
+    #[serde(default)]
+    pub uid: Option<String>,
+}
+
+/// What the write answered when it ran (Secret values hidden).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// HTTP status.
+    pub code: u16,
+    /// The answer's body as text (cut at 64 KiB).
+    pub body: String,
+}
+
+/// A held write as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldWrite {
+    /// Stable id (UUIDv7), in its URL.
+    pub id: String,
+    /// The intent's digest: the same first call gets the same held write.
+    pub digest: String,
+    /// Where it stands.
+    pub state: HeldState,
+    /// What was asked.
+    pub request: HeldRequest,
+    /// When held.
+    pub created_at: DateTime<Utc>,
+    /// When it expires.
+    pub expires_at: DateTime<Utc>,
+    /// Who decided (login).
+    pub decided_by: Option<String>,
+    /// When.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// The decider's reason.
+    pub decision_reason: Option<String>,
+    /// When it ran.
+    pub executed_at: Option<DateTime<Utc>>,
+    /// What it answered.
+    pub outcome: Option<Outcome>,
+    /// Its end (denied, expired, run) was told to a caller; the same first
+    /// call after that starts a new held write.
+    pub answered: bool,
+}
+
+/// What a person sees before deciding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Preview {
+    /// The object now (`None`: it does not exist, or could not be read).
+    pub current: Option<Value>,
+    /// Why there is no current object, when there is none.
+    #[serde(default)]
+    pub current_note: String,
+    /// What the dry run answered.
+    pub result: Value,
+    /// The change, line by line (YAML).
+    pub diff: String,
+}
 
 const SELECT: &str = "SELECT id, digest, state, request, created_at, expires_at, decided_by, decided_at, decision_reason, executed_at, outcome, answered FROM held_writes";
 

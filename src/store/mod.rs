@@ -3,9 +3,14 @@
 //! Embedded SQLite (WAL mode) in the data directory: one command runs
 //! everything on one machine, and the CLI can work on the same file while the
 //! server runs. Migrations are embedded and applied at open. The request path
-//! reads through caches (see `gateway::authenticate`); the store is touched on
+//! reads through caches (see `identity::authenticate`); the store is touched on
 //! a cache miss only.
+//!
+//! The rows it keeps for the domain modules (access requests, held writes,
+//! cluster status) are declared here and re-exported there, so the store
+//! imports nothing above `identity`.
 
+use crate::identity::authenticate::CredentialLookup;
 use crate::identity::{credential, Credential, Grant, Principal, PrincipalKind};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -15,9 +20,13 @@ use std::sync::{Arc, Mutex};
 mod access;
 mod agents;
 mod approvals;
+mod credentials;
 mod reconcile;
 mod sessions;
 
+pub use access::{AccessRequest, AccessState};
+pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
+pub use reconcile::ClusterStatus;
 pub use sessions::WebSession;
 
 /// Errors from the store.
@@ -58,15 +67,6 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_approvals.sql"),
     include_str!("migrations/0006_web_sessions.sql"),
 ];
-
-/// A credential found by its token hash, with whether its owner is disabled.
-#[derive(Debug, Clone)]
-pub struct CredentialLookup {
-    /// The credential.
-    pub credential: Credential,
-    /// The owning person or bot is disabled.
-    pub owner_disabled: bool,
-}
 
 /// A person or bot as listed.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -3,9 +3,39 @@
 
 use super::{Store, StoreError, GRANT_SELECT};
 use crate::identity::Grant;
-use crate::reconcile::status::ClusterStatus;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+/// What the last pass of one cluster found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterStatus {
+    /// Cluster name.
+    pub cluster: String,
+    /// Whether the last pass reached the cluster; `None` before any pass.
+    pub reachable: Option<bool>,
+    /// Since when it has been reachable (or unreachable).
+    pub since: Option<DateTime<Utc>>,
+    /// When the last pass ended.
+    pub last_reconcile: Option<DateTime<Utc>>,
+    /// When the last pass without any error ended.
+    pub last_success: Option<DateTime<Utc>>,
+    /// The last pass's error(s); `None` when it succeeded.
+    pub last_error: Option<String>,
+    /// ClusterRoles wanted, and how many of them are in step.
+    pub roles_wanted: usize,
+    /// ClusterRoles in step after the last pass.
+    pub roles_in_step: usize,
+    /// Bindings wanted (one per grant in effect).
+    pub bindings_wanted: usize,
+    /// Bindings in step after the last pass.
+    pub bindings_in_step: usize,
+    /// Objects the last pass applied (missing or changed).
+    pub applied: usize,
+    /// Objects the last pass removed (expired, revoked or stray).
+    pub removed: usize,
+}
 
 impl Store {
     /// The grants of `cluster` that are not revoked (expired ones included:

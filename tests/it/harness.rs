@@ -49,7 +49,7 @@ impl Portcullis {
         let tls = portcullis::tls::generate(&["localhost"]).unwrap();
         std::fs::write(path("tls.crt"), &tls.cert_pem).unwrap();
         std::fs::write(path("tls.key"), &tls.key_pem).unwrap();
-        std::fs::write(path("approvals.key"), portcullis::approvals::config::generate_key()).unwrap();
+        std::fs::write(path("approvals.key"), portcullis::config::approvals::generate_key()).unwrap();
         let mut config = Config {
             listen: "127.0.0.1:0".into(),
             public_url: "https://127.0.0.1".into(),
@@ -77,7 +77,7 @@ impl Portcullis {
                 resync: Duration::from_secs(3600),
             },
             access: Default::default(),
-            approvals: portcullis::approvals::config::ApprovalsConfig {
+            approvals: portcullis::config::approvals::ApprovalsConfig {
                 key_file: Some(path("approvals.key")),
                 ..Default::default()
             },

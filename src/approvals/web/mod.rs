@@ -20,7 +20,7 @@ use super::decide::{self, DecideError};
 use super::Approvals;
 use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
-use crate::gateway::authenticate::Authenticator;
+use crate::identity::authenticate::Authenticator;
 use crate::identity::{Principal, PrincipalKind};
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};

@@ -33,7 +33,7 @@
 //!    limit), redacted and sent with a fresh length. A Status passes
 //!    unchanged.
 //! 3. It fails closed: an answer that is not JSON, cannot be parsed, or
-//!    holds a shape or kind the redactor does not know ([`object`]) is
+//!    holds a shape or kind the redactor does not know ([`crate::secrets`]) is
 //!    refused with a 502 Status and an audit row marked `unredactable` (a
 //!    watch already under way ends with an ERROR event), never passed on.
 //!    Bodies are never logged.
@@ -42,13 +42,13 @@
 //! pays nothing.
 
 pub mod accept;
-pub mod object;
 pub mod watch;
 
 use super::classify::RequestInfo;
 use super::limits::{ResponseDeadline, ResponseTooLarge};
 use crate::body::{self, Body, BoxError};
 use crate::identity::Identity;
+use crate::secrets::{self, RedactError, Target};
 use crate::status::Status;
 use bytes::Bytes;
 use bytes::BytesMut;
@@ -56,58 +56,6 @@ use http::header::{HeaderMap, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT
 use http::response::Parts;
 use http::Response;
 use http_body_util::BodyExt;
-use object::Target;
-
-/// Why a response that had to be redacted could not be. Messages never
-/// carry any part of the body.
-#[derive(Debug, thiserror::Error)]
-pub enum RedactError {
-    /// The body is not JSON (protobuf, compressed, cut short, …).
-    #[error("the response is not JSON (line {line}, column {column})")]
-    NotJson {
-        /// Where parsing stopped.
-        line: usize,
-        /// Where parsing stopped.
-        column: usize,
-    },
-    /// The body is JSON but not an object.
-    #[error("the response is not a JSON object")]
-    NotAnObject,
-    /// A field does not have the shape Kubernetes gives it.
-    #[error("the response's `{0}` does not have the expected shape")]
-    Shape(&'static str),
-    /// An object of a kind portcullis cannot hide values in.
-    #[error("the response holds an object of kind {0:?}, which portcullis does not redact")]
-    UnknownKind(String),
-    /// The body is in a format portcullis cannot read (YAML, protobuf, …).
-    #[error("the response is {0:?}, not JSON")]
-    ContentType(String),
-    /// A `data` value is not base64.
-    #[error("a Secret's data value is not base64")]
-    NotBase64,
-    /// The body is compressed, though portcullis asked for no compression.
-    #[error("the response is compressed ({0})")]
-    Encoded(String),
-    /// The body (or one watch event) exceeds the response limit.
-    #[error("the response exceeds portcullis's limit of {0} bytes")]
-    TooLarge(u64),
-    /// The cluster's answer did not arrive whole.
-    #[error("the response could not be read")]
-    Incomplete(#[source] BoxError),
-    /// Serialising the redacted document failed.
-    #[error("the redacted response could not be serialised")]
-    Serialize,
-}
-
-impl RedactError {
-    fn not_json(error: serde_json::Error) -> Self {
-        // The error's text may quote the body: keep only where it stopped.
-        RedactError::NotJson {
-            line: error.line(),
-            column: error.column(),
-        }
-    }
-}
 
 /// What the forward stage does to one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,7 +222,7 @@ where
         }
         if let Some(end) = buffer.iter().position(|b| *b == b'\n') {
             sniffed = true;
-            if object::starts_like_event(&buffer[..end]) {
+            if secrets::starts_like_event(&buffer[..end]) {
                 let events = watch::RedactedWatch::new(body, target, limit).after(buffer.freeze());
                 return Read::Watch(events);
             }
@@ -285,7 +233,7 @@ where
     if bytes.is_empty() {
         return Read::Whole(Ok(bytes));
     }
-    Read::Whole(object::redact_json(&bytes, target).map(|redacted| redacted.map(Bytes::from).unwrap_or(bytes)))
+    Read::Whole(secrets::redact_json(&bytes, target).map(|redacted| redacted.map(Bytes::from).unwrap_or(bytes)))
 }
 
 /// The Status a response that could not be redacted is replaced with.

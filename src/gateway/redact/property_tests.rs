@@ -4,10 +4,10 @@
 //! the seeded fuzz run over classification and redaction together: issue
 //! 15's cases first, then random queries built from the same pieces.
 
-use super::object::{Target, LAST_APPLIED};
 use super::{plan, Transform};
 use crate::gateway::classify::classify;
 use crate::identity::{Agent, Identity, Principal};
+use crate::secrets::{Target, LAST_APPLIED};
 use base64::Engine;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response};

@@ -7,9 +7,8 @@
 //! event carrying a 502 Status, the way kube-apiserver reports a failed
 //! watch; the event and everything after it are never sent.
 
-use super::object::{redact_event, Target};
-use super::RedactError;
 use crate::body::BoxError;
+use crate::secrets::{redact_event, RedactError, Target};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;

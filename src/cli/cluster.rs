@@ -3,11 +3,11 @@
 //! a separate process from the server, but it has the configuration, so it
 //! binds the grant before returning, or says that binding is pending.
 
-use super::cluster::ClusterClient;
-use super::pass::run_pass;
-use super::status::ClusterStatus;
-use crate::cli::CliError;
+use super::CliError;
 use crate::config::Config;
+use crate::reconcile::cluster::ClusterClient;
+use crate::reconcile::pass::run_pass;
+use crate::reconcile::status::ClusterStatus;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
@@ -66,7 +66,7 @@ fn status_line(name: &str, s: &ClusterStatus) -> String {
 /// Run one pass of `cluster` from the CLI and say what became of the
 /// bindings: in step, or pending (the server's reconciler will retry).
 /// Blocking, with a runtime of its own: never call it from async code (a
-/// server uses [`super::Reconciler::pass_now`] or `trigger`).
+/// server uses [`crate::reconcile::Reconciler::pass_now`] or `trigger`).
 pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
     let Some(cluster_config) = config.clusters.iter().find(|c| c.name == cluster) else {
         return format!("cluster {cluster} is not configured: nothing bound");
@@ -80,7 +80,7 @@ pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
         Ok(client) => client,
         Err(e) => return format!("binding pending: {e}"),
     };
-    let roles = crate::gateway::all_roles(config);
+    let roles = crate::identity::roles::all(config);
     let report = runtime.block_on(run_pass(&client, store, &roles));
     let outcome = &report.outcome;
     if outcome.ok() {

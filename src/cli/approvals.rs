@@ -2,9 +2,9 @@
 //! approval page, for a person at a terminal (`--by` names them; the CLI
 //! runs with the store's own rights, as `access approve` does).
 
-use super::decide::{self, DecideError};
-use super::{rfc3339, HeldWrite};
-use crate::cli::CliError;
+use super::CliError;
+use crate::approvals::decide::{self, DecideError};
+use crate::approvals::{preview, rfc3339, wait, HeldState, HeldWrite};
 use crate::store::Store;
 use crate::text::{escape_control as esc, escape_control_lines};
 use clap::Subcommand;
@@ -50,7 +50,7 @@ pub fn run(store: &Store, command: ApprovalsCommand, out: &mut dyn Write) -> Res
     let io = |e: std::io::Error| CliError::Message(e.to_string());
     match command {
         ApprovalsCommand::List { pending } => {
-            super::wait::expire_overdue(store).map_err(message)?;
+            wait::expire_overdue(store).map_err(message)?;
             writeln!(
                 out,
                 "{:<38} {:<10} {:<22} {:<12} WRITE",
@@ -58,7 +58,7 @@ pub fn run(store: &Store, command: ApprovalsCommand, out: &mut dyn Write) -> Res
             )
             .map_err(io)?;
             for held in store.list_held()? {
-                if pending && held.state != super::HeldState::Pending {
+                if pending && held.state != HeldState::Pending {
                     continue;
                 }
                 writeln!(
@@ -74,7 +74,7 @@ pub fn run(store: &Store, command: ApprovalsCommand, out: &mut dyn Write) -> Res
             }
         }
         ApprovalsCommand::Show { id } => {
-            let held = super::wait::current(store, &id)
+            let held = wait::current(store, &id)
                 .map_err(message)?
                 .ok_or_else(|| CliError::Message(format!("held write {id} not found")))?;
             write!(out, "{}", show(&held)).map_err(io)?;
@@ -140,7 +140,7 @@ pub fn show(held: &HeldWrite) -> String {
         text.push_str(&format!("\ncurrent object: {}\n", esc(&r.preview.current_note)));
     }
     text.push_str("\ndry-run result:\n");
-    text.push_str(&escape_control_lines(&super::preview::yaml(&r.preview.result)));
+    text.push_str(&escape_control_lines(&preview::yaml(&r.preview.result)));
     text
 }
 

@@ -1,12 +1,28 @@
 //! The `portcullis` command line: serve, demo, and the administration
 //! commands that work on the store named by the configuration.
+//!
+//! One file per noun beside this one (`access`, `approvals`, `audit`,
+//! `cluster`, `grant`); the principal, credential and agent commands are
+//! here.
+//! The CLI sits on top: it calls the domain modules, and nothing below
+//! imports it.
+
+pub mod access;
+pub mod approvals;
+pub mod audit;
+pub mod cluster;
+pub mod grant;
 
 use crate::config::Config;
-use crate::identity::{Grant, Principal, PrincipalKind};
+use crate::identity::{Principal, PrincipalKind};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+
+/// Grants are checked where identities live; the demo, the examples and
+/// the tests issue them as the `grant add` command does.
+pub use crate::identity::grant::new_grant;
 
 /// portcullis: an authenticating, impersonating reverse proxy for the
 /// Kubernetes API.
@@ -60,22 +76,22 @@ pub enum Command {
     Credential(CredentialCommand),
     /// Give, list and revoke grants.
     #[command(subcommand)]
-    Grant(GrantCommand),
+    Grant(grant::GrantCommand),
     /// Add, list and disable AI agents.
     #[command(subcommand)]
     Agent(AgentCommand),
     /// Query the audit (`--json` for JSON lines), or `audit verify` its
     /// hash chain.
-    Audit(crate::audit::cli::AuditCommand),
+    Audit(audit::AuditCommand),
     /// Ask for access, list requests, approve or deny them.
     #[command(subcommand)]
-    Access(crate::access::cli::AccessCommand),
+    Access(access::AccessCommand),
     /// The clusters' RBAC reconcile status.
     #[command(subcommand)]
-    Cluster(crate::reconcile::cli::ClusterCommand),
+    Cluster(cluster::ClusterCommand),
     /// Held writes: list, show, approve, deny.
     #[command(subcommand)]
-    Approvals(crate::approvals::cli::ApprovalsCommand),
+    Approvals(approvals::ApprovalsCommand),
 }
 
 /// `person …` / `bot …`.
@@ -147,40 +163,6 @@ pub enum CredentialCommand {
     },
 }
 
-/// `grant …`.
-#[derive(Debug, Subcommand)]
-pub enum GrantCommand {
-    /// Give a role on a cluster, in a namespace or cluster-wide.
-    Add {
-        /// Whose.
-        #[command(flatten)]
-        owner: Owner,
-        /// Cluster name.
-        #[arg(long)]
-        cluster: String,
-        /// Role name (viewer, developer, debugger, secrets-reader, admin,
-        /// cluster-admin, or a custom role).
-        #[arg(long)]
-        role: String,
-        /// Namespace; omit for the whole cluster.
-        #[arg(long)]
-        namespace: Option<String>,
-        /// How long, e.g. `8h`.
-        #[arg(long, default_value = "8h")]
-        duration: humantime::Duration,
-        /// Who grants it (recorded).
-        #[arg(long, default_value = "cli")]
-        by: String,
-    },
-    /// List grants.
-    List,
-    /// Revoke a grant at once.
-    Revoke {
-        /// Grant id.
-        id: String,
-    },
-}
-
 /// `agent …`.
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
@@ -220,6 +202,9 @@ pub enum CliError {
     /// Store failure.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// A grant refused as asked.
+    #[error(transparent)]
+    Grant(#[from] crate::identity::grant::GrantError),
     /// Anything else, already worded for the user.
     #[error("{0}")]
     Message(String),
@@ -273,12 +258,12 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Person(c) => principal_command(&store, PrincipalKind::Person, c),
         Command::Bot(c) => principal_command(&store, PrincipalKind::Bot, c),
         Command::Credential(c) => credential_command(&store, c),
-        Command::Grant(c) => grant_command(config, &store, c),
+        Command::Grant(c) => grant::run(config, &store, c),
         Command::Agent(c) => agent_command(&store, c),
-        Command::Audit(c) => crate::audit::cli::run(&store, c, &mut std::io::stdout().lock()),
-        Command::Access(c) => crate::access::cli::run(config, &store, c, &mut std::io::stdout().lock()),
-        Command::Cluster(c) => crate::reconcile::cli::run(config, &store, c, &mut std::io::stdout().lock()),
-        Command::Approvals(c) => crate::approvals::cli::run(&store, c, &mut std::io::stdout().lock()),
+        Command::Audit(c) => audit::run(&store, c, &mut std::io::stdout().lock()),
+        Command::Access(c) => access::run(config, &store, c, &mut std::io::stdout().lock()),
+        Command::Cluster(c) => cluster::run(config, &store, c, &mut std::io::stdout().lock()),
+        Command::Approvals(c) => approvals::run(&store, c, &mut std::io::stdout().lock()),
         Command::Serve | Command::Certs { .. } => Err(CliError::Message("not an administration command".into())),
         #[cfg(feature = "demo")]
         Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
@@ -378,71 +363,6 @@ fn credential_command(store: &Store, command: CredentialCommand) -> Result<(), C
     Ok(())
 }
 
-fn grant_command(config: &Config, store: &Store, command: GrantCommand) -> Result<(), CliError> {
-    match command {
-        GrantCommand::Add {
-            owner,
-            cluster,
-            role,
-            namespace,
-            duration,
-            by,
-        } => {
-            let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, &by)?;
-            store.add_grant(&grant)?;
-            let scope = grant
-                .namespace
-                .as_deref()
-                .map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
-            println!(
-                "grant {}: {} is {} on {} in {} until {}",
-                grant.id,
-                grant.subject,
-                grant.role,
-                grant.cluster,
-                scope,
-                when(&grant.expires_at)
-            );
-            // Bound before returning, or said to be pending.
-            println!(
-                "{}",
-                crate::reconcile::cli::pass_from_cli(config, store, &grant.cluster)
-            );
-        }
-        GrantCommand::List => {
-            println!(
-                "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE",
-                "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES"
-            );
-            for g in store.list_grants()? {
-                let state = if g.revoked_at.is_some() {
-                    "revoked"
-                } else if g.in_effect(Utc::now()) {
-                    "active"
-                } else {
-                    "expired"
-                };
-                println!(
-                    "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} {state}",
-                    g.id,
-                    g.subject.to_string(),
-                    g.cluster,
-                    g.namespace.as_deref().unwrap_or("*"),
-                    g.role,
-                    when(&g.expires_at)
-                );
-            }
-        }
-        GrantCommand::Revoke { id } => {
-            store.revoke_grant(&id)?;
-            println!("revoked grant {id}: no longer sent to the cluster");
-            let cluster = store.grant(&id)?.cluster;
-            println!("{}", crate::reconcile::cli::pass_from_cli(config, store, &cluster));
-        }
-    }
-    Ok(())
-}
-
 fn agent_command(store: &Store, command: AgentCommand) -> Result<(), CliError> {
     match command {
         AgentCommand::Add {
@@ -490,53 +410,6 @@ fn agent_command(store: &Store, command: AgentCommand) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Check and build a grant: the role exists, the cluster is configured, the
-/// namespace is not protected, and the duration is within the role's maximum.
-pub fn new_grant(
-    config: &Config,
-    subject: Principal,
-    cluster: &str,
-    role: &str,
-    namespace: Option<String>,
-    duration: std::time::Duration,
-    by: &str,
-) -> Result<Grant, CliError> {
-    let all_roles = crate::gateway::all_roles(config);
-    let found = all_roles.iter().find(|r| r.name == role).ok_or_else(|| {
-        let names: Vec<&str> = all_roles.iter().map(|r| r.name.as_str()).collect();
-        CliError::Message(format!("unknown role {role:?}; roles are: {}", names.join(", ")))
-    })?;
-    if !config.clusters.iter().any(|c| c.name == cluster) {
-        return Err(CliError::Message(format!("unknown cluster {cluster:?}")));
-    }
-    if let Some(ns) = namespace
-        .as_deref()
-        .filter(|ns| config.protected_namespaces.iter().any(|p| p == ns))
-    {
-        return Err(CliError::Message(format!(
-            "namespace {ns:?} is protected: no grant applies there"
-        )));
-    }
-    if let Some(max) = found.max_duration.filter(|max| duration > *max) {
-        return Err(CliError::Message(format!(
-            "role {role} may be granted for at most {}",
-            humantime::format_duration(max)
-        )));
-    }
-    let now = Utc::now();
-    Ok(Grant {
-        id: uuid::Uuid::now_v7().to_string(),
-        subject,
-        cluster: cluster.into(),
-        namespace,
-        role: role.into(),
-        expires_at: now + chrono::TimeDelta::from_std(duration).map_err(|e| CliError::Message(e.to_string()))?,
-        granted_by: by.into(),
-        created_at: now,
-        revoked_at: None,
-    })
-}
-
-fn when(t: &DateTime<Utc>) -> String {
+pub(crate) fn when(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }

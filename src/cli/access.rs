@@ -1,7 +1,7 @@
 //! `portcullis access request|list|approve|deny`.
 
-use super::{AccessAsk, AccessError, AccessRequest, Requester};
-use crate::cli::CliError;
+use super::CliError;
+use crate::access::{self, AccessAsk, AccessError, AccessRequest, Requester};
 use crate::config::Config;
 use crate::identity::Principal;
 use crate::store::Store;
@@ -116,7 +116,7 @@ pub fn run(config: &Config, store: &Store, command: AccessCommand, out: &mut dyn
                 duration: *duration,
                 reason,
             };
-            let request = super::request_access(store, config, &requester, &ask).map_err(message)?;
+            let request = access::request_access(store, config, &requester, &ask).map_err(message)?;
             writeln!(
                 out,
                 "access request {} is pending until {}",
@@ -132,12 +132,12 @@ pub fn run(config: &Config, store: &Store, command: AccessCommand, out: &mut dyn
                 "ID", "REQUESTER", "STATE", "CLUSTER", "NAMESPACE", "ROLE", "DURATION", "DECIDED BY"
             )
             .map_err(io)?;
-            for r in super::list(store).map_err(message)? {
+            for r in access::list(store).map_err(message)? {
                 writeln!(out, "{}", line(&r)).map_err(io)?;
             }
         }
         AccessCommand::Approve { id, by } => {
-            let (request, grant) = super::approve(store, config, &id, &by).map_err(message)?;
+            let (request, grant) = access::approve(store, config, &id, &by).map_err(message)?;
             writeln!(
                 out,
                 "approved access request {}: grant {} until {}",
@@ -146,15 +146,10 @@ pub fn run(config: &Config, store: &Store, command: AccessCommand, out: &mut dyn
                 when(&grant.expires_at)
             )
             .map_err(io)?;
-            writeln!(
-                out,
-                "{}",
-                crate::reconcile::cli::pass_from_cli(config, store, &grant.cluster)
-            )
-            .map_err(io)?;
+            writeln!(out, "{}", super::cluster::pass_from_cli(config, store, &grant.cluster)).map_err(io)?;
         }
         AccessCommand::Deny { id, by, reason } => {
-            let request = super::deny(store, &id, &by, reason.as_deref()).map_err(message)?;
+            let request = access::deny(store, &id, &by, reason.as_deref()).map_err(message)?;
             writeln!(out, "denied access request {}", request.id).map_err(io)?;
         }
     }

@@ -1,6 +1,10 @@
-//! Redaction of parsed JSON: a Secret, a list of them (SecretList, a `v1`
-//! List, PartialObjectMetadataList), a Table (with or without objects),
-//! PartialObjectMetadata, watch events, or a TokenRequest.
+//! Secret values hidden in parsed JSON: a Secret, a list of them
+//! (SecretList, a `v1` List, PartialObjectMetadataList), a Table (with or
+//! without objects), PartialObjectMetadata, watch events, or a TokenRequest.
+//!
+//! Pure functions over Kubernetes documents, below every module that hides
+//! values: the response path (`gateway::redact`) and the previews of held
+//! writes (`approvals::preview`) use the same redactor.
 //!
 //! The request decides what the answer is about ([`Target`]); each document
 //! is then recognised by its `kind`, strictly. A list item without `kind`
@@ -9,8 +13,59 @@
 //! holds a Pod) is an error, and so is anything without the expected shape:
 //! never passed. A body of several JSON values is a watch's events.
 
-use super::RedactError;
+use crate::body::BoxError;
 use serde_json::{Map, Value};
+
+/// Why a response that had to be redacted could not be. Messages never
+/// carry any part of the body.
+#[derive(Debug, thiserror::Error)]
+pub enum RedactError {
+    /// The body is not JSON (protobuf, compressed, cut short, …).
+    #[error("the response is not JSON (line {line}, column {column})")]
+    NotJson {
+        /// Where parsing stopped.
+        line: usize,
+        /// Where parsing stopped.
+        column: usize,
+    },
+    /// The body is JSON but not an object.
+    #[error("the response is not a JSON object")]
+    NotAnObject,
+    /// A field does not have the shape Kubernetes gives it.
+    #[error("the response's `{0}` does not have the expected shape")]
+    Shape(&'static str),
+    /// An object of a kind portcullis cannot hide values in.
+    #[error("the response holds an object of kind {0:?}, which portcullis does not redact")]
+    UnknownKind(String),
+    /// The body is in a format portcullis cannot read (YAML, protobuf, …).
+    #[error("the response is {0:?}, not JSON")]
+    ContentType(String),
+    /// A `data` value is not base64.
+    #[error("a Secret's data value is not base64")]
+    NotBase64,
+    /// The body is compressed, though portcullis asked for no compression.
+    #[error("the response is compressed ({0})")]
+    Encoded(String),
+    /// The body (or one watch event) exceeds the response limit.
+    #[error("the response exceeds portcullis's limit of {0} bytes")]
+    TooLarge(u64),
+    /// The cluster's answer did not arrive whole.
+    #[error("the response could not be read")]
+    Incomplete(#[source] BoxError),
+    /// Serialising the redacted document failed.
+    #[error("the redacted response could not be serialised")]
+    Serialize,
+}
+
+impl RedactError {
+    fn not_json(error: serde_json::Error) -> Self {
+        // The error's text may quote the body: keep only where it stopped.
+        RedactError::NotJson {
+            line: error.line(),
+            column: error.column(),
+        }
+    }
+}
 
 /// The annotation `kubectl apply` fills with the whole applied object,
 /// Secret values included.
@@ -321,5 +376,4 @@ fn token_request(document: &mut Value) -> Result<(), RedactError> {
 }
 
 #[cfg(test)]
-#[path = "object_tests.rs"]
 mod tests;

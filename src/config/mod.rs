@@ -9,9 +9,16 @@
 //! any other unknown name is refused like an unknown field. Nothing
 //! reads the environment after start: [`Config::from_sources`] takes the
 //! variables as an argument so parsing is testable.
+//!
+//! The configuration sits below everything else: it imports no other module
+//! of portcullis, so the sections other modules read (`[approvals]`,
+//! custom `[[roles]]`) are declared here, in [`approvals`] and [`roles`].
 
-use crate::identity::roles::Role;
+pub mod approvals;
+pub mod roles;
+
 use ipnet::IpNet;
+use roles::Role;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -57,7 +64,7 @@ pub struct Config {
     pub access: AccessConfig,
     /// Held writes: the sealing key, the approval wait, the expiry.
     #[serde(default)]
-    pub approvals: crate::approvals::config::ApprovalsConfig,
+    pub approvals: approvals::ApprovalsConfig,
 }
 
 /// `[reconcile]`: how often each cluster's RBAC objects are resynced.
@@ -271,7 +278,7 @@ impl Config {
             .parse::<std::net::SocketAddr>()
             .map_err(|e| field("listen", format!("{e} (want host:port)")))?;
         for (i, cluster) in self.clusters.iter().enumerate() {
-            if !crate::gateway::router::valid_cluster_name(&cluster.name) {
+            if !valid_cluster_name(&cluster.name) {
                 return Err(field(
                     &format!("clusters[{i}].name"),
                     format!(
@@ -298,6 +305,17 @@ impl Config {
             .map_err(|(name, message)| field(name, message))?;
         Ok(())
     }
+}
+
+/// Cluster names are DNS-1123 labels: they appear in paths and kubeconfigs.
+pub fn valid_cluster_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
 
 /// Set `path` (like `LIMITS__RESPONSE_BYTES`) in `tree` to `value`.

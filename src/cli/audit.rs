@@ -3,11 +3,11 @@
 //! Both read the store through their own connection, so they work while the
 //! server runs.
 
-use super::query::{parse_time, Filter, Outcome};
-use super::row::ChainedRow;
-use super::sqlite::SqliteAuditStore;
-use super::store::{verify, AuditStore};
-use crate::cli::CliError;
+use super::CliError;
+use crate::audit::query::{parse_time, Filter, Outcome};
+use crate::audit::row::ChainedRow;
+use crate::audit::sqlite::SqliteAuditStore;
+use crate::audit::store::{verify, AuditStore};
 use crate::store::Store;
 use crate::text::escape_control;
 use clap::{Args, Subcommand};

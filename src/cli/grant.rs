@@ -1,0 +1,105 @@
+//! `portcullis grant add|list|revoke`: grants checked as every grant is
+//! (`identity::grant`), and bound in the cluster before the command returns.
+
+use super::{new_grant, when, CliError, Owner};
+use crate::config::Config;
+use crate::store::Store;
+use chrono::Utc;
+use clap::Subcommand;
+
+/// `grant …`.
+#[derive(Debug, Subcommand)]
+pub enum GrantCommand {
+    /// Give a role on a cluster, in a namespace or cluster-wide.
+    Add {
+        /// Whose.
+        #[command(flatten)]
+        owner: Owner,
+        /// Cluster name.
+        #[arg(long)]
+        cluster: String,
+        /// Role name (viewer, developer, debugger, secrets-reader, admin,
+        /// cluster-admin, or a custom role).
+        #[arg(long)]
+        role: String,
+        /// Namespace; omit for the whole cluster.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// How long, e.g. `8h`.
+        #[arg(long, default_value = "8h")]
+        duration: humantime::Duration,
+        /// Who grants it (recorded).
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
+    /// List grants.
+    List,
+    /// Revoke a grant at once.
+    Revoke {
+        /// Grant id.
+        id: String,
+    },
+}
+
+/// Run a `grant` command, printing to stdout.
+pub fn run(config: &Config, store: &Store, command: GrantCommand) -> Result<(), CliError> {
+    match command {
+        GrantCommand::Add {
+            owner,
+            cluster,
+            role,
+            namespace,
+            duration,
+            by,
+        } => {
+            let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, &by)?;
+            store.add_grant(&grant)?;
+            let scope = grant
+                .namespace
+                .as_deref()
+                .map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
+            println!(
+                "grant {}: {} is {} on {} in {} until {}",
+                grant.id,
+                grant.subject,
+                grant.role,
+                grant.cluster,
+                scope,
+                when(&grant.expires_at)
+            );
+            // Bound before returning, or said to be pending.
+            println!("{}", super::cluster::pass_from_cli(config, store, &grant.cluster));
+        }
+        GrantCommand::List => {
+            println!(
+                "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE",
+                "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES"
+            );
+            for g in store.list_grants()? {
+                let state = if g.revoked_at.is_some() {
+                    "revoked"
+                } else if g.in_effect(Utc::now()) {
+                    "active"
+                } else {
+                    "expired"
+                };
+                println!(
+                    "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} {state}",
+                    g.id,
+                    g.subject.to_string(),
+                    g.cluster,
+                    g.namespace.as_deref().unwrap_or("*"),
+                    g.role,
+                    when(&g.expires_at)
+                );
+            }
+        }
+        GrantCommand::Revoke { id } => {
+            store.revoke_grant(&id)?;
+            println!("revoked grant {id}: no longer sent to the cluster");
+            let cluster = store.grant(&id)?.cluster;
+            println!("{}", super::cluster::pass_from_cli(config, store, &cluster));
+        }
+    }
+    Ok(())
+}
