@@ -1,12 +1,10 @@
 //! Access request steps in the audit: one row each, in the same hash chain
 //! as requests, so `portcullis audit --resource accessrequests` lists them.
 //!
-//! The audit has no entry point for events that are not HTTP requests, and
-//! these steps happen in the CLI (a separate process) as often as in the
-//! server, so the row is committed straight through the audit's own store
-//! ([`SqliteAuditStore`]), whose commit takes the chain's head inside an
-//! immediate transaction and so interleaves safely with a running server's
-//! writer. Such rows do not reach the server's JSON lines export.
+//! These steps happen in the CLI (a separate process) as often as in the
+//! server, so each row goes through [`crate::audit::commit_event`]: into
+//! the hash chain at once, and into the JSON lines export through the
+//! running server's writer.
 //!
 //! A row reads like a request on a resource of portcullis's own:
 //! api group `portcullis.dev`, resource `accessrequests`, the request id as
@@ -16,8 +14,6 @@
 
 use super::AccessRequest;
 use crate::audit::row::AuditRow;
-use crate::audit::sqlite::SqliteAuditStore;
-use crate::audit::store::AuditStore;
 use crate::audit::AuditError;
 use crate::identity::Principal;
 use crate::store::Store;
@@ -56,9 +52,7 @@ pub fn step(
     request: &AccessRequest,
     refused: &str,
 ) -> Result<(), AuditError> {
-    let mut audit = SqliteAuditStore::open(store.path())?;
-    audit.commit(&[], &[row(step, actor, request, refused)])?;
-    Ok(())
+    crate::audit::commit_event(store, row(step, actor, request, refused))
 }
 
 fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: &str) -> AuditRow {

@@ -1,7 +1,8 @@
 //! Who decides a held write, and the decisions themselves. Every decision,
 //! and every refused attempt, is a row in the audit (resource
 //! `portcullis.dev/heldwrites`, verb `approve`, `deny` or `expire`), in the
-//! same hash chain as requests, whichever process (server or CLI) decides.
+//! same hash chain and export as requests, whichever process (server or
+//! CLI) decides ([`crate::audit::commit_event`]).
 //!
 //! - A delegated agent's write: only the agent's own person.
 //! - A bot's write (or its agent's): a person who administers the object's
@@ -11,8 +12,6 @@
 
 use super::{HeldState, HeldWrite};
 use crate::audit::row::AuditRow;
-use crate::audit::sqlite::SqliteAuditStore;
-use crate::audit::store::AuditStore;
 use crate::identity::{Principal, PrincipalKind};
 use crate::store::{Store, StoreError};
 use chrono::Utc;
@@ -186,7 +185,5 @@ pub fn record(
     row.write = verb == "approve" && refused.is_empty();
     row.held = true;
     row.finish(now);
-    let mut audit = SqliteAuditStore::open(store.path())?;
-    audit.commit(&[], &[row])?;
-    Ok(())
+    Ok(crate::audit::commit_event(store, row)?)
 }

@@ -4,8 +4,14 @@
 //! Rows are exported after they are committed, in chain order and with
 //! their hashes, so the copy outside portcullis can be checked against the
 //! store. An export failure is logged and never holds up the audit.
+//!
+//! The writer's [`Exporter`] exports the whole chain from the writer's
+//! start, not only its own commits: the rows another process committed (the
+//! CLI's access request steps and approval decisions) are exported before
+//! the writer's next rows, and at its close.
 
 use super::row::ChainedRow;
+use super::store::AuditStore;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -98,6 +104,87 @@ impl ExportSink {
         *file = append_to(path)?;
         *size = 0;
         Ok(())
+    }
+}
+
+/// Rows read back per query when catching up with other processes' rows.
+const PAGE: usize = 1000;
+
+/// The writer's side of the export: the sink, and the last chain position
+/// written to it.
+#[derive(Debug)]
+pub struct Exporter {
+    sink: Option<ExportSink>,
+    last: Option<i64>,
+}
+
+impl Exporter {
+    /// Export to `sink` (nothing when `None`) the rows committed after the
+    /// chain's current end in `store`.
+    pub fn start(sink: Option<ExportSink>, store: &mut dyn AuditStore) -> Exporter {
+        let last = match sink {
+            Some(_) => store.head().map(|head| head.seq).map_err(|error| {
+                tracing::warn!(%error, "audit export: the chain's end could not be read; rows of other processes are exported from the next commit on");
+            }),
+            None => Err(()),
+        };
+        Exporter { sink, last: last.ok() }
+    }
+
+    /// Export `committed` (one commit's rows, in chain order), after any
+    /// rows committed before them by another process.
+    pub fn committed(&mut self, store: &mut dyn AuditStore, committed: &[ChainedRow]) {
+        let (Some(first), Some(last)) = (committed.first(), committed.last()) else {
+            return;
+        };
+        if self.sink.is_none() {
+            return;
+        }
+        if self.last.is_some_and(|seen| first.seq > seen + 1) {
+            self.others(store, Some(first.seq));
+        }
+        if let Some(sink) = self.sink.as_mut() {
+            sink.write(committed);
+        }
+        self.last = Some(last.seq);
+    }
+
+    /// Export every row committed since the last one exported (at close).
+    pub fn catch_up(&mut self, store: &mut dyn AuditStore) {
+        if self.sink.is_some() {
+            self.others(store, None);
+        }
+    }
+
+    /// Export the rows after the last exported one and before `before`.
+    fn others(&mut self, store: &mut dyn AuditStore, before: Option<i64>) {
+        let (Some(sink), Some(mut after)) = (self.sink.as_mut(), self.last) else {
+            return;
+        };
+        loop {
+            let page = match store.chain_page(after, PAGE) {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(%error, "audit export: rows committed by another process could not be read");
+                    return;
+                }
+            };
+            let full = page.len() == PAGE;
+            let rows: Vec<ChainedRow> = page
+                .into_iter()
+                .take_while(|row| before.is_none_or(|before| row.seq < before))
+                .collect();
+            let Some(last) = rows.last() else {
+                return;
+            };
+            after = last.seq;
+            self.last = Some(after);
+            let more = full && rows.len() == PAGE;
+            sink.write(&rows);
+            if !more {
+                return;
+            }
+        }
     }
 }
 

@@ -29,7 +29,7 @@ pub mod writer;
 use crate::config::AuditConfig;
 use crate::store::Store;
 use query::Filter;
-use row::ChainedRow;
+use row::{AuditRow, ChainedRow};
 use sqlite::SqliteAuditStore;
 use std::sync::{Arc, Mutex};
 use store::AuditStore;
@@ -85,8 +85,7 @@ impl Audit {
                 })
             })
             .transpose()?;
-        let own = SqliteAuditStore::open(store.path())?;
-        let writer = AuditWriter::spawn(Box::new(own), sink, WriterSettings::default(), metrics);
+        let writer = AuditWriter::spawn(open(store)?, sink, WriterSettings::default(), metrics);
         let reader = Arc::new(Mutex::new(SqliteAuditStore::open(store.path())?));
         let retention = retention::spawn(writer.clone(), config.retention);
         Ok(Audit {
@@ -118,4 +117,21 @@ impl Audit {
         self.retention.abort();
         self.writer.close().await;
     }
+}
+
+/// Commit the row of an event that is not an HTTP request (an access
+/// request's step, a held write's decision or expiry), in whichever process
+/// it happens: the CLI runs no writer. The row joins the hash chain in one
+/// immediate transaction, which interleaves safely with a running server's
+/// writer; that writer exports it before its own next rows (see
+/// [`export::Exporter`]), so it reaches the JSON lines export too.
+pub fn commit_event(store: &Store, row: AuditRow) -> Result<(), AuditError> {
+    open(store)?.commit(&[], &[row])?;
+    Ok(())
+}
+
+/// The audit's storage in the database of `store`: the one place that
+/// knows it is SQLite.
+fn open(store: &Store) -> Result<Box<dyn AuditStore>, AuditError> {
+    Ok(Box::new(SqliteAuditStore::open(store.path())?))
 }

@@ -154,6 +154,10 @@ impl AuditStore for SqliteAuditStore {
         anchor(&self.conn)
     }
 
+    fn head(&mut self) -> Result<Anchor, AuditError> {
+        Self::last(&self.conn)
+    }
+
     fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError> {
         let args = vec![Value::Integer(after_seq), Value::Integer(limit as i64)];
         self.select("WHERE seq > ? ORDER BY seq LIMIT ?", args)

@@ -26,6 +26,9 @@ pub trait AuditStore: Send {
     /// Where the chain starts (after retention sweeps).
     fn anchor(&mut self) -> Result<Anchor, AuditError>;
 
+    /// Where the chain ends: its last row (the anchor when it has none).
+    fn head(&mut self) -> Result<Anchor, AuditError>;
+
     /// Up to `limit` rows after position `after_seq`, in chain order.
     fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError>;
 

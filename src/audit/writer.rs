@@ -10,7 +10,7 @@
 //! commits everything queued; a crash loses at most the rows of the last
 //! commit window (never a write's intent, which recovery turns into a row).
 
-use super::export::ExportSink;
+use super::export::{ExportSink, Exporter};
 use super::row::{AuditRow, ChainedRow};
 use super::store::AuditStore;
 use super::AuditError;
@@ -219,14 +219,20 @@ impl Batch {
 }
 
 async fn run(
-    mut store: Box<dyn AuditStore>,
-    mut sink: Option<ExportSink>,
+    store: Box<dyn AuditStore>,
+    sink: Option<ExportSink>,
     mut rx: mpsc::Receiver<Msg>,
     settings: WriterSettings,
     metrics: WriterMetrics,
 ) {
+    let (mut store, mut export) = on_blocking_thread(move || {
+        let mut store = store;
+        let export = Exporter::start(sink, store.as_mut());
+        (store, export)
+    })
+    .await;
     let recovered;
-    (store, sink, recovered) = blocking(store, sink, |store| store.recover().map(|c| (c.len(), c))).await;
+    (store, export, recovered) = blocking(store, export, |store| store.recover().map(|c| (c.len(), c))).await;
     match recovered {
         Ok(0) => {}
         Ok(n) => tracing::warn!(
@@ -251,7 +257,7 @@ async fn run(
         metrics.queue_depth.set(rx.len() as i64);
         let (intents, rows) = (std::mem::take(&mut batch.intents), std::mem::take(&mut batch.rows));
         let result;
-        (store, sink, result) = blocking(store, sink, move |store| {
+        (store, export, result) = blocking(store, export, move |store| {
             store
                 .commit(&intents, &rows)
                 .map(|c| (c.len(), c))
@@ -279,7 +285,7 @@ async fn run(
         }
         if let Some((cutoff, max, ack)) = batch.sweep {
             let swept;
-            (store, sink, swept) = blocking(store, sink, move |store| {
+            (store, export, swept) = blocking(store, export, move |store| {
                 store.sweep(cutoff, max).map(|n| (n, Vec::new()))
             })
             .await;
@@ -289,8 +295,12 @@ async fn run(
             // Closed before `close` returns, so that whoever opens the
             // database next (a restart, the benchmark's count) never races
             // SQLite's own close of this connection.
-            drop(store);
-            drop(sink);
+            on_blocking_thread(move || {
+                export.catch_up(store.as_mut());
+                drop(store);
+                drop(export);
+            })
+            .await;
             let _ = ack.send(());
             return;
         }
@@ -327,25 +337,26 @@ fn keep_for_retry(mut rows: Vec<AuditRow>) -> Vec<AuditRow> {
 }
 
 /// Run `f` on a blocking thread with the store, then export what it
-/// committed. Returns the store and sink for the next round.
+/// committed. Returns the store and exporter for the next round.
 async fn blocking<T: Send + 'static, E: Send + 'static>(
     mut store: Box<dyn AuditStore>,
-    mut sink: Option<ExportSink>,
+    mut export: Exporter,
     f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
-) -> (Box<dyn AuditStore>, Option<ExportSink>, Result<T, E>) {
-    let joined = tokio::task::spawn_blocking(move || {
+) -> (Box<dyn AuditStore>, Exporter, Result<T, E>) {
+    on_blocking_thread(move || {
         let result = f(store.as_mut()).map(|(value, committed)| {
-            if let Some(sink) = sink.as_mut() {
-                sink.write(&committed);
-            }
+            export.committed(store.as_mut(), &committed);
             value
         });
-        (store, sink, result)
+        (store, export, result)
     })
-    .await;
-    match joined {
+    .await
+}
+
+async fn on_blocking_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
         Ok(done) => done,
-        // The closure does not panic on any input; if it ever did, the
+        // The closures do not panic on any input; if one ever did, the
         // writer cannot go on without its store.
         Err(error) => panic!("audit writer thread failed: {error}"),
     }

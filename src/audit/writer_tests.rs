@@ -37,6 +37,9 @@ impl AuditStore for Probe {
     fn anchor(&mut self) -> Result<Anchor, AuditError> {
         Ok(Anchor::default())
     }
+    fn head(&mut self) -> Result<Anchor, AuditError> {
+        Ok(Anchor::default())
+    }
     fn chain_page(&mut self, _: i64, _: usize) -> Result<Vec<ChainedRow>, AuditError> {
         Ok(Vec::new())
     }
@@ -128,4 +131,46 @@ async fn a_full_queue_makes_rows_wait_and_close_commits_them_all() {
     writer.close().await;
     let mut reader = SqliteAuditStore::open(&path).unwrap();
     assert_eq!(reader.query(&Filter::default()).unwrap().len(), 300);
+}
+
+#[tokio::test]
+async fn rows_another_process_commits_reach_the_export_in_chain_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let file = dir.path().join("audit.jsonl");
+    // Committed outside the writer, as the CLI does (an access request's
+    // step, an approval decision).
+    let other = |row: &AuditRow| {
+        SqliteAuditStore::open(&path)
+            .unwrap()
+            .commit(&[], std::slice::from_ref(row))
+            .unwrap()
+    };
+    let before_start = row();
+    other(&before_start);
+    let sink = ExportSink::open(file.to_str().unwrap(), 1 << 20, 1).unwrap();
+    let store = SqliteAuditStore::open(&path).unwrap();
+    let writer = AuditWriter::spawn(
+        Box::new(store),
+        Some(sink),
+        WriterSettings::default(),
+        WriterMetrics::default(),
+    );
+    let (own, cli, own_again, cli_last) = (row(), row(), row(), row());
+    writer.append(own.clone()).await;
+    writer.flush().await;
+    other(&cli);
+    writer.append(own_again.clone()).await;
+    writer.flush().await;
+    other(&cli_last);
+    writer.close().await;
+    let exported: Vec<ChainedRow> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let ids: Vec<&str> = exported.iter().map(|r| r.row.id.as_str()).collect();
+    assert_eq!(ids, [&own.id, &cli.id, &own_again.id, &cli_last.id]);
+    let stored = SqliteAuditStore::open(&path).unwrap().chain_page(1, 10).unwrap();
+    assert_eq!(exported, stored, "the export is the chain after the writer started");
 }
