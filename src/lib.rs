@@ -45,6 +45,14 @@
 //! `demo` (the command line; `demo` only with the `demo` feature, on by
 //! default). The simulated kube-apiserver is its own crate,
 //! `portcullis-sim` (`sim/`), which depends on nothing here.
+//!
+//! Modules only import downwards, lowest first: wire types (`body`,
+//! `status`, `document`, `secrets` (Secret values hidden in Kubernetes
+//! documents), `text`, `tls`) → `config` → `identity` → `store` → domain
+//! (`audit`, `access`, `approvals`, `reconcile`; no CLI, no doors) →
+//! `gateway` (the pipeline) → `mcp` (a door) → `app`, `cli` (one file per
+//! noun) and `demo`. `tests/layers.rs` fails when an import goes up or
+//! round in a circle.
 
 pub mod access;
 pub mod app;
