@@ -10,7 +10,9 @@
 use crate::app::App;
 use crate::cli::{new_grant, open_store, CliError};
 use crate::config::{ClusterConfig, Config, Limits, TlsConfig};
-use crate::identity::Principal;
+use crate::identity::{Grant, Principal};
+use crate::store::Store;
+use crate::tls::GeneratedTls;
 use portcullis_sim::{Sim, SimConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,14 +22,40 @@ pub const CLUSTER: &str = "sim";
 
 /// Run the demo until Ctrl-C.
 pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
-    let io = |what: &str, e: std::io::Error| CliError::Message(format!("{what}: {e}"));
-    let _ = std::fs::remove_dir_all(dir.join("data"));
-    std::fs::create_dir_all(dir).map_err(|e| io("cannot create the demo directory", e))?;
-    let dir = dir.canonicalize().map_err(|e| io("demo directory", e))?;
-
+    let dir = prepare_dir(dir)?;
     let sim = Sim::start(SimConfig::new())
         .await
-        .map_err(|e| io("cannot start the simulated cluster", e))?;
+        .map_err(|e| io_error("cannot start the simulated cluster", e))?;
+    let tls = write_keys(&dir, &sim)?;
+    let mut config = demo_config(&dir, listen, sim.url());
+    let store = open_store(&config)?;
+    let app = App::build(&config, store.clone()).await.map_err(message)?;
+    // With port 0 the address is known only now: write what is really served.
+    config.listen = app.local_addr().to_string();
+    config.public_url = format!("https://{}", app.local_addr());
+    let toml = toml::to_string(&config).map_err(message)?;
+    write(&dir.join("portcullis.toml"), &toml)?;
+    let tokens = enroll(&config, &store)?;
+    first_pass(&app).await?;
+    let url = format!("{}/clusters/{CLUSTER}", config.public_url);
+    write_client_files(&dir, &url, &tls.ca_pem, &sim, &config.public_url, &tokens)?;
+    print_usage(&dir, &url);
+
+    app.run(crate::app::shutdown_signal()).await;
+    sim.shutdown().await;
+    Ok(())
+}
+
+/// The demo directory, made afresh: the previous run's store is removed.
+fn prepare_dir(dir: &Path) -> Result<PathBuf, CliError> {
+    let _ = std::fs::remove_dir_all(dir.join("data"));
+    std::fs::create_dir_all(dir).map_err(|e| io_error("cannot create the demo directory", e))?;
+    dir.canonicalize().map_err(|e| io_error("demo directory", e))
+}
+
+/// Write the cluster's CA and token, portcullis's own TLS files and the
+/// approvals key; returns the generated TLS for the kubeconfigs.
+fn write_keys(dir: &Path, sim: &Sim) -> Result<GeneratedTls, CliError> {
     write(&dir.join("cluster-ca.pem"), sim.ca_pem())?;
     write(&dir.join("cluster-token"), sim.portcullis_token())?;
     let tls = crate::tls::generate(&["localhost"]).map_err(|e| CliError::Message(format!("TLS: {e}")))?;
@@ -36,8 +64,13 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
     write(&dir.join("portcullis.key"), &tls.key_pem)?;
     // Seals held writes' bodies and signs the approval pages' cookies.
     write(&dir.join("approvals.key"), &crate::config::approvals::generate_key())?;
+    Ok(tls)
+}
 
-    let mut config = Config {
+/// The configuration of portcullis in front of the simulated cluster at
+/// `server`, reading the files [`write_keys`] wrote.
+fn demo_config(dir: &Path, listen: &str, server: String) -> Config {
+    Config {
         listen: listen.to_string(),
         public_url: format!("https://{listen}"),
         tls: TlsConfig {
@@ -50,7 +83,7 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
         limits: Limits::default(),
         clusters: vec![ClusterConfig {
             name: CLUSTER.into(),
-            server: sim.url(),
+            server,
             ca_file: dir.join("cluster-ca.pem"),
             token_file: dir.join("cluster-token"),
         }],
@@ -63,81 +96,97 @@ pub async fn run(dir: &Path, listen: &str) -> Result<(), CliError> {
             key_file: Some(dir.join("approvals.key")),
             ..Default::default()
         },
-    };
-    let store = open_store(&config)?;
-    let app = App::build(&config, store.clone())
-        .await
-        .map_err(|e| CliError::Message(e.to_string()))?;
-    // With port 0 the address is known only now: write what is really served.
-    config.listen = app.local_addr().to_string();
-    config.public_url = format!("https://{}", app.local_addr());
-    let toml = toml::to_string(&config).map_err(|e| CliError::Message(e.to_string()))?;
-    write(&dir.join("portcullis.toml"), &toml)?;
-    let url = format!("{}/clusters/{CLUSTER}", config.public_url);
-    let week = Duration::from_secs(7 * 24 * 3600);
+    }
+}
+
+/// The demo's users' tokens, shown only in the files written for them.
+struct Tokens {
+    ana: String,
+    bot: String,
+    agent: String,
+}
+
+/// Add the person ana, the bot deployer and ana's agent, each with a grant
+/// and a credential.
+fn enroll(config: &Config, store: &Store) -> Result<Tokens, CliError> {
     let ana = Principal::person("ana");
-    store.add_principal(&ana, false)?;
-    let ana_grant = new_grant(
-        &config,
-        ana.clone(),
-        CLUSTER,
-        "admin",
-        Some("shop".into()),
-        week,
-        "demo",
-    )?;
-    store.add_grant(&ana_grant)?;
+    let ana_grant = enroll_with_grant(config, store, &ana, "admin", "shop")?;
     let (_, ana_token) = store.issue_credential(&ana, "demo", None)?;
     let bot = Principal::bot("deployer");
-    store.add_principal(&bot, false)?;
-    let bot_grant = new_grant(
-        &config,
-        bot.clone(),
-        CLUSTER,
-        "developer",
-        Some("payments".into()),
-        week,
-        "demo",
-    )?;
-    store.add_grant(&bot_grant)?;
+    enroll_with_grant(config, store, &bot, "developer", "payments")?;
     let (_, bot_token) = store.issue_credential(&bot, "demo", None)?;
     // An agent delegated by ana with her grant: it sees the Secrets of shop
     // redacted, through MCP and on the raw path alike, where ana sees values;
     // its writes wait for ana's approval.
     let agent = store.add_agent(&ana, "assistant", std::slice::from_ref(&ana_grant.id), true)?;
     let (_, agent_token) = store.issue_agent_credential(&agent, None)?;
-    let pass = app
-        .reconciler()
-        .pass_now(CLUSTER)
-        .await
-        .map_err(|e| CliError::Message(e.to_string()))?;
+    Ok(Tokens {
+        ana: ana_token,
+        bot: bot_token,
+        agent: agent_token,
+    })
+}
+
+/// Add `who` with a week's grant of `role` in `namespace`.
+fn enroll_with_grant(
+    config: &Config,
+    store: &Store,
+    who: &Principal,
+    role: &str,
+    namespace: &str,
+) -> Result<Grant, CliError> {
+    store.add_principal(who, false)?;
+    let week = Duration::from_secs(7 * 24 * 3600);
+    let grant = new_grant(config, who.clone(), CLUSTER, role, Some(namespace.into()), week, "demo")?;
+    store.add_grant(&grant)?;
+    Ok(grant)
+}
+
+/// Bind the grants in the simulated cluster before any kubeconfig is handed
+/// out, so the first command already works.
+async fn first_pass(app: &App) -> Result<(), CliError> {
+    let pass = app.reconciler().pass_now(CLUSTER).await.map_err(message)?;
     if !pass.outcome.ok() {
         return Err(CliError::Message(format!(
             "the simulated cluster's RBAC: {}",
             pass.outcome.errors.join("; ")
         )));
     }
+    Ok(())
+}
 
+/// Write the kubeconfigs, the agent's token and the MCP client configuration.
+fn write_client_files(
+    dir: &Path,
+    url: &str,
+    ca_pem: &str,
+    sim: &Sim,
+    public_url: &str,
+    tokens: &Tokens,
+) -> Result<(), CliError> {
     write(
         &dir.join("person.kubeconfig"),
-        &kubeconfig(&url, &tls.ca_pem, "ana", &ana_token, "shop"),
+        &kubeconfig(url, ca_pem, "ana", &tokens.ana, "shop"),
     )?;
     write(
         &dir.join("bot.kubeconfig"),
-        &kubeconfig(&url, &tls.ca_pem, "deployer", &bot_token, "payments"),
+        &kubeconfig(url, ca_pem, "deployer", &tokens.bot, "payments"),
     )?;
     write(&dir.join("admin.kubeconfig"), &sim.kubeconfig(sim.admin_token()))?;
     write(
         &dir.join("agent.kubeconfig"),
-        &kubeconfig(&url, &tls.ca_pem, "assistant", &agent_token, "shop"),
+        &kubeconfig(url, ca_pem, "assistant", &tokens.agent, "shop"),
     )?;
-    write(&dir.join("agent.token"), &format!("{agent_token}\n"))?;
-    write(&dir.join("mcp.json"), &mcp_json(&config.public_url, &agent_token))?;
-    print_usage(&dir, &url);
+    write(&dir.join("agent.token"), &format!("{}\n", tokens.agent))?;
+    write(&dir.join("mcp.json"), &mcp_json(public_url, &tokens.agent))
+}
 
-    app.run(crate::app::shutdown_signal()).await;
-    sim.shutdown().await;
-    Ok(())
+fn io_error(what: &str, e: std::io::Error) -> CliError {
+    CliError::Message(format!("{what}: {e}"))
+}
+
+fn message(e: impl std::fmt::Display) -> CliError {
+    CliError::Message(e.to_string())
 }
 
 /// A kubeconfig for a portcullis user: context `portcullis-<cluster>`, the CA
