@@ -225,85 +225,146 @@ async fn run(
     settings: WriterSettings,
     metrics: WriterMetrics,
 ) {
-    let (mut store, mut export) = on_blocking_thread(move || {
-        let mut store = store;
-        let export = Exporter::start(sink, store.as_mut());
-        (store, export)
-    })
-    .await;
-    let recovered;
-    (store, export, recovered) = blocking(store, export, |store| store.recover().map(|c| (c.len(), c))).await;
-    match recovered {
-        Ok(0) => {}
-        Ok(n) => tracing::warn!(
-            rows = n,
-            "audit: writes whose outcome was lost in a crash are recorded as unknown"
-        ),
-        Err(error) => tracing::error!(%error, "audit: could not recover intents left by a crash"),
-    }
+    let mut storage = Storage::open(store, sink).await;
     let mut retry: Vec<AuditRow> = Vec::new();
     loop {
-        let mut batch = Batch {
-            rows: std::mem::take(&mut retry),
-            ..Batch::default()
+        let Some(batch) = next_batch(&mut rx, std::mem::take(&mut retry), settings).await else {
+            return;
         };
-        if batch.rows.is_empty() {
-            match rx.recv().await {
-                Some(msg) => batch.add(msg),
-                None => return,
-            }
-        }
-        gather(&mut rx, &mut batch, settings).await;
         metrics.queue_depth.set(rx.len() as i64);
-        let (intents, rows) = (std::mem::take(&mut batch.intents), std::mem::take(&mut batch.rows));
-        let result;
-        (store, export, result) = blocking(store, export, move |store| {
-            store
-                .commit(&intents, &rows)
-                .map(|c| (c.len(), c))
-                .map_err(|e| (e, rows))
+        (storage, retry) = storage
+            .commit(batch.intents, batch.rows, batch.intent_acks, &metrics)
+            .await;
+        for ack in batch.flushes {
+            let _ = ack.send(());
+        }
+        if let Some(sweep) = batch.sweep {
+            storage = storage.sweep(sweep).await;
+        }
+        if let Some(ack) = batch.stop {
+            storage.close().await;
+            let _ = ack.send(());
+            return;
+        }
+    }
+}
+
+/// The next batch: the rows kept for another try, or else the first message
+/// to arrive, then what [`gather`] adds. `None` once every sender is gone.
+async fn next_batch(rx: &mut mpsc::Receiver<Msg>, retry: Vec<AuditRow>, settings: WriterSettings) -> Option<Batch> {
+    let mut batch = Batch {
+        rows: retry,
+        ..Batch::default()
+    };
+    if batch.rows.is_empty() {
+        batch.add(rx.recv().await?);
+    }
+    gather(rx, &mut batch, settings).await;
+    Some(batch)
+}
+
+/// The store and its exporter. The store's calls block, so both go to a
+/// blocking thread for each step and come back for the next.
+struct Storage {
+    store: Box<dyn AuditStore>,
+    export: Exporter,
+}
+
+impl Storage {
+    /// Start the exporter, then record as unknown the writes a crash left
+    /// without an outcome.
+    async fn open(store: Box<dyn AuditStore>, sink: Option<ExportSink>) -> Storage {
+        let storage = on_blocking_thread(move || {
+            let mut store = store;
+            let export = Exporter::start(sink, store.as_mut());
+            Storage { store, export }
         })
         .await;
+        let (storage, recovered) = storage.blocking(|store| store.recover().map(|c| (c.len(), c))).await;
+        match recovered {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                rows = n,
+                "audit: writes whose outcome was lost in a crash are recorded as unknown"
+            ),
+            Err(error) => tracing::error!(%error, "audit: could not recover intents left by a crash"),
+        }
+        storage
+    }
+
+    /// Commit `intents` and `rows` in one transaction and answer whoever
+    /// waits on the intents. Returns the rows to try again if it failed.
+    async fn commit(
+        self,
+        intents: Vec<AuditRow>,
+        rows: Vec<AuditRow>,
+        intent_acks: Vec<Ack<Result<(), String>>>,
+        metrics: &WriterMetrics,
+    ) -> (Storage, Vec<AuditRow>) {
+        let (storage, result) = self
+            .blocking(move |store| {
+                store
+                    .commit(&intents, &rows)
+                    .map(|c| (c.len(), c))
+                    .map_err(|e| (e, rows))
+            })
+            .await;
         match result {
             Ok(n) => {
                 metrics.rows.inc_by(n as u64);
-                batch.intent_acks.into_iter().for_each(|ack| drop(ack.send(Ok(()))));
+                intent_acks.into_iter().for_each(|ack| drop(ack.send(Ok(()))));
+                (storage, Vec::new())
             }
             Err((error, rows)) => {
                 metrics.failures.inc();
                 tracing::error!(%error, rows = rows.len(), "audit commit failed; rows kept for another try");
                 let message = error.to_string();
-                batch
-                    .intent_acks
+                intent_acks
                     .into_iter()
                     .for_each(|ack| drop(ack.send(Err(message.clone()))));
-                retry = keep_for_retry(rows);
+                (storage, keep_for_retry(rows))
             }
         }
-        for ack in batch.flushes {
-            let _ = ack.send(());
-        }
-        if let Some((cutoff, max, ack)) = batch.sweep {
-            let swept;
-            (store, export, swept) = blocking(store, export, move |store| {
-                store.sweep(cutoff, max).map(|n| (n, Vec::new()))
-            })
+    }
+
+    /// Remove the oldest rows as retention asked, and answer it.
+    async fn sweep(self, (cutoff, max, ack): Sweep) -> Storage {
+        let (storage, swept) = self
+            .blocking(move |store| store.sweep(cutoff, max).map(|n| (n, Vec::new())))
             .await;
-            let _ = ack.send(swept.map_err(|e| e.to_string()));
-        }
-        if let Some(ack) = batch.stop {
-            // Closed before `close` returns, so that whoever opens the
-            // database next (a restart, the benchmark's count) never races
-            // SQLite's own close of this connection.
-            on_blocking_thread(move || {
-                export.catch_up(store.as_mut());
-                drop(store);
-                drop(export);
-            })
-            .await;
-            let _ = ack.send(());
-            return;
-        }
+        let _ = ack.send(swept.map_err(|e| e.to_string()));
+        storage
+    }
+
+    /// Export what is left, then close the store.
+    async fn close(self) {
+        // Closed before `close` returns, so that whoever opens the
+        // database next (a restart, the benchmark's count) never races
+        // SQLite's own close of this connection.
+        on_blocking_thread(move || {
+            let Storage { mut store, mut export } = self;
+            export.catch_up(store.as_mut());
+            drop(store);
+            drop(export);
+        })
+        .await;
+    }
+
+    /// Run `f` on a blocking thread with the store, then export what it
+    /// committed. Returns the storage for the next step.
+    async fn blocking<T: Send + 'static, E: Send + 'static>(
+        self,
+        f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
+    ) -> (Storage, Result<T, E>) {
+        on_blocking_thread(move || {
+            let Storage { mut store, mut export } = self;
+            let result = f(store.as_mut()).map(|(value, committed)| {
+                export.committed(store.as_mut(), &committed);
+                value
+            });
+            (Storage { store, export }, result)
+        })
+        .await
     }
 }
 
@@ -334,23 +395,6 @@ fn keep_for_retry(mut rows: Vec<AuditRow>) -> Vec<AuditRow> {
         }
     }
     rows
-}
-
-/// Run `f` on a blocking thread with the store, then export what it
-/// committed. Returns the store and exporter for the next round.
-async fn blocking<T: Send + 'static, E: Send + 'static>(
-    mut store: Box<dyn AuditStore>,
-    mut export: Exporter,
-    f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
-) -> (Box<dyn AuditStore>, Exporter, Result<T, E>) {
-    on_blocking_thread(move || {
-        let result = f(store.as_mut()).map(|(value, committed)| {
-            export.committed(store.as_mut(), &committed);
-            value
-        });
-        (store, export, result)
-    })
-    .await
 }
 
 async fn on_blocking_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
