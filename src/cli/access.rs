@@ -98,7 +98,6 @@ impl RequesterArgs {
 
 /// Run an `access` command.
 pub fn run(config: &Config, store: &Store, command: AccessCommand, out: &mut dyn Write) -> Result<(), CliError> {
-    let io = |e: std::io::Error| CliError::Message(e.to_string());
     match command {
         AccessCommand::Request {
             requester,
@@ -116,44 +115,63 @@ pub fn run(config: &Config, store: &Store, command: AccessCommand, out: &mut dyn
                 duration: *duration,
                 reason,
             };
-            let request = access::request_access(store, config, &requester, &ask).map_err(message)?;
-            writeln!(
-                out,
-                "access request {} is pending until {}",
-                request.id,
-                when(&request.expires_at)
-            )
-            .map_err(io)?;
+            request(config, store, &requester, &ask, out)
         }
-        AccessCommand::List => {
-            writeln!(
-                out,
-                "{:<38} {:<20} {:<10} {:<12} {:<16} {:<14} {:<9} {:<12} REASON",
-                "ID", "REQUESTER", "STATE", "CLUSTER", "NAMESPACE", "ROLE", "DURATION", "DECIDED BY"
-            )
-            .map_err(io)?;
-            for r in access::list(store).map_err(message)? {
-                writeln!(out, "{}", line(&r)).map_err(io)?;
-            }
-        }
-        AccessCommand::Approve { id, by } => {
-            let (request, grant) = access::approve(store, config, &id, &by).map_err(message)?;
-            writeln!(
-                out,
-                "approved access request {}: grant {} until {}",
-                request.id,
-                grant.id,
-                when(&grant.expires_at)
-            )
-            .map_err(io)?;
-            writeln!(out, "{}", super::cluster::pass_from_cli(config, store, &grant.cluster)).map_err(io)?;
-        }
+        AccessCommand::List => list(store, out),
+        AccessCommand::Approve { id, by } => approve(config, store, &id, &by, out),
         AccessCommand::Deny { id, by, reason } => {
             let request = access::deny(store, &id, &by, reason.as_deref()).map_err(message)?;
-            writeln!(out, "denied access request {}", request.id).map_err(io)?;
+            writeln!(out, "denied access request {}", request.id).map_err(io)
         }
     }
+}
+
+fn request(
+    config: &Config,
+    store: &Store,
+    requester: &Requester,
+    ask: &AccessAsk,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let request = access::request_access(store, config, requester, ask).map_err(message)?;
+    writeln!(
+        out,
+        "access request {} is pending until {}",
+        request.id,
+        when(&request.expires_at)
+    )
+    .map_err(io)
+}
+
+fn list(store: &Store, out: &mut dyn Write) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "{:<38} {:<20} {:<10} {:<12} {:<16} {:<14} {:<9} {:<12} REASON",
+        "ID", "REQUESTER", "STATE", "CLUSTER", "NAMESPACE", "ROLE", "DURATION", "DECIDED BY"
+    )
+    .map_err(io)?;
+    for r in access::list(store).map_err(message)? {
+        writeln!(out, "{}", line(&r)).map_err(io)?;
+    }
     Ok(())
+}
+
+fn approve(config: &Config, store: &Store, id: &str, by: &str, out: &mut dyn Write) -> Result<(), CliError> {
+    let (request, grant) = access::approve(store, config, id, by).map_err(message)?;
+    writeln!(
+        out,
+        "approved access request {}: grant {} until {}",
+        request.id,
+        grant.id,
+        when(&grant.expires_at)
+    )
+    .map_err(io)?;
+    // Bound before returning, or said to be pending.
+    writeln!(out, "{}", super::cluster::pass_from_cli(config, store, &grant.cluster)).map_err(io)
+}
+
+fn io(e: std::io::Error) -> CliError {
+    CliError::Message(e.to_string())
 }
 
 /// One request as a table line; the reason is an agent's or a person's

@@ -3,6 +3,7 @@
 
 use super::{new_grant, when, CliError, Owner};
 use crate::config::Config;
+use crate::identity::Grant;
 use crate::store::Store;
 use chrono::Utc;
 use clap::Subcommand;
@@ -53,53 +54,63 @@ pub fn run(config: &Config, store: &Store, command: GrantCommand) -> Result<(), 
             by,
         } => {
             let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, &by)?;
-            store.add_grant(&grant)?;
-            let scope = grant
-                .namespace
-                .as_deref()
-                .map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
-            println!(
-                "grant {}: {} is {} on {} in {} until {}",
-                grant.id,
-                grant.subject,
-                grant.role,
-                grant.cluster,
-                scope,
-                when(&grant.expires_at)
-            );
-            // Bound before returning, or said to be pending.
-            println!("{}", super::cluster::pass_from_cli(config, store, &grant.cluster));
+            add(config, store, &grant)
         }
-        GrantCommand::List => {
-            println!(
-                "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE",
-                "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES"
-            );
-            for g in store.list_grants()? {
-                let state = if g.revoked_at.is_some() {
-                    "revoked"
-                } else if g.in_effect(Utc::now()) {
-                    "active"
-                } else {
-                    "expired"
-                };
-                println!(
-                    "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} {state}",
-                    g.id,
-                    g.subject.to_string(),
-                    g.cluster,
-                    g.namespace.as_deref().unwrap_or("*"),
-                    g.role,
-                    when(&g.expires_at)
-                );
-            }
-        }
-        GrantCommand::Revoke { id } => {
-            store.revoke_grant(&id)?;
-            println!("revoked grant {id}: no longer sent to the cluster");
-            let cluster = store.grant(&id)?.cluster;
-            println!("{}", super::cluster::pass_from_cli(config, store, &cluster));
-        }
+        GrantCommand::List => list(store),
+        GrantCommand::Revoke { id } => revoke(config, store, &id),
     }
+}
+
+fn add(config: &Config, store: &Store, grant: &Grant) -> Result<(), CliError> {
+    store.add_grant(grant)?;
+    let scope = grant
+        .namespace
+        .as_deref()
+        .map_or("the whole cluster".to_string(), |ns| format!("namespace {ns}"));
+    println!(
+        "grant {}: {} is {} on {} in {} until {}",
+        grant.id,
+        grant.subject,
+        grant.role,
+        grant.cluster,
+        scope,
+        when(&grant.expires_at)
+    );
+    // Bound before returning, or said to be pending.
+    println!("{}", super::cluster::pass_from_cli(config, store, &grant.cluster));
+    Ok(())
+}
+
+fn list(store: &Store) -> Result<(), CliError> {
+    println!(
+        "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE",
+        "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES"
+    );
+    for g in store.list_grants()? {
+        let state = if g.revoked_at.is_some() {
+            "revoked"
+        } else if g.in_effect(Utc::now()) {
+            "active"
+        } else {
+            "expired"
+        };
+        println!(
+            "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} {state}",
+            g.id,
+            g.subject.to_string(),
+            g.cluster,
+            g.namespace.as_deref().unwrap_or("*"),
+            g.role,
+            when(&g.expires_at)
+        );
+    }
+    Ok(())
+}
+
+fn revoke(config: &Config, store: &Store, id: &str) -> Result<(), CliError> {
+    store.revoke_grant(id)?;
+    println!("revoked grant {id}: no longer sent to the cluster");
+    let cluster = store.grant(id)?.cluster;
+    println!("{}", super::cluster::pass_from_cli(config, store, &cluster));
     Ok(())
 }

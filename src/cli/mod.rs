@@ -317,48 +317,60 @@ fn credential_command(store: &Store, command: CredentialCommand) -> Result<(), C
             owner,
             name,
             expires_in,
-        } => {
-            let expires =
-                Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
-            let (cred, token) = store.issue_credential(&owner.principal(), &name, Some(expires))?;
-            eprintln!(
-                "credential {} for {} expires {}; the token is shown only now:",
-                cred.id,
-                cred.principal,
-                when(&expires)
-            );
-            println!("{token}");
-        }
-        CredentialCommand::List => {
-            println!(
-                "{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} STATE",
-                "ID", "OWNER", "NAME", "PREFIX", "EXPIRES", "LAST USED"
-            );
-            for c in store.list_credentials(None)? {
-                let state = if c.revoked_at.is_some() {
-                    "revoked"
-                } else if c.expires_at.is_some_and(|e| e <= Utc::now()) {
-                    "expired"
-                } else {
-                    "active"
-                };
-                let expires = c.expires_at.as_ref().map_or("never".into(), when);
-                let used = c.last_used_at.as_ref().map_or("never".into(), when);
-                println!(
-                    "{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} {state}",
-                    c.id,
-                    c.principal.to_string(),
-                    c.name,
-                    c.display_prefix,
-                    expires,
-                    used
-                );
-            }
-        }
+        } => issue_credential(store, &owner.principal(), &name, *expires_in),
+        CredentialCommand::List => list_credentials(store),
         CredentialCommand::Revoke { id } => {
             store.revoke_credential(&id)?;
             println!("revoked credential {id}: refused at once by this process, within seconds by running servers");
+            Ok(())
         }
+    }
+}
+
+/// Issue a credential; the token goes to stdout alone, so that it can be
+/// piped, and only this once.
+fn issue_credential(
+    store: &Store,
+    owner: &Principal,
+    name: &str,
+    expires_in: std::time::Duration,
+) -> Result<(), CliError> {
+    let expires = Utc::now() + chrono::TimeDelta::from_std(expires_in).map_err(|e| CliError::Message(e.to_string()))?;
+    let (cred, token) = store.issue_credential(owner, name, Some(expires))?;
+    eprintln!(
+        "credential {} for {} expires {}; the token is shown only now:",
+        cred.id,
+        cred.principal,
+        when(&expires)
+    );
+    println!("{token}");
+    Ok(())
+}
+
+fn list_credentials(store: &Store) -> Result<(), CliError> {
+    println!(
+        "{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} STATE",
+        "ID", "OWNER", "NAME", "PREFIX", "EXPIRES", "LAST USED"
+    );
+    for c in store.list_credentials(None)? {
+        let state = if c.revoked_at.is_some() {
+            "revoked"
+        } else if c.expires_at.is_some_and(|e| e <= Utc::now()) {
+            "expired"
+        } else {
+            "active"
+        };
+        let expires = c.expires_at.as_ref().map_or("never".into(), when);
+        let used = c.last_used_at.as_ref().map_or("never".into(), when);
+        println!(
+            "{:<38} {:<20} {:<12} {:<12} {:<20} {:<20} {state}",
+            c.id,
+            c.principal.to_string(),
+            c.name,
+            c.display_prefix,
+            expires,
+            used
+        );
     }
     Ok(())
 }
