@@ -97,16 +97,7 @@ pub fn request_access(
     if reason.is_empty() || reason.len() > 1000 {
         return Err(AccessError::Invalid("give a reason (1 to 1000 characters)".into()));
     }
-    enabled(store, &requester.principal)?;
-    if let Some(id) = &requester.agent_id {
-        let agent = agent(store, id)?;
-        if agent.disabled || agent.principal != requester.principal {
-            return Err(AccessError::Invalid(format!(
-                "agent {id} is disabled or not {}'s",
-                requester.principal
-            )));
-        }
-    }
+    check_requester(store, requester)?;
     crate::identity::grant::new_grant(
         config,
         requester.principal.clone(),
@@ -117,8 +108,37 @@ pub fn request_access(
         "-",
     )
     .map_err(|e| AccessError::Invalid(e.to_string()))?;
+    let request = pending_request(config, requester, ask, reason)?;
+    store.insert_access_request(&request)?;
+    record::step(store, record::Step::Request, &requester.principal, &request, "")?;
+    Ok(request)
+}
+
+/// The requester exists and is enabled; an agent is the requester's own
+/// and enabled.
+fn check_requester(store: &Store, requester: &Requester) -> Result<(), AccessError> {
+    enabled(store, &requester.principal)?;
+    if let Some(id) = &requester.agent_id {
+        let agent = agent(store, id)?;
+        if agent.disabled || agent.principal != requester.principal {
+            return Err(AccessError::Invalid(format!(
+                "agent {id} is disabled or not {}'s",
+                requester.principal
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A new request for `ask`, pending until `[access] request_ttl` from now.
+fn pending_request(
+    config: &Config,
+    requester: &Requester,
+    ask: &AccessAsk,
+    reason: &str,
+) -> Result<AccessRequest, AccessError> {
     let now = Utc::now();
-    let request = AccessRequest {
+    Ok(AccessRequest {
         id: uuid::Uuid::now_v7().to_string(),
         requester: requester.principal.clone(),
         agent_id: requester.agent_id.clone(),
@@ -134,10 +154,7 @@ pub fn request_access(
         decided_at: None,
         decision_reason: None,
         grant_id: None,
-    };
-    store.insert_access_request(&request)?;
-    record::step(store, record::Step::Request, &requester.principal, &request, "")?;
-    Ok(request)
+    })
 }
 
 /// Approve request `id` as person `by`: creates the grant (bound by the

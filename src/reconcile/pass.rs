@@ -3,9 +3,10 @@
 //! explains, and record the status.
 
 use super::cluster::{is_unreachable, ClusterClient};
-use super::desired::{desired, plan, Object};
+use super::desired::{desired, plan, Object, ObjectKey};
 use super::status::{ClusterStatus, PassOutcome};
 use crate::identity::roles::Role;
+use crate::identity::Grant;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -63,23 +64,39 @@ async fn reconcile(client: &ClusterClient, store: &Store, roles: &[Role]) -> (Pa
         }
     };
     outcome.reachable = true;
-    let cluster = client.name.clone();
-    let grants = {
-        let store = store.clone();
-        tokio::task::spawn_blocking(move || store.unrevoked_grants_on(&cluster)).await
-    };
-    let grants = match grants {
-        Ok(Ok(grants)) => grants,
-        Ok(Err(e)) => return (failed(outcome, format!("reading grants: {e}")), None),
-        Err(e) => return (failed(outcome, format!("reading grants: {e}")), None),
+    let grants = match read_grants(store, &client.name).await {
+        Ok(grants) => grants,
+        Err(e) => return (failed(outcome, e), None),
     };
     let want = desired(roles, &grants, &client.name, Utc::now());
     outcome.errors.extend(want.errors.iter().map(ToString::to_string));
     let plan = plan(&want, &actual);
     outcome.roles_wanted = want.roles;
     outcome.bindings_wanted = want.bindings;
+    let (roles_failed, bindings_failed) = apply_missing(client, &plan.apply, &mut outcome).await;
+    delete_strays(client, &plan.delete, &mut outcome).await;
+    outcome.roles_in_step = want.roles - roles_failed;
+    outcome.bindings_in_step = want.bindings - bindings_failed;
+    (outcome, want.next_expiry)
+}
+
+/// The grants not revoked on `cluster`, read off the async threads: the
+/// store blocks.
+async fn read_grants(store: &Store, cluster: &str) -> Result<Vec<Grant>, String> {
+    let store = store.clone();
+    let cluster = cluster.to_string();
+    match tokio::task::spawn_blocking(move || store.unrevoked_grants_on(&cluster)).await {
+        Ok(Ok(grants)) => Ok(grants),
+        Ok(Err(e)) => Err(format!("reading grants: {e}")),
+        Err(e) => Err(format!("reading grants: {e}")),
+    }
+}
+
+/// Apply the missing or changed objects; returns how many ClusterRoles and
+/// how many bindings failed, which are then out of step.
+async fn apply_missing(client: &ClusterClient, objects: &[Object], outcome: &mut PassOutcome) -> (usize, usize) {
     let (mut roles_failed, mut bindings_failed) = (0, 0);
-    for object in &plan.apply {
+    for object in objects {
         match client.apply(object).await {
             Ok(()) => outcome.applied += 1,
             Err(e) => {
@@ -92,15 +109,17 @@ async fn reconcile(client: &ClusterClient, store: &Store, roles: &[Role]) -> (Pa
             }
         }
     }
-    for key in &plan.delete {
+    (roles_failed, bindings_failed)
+}
+
+/// Delete the labelled objects nothing explains.
+async fn delete_strays(client: &ClusterClient, keys: &[ObjectKey], outcome: &mut PassOutcome) {
+    for key in keys {
         match client.delete(key).await {
             Ok(()) => outcome.removed += 1,
             Err(e) => outcome.errors.push(format!("deleting {key}: {}", brief(&e))),
         }
     }
-    outcome.roles_in_step = want.roles - roles_failed;
-    outcome.bindings_in_step = want.bindings - bindings_failed;
-    (outcome, want.next_expiry)
 }
 
 fn failed(mut outcome: PassOutcome, error: String) -> PassOutcome {

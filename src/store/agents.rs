@@ -4,7 +4,7 @@
 use super::{exists, Store, StoreError};
 use crate::identity::{Agent, Credential, Principal, PrincipalKind};
 use chrono::Utc;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 impl Store {
     /// Add an agent for `owner`. A person's agent gets exactly `grant_ids`,
@@ -34,34 +34,8 @@ impl Store {
         };
         self.with(|c| {
             exists(c, owner)?;
-            for grant in grant_ids {
-                let theirs: Option<i64> = c
-                    .query_row(
-                        "SELECT 1 FROM grants WHERE id = ?1 AND kind = ?2 AND subject = ?3",
-                        params![grant, owner.kind.as_str(), owner.name],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                if theirs.is_none() {
-                    return Err(StoreError::Invalid(format!("grant {grant} is not {owner}'s: an agent gets only its person's grants")));
-                }
-            }
-            let tx = c.unchecked_transaction()?;
-            tx.execute(
-                "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![agent.id, name, owner.kind.as_str(), owner.name, writes_need_approval, Utc::now()],
-            )
-            .map_err(|e| match e {
-                rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                    StoreError::AlreadyExists(format!("agent {name} of {owner}"))
-                }
-                other => other.into(),
-            })?;
-            for grant in grant_ids {
-                tx.execute("INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)", params![agent.id, grant])?;
-            }
-            tx.commit()?;
-            Ok(())
+            only_own_grants(c, owner, grant_ids)?;
+            insert_agent(c, &agent, grant_ids)
         })?;
         Ok(agent)
     }
@@ -118,6 +92,57 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// Every one of `grant_ids` must be `owner`'s own: an agent never acts with
+/// more than its person holds.
+fn only_own_grants(c: &Connection, owner: &Principal, grant_ids: &[String]) -> Result<(), StoreError> {
+    for grant in grant_ids {
+        let theirs: Option<i64> = c
+            .query_row(
+                "SELECT 1 FROM grants WHERE id = ?1 AND kind = ?2 AND subject = ?3",
+                params![grant, owner.kind.as_str(), owner.name],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if theirs.is_none() {
+            return Err(StoreError::Invalid(format!(
+                "grant {grant} is not {owner}'s: an agent gets only its person's grants"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Insert the agent and its grants in one transaction.
+fn insert_agent(c: &Connection, agent: &Agent, grant_ids: &[String]) -> Result<(), StoreError> {
+    let owner = &agent.principal;
+    let tx = c.unchecked_transaction()?;
+    tx.execute(
+        "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            agent.id,
+            agent.name,
+            owner.kind.as_str(),
+            owner.name,
+            agent.writes_need_approval,
+            Utc::now()
+        ],
+    )
+    .map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+            StoreError::AlreadyExists(format!("agent {} of {owner}", agent.name))
+        }
+        other => other.into(),
+    })?;
+    for grant in grant_ids {
+        tx.execute(
+            "INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)",
+            params![agent.id, grant],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, StoreError> {
