@@ -8,7 +8,8 @@
 //! class of attacks).
 
 use crate::config::Config;
-use crate::gateway::Gateway;
+use crate::doors::Doors;
+use crate::gateway::Pipeline;
 use crate::reconcile::Reconciler;
 use crate::store::Store;
 use hyper::service::service_fn;
@@ -43,7 +44,7 @@ pub enum AppError {
     Tls(String),
     /// A cluster's client or the audit could not be set up.
     #[error(transparent)]
-    Gateway(#[from] crate::gateway::GatewayError),
+    Pipeline(#[from] crate::gateway::BuildError),
     /// A cluster's reconciler client could not be set up.
     #[error(transparent)]
     Reconcile(#[from] crate::reconcile::cluster::ClientError),
@@ -54,13 +55,13 @@ pub struct App {
     listener: TcpListener,
     acceptor: TlsAcceptor,
     certificate: Arc<ReloadingCertificate>,
-    gateway: Arc<Gateway>,
+    doors: Arc<Doors>,
     reconciler: Arc<Reconciler>,
     store: Store,
 }
 
 impl App {
-    /// Bind the listener and build the gateway.
+    /// Bind the listener and build the pipeline and its doors.
     pub async fn build(config: &Config, store: Store) -> Result<App, AppError> {
         let certificate = Arc::new(ReloadingCertificate::load(
             config.tls.cert_file.clone(),
@@ -74,7 +75,7 @@ impl App {
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let reconciler = Arc::new(Reconciler::new(config, store.clone())?);
         let kept = store.clone();
-        let gateway = Gateway::new(config, store)?;
+        let doors = Arc::new(Doors::new(config, store)?);
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| AppError::Bind {
@@ -85,7 +86,7 @@ impl App {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(tls)),
             certificate,
-            gateway,
+            doors,
             reconciler,
             store: kept,
         })
@@ -98,9 +99,9 @@ impl App {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
     }
 
-    /// The gateway, e.g. to read metrics in tests.
-    pub fn gateway(&self) -> Arc<Gateway> {
-        self.gateway.clone()
+    /// The request path, e.g. to read metrics in tests.
+    pub fn pipeline(&self) -> Arc<Pipeline> {
+        self.doors.pipeline().clone()
     }
 
     /// The clusters' RBAC reconciler (to trigger or await a pass).
@@ -117,7 +118,7 @@ impl App {
         let reconciler = tokio::spawn(self.reconciler.clone().run());
         let expiry = tokio::spawn(crate::access::expire_periodically(self.store.clone()));
         let held_expiry = tokio::spawn(crate::approvals::wait::expire_periodically(self.store.clone()));
-        let refresher = tokio::spawn(refresh(self.gateway.clone(), self.certificate.clone()));
+        let refresher = tokio::spawn(refresh(self.doors.pipeline().clone(), self.certificate.clone()));
         tokio::pin!(shutdown);
         loop {
             let (tcp, peer) = tokio::select! {
@@ -135,15 +136,15 @@ impl App {
             // this, request/response pairs stall ~40 ms.
             let _ = tcp.set_nodelay(true);
             let acceptor = self.acceptor.clone();
-            let gateway = self.gateway.clone();
+            let doors = self.doors.clone();
             let watcher = graceful.watcher();
             tokio::spawn(async move {
                 let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
                     return;
                 };
                 let service = service_fn(move |request| {
-                    let gateway = gateway.clone();
-                    async move { Ok::<_, std::convert::Infallible>(gateway.handle(request, peer).await) }
+                    let doors = doors.clone();
+                    async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) }
                 });
                 let mut builder = auto::Builder::new(TokioExecutor::new());
                 builder
@@ -169,18 +170,18 @@ impl App {
             tracing::info!("closing streams still open after 5 s");
         }
         // A clean shutdown loses no audit row.
-        self.gateway.audit().close().await;
+        self.doors.pipeline().audit().close().await;
     }
 }
 
 /// Every few seconds: re-read changed certificates and tokens, probe
 /// clusters.
-async fn refresh(gateway: Arc<Gateway>, certificate: Arc<ReloadingCertificate>) {
+async fn refresh(pipeline: Arc<Pipeline>, certificate: Arc<ReloadingCertificate>) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tick.tick().await;
         certificate.reload_if_changed();
-        for upstream in gateway.upstreams() {
+        for upstream in pipeline.upstreams() {
             upstream.refresh().await;
         }
     }

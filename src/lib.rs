@@ -14,7 +14,7 @@
 //! 1. **route** (`gateway::router`): `/clusters/<name>/…`, `/mcp`,
 //!    `/healthz`, `/readyz`, `/metrics`; ambiguous paths refused before
 //!    anything else. An MCP tool's cluster requests enter at stage 4
-//!    through `Gateway::call` (`gateway::call`), with the agent's identity.
+//!    through `Pipeline::call` (`gateway::call`), with the agent's identity.
 //! 2. **identity headers** (`gateway::headers`): a client's `Impersonate-*`
 //!    is refused before authentication.
 //! 3. **authenticate** (`identity::authenticate`): bearer token →
@@ -36,7 +36,8 @@
 //! # Layout
 //!
 //! `config` (typed configuration), `app` (listener, TLS, serve), `status`
-//! (Kubernetes Status), `gateway` (the request path), `audit` (rows, writer,
+//! (Kubernetes Status), `gateway` (the request path, `Pipeline`), `doors`
+//! (routing and authentication in front of it), `audit` (rows, writer,
 //! hash chain, queries, export, retention), `identity` (people, bots,
 //! credentials, grants, roles), `reconcile` (each cluster's RBAC objects
 //! kept in step with the roles and grants), `access` (access requests),
@@ -50,7 +51,7 @@
 //! `status`, `document`, `secrets` (Secret values hidden in Kubernetes
 //! documents), `text`, `tls`) → `config` → `identity` → `store` → domain
 //! (`audit`, `access`, `approvals`, `reconcile`; no CLI, no doors) →
-//! `gateway` (the pipeline) → `mcp` (a door) → `app`, `cli` (one file per
+//! `gateway` (the pipeline) → `doors` and `mcp` (the doors) → `app`, `cli` (one file per
 //! noun) and `demo`. `tests/layers.rs` fails when an import goes up or
 //! round in a circle.
 
@@ -64,6 +65,7 @@ pub mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod document;
+pub mod doors;
 pub mod gateway;
 pub mod identity;
 pub mod mcp;

@@ -8,13 +8,12 @@
 //! routing and authentication are skipped: the `/mcp` request that carried
 //! the tool call was authenticated already, and its identity is passed on.
 
-use super::{Gateway, Stages, Trace};
+use super::{Pipeline, Stages, Trace};
 use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::identity::Identity;
 use crate::status::Status;
 use http::{Request, Response};
-use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -35,7 +34,7 @@ pub struct ToolCall<'a> {
     pub reveal_secret: bool,
 }
 
-impl Gateway {
+impl Pipeline {
     /// Send a tool's `request` (path and query relative to the cluster, e.g.
     /// `/api/v1/namespaces/shop/pods?limit=500`) through the request path.
     /// Never fails: portcullis's own refusals come back as a Status response,
@@ -54,11 +53,7 @@ impl Gateway {
         row.cluster = call.cluster.to_string();
         row.tool = call.tool.to_string();
         row.identify(call.identity);
-        let mut trace = Trace {
-            row,
-            sent: Arc::default(),
-            audited: true,
-        };
+        let mut trace = Trace::new(row);
         // The same refusals as a path from the listener (dot segments,
         // encoded slashes), though a tool builds its paths itself.
         let routed = super::router::route(&format!("/clusters/{}{}", call.cluster, uri.path())).map(|_| ());

@@ -204,6 +204,21 @@ fn verb_for_method(method: &http::Method) -> &'static str {
     }
 }
 
+/// The classify stage: what the request is, as kube-apiserver reads it,
+/// noted in its audit row (with the agent's session, if an agent sends it).
+pub(super) fn stage<B>(
+    stages: &super::Stages<'_>,
+    request: &http::Request<B>,
+    trace: &mut super::Trace,
+) -> RequestInfo {
+    if let Some(agent) = &stages.identity.agent {
+        trace.row.session = agent.id.clone();
+    }
+    let info = classify(request.method(), stages.path, request.uri().query());
+    trace.row.classify(&info);
+    info
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,6 +57,31 @@ pub struct Call<'a> {
     pub sent: Arc<AtomicU64>,
 }
 
+impl<'a> Call<'a> {
+    /// The forward stage's view of a request the policy stage has judged;
+    /// `sent` counts its body bytes for the audit row.
+    pub fn new(
+        stages: &super::Stages<'a>,
+        info: &'a RequestInfo,
+        judged: super::policy::Judged,
+        metrics: &'a Metrics,
+        sent: Arc<AtomicU64>,
+    ) -> Self {
+        Call {
+            upstream: stages.upstream,
+            path: stages.path,
+            info,
+            identity: stages.identity,
+            groups: judged.groups,
+            reveal_secrets: judged.reveal_secrets,
+            audit_id: stages.audit_id,
+            limits: stages.limits,
+            metrics,
+            sent,
+        }
+    }
+}
+
 /// Upgrade protocols portcullis relays.
 const UPGRADE_PROTOCOLS: &[&str] = &["websocket", "spdy/3.1"];
 

@@ -164,6 +164,48 @@ impl Policy {
     }
 }
 
+/// What the policy stage decided about one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// The groups of the grants in effect, sent to the cluster.
+    pub groups: Vec<String>,
+    /// Secret values may reach the caller (else they are redacted).
+    pub reveal_secrets: bool,
+    /// `read_secret`: this one get of one Secret is recorded as a reveal.
+    pub reveal_one: bool,
+}
+
+impl super::Pipeline {
+    /// The policy stage: the grants in effect decide the groups the cluster
+    /// is sent, and whether Secret values reach the caller.
+    pub(super) async fn judge(
+        &self,
+        stages: &super::Stages<'_>,
+        info: &RequestInfo,
+        trace: &mut super::Trace,
+    ) -> Result<Judged, crate::status::Status> {
+        let identity = stages.identity;
+        let (groups, reveal_secrets) = match self.policy.decide(identity, &stages.upstream.name, info).await {
+            Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
+            Err(e) => {
+                return Err(crate::status::Status::unavailable(format!(
+                    "portcullis cannot read grants now ({e}); try again"
+                )))
+            }
+        };
+        // `read_secret`: one get of one Secret, recorded as a reveal.
+        let reveal_one = stages.reveal_secret && info.is_secrets() && info.verb == "get" && !info.name.is_empty();
+        trace.row.secret_revealed = reveal_one;
+        let reveal_secrets = reveal_secrets || reveal_one;
+        trace.row.redacted = super::redact::hides_values(info, identity, reveal_secrets);
+        Ok(Judged {
+            groups,
+            reveal_secrets,
+            reveal_one,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

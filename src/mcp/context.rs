@@ -1,5 +1,5 @@
-//! One tool call's way into the gateway: [`ToolContext::send`] builds the
-//! `http::Request`, sends it through [`Gateway::call`] and turns the answer
+//! One tool call's way into the pipeline: [`ToolContext::send`] builds the
+//! `http::Request`, sends it through [`Pipeline::call`] and turns the answer
 //! into bytes, or a [`ToolError`] that keeps the cluster's Status and the
 //! request's audit id.
 
@@ -10,7 +10,7 @@ use crate::body;
 use crate::gateway::call::{Refused, ToolCall};
 use crate::gateway::hold::{ApprovalRef, ApprovalRefusal, ApprovedRun, HeldNotice};
 use crate::gateway::limits::{ResponseDeadline, ResponseTooLarge};
-use crate::gateway::Gateway;
+use crate::gateway::Pipeline;
 use crate::status::Status;
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 /// Everything one tool call needs.
 pub struct ToolContext {
-    pub(super) gateway: Arc<Gateway>,
+    pub(super) pipeline: Arc<Pipeline>,
     /// Who calls.
     pub caller: Caller,
     /// The tool's name, for the audit.
@@ -107,7 +107,7 @@ pub struct Answer {
 }
 
 impl ToolContext {
-    /// Send `request` to the call's cluster through the gateway.
+    /// Send `request` to the call's cluster through the pipeline.
     pub async fn send(&self, request: ClusterRequest) -> Result<Answer, ToolError> {
         let mut builder = Request::builder()
             .method(request.method.clone())
@@ -129,7 +129,7 @@ impl ToolContext {
             tool: self.tool,
             reveal_secret: request.reveal_secret,
         };
-        let response = self.gateway.call(call, http_request).await;
+        let response = self.pipeline.call(call, http_request).await;
         let audit_id = response
             .headers()
             .get("audit-id")
@@ -175,7 +175,7 @@ impl ToolContext {
     fn cut_short(&self, error: &(dyn std::error::Error + 'static), audit_id: String) -> ToolError {
         if error.downcast_ref::<ResponseTooLarge>().is_some() {
             return ToolError::TooLarge {
-                limit: self.gateway.response_limit(),
+                limit: self.pipeline.response_limit(),
             };
         }
         let (code, message) = if error.downcast_ref::<ResponseDeadline>().is_some() {
@@ -202,7 +202,7 @@ impl ToolContext {
         // only 502 of portcullis's own that names its limit.
         if status.code == 502 && status.message.contains("larger than portcullis's limit") {
             return ToolError::TooLarge {
-                limit: self.gateway.response_limit(),
+                limit: self.pipeline.response_limit(),
             };
         }
         let code = match status.code {

@@ -9,7 +9,7 @@
 //!
 //! Before rmcp sees a request, [`Endpoint::serve`]:
 //!
-//! 1. takes the identity the gateway authenticated from the bearer token
+//! 1. takes the identity the `/mcp` door authenticated from the bearer token
 //!    (a 401 carries the `resource_metadata` challenge), and refuses a
 //!    credential that is not an agent's;
 //! 2. applies the per-credential rate limit ([`ratelimit`]), before the body
@@ -20,7 +20,7 @@
 //!    the tool with the request's parts.
 //!
 //! Each tool is a thin translation: it builds an `http::Request` for a
-//! cluster path and sends it through [`Gateway::call`], so it is classified,
+//! cluster path and sends it through [`Pipeline::call`], so it is classified,
 //! impersonated, redacted and audited (with the tool's name and the agent's
 //! session) like kubectl's requests. Layout: [`server`] (the handler and its
 //! instructions), [`read_tools`], [`write_tools`] and [`whoami`] (the
@@ -45,7 +45,7 @@ use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
 use crate::config::Config;
 use crate::document::DocumentError;
-use crate::gateway::Gateway;
+use crate::gateway::Pipeline;
 use crate::identity::Identity;
 use crate::status::Status;
 use crate::store::Store;
@@ -56,7 +56,7 @@ use hyper::body::Incoming;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use tower::Service;
 
 /// Who sends an MCP request: put into its extensions once authenticated, and
@@ -86,9 +86,9 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    /// The endpoint of `gateway` (which owns it, hence the weak reference).
-    pub fn new(gateway: Weak<Gateway>, config: &Config, store: Store) -> Endpoint {
-        let shared = Arc::new(server::Shared::new(gateway, store, config));
+    /// The endpoint in front of `pipeline`.
+    pub fn new(pipeline: Arc<Pipeline>, config: &Config, store: Store) -> Endpoint {
+        let shared = Arc::new(server::Shared::new(pipeline, store, config));
         let rmcp_config = StreamableHttpServerConfig::default()
             // A bearer token, never a cookie, authenticates every request, so
             // a DNS-rebinding page gains nothing: allow any Host and Origin

@@ -6,14 +6,14 @@ use super::discovery::KindCache;
 use super::error::ToolError;
 use super::Caller;
 use crate::config::Config;
-use crate::gateway::Gateway;
+use crate::gateway::Pipeline;
 use crate::store::Store;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ProtocolVersion, ServerCapabilities, ServerConfig};
 use rmcp::{tool_handler, ServerHandler};
 use std::borrow::Cow;
 use std::ops::RangeInclusive;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 /// What the server tells every agent, at `initialize` and `server/discover`.
 pub const INSTRUCTIONS: &str = "\
@@ -43,7 +43,7 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_2
 
 /// State shared by every session and request.
 pub struct Shared {
-    gateway: Weak<Gateway>,
+    pipeline: Arc<Pipeline>,
     /// For `whoami`, `list_clusters` and `request_access`.
     pub store: Store,
     /// For `request_access` (roles, durations).
@@ -56,10 +56,10 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// The state of the endpoint of `gateway`.
-    pub fn new(gateway: Weak<Gateway>, store: Store, config: &Config) -> Shared {
+    /// The state of the endpoint in front of `pipeline`.
+    pub fn new(pipeline: Arc<Pipeline>, store: Store, config: &Config) -> Shared {
         Shared {
-            gateway,
+            pipeline,
             store,
             config: Arc::new(config.clone()),
             kinds: KindCache::default(),
@@ -96,16 +96,12 @@ impl Tools {
             .get::<Caller>()
             .cloned()
             .ok_or_else(|| ToolError::Unavailable("this request was not authenticated by portcullis".into()))?;
-        let gateway = self
-            .shared
-            .gateway
-            .upgrade()
-            .ok_or_else(|| ToolError::Unavailable("portcullis is stopping".into()))?;
-        if !cluster.is_empty() && !gateway.cluster_names().iter().any(|c| c == cluster) {
+        let pipeline = self.shared.pipeline.clone();
+        if !cluster.is_empty() && !pipeline.cluster_names().iter().any(|c| c == cluster) {
             return Err(ToolError::UnknownCluster(cluster.to_string()));
         }
         Ok(ToolContext {
-            gateway,
+            pipeline,
             caller,
             tool,
             cluster: cluster.to_string(),

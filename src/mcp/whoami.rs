@@ -69,7 +69,7 @@ pub async fn whoami(ctx: &ToolContext) -> Result<String, ToolError> {
     } else {
         "Your writes run at once, within what your roles allow.\n"
     });
-    let all = grants(ctx, ctx.gateway.cluster_names()).await?;
+    let all = grants(ctx, ctx.pipeline.cluster_names()).await?;
     if all.iter().all(|(_, g)| g.is_empty()) {
         text.push_str("You have no grants in effect: ask for one with request_access.\n");
     }
@@ -123,7 +123,7 @@ fn secrets_through_pods(roles: &[Role], all: &[(String, Vec<Grant>)]) -> String 
 
 /// `list_clusters`.
 pub async fn list_clusters(ctx: &ToolContext) -> Result<String, ToolError> {
-    let all = grants(ctx, ctx.gateway.cluster_names()).await?;
+    let all = grants(ctx, ctx.pipeline.cluster_names()).await?;
     let lines: Vec<String> = all
         .iter()
         .map(|(cluster, grants)| {

@@ -27,7 +27,7 @@ pub struct Portcullis {
     pub store: Store,
     pub config: Config,
     pub dir: tempfile::TempDir,
-    pub gateway: Arc<portcullis::gateway::Gateway>,
+    pub gateway: Arc<portcullis::gateway::Pipeline>,
     pub reconciler: Arc<portcullis::reconcile::Reconciler>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -86,7 +86,7 @@ impl Portcullis {
         let store = portcullis::cli::open_store(&config).unwrap();
         let app = App::build(&config, store.clone()).await.expect("portcullis starts");
         let addr = app.local_addr();
-        let gateway = app.gateway();
+        let gateway = app.pipeline();
         let reconciler = app.reconciler();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(app.run(async {
@@ -238,7 +238,7 @@ impl Portcullis {
             .await
             .expect("portcullis restarts");
         self.addr = app.local_addr();
-        self.gateway = app.gateway();
+        self.gateway = app.pipeline();
         self.reconciler = app.reconciler();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         self.task = Some(tokio::spawn(app.run(async {

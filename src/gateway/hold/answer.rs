@@ -13,7 +13,7 @@
 
 use crate::approvals::{approval_url, rfc3339, HeldState, HeldWrite, Outcome};
 use crate::body::Body;
-use crate::gateway::Gateway;
+use crate::gateway::Pipeline;
 use crate::status::{Status, StatusDetails};
 use chrono::{DateTime, Utc};
 use http::Response;
@@ -104,7 +104,7 @@ pub(super) fn refuse(refusal: ApprovalRefusal) -> Response<Body> {
     response
 }
 
-impl Gateway {
+impl Pipeline {
     /// The answer about `held` in its current state.
     pub(super) fn answer(&self, held: &HeldWrite) -> Response<Body> {
         let url = approval_url(&self.approvals.public_url, &held.id);

@@ -5,7 +5,7 @@ use crate::approvals::preview::{self, Preview, PreviewError};
 use crate::approvals::{HeldRequest, HeldState, HeldWrite, Precondition};
 use crate::body::{self, Body};
 use crate::gateway::classify::{classify, RequestInfo};
-use crate::gateway::{Gateway, Trace};
+use crate::gateway::{Pipeline, Trace};
 use crate::status::Status;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Response};
@@ -14,7 +14,7 @@ use serde_json::Value;
 /// Headers of the original request that the dry run carries too.
 const KEPT: &[header::HeaderName] = &[header::CONTENT_TYPE, header::USER_AGENT];
 
-impl Gateway {
+impl Pipeline {
     /// Dry-run the write; a rejection is the answer. Otherwise hold it and
     /// tell the caller where to approve.
     pub(super) async fn intake(

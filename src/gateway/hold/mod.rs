@@ -1,7 +1,7 @@
 //! Hold: a write whose caller's policy asks for a person's approval is not
 //! forwarded. It is dry-run, held with a preview, and run once a person
 //! approves — for every door (kubectl's raw traffic and MCP tools alike),
-//! since this stage sits in `Gateway::through` after policy and before the
+//! since this stage sits in `Pipeline::through` after policy and before the
 //! audit's commit and forward.
 //!
 //! - `intake`: the first call: dry run (a rejection is the answer), the
@@ -25,7 +25,7 @@ pub use answer::{ApprovalRefusal, ApprovedRun, HeldNotice};
 
 use super::classify::RequestInfo;
 use super::upstream::Upstream;
-use super::{forward, Gateway, Trace};
+use super::{forward, Pipeline, Trace};
 use crate::approvals::HeldWrite;
 use crate::body::{self, Body};
 use crate::config::Limits;
@@ -63,6 +63,22 @@ pub(super) struct HoldCtx<'a> {
     pub limits: &'a Limits,
 }
 
+impl<'a> HoldCtx<'a> {
+    /// The hold stage's view of a request the policy stage has judged.
+    pub fn new(stages: &super::Stages<'a>, info: &'a RequestInfo, judged: &'a super::policy::Judged) -> Self {
+        HoldCtx {
+            upstream: stages.upstream,
+            path: stages.path,
+            identity: stages.identity,
+            info,
+            groups: &judged.groups,
+            reveal_secrets: judged.reveal_secrets,
+            audit_id: stages.audit_id,
+            limits: stages.limits,
+        }
+    }
+}
+
 /// The hold stage's outcome.
 pub(super) enum HoldStep<B> {
     /// Not held: forward as usual.
@@ -77,7 +93,7 @@ pub(super) struct Buffered {
     pub body: Bytes,
 }
 
-impl Gateway {
+impl Pipeline {
     /// The hold stage: pass the request on, or answer it here.
     pub(super) async fn hold<B>(
         &self,

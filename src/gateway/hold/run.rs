@@ -9,7 +9,7 @@ use crate::approvals::{HeldState, HeldWrite, Outcome, Precondition};
 use crate::body::{self, Body};
 use crate::document::{self, Bounds, DocumentError};
 use crate::gateway::classify::classify;
-use crate::gateway::{Gateway, Trace};
+use crate::gateway::{Pipeline, Trace};
 use crate::secrets::{redact_json, Target};
 use crate::status::Status;
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 /// A kept outcome's body is cut here: it is a reminder, not the object.
 const OUTCOME_LIMIT: usize = 64 * 1024;
 
-impl Gateway {
+impl Pipeline {
     /// Wait (if asked to) for the decision on `held`, then answer it or run it.
     pub(super) async fn resume(
         &self,

@@ -1,0 +1,201 @@
+//! The doors: where a request comes in, in front of the request path
+//! ([`Pipeline`]). [`Doors::handle`] routes a request by its raw path
+//! (`crate::gateway::router`) to one of them:
+//!
+//! - [`kube`]: `/clusters/<name>/…`, the raw Kubernetes API: refuse a
+//!   client's `Impersonate-*` headers, authenticate, then the pipeline;
+//! - `/mcp` ([`crate::mcp`]): the MCP server for agents, whose tools send
+//!   their cluster requests through [`Pipeline::call`];
+//! - `/login`, `/logout`, `/approvals…`: the approval pages
+//!   (`crate::approvals::web`);
+//! - `/audit`: the audit for admins (`crate::audit::http`);
+//! - `/healthz`, `/readyz`, `/metrics` ([`health`]).
+//!
+//! Every door ends its request through the pipeline's trace
+//! (`crate::gateway::trace`): one log line and one audit row per request,
+//! probes and scrapes aside. The doors hold an `Arc` of the pipeline; the
+//! pipeline holds nothing of theirs.
+
+mod health;
+mod kube;
+
+use crate::audit::row::{bounded, AuditRow};
+use crate::body::Body;
+use crate::config::Config;
+use crate::gateway::router::{self, Route};
+use crate::gateway::{metrics, BuildError, Pipeline, Trace};
+use crate::identity::authenticate::{AuthError, Authenticator};
+use crate::status::Status;
+use crate::store::Store;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use ipnet::IpNet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument;
+
+/// Every door, over one pipeline.
+#[derive(Debug)]
+pub struct Doors {
+    pipeline: Arc<Pipeline>,
+    authenticator: Authenticator,
+    trusted_proxies: Vec<IpNet>,
+    /// `/mcp`: the MCP server for AI agents.
+    mcp: crate::mcp::Endpoint,
+}
+
+impl Doors {
+    /// Build the pipeline and the doors in front of it. Must be called
+    /// inside a Tokio runtime.
+    pub fn new(config: &Config, store: Store) -> Result<Doors, BuildError> {
+        let pipeline = Arc::new(Pipeline::new(config, store.clone())?);
+        Ok(Doors {
+            mcp: crate::mcp::Endpoint::new(pipeline.clone(), config, store.clone()),
+            pipeline,
+            authenticator: Authenticator::new(store),
+            trusted_proxies: config.trusted_proxies.clone(),
+        })
+    }
+
+    /// The request path behind the doors.
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
+    }
+
+    /// Handle one request from `peer`. Never fails: every error becomes a
+    /// Kubernetes Status, and every response carries the audit id.
+    pub async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        let audit_id = uuid::Uuid::now_v7();
+        // Every log line about this request carries its audit id.
+        let span = tracing::info_span!("request", %audit_id);
+        self.handle_traced(request, peer, audit_id).instrument(span).await
+    }
+
+    async fn handle_traced(
+        &self,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+        audit_id: uuid::Uuid,
+    ) -> Response<Body> {
+        let started = Instant::now();
+        let uri = request.uri();
+        let mut row = AuditRow::arrived(audit_id, request.method(), uri.path(), uri.query());
+        row.client =
+            crate::gateway::headers::client_address(peer.ip(), request.headers(), &self.trusted_proxies).to_string();
+        let mut trace = Trace::new(row);
+        let result = self.route(request, audit_id, &mut trace).await;
+        let response = self.pipeline.respond(&mut trace, result);
+        self.pipeline.finish(trace, response, audit_id, started)
+    }
+
+    async fn route(
+        &self,
+        request: Request<Incoming>,
+        audit_id: uuid::Uuid,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, Status> {
+        let route = router::route(request.uri().path()).inspect_err(|_| trace.row.refused = "path".into())?;
+        trace.audited = !matches!(route, Route::Healthz | Route::Readyz | Route::Metrics);
+        // The doors other than the Kubernetes API are boxed: an async fn's
+        // state is as large as its largest branch, and the MCP server's and
+        // the pages' futures would otherwise be allocated and moved with
+        // every kubectl request (memmove was a tenth of the proxy's CPU).
+        match route {
+            Route::Healthz => Ok(health::text(200, "ok".into())),
+            Route::Readyz => Ok(health::readyz(&self.pipeline)),
+            Route::Metrics => Ok(health::text(200, self.pipeline.metrics.render())),
+            Route::NotFound => Err(Status::path_not_found()),
+            Route::Audit => Box::pin(self.audit_request(request, trace)).await,
+            Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
+            Route::Web(_) => Box::pin(self.web_request(request, trace)).await,
+            Route::Cluster { name, path } => {
+                trace.row.cluster = name.to_string();
+                trace.row.path = bounded(path);
+                let path = path.to_string();
+                self.cluster_request(name.to_string(), &path, request, audit_id, trace)
+                    .await
+            }
+        }
+    }
+
+    /// The approval pages, for people.
+    async fn web_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+        // The page borrows the path: route again from an owned copy, so the
+        // request itself can be handed over.
+        let path = request.uri().path().to_string();
+        trace.row.path = bounded(&path);
+        let Ok(Route::Web(page)) = router::route(&path) else {
+            return Err(Status::path_not_found());
+        };
+        let approvals = self.pipeline.approvals();
+        Ok(crate::approvals::web::serve(approvals, &self.authenticator, page, request, &mut trace.row).await)
+    }
+
+    /// `GET /audit`: rows for admins, authenticated like any request.
+    async fn audit_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+        trace.row.verb = request.method().as_str().to_ascii_lowercase();
+        if request.method() != http::Method::GET {
+            return Err(Status::failure(405, "MethodNotAllowed", "the audit is read with GET"));
+        }
+        let identity = self
+            .authenticator
+            .authenticate(request.headers())
+            .await
+            .map_err(|e| self.unauthorized(e, trace))?;
+        trace.row.identify(&identity);
+        self.pipeline
+            .audit()
+            .serve(&identity, request.uri().query())
+            .await
+            .map_err(|error| {
+                if matches!(error, crate::audit::http::AuditHttpError::NotAdmin(_)) {
+                    trace.row.refused = "not_admin".into();
+                }
+                error.status()
+            })
+    }
+
+    /// `/mcp`: the MCP server, for agent credentials. The bearer token is
+    /// checked before anything reads the body; each tool call then goes
+    /// through [`Pipeline::call`].
+    async fn mcp_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+        trace.row.verb = request.method().as_str().to_ascii_lowercase();
+        let identity = match self.authenticator.authenticate(request.headers()).await {
+            Ok(identity) => identity,
+            Err(error) => {
+                let status = self.unauthorized(error, trace);
+                trace.row.reason = status.reason.clone();
+                return Ok(self.mcp.unauthorized(&status));
+            }
+        };
+        trace.row.identify(&identity);
+        if let Some(agent) = &identity.agent {
+            trace.row.session = agent.id.clone();
+        }
+        Ok(self.mcp.serve(request, identity, &mut trace.row).await)
+    }
+
+    /// A refused credential: counted, noted in the row, and its Status.
+    fn unauthorized(&self, error: AuthError, trace: &mut Trace) -> Status {
+        trace.row.refused = error.reason().into();
+        trace.row.credential_prefix = error.prefix().unwrap_or_default().into();
+        self.pipeline
+            .metrics
+            .rejected_credentials
+            .get_or_create(&metrics::RejectLabels {
+                reason: error.reason().into(),
+            })
+            .inc();
+        if error == AuthError::StoreUnavailable {
+            return Status::unavailable("portcullis cannot check credentials now; try again");
+        }
+        let message = match error {
+            AuthError::Missing => {
+                "Unauthorized: send a portcullis token as 'Authorization: Bearer <token>'".to_string()
+            }
+            other => format!("Unauthorized: {other}"),
+        };
+        Status::unauthorized(message)
+    }
+}

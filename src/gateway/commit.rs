@@ -1,0 +1,29 @@
+//! Commit: a write, or a Secret reveal, is on record before the cluster
+//! sees it (the API server's blocking audit mode): no record, no request.
+
+use super::classify::RequestInfo;
+use super::{Pipeline, Trace};
+use crate::status::Status;
+
+impl Pipeline {
+    /// The commit stage: commit the audit intent of a write or a reveal;
+    /// any other request waits for room when the audit writer lags.
+    pub(super) async fn commit(&self, info: &RequestInfo, reveal_one: bool, trace: &mut Trace) -> Result<(), Status> {
+        if !(info.is_write() || reveal_one) {
+            // Backpressure: when the audit writer lags, new reads wait.
+            self.audit.writer().room().await;
+            return Ok(());
+        }
+        self.audit
+            .writer()
+            .commit_intent(trace.row.clone())
+            .await
+            .map_err(|error| {
+                tracing::error!(%error, "the audit cannot commit: request refused");
+                trace.row.refused = "audit_unavailable".into();
+                Status::unavailable(
+                    "portcullis cannot record this request in its audit now, so it was not sent; try again",
+                )
+            })
+    }
+}

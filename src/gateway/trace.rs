@@ -1,0 +1,112 @@
+//! Trace: what one request's stages learnt, kept as its audit row, and the
+//! request's end — its refusal as a Status, its log line and metrics, and
+//! its audit row attached to the response. Every door ends a request here,
+//! so every request is one row and one line.
+
+use super::{headers, metrics, Pipeline};
+use crate::audit::row::AuditRow;
+use crate::body::Body;
+use crate::status::Status;
+use http::{HeaderValue, Response};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The challenge sent with every 401.
+const CHALLENGE: &str = "Bearer realm=\"portcullis\"";
+
+/// What the request path learnt: the audit row being filled, which the log
+/// line reads too.
+#[derive(Debug)]
+pub struct Trace {
+    /// The request's audit row, filled in by each stage.
+    pub row: AuditRow,
+    /// Request body bytes forwarded, counted by `forward`.
+    pub sent: Arc<AtomicU64>,
+    /// Probes and scrapes are not audited.
+    pub audited: bool,
+}
+
+impl Trace {
+    /// The trace of a request whose row is `row`.
+    pub fn new(row: AuditRow) -> Trace {
+        Trace {
+            row,
+            sent: Arc::default(),
+            audited: true,
+        }
+    }
+}
+
+impl Pipeline {
+    /// Turn a refusal into its Status response (a 401 with the challenge).
+    pub fn respond(&self, trace: &mut Trace, result: Result<Response<Body>, Status>) -> Response<Body> {
+        match result {
+            Ok(response) => response,
+            Err(status) => {
+                trace.row.reason = status.reason.clone();
+                let challenge = status.code == 401;
+                let mut response = status.response();
+                if challenge {
+                    response
+                        .headers_mut()
+                        .insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+                }
+                response
+            }
+        }
+    }
+
+    /// Stamp the audit id, log the request, and arrange for its audit row.
+    pub fn finish(
+        &self,
+        trace: Trace,
+        mut response: Response<Body>,
+        audit_id: uuid::Uuid,
+        started: Instant,
+    ) -> Response<Body> {
+        response
+            .headers_mut()
+            .insert("audit-id", headers::audit_id_value(audit_id));
+        self.record(&trace, response.status().as_u16(), started);
+        if !trace.audited {
+            return response;
+        }
+        // Written when the body ends or an upgraded stream closes, so that
+        // bytes and truncation are known.
+        crate::audit::record::attach(self.audit.writer(), trace.row, trace.sent, response)
+    }
+
+    /// The request's log line (the audit id comes from its span) and
+    /// metrics. The line is at debug: the audit row is the record of every
+    /// request, and formatting and writing a line per request cost the
+    /// proxy more than a sixth of its CPU on small GETs (benches/RESULTS.md).
+    fn record(&self, trace: &Trace, code: u16, started: Instant) {
+        use crate::text::Escaped;
+        let row = &trace.row;
+        if !row.cluster.is_empty() {
+            self.metrics
+                .requests
+                .get_or_create(&metrics::RequestLabels {
+                    cluster: row.cluster.clone(),
+                    verb: row.verb.clone(),
+                    code,
+                })
+                .inc();
+        }
+        // Escaped: the path (and the cluster and verb read from it) are the
+        // client's, and a raw newline or escape sequence would forge a line.
+        tracing::debug!(
+            cluster = %Escaped(&row.cluster),
+            principal = %format_args!("{}:{}", row.principal_kind, Escaped(&row.login)),
+            client = %row.client,
+            method = %Escaped(&row.method),
+            path = %Escaped(&row.path),
+            verb = %Escaped(&row.verb),
+            code,
+            refused = %row.refused,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "request"
+        );
+    }
+}
