@@ -80,6 +80,16 @@ impl LogOptions {
 
     /// `ValidatePodLogOptions`: 422 Invalid naming each bad field.
     fn validate(&self, name: &str) -> Result<(), Status> {
+        let causes = self.problems();
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(invalid_options(name, causes))
+    }
+
+    /// What is wrong with these options, one cause per field, in the order
+    /// kube-apiserver checks them.
+    fn problems(&self) -> Vec<StatusCause> {
         let mut causes = Vec::new();
         let mut invalid = |field: &str, value: i64, msg: &str| {
             causes.push(StatusCause {
@@ -104,36 +114,39 @@ impl LogOptions {
                 field: String::new(),
             });
         }
-        if causes.is_empty() {
-            return Ok(());
-        }
-        let listed: Vec<String> = causes
-            .iter()
-            .map(|c| {
-                if c.field.is_empty() {
-                    c.message.clone()
-                } else {
-                    format!("{}: {}", c.field, c.message)
-                }
-            })
-            .collect();
-        let message = if listed.len() == 1 {
-            listed[0].clone()
-        } else {
-            format!("[{}]", listed.join(", "))
-        };
-        Err(Status::failure(
-            422,
-            "Invalid",
-            format!("PodLogOptions \"{name}\" is invalid: {message}"),
-        )
-        .with_details(StatusDetails {
-            name: name.into(),
-            kind: "PodLogOptions".into(),
-            causes,
-            ..Default::default()
-        }))
+        causes
     }
+}
+
+/// The 422 Invalid Status for pod `name`'s log options, its message listing
+/// the causes as kube-apiserver's aggregate error does.
+fn invalid_options(name: &str, causes: Vec<StatusCause>) -> Status {
+    let listed: Vec<String> = causes
+        .iter()
+        .map(|c| {
+            if c.field.is_empty() {
+                c.message.clone()
+            } else {
+                format!("{}: {}", c.field, c.message)
+            }
+        })
+        .collect();
+    let message = if listed.len() == 1 {
+        listed[0].clone()
+    } else {
+        format!("[{}]", listed.join(", "))
+    };
+    Status::failure(
+        422,
+        "Invalid",
+        format!("PodLogOptions \"{name}\" is invalid: {message}"),
+    )
+    .with_details(StatusDetails {
+        name: name.into(),
+        kind: "PodLogOptions".into(),
+        causes,
+        ..Default::default()
+    })
 }
 
 const PATHS: &[(&str, &str, u16)] = &[

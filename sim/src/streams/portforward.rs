@@ -18,7 +18,7 @@
 //! message on the error stream, then both streams close.
 
 use super::pod::PodInfo;
-use super::spdy::{self, frame::header, Event};
+use super::spdy::{self, frame::header, Conn, Event};
 use super::upgrade::{Upgraded, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -67,42 +67,17 @@ where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
     let (conn, mut events) = spdy::serve(io);
-    let mut pairs: HashMap<String, Pair> = HashMap::new();
-    // data stream id -> (error stream id, request id)
-    let mut active: HashMap<u32, (u32, String)> = HashMap::new();
+    let mut forwards = Forwards::default();
     let mut last_id = 0;
     while let Some(event) = events.recv().await {
         match event {
             Event::Open { id, headers } => {
                 last_id = last_id.max(id);
-                let Some((port, kind)) = validate(&headers) else {
-                    conn.refuse(id);
-                    continue;
-                };
-                conn.reply(id);
-                let request =
-                    header(&headers, "requestid").map_or_else(|| legacy_request_id(id, &kind), str::to_string);
-                let pair = pairs.entry(request.clone()).or_default();
-                pair.port = port;
-                if kind == "data" {
-                    pair.data = Some(id)
-                } else {
-                    pair.error = Some(id)
-                }
-                if let (Some(data), Some(error)) = (pair.data, pair.error) {
-                    pairs.remove(&request);
-                    if pod.listens_on(port) {
-                        active.insert(data, (error, request));
-                    } else {
-                        conn.data(error, refused(&pod, port));
-                        conn.fin(error);
-                        conn.fin(data);
-                    }
-                }
+                forwards.open(&conn, &pod, id, &headers);
             }
-            Event::Data { id, data } if active.contains_key(&id) => conn.data(id, data),
+            Event::Data { id, data } if forwards.active.contains_key(&id) => conn.data(id, data),
             Event::Fin { id } | Event::Reset { id } => {
-                if let Some((error, _)) = active.remove(&id) {
+                if let Some((error, _)) = forwards.active.remove(&id) {
                     conn.fin(id);
                     conn.fin(error);
                 }
@@ -112,6 +87,45 @@ where
         }
     }
     conn.close(last_id);
+}
+
+/// The forwarded connections of one SPDY session.
+#[derive(Debug, Default)]
+struct Forwards {
+    /// Request id -> the streams of a connection opened so far.
+    pairs: HashMap<String, Pair>,
+    /// data stream id -> (error stream id, request id)
+    active: HashMap<u32, (u32, String)>,
+}
+
+impl Forwards {
+    /// The client opened stream `id`: accept it if valid and, once both
+    /// streams of its connection are there, echo the port or refuse it.
+    fn open(&mut self, conn: &Conn, pod: &PodInfo, id: u32, headers: &spdy::frame::Headers) {
+        let Some((port, kind)) = validate(headers) else {
+            conn.refuse(id);
+            return;
+        };
+        conn.reply(id);
+        let request = header(headers, "requestid").map_or_else(|| legacy_request_id(id, &kind), str::to_string);
+        let pair = self.pairs.entry(request.clone()).or_default();
+        pair.port = port;
+        if kind == "data" {
+            pair.data = Some(id)
+        } else {
+            pair.error = Some(id)
+        }
+        if let (Some(data), Some(error)) = (pair.data, pair.error) {
+            self.pairs.remove(&request);
+            if pod.listens_on(port) {
+                self.active.insert(data, (error, request));
+            } else {
+                conn.data(error, refused(pod, port));
+                conn.fin(error);
+                conn.fin(data);
+            }
+        }
+    }
 }
 
 /// Old clients send no `requestid`: derive it from the stream ids as the

@@ -66,66 +66,18 @@ pub fn run<'a>(c: &'a Container, sh: &'a mut Shell, argv: Vec<String>, io: &'a m
         let Some(first) = argv.first() else { return 0 };
         let name = first.rsplit('/').next().unwrap_or(first).to_string();
         let args = &argv[1..];
+        if let Some(text) = fact(c, sh, &name, args) {
+            io.out(text);
+            return 0;
+        }
         match name.as_str() {
             "sh" | "bash" | "ash" | "dash" => sh_command(c, sh, args, io).await,
-            "exit" => {
-                let code = args.first().map_or_else(|| last_status(sh), |a| a.parse().unwrap_or(2));
-                sh.exit = Some(code);
-                code
-            }
-            "cd" => {
-                let target = fs::normalize(&sh.cwd, args.first().map_or("/root", String::as_str));
-                if fs::lock(&c.fs).is_dir(&target) {
-                    sh.cwd = target;
-                    0
-                } else {
-                    io.err(format!(
-                        "sh: cd: can't cd to {}: No such file or directory\n",
-                        args.first().map_or("", String::as_str)
-                    ));
-                    2
-                }
-            }
-            "export" => {
-                for arg in args {
-                    if let Some((k, v)) = arg.split_once('=') {
-                        sh.vars.insert(k.into(), v.into());
-                    }
-                }
-                0
-            }
+            "exit" => exit(sh, args),
+            "cd" => cd(c, sh, args, io),
+            "export" => export(sh, args),
             "true" | ":" => 0,
             "false" => 1,
             "echo" => echo(args, io),
-            "pwd" => {
-                io.out(format!("{}\n", sh.cwd));
-                0
-            }
-            "hostname" => {
-                io.out(format!("{}\n", c.pod));
-                0
-            }
-            "whoami" => {
-                io.out("root\n");
-                0
-            }
-            "id" => {
-                io.out("uid=0(root) gid=0(root) groups=0(root)\n");
-                0
-            }
-            "uname" => {
-                let all = args.iter().any(|a| a == "-a");
-                io.out(if all {
-                    format!("Linux {} 6.8.0-sim #1 SMP x86_64 GNU/Linux\n", c.pod)
-                } else {
-                    "Linux\n".into()
-                });
-                0
-            }
-            "date" => {
-                io.out(chrono::Utc::now().format("%a %b %e %H:%M:%S UTC %Y\n").to_string());
-                0
-            }
             "env" | "printenv" => env(sh, &name, args, io),
             "sleep" => sleep(args, io).await,
             "cat" => files::cat(c, sh, args, io).await,
@@ -142,6 +94,51 @@ pub fn run<'a>(c: &'a Container, sh: &'a mut Shell, argv: Vec<String>, io: &'a m
             }
         }
     })
+}
+
+/// The output of a command that only prints a fact about the container or
+/// the shell (`pwd`, `hostname`, `uname`, ...); `None` for any other command.
+fn fact(c: &Container, sh: &Shell, name: &str, args: &[String]) -> Option<String> {
+    Some(match name {
+        "pwd" => format!("{}\n", sh.cwd),
+        "hostname" => format!("{}\n", c.pod),
+        "whoami" => "root\n".into(),
+        "id" => "uid=0(root) gid=0(root) groups=0(root)\n".into(),
+        "uname" if args.iter().any(|a| a == "-a") => format!("Linux {} 6.8.0-sim #1 SMP x86_64 GNU/Linux\n", c.pod),
+        "uname" => "Linux\n".into(),
+        "date" => chrono::Utc::now().format("%a %b %e %H:%M:%S UTC %Y\n").to_string(),
+        _ => return None,
+    })
+}
+
+/// `exit [n]`: stop the shell, with the last command's status by default.
+fn exit(sh: &mut Shell, args: &[String]) -> i32 {
+    let code = args.first().map_or_else(|| last_status(sh), |a| a.parse().unwrap_or(2));
+    sh.exit = Some(code);
+    code
+}
+
+fn cd(c: &Container, sh: &mut Shell, args: &[String], io: &Stdio) -> i32 {
+    let target = fs::normalize(&sh.cwd, args.first().map_or("/root", String::as_str));
+    if fs::lock(&c.fs).is_dir(&target) {
+        sh.cwd = target;
+        0
+    } else {
+        io.err(format!(
+            "sh: cd: can't cd to {}: No such file or directory\n",
+            args.first().map_or("", String::as_str)
+        ));
+        2
+    }
+}
+
+fn export(sh: &mut Shell, args: &[String]) -> i32 {
+    for arg in args {
+        if let Some((k, v)) = arg.split_once('=') {
+            sh.vars.insert(k.into(), v.into());
+        }
+    }
+    0
 }
 
 fn last_status(sh: &Shell) -> i32 {

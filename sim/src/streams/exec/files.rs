@@ -263,7 +263,14 @@ pub async fn tail(c: &Container, sh: &Shell, args: &[String], io: &mut Stdio) ->
         io.err(format!("tail: invalid number '{spec}'\n"));
         return 1;
     };
-    let out: &[u8] = if bytes_mode {
+    io.out(tail_of(&data, bytes_mode, from_start, n));
+    0
+}
+
+/// The part of `data` tail prints: the last `n` bytes or lines, or from the
+/// `n`th on (`+N`); a final newline does not start another line.
+fn tail_of(data: &[u8], bytes_mode: bool, from_start: bool, n: usize) -> &[u8] {
+    if bytes_mode {
         if from_start {
             &data[n.saturating_sub(1).min(data.len())..]
         } else {
@@ -284,9 +291,7 @@ pub async fn tail(c: &Container, sh: &Shell, args: &[String], io: &mut Stdio) ->
             starts.len().saturating_sub(n)
         };
         starts.get(index).map_or(&data[data.len()..], |&s| &data[s..])
-    };
-    io.out(out);
-    0
+    }
 }
 
 /// An output appending to `file` (for `2> file`).

@@ -22,144 +22,181 @@ pub struct SyntaxError(pub String);
 /// Split `line` into tokens, expanding `$NAME`, `${NAME}` and `$?` from
 /// `vars` outside single quotes.
 pub fn tokenize(line: &str, vars: &BTreeMap<String, String>) -> Result<Vec<Token>, SyntaxError> {
-    let mut tokens = Vec::new();
-    let mut chars = line.chars().peekable();
-    let mut word = String::new();
-    let mut in_word = false;
-    while let Some(c) = chars.next() {
+    let mut lexer = Lexer {
+        chars: line.chars().peekable(),
+        vars,
+        tokens: Vec::new(),
+        word: String::new(),
+        in_word: false,
+    };
+    while let Some(c) = lexer.chars.next() {
         match c {
-            ' ' | '\t' => flush(&mut tokens, &mut word, &mut in_word),
+            ' ' | '\t' => lexer.flush(),
             '\n' | ';' => {
-                flush(&mut tokens, &mut word, &mut in_word);
-                tokens.push(Token::Op(";"));
+                lexer.flush();
+                lexer.tokens.push(Token::Op(";"));
             }
-            '>' if chars.peek() == Some(&'&') || (in_word && (word == "1" || word == "2")) => {
-                // `>&2`, `1>&2`, `2>&1`, `2>file`: file-descriptor redirects.
-                let fd = if in_word && (word == "1" || word == "2") {
-                    std::mem::take(&mut word)
-                } else {
-                    "1".into()
-                };
-                in_word = false;
-                flush(&mut tokens, &mut word, &mut in_word);
-                let dup = chars.peek() == Some(&'&');
-                if dup {
-                    chars.next();
-                }
-                let target = if dup { chars.next() } else { None };
-                tokens.push(Token::Op(match (fd.as_str(), target) {
-                    ("1", Some('2')) => ">&2",
-                    ("2", Some('1')) => "2>&1",
-                    ("1", Some('1')) | ("2", Some('2')) => "",
-                    ("2", None) => "2>",
-                    ("1", None) => ">",
-                    _ => return Err(SyntaxError("bad fd number".into())),
-                }));
-            }
-            '&' | '|' | '>' => {
-                flush(&mut tokens, &mut word, &mut in_word);
-                let doubled = chars.peek() == Some(&c);
-                if doubled {
-                    chars.next();
-                }
-                tokens.push(Token::Op(match (c, doubled) {
-                    ('&', true) => "&&",
-                    ('|', true) => "||",
-                    ('|', false) => "|",
-                    ('>', true) => ">>",
-                    ('>', false) => ">",
-                    _ => return Err(SyntaxError("\"&\" unexpected".into())),
-                }));
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(ch) => word.push(ch),
-                        None => return Err(SyntaxError("Unterminated quoted string".into())),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(ch @ ('"' | '\\' | '$')) => word.push(ch),
-                            Some(ch) => {
-                                word.push('\\');
-                                word.push(ch);
-                            }
-                            None => return Err(SyntaxError("Unterminated quoted string".into())),
-                        },
-                        Some('$') => expand(&mut chars, vars, &mut word),
-                        Some(ch) => word.push(ch),
-                        None => return Err(SyntaxError("Unterminated quoted string".into())),
-                    }
-                }
-            }
+            '>' if lexer.at_fd_redirect() => lexer.fd_redirect()?,
+            '&' | '|' | '>' => lexer.operator(c)?,
+            '\'' => lexer.single_quoted()?,
+            '"' => lexer.double_quoted()?,
             '\\' => {
-                in_word = true;
-                if let Some(ch) = chars.next() {
-                    word.push(ch);
+                lexer.in_word = true;
+                if let Some(ch) = lexer.chars.next() {
+                    lexer.word.push(ch);
                 }
             }
             '$' => {
-                in_word = true;
-                expand(&mut chars, vars, &mut word);
+                lexer.in_word = true;
+                lexer.expand();
             }
-            '#' if !in_word => break,
+            '#' if !lexer.in_word => break,
             ch => {
-                in_word = true;
-                word.push(ch);
+                lexer.in_word = true;
+                lexer.word.push(ch);
             }
         }
     }
-    flush(&mut tokens, &mut word, &mut in_word);
-    Ok(tokens)
+    lexer.flush();
+    Ok(lexer.tokens)
 }
 
-fn flush(tokens: &mut Vec<Token>, word: &mut String, in_word: &mut bool) {
-    if *in_word {
-        tokens.push(Token::Word(std::mem::take(word)));
-        *in_word = false;
-    }
+type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+/// The tokenizer's state: the rest of the line, the tokens so far and the
+/// word being built (a quoted empty string is still a word, hence `in_word`).
+struct Lexer<'a> {
+    chars: Chars<'a>,
+    vars: &'a BTreeMap<String, String>,
+    tokens: Vec<Token>,
+    word: String,
+    in_word: bool,
 }
 
-fn expand(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, vars: &BTreeMap<String, String>, word: &mut String) {
-    let mut name = String::new();
-    match chars.peek() {
-        Some('{') => {
-            chars.next();
-            for ch in chars.by_ref() {
-                if ch == '}' {
-                    break;
-                }
-                name.push(ch);
-            }
+impl Lexer<'_> {
+    fn flush(&mut self) {
+        if self.in_word {
+            self.tokens.push(Token::Word(std::mem::take(&mut self.word)));
+            self.in_word = false;
         }
-        Some('?') => {
-            chars.next();
-            name.push('?');
+    }
+
+    /// `>&`, or `>` right after a lone `1` or `2`: a file-descriptor redirect.
+    fn at_fd_redirect(&mut self) -> bool {
+        self.chars.peek() == Some(&'&') || (self.in_word && (self.word == "1" || self.word == "2"))
+    }
+
+    /// `>&2`, `1>&2`, `2>&1`, `2>file`: file-descriptor redirects.
+    fn fd_redirect(&mut self) -> Result<(), SyntaxError> {
+        let fd = if self.in_word && (self.word == "1" || self.word == "2") {
+            std::mem::take(&mut self.word)
+        } else {
+            "1".into()
+        };
+        self.in_word = false;
+        self.flush();
+        let dup = self.chars.peek() == Some(&'&');
+        if dup {
+            self.chars.next();
         }
-        _ => {
-            while let Some(&ch) = chars.peek() {
-                if !(ch.is_ascii_alphanumeric() || ch == '_') {
-                    break;
-                }
-                name.push(ch);
-                chars.next();
-            }
-            if name.is_empty() {
-                word.push('$');
-                return;
+        let target = if dup { self.chars.next() } else { None };
+        self.tokens.push(Token::Op(match (fd.as_str(), target) {
+            ("1", Some('2')) => ">&2",
+            ("2", Some('1')) => "2>&1",
+            ("1", Some('1')) | ("2", Some('2')) => "",
+            ("2", None) => "2>",
+            ("1", None) => ">",
+            _ => return Err(SyntaxError("bad fd number".into())),
+        }));
+        Ok(())
+    }
+
+    /// `&&`, `|`, `||`, `>` or `>>`; a lone `&` (background) is not supported.
+    fn operator(&mut self, c: char) -> Result<(), SyntaxError> {
+        self.flush();
+        let doubled = self.chars.peek() == Some(&c);
+        if doubled {
+            self.chars.next();
+        }
+        self.tokens.push(Token::Op(match (c, doubled) {
+            ('&', true) => "&&",
+            ('|', true) => "||",
+            ('|', false) => "|",
+            ('>', true) => ">>",
+            ('>', false) => ">",
+            _ => return Err(SyntaxError("\"&\" unexpected".into())),
+        }));
+        Ok(())
+    }
+
+    /// `'...'`: everything literal up to the closing quote.
+    fn single_quoted(&mut self) -> Result<(), SyntaxError> {
+        self.in_word = true;
+        loop {
+            match self.chars.next() {
+                Some('\'') => return Ok(()),
+                Some(ch) => self.word.push(ch),
+                None => return Err(SyntaxError("Unterminated quoted string".into())),
             }
         }
     }
-    if let Some(value) = vars.get(&name) {
-        word.push_str(value);
+
+    /// `"..."`: `$` expands, and `\` escapes only `"`, `\` and `$`.
+    fn double_quoted(&mut self) -> Result<(), SyntaxError> {
+        self.in_word = true;
+        loop {
+            match self.chars.next() {
+                Some('"') => return Ok(()),
+                Some('\\') => match self.chars.next() {
+                    Some(ch @ ('"' | '\\' | '$')) => self.word.push(ch),
+                    Some(ch) => {
+                        self.word.push('\\');
+                        self.word.push(ch);
+                    }
+                    None => return Err(SyntaxError("Unterminated quoted string".into())),
+                },
+                Some('$') => self.expand(),
+                Some(ch) => self.word.push(ch),
+                None => return Err(SyntaxError("Unterminated quoted string".into())),
+            }
+        }
+    }
+
+    /// `$NAME`, `${NAME}` or `$?`: the variable's value (nothing if unset);
+    /// a `$` before anything else stays a `$`.
+    fn expand(&mut self) {
+        let mut name = String::new();
+        match self.chars.peek() {
+            Some('{') => {
+                self.chars.next();
+                for ch in self.chars.by_ref() {
+                    if ch == '}' {
+                        break;
+                    }
+                    name.push(ch);
+                }
+            }
+            Some('?') => {
+                self.chars.next();
+                name.push('?');
+            }
+            _ => {
+                while let Some(&ch) = self.chars.peek() {
+                    if !(ch.is_ascii_alphanumeric() || ch == '_') {
+                        break;
+                    }
+                    name.push(ch);
+                    self.chars.next();
+                }
+                if name.is_empty() {
+                    self.word.push('$');
+                    return;
+                }
+            }
+        }
+        if let Some(value) = self.vars.get(&name) {
+            self.word.push_str(value);
+        }
     }
 }
 

@@ -36,6 +36,36 @@ struct Streams {
     last_id: u32,
 }
 
+impl Streams {
+    fn id(&self, kind: &str) -> Option<u32> {
+        self.by_type.get(kind).copied()
+    }
+
+    /// The process's stdio wired to the streams the client opened; output
+    /// for a stream it did not open is dropped.
+    fn stdio(&self, conn: &Conn, stdin_rx: mpsc::UnboundedReceiver<Bytes>, tty: bool) -> Stdio {
+        let output = |stream: Option<u32>| -> Output {
+            match stream {
+                Some(sid) => {
+                    let conn = conn.clone();
+                    Arc::new(move |data: Bytes| conn.data(sid, data))
+                }
+                None => discard(),
+            }
+        };
+        Stdio {
+            stdin: if self.id("stdin").is_some() {
+                Stdin::Stream(stdin_rx)
+            } else {
+                Stdin::None
+            },
+            stdout: output(self.id("stdout")),
+            stderr: output(self.id("stderr")),
+            tty,
+        }
+    }
+}
+
 fn expected(opts: &ExecOptions, protocol: &str) -> usize {
     let resize = opts.tty
         && matches!(
@@ -53,8 +83,32 @@ where
     let (conn, mut events) = spdy::serve(io);
     let (stdin_tx, stdin_rx) = mpsc::unbounded_channel::<Bytes>();
     let mut stdin_tx = Some(stdin_tx);
-    let mut streams = Streams::default();
     let want = expected(&opts, &protocol);
+    let Some(streams) = open_streams(&conn, &mut events, want).await else {
+        return;
+    };
+    let stdio = streams.stdio(&conn, stdin_rx, opts.tty);
+    let finish = Finish {
+        conn: conn.clone(),
+        error: streams.id("error"),
+        ours: streams.by_type.values().copied().collect(),
+        last_id: streams.last_id,
+        json: matches!(protocol.as_str(), "v4.channel.k8s.io" | "v5.channel.k8s.io"),
+    };
+    let process = tokio::spawn(async move {
+        let code = run_process(&container, &opts, stdio).await;
+        finish.done(code, &opts.command);
+    });
+    feed_stdin(&conn, &mut events, streams.id("stdin"), &mut stdin_tx).await;
+    // The client went away (or the process finished and closed): stop it.
+    process.abort();
+}
+
+/// Reply to each stream the client opens until the `want` expected ones are
+/// there; `None`, with the connection closed, if the client goes away or
+/// takes longer than the kubelet would wait.
+async fn open_streams(conn: &Conn, events: &mut mpsc::UnboundedReceiver<Event>, want: usize) -> Option<Streams> {
+    let mut streams = Streams::default();
     let wait = tokio::time::timeout(STREAM_CREATION_TIMEOUT, async {
         while streams.by_type.len() < want {
             match events.recv().await {
@@ -74,55 +128,32 @@ where
     });
     if !matches!(wait.await, Ok(true)) {
         conn.close(streams.last_id);
-        return;
+        return None;
     }
-    let id = |kind: &str| streams.by_type.get(kind).copied();
-    let output = |stream: Option<u32>| -> Output {
-        match stream {
-            Some(sid) => {
-                let conn = conn.clone();
-                Arc::new(move |data: Bytes| conn.data(sid, data))
-            }
-            None => discard(),
-        }
-    };
-    let stdio = Stdio {
-        stdin: if id("stdin").is_some() {
-            Stdin::Stream(stdin_rx)
-        } else {
-            Stdin::None
-        },
-        stdout: output(id("stdout")),
-        stderr: output(id("stderr")),
-        tty: opts.tty,
-    };
-    let finish = Finish {
-        conn: conn.clone(),
-        error: id("error"),
-        ours: streams.by_type.values().copied().collect(),
-        last_id: streams.last_id,
-        json: matches!(protocol.as_str(), "v4.channel.k8s.io" | "v5.channel.k8s.io"),
-    };
-    let process = tokio::spawn(async move {
-        let code = run_process(&container, &opts, stdio).await;
-        finish.done(code, &opts.command);
-    });
-    let stdin_id = id("stdin");
+    Some(streams)
+}
+
+/// Pass the client's stdin stream to the process until the connection
+/// closes; a stream the client opens late is still replied to.
+async fn feed_stdin(
+    conn: &Conn,
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    stdin_id: Option<u32>,
+    stdin_tx: &mut Option<mpsc::UnboundedSender<Bytes>>,
+) {
     while let Some(event) = events.recv().await {
         match event {
             Event::Data { id, data } if Some(id) == stdin_id => {
-                if let Some(tx) = &stdin_tx {
+                if let Some(tx) = stdin_tx {
                     let _ = tx.send(data);
                 }
             }
-            Event::Fin { id } | Event::Reset { id } if Some(id) == stdin_id => stdin_tx = None,
+            Event::Fin { id } | Event::Reset { id } if Some(id) == stdin_id => *stdin_tx = None,
             Event::Open { id, .. } => conn.reply(id),
             Event::Closed => break,
             _ => {}
         }
     }
-    // The client went away (or the process finished and closed): stop it.
-    process.abort();
 }
 
 /// What to send when the process ends.

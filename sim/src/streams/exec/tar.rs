@@ -171,34 +171,40 @@ pub fn read(archive: &[u8]) -> Result<Vec<Entry>, TarError> {
             b'L' => long_name = Some(cstr(data)),
             b'x' => long_name = pax_path(data).or(long_name),
             b'g' => {}
-            _ => {
-                let mut name = cstr(&h[..100]);
-                if &h[257..262] == b"ustar" && h[345] != 0 {
-                    name = format!("{}/{}", cstr(&h[345..500]), name);
-                }
-                let name = long_name.take().unwrap_or(name);
-                let name = name
-                    .trim_start_matches("./")
-                    .trim_start_matches('/')
-                    .trim_end_matches('/');
-                let kind = match typeflag {
-                    b'0' | 0 | b'7' => EntryKind::File(Bytes::copy_from_slice(data)),
-                    b'5' => EntryKind::Dir,
-                    _ => EntryKind::Other,
-                };
-                let mode = parse_number(&h[100..108]) as u32;
-                if !name.is_empty() {
-                    entries.push(Entry {
-                        name: name.to_string(),
-                        kind,
-                        mode,
-                    });
-                }
-            }
+            _ => entries.extend(member(h, data, long_name.take())),
         }
     }
     // Go's reader accepts an archive without end blocks; so do we.
     Ok(entries)
+}
+
+/// The member a regular header describes, named by the long name before
+/// it if there was one, else by the ustar prefix and name; `None` for the
+/// archive's root.
+fn member(h: &[u8], data: &[u8], long_name: Option<String>) -> Option<Entry> {
+    let mut name = cstr(&h[..100]);
+    if &h[257..262] == b"ustar" && h[345] != 0 {
+        name = format!("{}/{}", cstr(&h[345..500]), name);
+    }
+    let name = long_name.unwrap_or(name);
+    let name = name
+        .trim_start_matches("./")
+        .trim_start_matches('/')
+        .trim_end_matches('/');
+    let kind = match h[156] {
+        b'0' | 0 | b'7' => EntryKind::File(Bytes::copy_from_slice(data)),
+        b'5' => EntryKind::Dir,
+        _ => EntryKind::Other,
+    };
+    let mode = parse_number(&h[100..108]) as u32;
+    if name.is_empty() {
+        return None;
+    }
+    Some(Entry {
+        name: name.to_string(),
+        kind,
+        mode,
+    })
 }
 
 #[cfg(test)]

@@ -61,14 +61,7 @@ pub async fn serve(mut ws: WebSocket, protocol: String, container: Container, op
     let (stdin_tx, stdin_rx) = mpsc::unbounded_channel::<Bytes>();
     let mut stdin_tx = opts.stdin.then_some(stdin_tx);
     // Tell the client the streams are established.
-    let first = if opts.stdout {
-        STDOUT
-    } else if opts.stderr {
-        STDERR
-    } else {
-        ERROR
-    };
-    let _ = out_tx.send(Out::Message(first, Bytes::new()));
+    let _ = out_tx.send(Out::Message(first_channel(&opts), Bytes::new()));
     let stdio = Stdio {
         stdin: if opts.stdin {
             Stdin::Stream(stdin_rx)
@@ -79,32 +72,63 @@ pub async fn serve(mut ws: WebSocket, protocol: String, container: Container, op
         stderr: channel_output(&out_tx, STDERR, opts.stderr),
         tty: opts.tty,
     };
-    let process = {
-        let out_tx = out_tx.clone();
-        tokio::spawn(async move {
-            let code = run_process(&container, &opts, stdio).await;
-            let status = if json {
-                exit_status(code, &opts.command, Reporter::Translator)
-            } else {
-                exit_text(code, &opts.command)
-            };
-            if json || !status.is_empty() {
-                let _ = out_tx.send(Out::Message(ERROR, status));
-            }
-            let _ = out_tx.send(Out::Finish);
-        })
-    };
+    let process = spawn_process(container, opts, stdio, json, out_tx.clone());
     drop(out_tx);
+    relay(&mut ws, &mut out_rx, &mut stdin_tx, v5).await;
+    process.abort();
+}
+
+/// The lowest channel the server writes: its first, empty message goes there.
+fn first_channel(opts: &ExecOptions) -> u8 {
+    if opts.stdout {
+        STDOUT
+    } else if opts.stderr {
+        STDERR
+    } else {
+        ERROR
+    }
+}
+
+/// Run the process, then queue its exit Status (on channel 3) and the close.
+fn spawn_process(
+    container: Container,
+    opts: ExecOptions,
+    stdio: Stdio,
+    json: bool,
+    out_tx: mpsc::UnboundedSender<Out>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let code = run_process(&container, &opts, stdio).await;
+        let status = if json {
+            exit_status(code, &opts.command, Reporter::Translator)
+        } else {
+            exit_text(code, &opts.command)
+        };
+        if json || !status.is_empty() {
+            let _ = out_tx.send(Out::Message(ERROR, status));
+        }
+        let _ = out_tx.send(Out::Finish);
+    })
+}
+
+/// Carry the client's stdin to the process and the process's output to the
+/// client, until either side ends.
+async fn relay(
+    ws: &mut WebSocket,
+    out_rx: &mut mpsc::UnboundedReceiver<Out>,
+    stdin_tx: &mut Option<mpsc::UnboundedSender<Bytes>>,
+    v5: bool,
+) {
     loop {
         tokio::select! {
             incoming = ws.next() => match incoming {
                 Some(Ok(Message::Binary(data))) => match data.first() {
                     Some(&STDIN) => {
-                        if let Some(tx) = &stdin_tx {
+                        if let Some(tx) = stdin_tx {
                             let _ = tx.send(data.slice(1..));
                         }
                     }
-                    Some(&CLOSE) if v5 && data.get(1) == Some(&STDIN) => stdin_tx = None,
+                    Some(&CLOSE) if v5 && data.get(1) == Some(&STDIN) => *stdin_tx = None,
                     _ => {}
                 },
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
@@ -120,13 +144,12 @@ pub async fn serve(mut ws: WebSocket, protocol: String, container: Container, op
                     }
                 }
                 Some(Out::Finish) | None => {
-                    close(&mut ws).await;
+                    close(ws).await;
                     break;
                 }
             },
         }
     }
-    process.abort();
 }
 
 /// Close normally and wait (briefly) for the client's close reply.

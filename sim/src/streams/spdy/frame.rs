@@ -157,48 +157,47 @@ pub fn encode(frame: &Frame, encoder: &mut HeaderEncoder) -> Result<Bytes, Frame
             stream_id,
             fin,
             headers,
-        }
-        | Frame::Headers {
+        } => put_headers(&mut out, 2, *stream_id, *fin, &encoder.encode(headers)?)?,
+        Frame::Headers {
             stream_id,
             fin,
             headers,
-        } => {
-            let kind = if matches!(frame, Frame::SynReply { .. }) { 2 } else { 8 };
-            let block = encoder.encode(headers)?;
-            control(&mut out, kind, u8::from(*fin), 4 + block.len())?;
-            out.put_u32(*stream_id);
-            out.put_slice(&block);
-        }
-        Frame::RstStream { stream_id, status } => {
-            control(&mut out, 3, 0, 8)?;
-            out.put_u32(*stream_id);
-            out.put_u32(*status);
-        }
-        Frame::Settings(entries) => {
-            control(&mut out, 4, 0, 4 + 8 * entries.len())?;
-            out.put_u32(entries.len() as u32);
-            for (flags, id, value) in entries {
-                out.put_u32((u32::from(*flags) << 24) | (id & 0xff_ffff));
-                out.put_u32(*value);
-            }
-        }
-        Frame::Ping(id) => {
-            control(&mut out, 6, 0, 4)?;
-            out.put_u32(*id);
-        }
-        Frame::GoAway { last_good, status } => {
-            control(&mut out, 7, 0, 8)?;
-            out.put_u32(*last_good);
-            out.put_u32(*status);
-        }
-        Frame::WindowUpdate { stream_id, delta } => {
-            control(&mut out, 9, 0, 8)?;
-            out.put_u32(*stream_id);
-            out.put_u32(*delta);
-        }
+        } => put_headers(&mut out, 8, *stream_id, *fin, &encoder.encode(headers)?)?,
+        Frame::RstStream { stream_id, status } => put_words(&mut out, 3, &[*stream_id, *status])?,
+        Frame::Settings(entries) => put_settings(&mut out, entries)?,
+        Frame::Ping(id) => put_words(&mut out, 6, &[*id])?,
+        Frame::GoAway { last_good, status } => put_words(&mut out, 7, &[*last_good, *status])?,
+        Frame::WindowUpdate { stream_id, delta } => put_words(&mut out, 9, &[*stream_id, *delta])?,
         Frame::Unknown(_) => {}
     }
     Ok(out.freeze())
+}
+
+/// SYN_REPLY and HEADERS: a stream id, then the compressed header block.
+fn put_headers(out: &mut BytesMut, kind: u16, stream_id: u32, fin: bool, block: &[u8]) -> Result<(), FrameError> {
+    control(out, kind, u8::from(fin), 4 + block.len())?;
+    out.put_u32(stream_id);
+    out.put_slice(block);
+    Ok(())
+}
+
+/// A control frame whose payload is a few 32-bit words.
+fn put_words(out: &mut BytesMut, kind: u16, words: &[u32]) -> Result<(), FrameError> {
+    control(out, kind, 0, 4 * words.len())?;
+    for word in words {
+        out.put_u32(*word);
+    }
+    Ok(())
+}
+
+fn put_settings(out: &mut BytesMut, entries: &[(u8, u32, u32)]) -> Result<(), FrameError> {
+    control(out, 4, 0, 4 + 8 * entries.len())?;
+    out.put_u32(entries.len() as u32);
+    for (flags, id, value) in entries {
+        out.put_u32((u32::from(*flags) << 24) | (id & 0xff_ffff));
+        out.put_u32(*value);
+    }
+    Ok(())
 }
 
 fn check_len(len: usize) -> Result<(), FrameError> {
@@ -242,22 +241,7 @@ pub fn decode(prefix: [u8; 8], payload: Bytes, decoder: &mut HeaderDecoder) -> R
     let mut p = &payload[..];
     let fin = flags & FLAG_FIN != 0;
     let frame = match (first & 0xffff) as u16 {
-        1 => {
-            if p.len() < 10 {
-                return Err(FrameError::Truncated("SYN_STREAM"));
-            }
-            let stream_id = p.get_u32() & 0x7fff_ffff;
-            let associated = p.get_u32() & 0x7fff_ffff;
-            let priority = p.get_u8() >> 5;
-            p.advance(1);
-            Frame::SynStream {
-                stream_id,
-                associated,
-                priority,
-                flags,
-                headers: decoder.decode(p)?,
-            }
-        }
+        1 => decode_syn_stream(p, flags, decoder)?,
         kind @ (2 | 8) => {
             let stream_id = take_u32(&mut p, "SYN_REPLY")? & 0x7fff_ffff;
             let headers = decoder.decode(p)?;
@@ -279,16 +263,7 @@ pub fn decode(prefix: [u8; 8], payload: Bytes, decoder: &mut HeaderDecoder) -> R
             stream_id: take_u32(&mut p, "RST_STREAM")? & 0x7fff_ffff,
             status: take_u32(&mut p, "RST_STREAM")?,
         },
-        4 => {
-            let count = take_u32(&mut p, "SETTINGS")?;
-            let mut entries = Vec::new();
-            for _ in 0..count {
-                let id = take_u32(&mut p, "SETTINGS")?;
-                let value = take_u32(&mut p, "SETTINGS")?;
-                entries.push(((id >> 24) as u8, id & 0xff_ffff, value));
-            }
-            Frame::Settings(entries)
-        }
+        4 => decode_settings(p)?,
         6 => Frame::Ping(take_u32(&mut p, "PING")?),
         7 => Frame::GoAway {
             last_good: take_u32(&mut p, "GOAWAY")? & 0x7fff_ffff,
@@ -301,6 +276,34 @@ pub fn decode(prefix: [u8; 8], payload: Bytes, decoder: &mut HeaderDecoder) -> R
         other => Frame::Unknown(other),
     };
     Ok(frame)
+}
+
+fn decode_syn_stream(mut p: &[u8], flags: u8, decoder: &mut HeaderDecoder) -> Result<Frame, FrameError> {
+    if p.len() < 10 {
+        return Err(FrameError::Truncated("SYN_STREAM"));
+    }
+    let stream_id = p.get_u32() & 0x7fff_ffff;
+    let associated = p.get_u32() & 0x7fff_ffff;
+    let priority = p.get_u8() >> 5;
+    p.advance(1);
+    Ok(Frame::SynStream {
+        stream_id,
+        associated,
+        priority,
+        flags,
+        headers: decoder.decode(p)?,
+    })
+}
+
+fn decode_settings(mut p: &[u8]) -> Result<Frame, FrameError> {
+    let count = take_u32(&mut p, "SETTINGS")?;
+    let mut entries = Vec::new();
+    for _ in 0..count {
+        let id = take_u32(&mut p, "SETTINGS")?;
+        let value = take_u32(&mut p, "SETTINGS")?;
+        entries.push(((id >> 24) as u8, id & 0xff_ffff, value));
+    }
+    Ok(Frame::Settings(entries))
 }
 
 #[cfg(test)]
