@@ -1,27 +1,42 @@
-//! Printers for services, nodes, configuration, RBAC and the other
-//! non-workload kinds.
+//! Printers for the core group's kinds besides pods and events: services,
+//! nodes, configuration and the rest. The named groups' are in
+//! [`super::apis`].
 
+use super::apis;
 use super::columns::{
-    age as age_cell, col, int, items, label_selector, labels, name, text_or, wide, Cells, Column, Printer, AGE,
+    age as age_cell, col, created_at, int, items, labels, name, text_or, wide, Builtin, Cells, Column, Printer, AGE,
     CREATED_AT, NAME,
 };
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-/// Printers for the kinds in this file, by group and kind.
+/// Printers for the kinds in this file and in [`super::apis`], by group and
+/// kind.
 pub(super) fn builtin(group: &str, kind: &str) -> Option<Printer> {
-    let (columns, cells): (Vec<Column>, super::columns::CellsFn) = match (group, kind) {
-        ("", "Service") => (service_columns(), service_cells),
-        ("", "Node") => (node_columns(), node_cells),
-        ("", "Namespace") => (
+    let (columns, cells) = match group {
+        "" => core(kind)?,
+        _ => apis::named_group(group, kind)?,
+    };
+    Some(Printer {
+        columns,
+        cells: Cells::Builtin(cells),
+    })
+}
+
+/// Printers for the core group's kinds.
+fn core(kind: &str) -> Option<Builtin> {
+    let printer: Builtin = match kind {
+        "Service" => (service_columns(), service_cells),
+        "Node" => (node_columns(), node_cells),
+        "Namespace" => (
             vec![NAME, col("Status", "string", "The status of the namespace"), AGE],
             |o, now| vec![name(o), json!(text_or(&o["status"]["phase"], "Active")), age_cell(o, now)],
         ),
-        ("", "ConfigMap") => (
+        "ConfigMap" => (
             vec![NAME, col("Data", "string", "Data contains the configuration data."), AGE],
             |o, now| vec![name(o), json!(count(&o["data"]) + count(&o["binaryData"])), age_cell(o, now)],
         ),
-        ("", "Secret") => (
+        "Secret" => (
             vec![
                 NAME,
                 col("Type", "string", "Used to facilitate programmatic handling of secret data."),
@@ -30,16 +45,16 @@ pub(super) fn builtin(group: &str, kind: &str) -> Option<Printer> {
             ],
             |o, now| vec![name(o), json!(text_or(&o["type"], "Opaque")), json!(count(&o["data"])), age_cell(o, now)],
         ),
-        ("", "ServiceAccount") => (
+        "ServiceAccount" => (
             vec![NAME, col("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use."), AGE],
             |o, now| vec![name(o), json!(items(&o["secrets"]).len()), age_cell(o, now)],
         ),
-        ("", "Endpoints") => (
+        "Endpoints" => (
             vec![NAME, col("Endpoints", "string", "The set of all endpoints is the union of all subsets."), AGE],
             |o, now| vec![name(o), json!(endpoints(o)), age_cell(o, now)],
         ),
-        ("", "PersistentVolumeClaim") => (pvc_columns(), pvc_cells),
-        ("", "ResourceQuota") => (
+        "PersistentVolumeClaim" => (pvc_columns(), pvc_cells),
+        "ResourceQuota" => (
             vec![
                 NAME,
                 AGE,
@@ -48,37 +63,15 @@ pub(super) fn builtin(group: &str, kind: &str) -> Option<Printer> {
             ],
             |o, now| vec![name(o), age_cell(o, now), json!(quota(o, false)), json!(quota(o, true))],
         ),
-        ("", "LimitRange") => (vec![NAME, CREATED_AT], |o, _| vec![name(o), created_at(o)]),
-        ("networking.k8s.io", "Ingress") => (ingress_columns(), ingress_cells),
-        ("networking.k8s.io", "NetworkPolicy") => (
-            vec![NAME, col("Pod-Selector", "string", "Selects the pods to which this NetworkPolicy object applies."), AGE],
-            |o, now| vec![name(o), json!(label_selector(&o["spec"]["podSelector"]).replace("<none>", "")), age_cell(o, now)],
-        ),
-        ("policy", "PodDisruptionBudget") => (pdb_columns(), pdb_cells),
-        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {
-            (vec![NAME, CREATED_AT], |o, _| vec![name(o), created_at(o)])
-        }
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => (binding_columns(), binding_cells),
-        ("coordination.k8s.io", "Lease") => (
-            vec![NAME, col("Holder", "string", "HolderIdentity contains the identity of the holder of a current lease."), AGE],
-            |o, now| vec![name(o), json!(text_or(&o["spec"]["holderIdentity"], "")), age_cell(o, now)],
-        ),
+        "LimitRange" => (vec![NAME, CREATED_AT], |o, _| vec![name(o), created_at(o)]),
         _ => return None,
     };
-    Some(Printer {
-        columns,
-        cells: Cells::Builtin(cells),
-    })
+    Some(printer)
 }
 
 /// Number of keys of a map field.
 fn count(map: &Value) -> usize {
     map.as_object().map_or(0, |m| m.len())
-}
-
-/// The Created At cell: the timestamp itself, which kubectl prints as is.
-fn created_at(object: &Value) -> Value {
-    object["metadata"]["creationTimestamp"].clone()
 }
 
 fn service_columns() -> Vec<Column> {
@@ -178,8 +171,37 @@ fn node_columns() -> Vec<Column> {
 
 fn node_cells(node: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let status = &node["status"];
+    let address = |kind: &str| {
+        items(&status["addresses"])
+            .iter()
+            .find(|a| a["type"] == kind)
+            .and_then(|a| a["address"].as_str())
+            .unwrap_or("<none>")
+            .to_string()
+    };
+    let info = &status["nodeInfo"];
+    vec![
+        name(node),
+        json!(node_state(node)),
+        json!(node_roles(node)),
+        age_cell(node, now),
+        json!(text_or(&info["kubeletVersion"], "")),
+        json!(address("InternalIP")),
+        json!(address("ExternalIP")),
+        json!(text_or(&info["osImage"], "<unknown>")),
+        json!(text_or(&info["kernelVersion"], "<unknown>")),
+        json!(text_or(&info["containerRuntimeVersion"], "<unknown>")),
+    ]
+}
+
+/// The Status cell: Ready, NotReady or Unknown, then SchedulingDisabled
+/// for a cordoned node.
+fn node_state(node: &Value) -> String {
     let mut state: Vec<&str> = Vec::new();
-    if let Some(ready) = items(&status["conditions"]).iter().find(|c| c["type"] == "Ready") {
+    if let Some(ready) = items(&node["status"]["conditions"])
+        .iter()
+        .find(|c| c["type"] == "Ready")
+    {
         state.push(if ready["status"] == "True" { "Ready" } else { "NotReady" });
     }
     if state.is_empty() {
@@ -188,6 +210,12 @@ fn node_cells(node: &Value, now: DateTime<Utc>) -> Vec<Value> {
     if node["spec"]["unschedulable"] == true {
         state.push("SchedulingDisabled");
     }
+    state.join(",")
+}
+
+/// The Roles cell: from `node-role.kubernetes.io/<role>` labels and the
+/// older `kubernetes.io/role`, sorted.
+fn node_roles(node: &Value) -> String {
     let mut roles: Vec<String> = node["metadata"]["labels"]
         .as_object()
         .map(|labels| {
@@ -202,32 +230,11 @@ fn node_cells(node: &Value, now: DateTime<Utc>) -> Vec<Value> {
         })
         .unwrap_or_default();
     roles.sort();
-    let roles = if roles.is_empty() {
+    if roles.is_empty() {
         "<none>".to_string()
     } else {
         roles.join(",")
-    };
-    let address = |kind: &str| {
-        items(&status["addresses"])
-            .iter()
-            .find(|a| a["type"] == kind)
-            .and_then(|a| a["address"].as_str())
-            .unwrap_or("<none>")
-            .to_string()
-    };
-    let info = &status["nodeInfo"];
-    vec![
-        name(node),
-        json!(state.join(",")),
-        json!(roles),
-        age_cell(node, now),
-        json!(text_or(&info["kubeletVersion"], "")),
-        json!(address("InternalIP")),
-        json!(address("ExternalIP")),
-        json!(text_or(&info["osImage"], "<unknown>")),
-        json!(text_or(&info["kernelVersion"], "<unknown>")),
-        json!(text_or(&info["containerRuntimeVersion"], "<unknown>")),
-    ]
+    }
 }
 
 /// The Endpoints cell: `ip:port` pairs, at most three, then `+ N more...`.
@@ -337,127 +344,4 @@ fn quota(o: &Value, limits: bool) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn ingress_columns() -> Vec<Column> {
-    vec![
-        NAME,
-        col("Class", "string", "The name of the IngressClass cluster resource."),
-        col(
-            "Hosts",
-            "string",
-            "Hosts that incoming requests are matched against before the ingress rule",
-        ),
-        col(
-            "Address",
-            "string",
-            "Address is a list containing ingress points for the load-balancer",
-        ),
-        col("Ports", "string", "Ports of TLS configurations that open"),
-        AGE,
-    ]
-}
-
-fn ingress_cells(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let hosts: Vec<&str> = items(&o["spec"]["rules"])
-        .iter()
-        .filter_map(|r| r["host"].as_str())
-        .collect();
-    let address: Vec<&str> = items(&o["status"]["loadBalancer"]["ingress"])
-        .iter()
-        .filter_map(|i| i["ip"].as_str().or(i["hostname"].as_str()))
-        .collect();
-    let ports = if items(&o["spec"]["tls"]).is_empty() {
-        "80"
-    } else {
-        "80, 443"
-    };
-    vec![
-        name(o),
-        json!(text_or(&o["spec"]["ingressClassName"], "<none>")),
-        json!(if hosts.is_empty() {
-            "*".to_string()
-        } else {
-            hosts.join(",")
-        }),
-        json!(address.join(",")),
-        json!(ports),
-        age_cell(o, now),
-    ]
-}
-
-fn pdb_columns() -> Vec<Column> {
-    vec![
-        NAME,
-        col(
-            "Min Available",
-            "string",
-            "The minimum number of pods that must be available.",
-        ),
-        col(
-            "Max Unavailable",
-            "string",
-            "The maximum number of pods that may be unavailable.",
-        ),
-        col(
-            "Allowed Disruptions",
-            "integer",
-            "Calculated number of pods that may be disrupted at this time.",
-        ),
-        AGE,
-    ]
-}
-
-fn pdb_cells(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let as_text = |v: &Value| match v {
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => s.clone(),
-        _ => "N/A".into(),
-    };
-    vec![
-        name(o),
-        json!(as_text(&o["spec"]["minAvailable"])),
-        json!(as_text(&o["spec"]["maxUnavailable"])),
-        json!(int(&o["status"]["disruptionsAllowed"])),
-        age_cell(o, now),
-    ]
-}
-
-fn binding_columns() -> Vec<Column> {
-    vec![
-        NAME,
-        col("Role", "string", "Role references a role."),
-        AGE,
-        wide("Users", "string", "Users in the binding"),
-        wide("Groups", "string", "Groups in the binding"),
-        wide("ServiceAccounts", "string", "ServiceAccounts in the binding"),
-    ]
-}
-
-fn binding_cells(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let subjects = items(&o["subjects"]);
-    let of_kind = |kind: &str| -> String {
-        subjects
-            .iter()
-            .filter(|s| s["kind"] == kind)
-            .map(|s| match (kind, s["namespace"].as_str()) {
-                ("ServiceAccount", Some(ns)) => format!("{ns}/{}", s["name"].as_str().unwrap_or_default()),
-                _ => s["name"].as_str().unwrap_or_default().to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let role = format!(
-        "{}/{}",
-        o["roleRef"]["kind"].as_str().unwrap_or_default(),
-        o["roleRef"]["name"].as_str().unwrap_or_default()
-    );
-    vec![
-        name(o),
-        json!(role),
-        age_cell(o, now),
-        json!(of_kind("User")),
-        json!(of_kind("Group")),
-        json!(of_kind("ServiceAccount")),
-    ]
 }

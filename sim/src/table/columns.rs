@@ -82,6 +82,9 @@ pub(super) const IMAGES: Column = wide(
 /// Builds one row's cells from an object.
 pub(super) type CellsFn = fn(&Value, DateTime<Utc>) -> Vec<Value>;
 
+/// A built-in printer: a kind's columns and the function that fills them.
+pub(super) type Builtin = (Vec<Column>, CellsFn);
+
 /// A kind's columns and how to fill them.
 pub(super) struct Printer {
     pub columns: Vec<Column>,
@@ -135,6 +138,11 @@ fn builtin(group: &str, kind: &str) -> Option<Printer> {
         columns,
         cells: Cells::Builtin(cells),
     })
+}
+
+/// The Created At cell: the timestamp itself, which kubectl prints as is.
+pub(super) fn created_at(object: &Value) -> Value {
+    object["metadata"]["creationTimestamp"].clone()
 }
 
 /// The Name cell.

@@ -46,22 +46,7 @@ pub(super) fn event_cells(event: &Value, now: DateTime<Utc>) -> Vec<Value> {
         Some(n) => format!("{kind}/{n}"),
         None => kind,
     };
-    let source = pick("source", "deprecatedSource");
-    let component = source["component"].as_str().filter(|c| !c.is_empty()).or(event[if v1 {
-        "reportingController"
-    } else {
-        "reportingComponent"
-    }]
-    .as_str());
-    let host = source["host"]
-        .as_str()
-        .filter(|h| !h.is_empty())
-        .or(event["reportingInstance"].as_str());
-    let source = match (component, host) {
-        (Some(c), Some(h)) if !h.is_empty() => format!("{c}, {h}"),
-        (Some(c), _) => c.to_string(),
-        _ => String::new(),
-    };
+    let source = source_cell(event, pick("source", "deprecatedSource"), v1);
     vec![
         json!(ago(last)),
         json!(text_or(&event["type"], "")),
@@ -74,4 +59,24 @@ pub(super) fn event_cells(event: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(count),
         name(event),
     ]
+}
+
+/// The Source cell: `component, host`, each from the old `source` field or,
+/// where that is empty, from the reporting controller and instance.
+fn source_cell(event: &Value, source: &Value, v1: bool) -> String {
+    let component = source["component"].as_str().filter(|c| !c.is_empty()).or(event[if v1 {
+        "reportingController"
+    } else {
+        "reportingComponent"
+    }]
+    .as_str());
+    let host = source["host"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .or(event["reportingInstance"].as_str());
+    match (component, host) {
+        (Some(c), Some(h)) if !h.is_empty() => format!("{c}, {h}"),
+        (Some(c), _) => c.to_string(),
+        _ => String::new(),
+    }
 }

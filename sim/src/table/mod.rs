@@ -17,6 +17,7 @@
 //!   scheduling gates; Job completions ignore `completionMode: Indexed`.
 
 mod age;
+mod apis;
 mod cluster;
 mod columns;
 mod custom;

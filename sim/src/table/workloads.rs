@@ -78,56 +78,10 @@ fn pod_reason(pod: &Value) -> String {
     if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
         reason = r.to_string();
     }
-    let init = items(&status["initContainerStatuses"]);
-    let init_total = items(&pod["spec"]["initContainers"]).len();
-    let mut initializing = false;
-    for (i, s) in init.iter().enumerate() {
-        let terminated = &s["state"]["terminated"];
-        if terminated.is_object() && int(&terminated["exitCode"]) == 0 {
-            continue;
-        }
-        initializing = true;
-        reason = if terminated.is_object() {
-            match terminated["reason"].as_str().filter(|r| !r.is_empty()) {
-                Some(r) => format!("Init:{r}"),
-                None if int(&terminated["signal"]) != 0 => format!("Init:Signal:{}", int(&terminated["signal"])),
-                None => format!("Init:ExitCode:{}", int(&terminated["exitCode"])),
-            }
-        } else {
-            match s["state"]["waiting"]["reason"]
-                .as_str()
-                .filter(|r| !r.is_empty() && *r != "PodInitializing")
-            {
-                Some(r) => format!("Init:{r}"),
-                None => format!("Init:{i}/{init_total}"),
-            }
-        };
-        break;
-    }
-    if !initializing {
-        let mut has_running = false;
-        for s in items(&status["containerStatuses"]).iter().rev() {
-            let state = &s["state"];
-            if let Some(r) = state["waiting"]["reason"].as_str().filter(|r| !r.is_empty()) {
-                reason = r.to_string();
-            } else if state["terminated"].is_object() {
-                let t = &state["terminated"];
-                reason = match t["reason"].as_str().filter(|r| !r.is_empty()) {
-                    Some(r) => r.to_string(),
-                    None if int(&t["signal"]) != 0 => format!("Signal:{}", int(&t["signal"])),
-                    None => format!("ExitCode:{}", int(&t["exitCode"])),
-                };
-            } else if state["running"].is_object() && s["ready"] == true {
-                has_running = true;
-            }
-        }
-        if reason == "Completed" && has_running {
-            let ready = items(&status["conditions"])
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            reason = if ready { "Running" } else { "NotReady" }.to_string();
-        }
-    }
+    reason = match init_reason(pod) {
+        Some(init) => init,
+        None => containers_reason(status, reason),
+    };
     if pod["metadata"]["deletionTimestamp"].is_string() {
         reason = if status["reason"] == "NodeLost" {
             "Unknown"
@@ -137,6 +91,63 @@ fn pod_reason(pod: &Value) -> String {
         .to_string();
     }
     reason
+}
+
+/// While an init container has not succeeded, the pod is initializing:
+/// `Init:` and why the first such one failed or waits, else `Init:i/n`.
+fn init_reason(pod: &Value) -> Option<String> {
+    let init_total = items(&pod["spec"]["initContainers"]).len();
+    for (i, s) in items(&pod["status"]["initContainerStatuses"]).iter().enumerate() {
+        let terminated = &s["state"]["terminated"];
+        if terminated.is_object() && int(&terminated["exitCode"]) == 0 {
+            continue;
+        }
+        return Some(if terminated.is_object() {
+            format!("Init:{}", terminated_reason(terminated))
+        } else {
+            match s["state"]["waiting"]["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty() && *r != "PodInitializing")
+            {
+                Some(r) => format!("Init:{r}"),
+                None => format!("Init:{i}/{init_total}"),
+            }
+        });
+    }
+    None
+}
+
+/// `reason` refined by the containers' states, the first container's
+/// winning as in kubectl; a Completed pod with a ready container still
+/// running is Running (or NotReady).
+fn containers_reason(status: &Value, mut reason: String) -> String {
+    let mut has_running = false;
+    for s in items(&status["containerStatuses"]).iter().rev() {
+        let state = &s["state"];
+        if let Some(r) = state["waiting"]["reason"].as_str().filter(|r| !r.is_empty()) {
+            reason = r.to_string();
+        } else if state["terminated"].is_object() {
+            reason = terminated_reason(&state["terminated"]);
+        } else if state["running"].is_object() && s["ready"] == true {
+            has_running = true;
+        }
+    }
+    if reason == "Completed" && has_running {
+        let ready = items(&status["conditions"])
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        reason = if ready { "Running" } else { "NotReady" }.to_string();
+    }
+    reason
+}
+
+/// A terminated container's reason, else its signal, else its exit code.
+fn terminated_reason(t: &Value) -> String {
+    match t["reason"].as_str().filter(|r| !r.is_empty()) {
+        Some(r) => r.to_string(),
+        None if int(&t["signal"]) != 0 => format!("Signal:{}", int(&t["signal"])),
+        None => format!("ExitCode:{}", int(&t["exitCode"])),
+    }
 }
 
 pub(super) fn deployment_columns() -> Vec<Column> {
