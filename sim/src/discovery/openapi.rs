@@ -159,26 +159,7 @@ fn add_paths(paths: &mut Map<String, Value>, r: &ResourceType) {
     let target = Target::of(r);
     let id = |verb: &str, suffix: &str| format!("{verb}{}{scope}{}{suffix}", group_version_id(r), r.kind);
 
-    let mut ops = Map::new();
-    if r.verbs.contains(&"list") {
-        ops.insert(
-            "get".into(),
-            operation(&id("list", ""), "list", &target, LIST_PARAMS, None),
-        );
-    }
-    if r.verbs.contains(&"create") {
-        ops.insert(
-            "post".into(),
-            operation(&id("create", ""), "post", &target, WRITE_PARAMS, Some(body(&target))),
-        );
-    }
-    if r.verbs.contains(&"deletecollection") {
-        let id = format!("delete{}Collection{scope}{}", group_version_id(r), r.kind);
-        ops.insert(
-            "delete".into(),
-            operation(&id, "deletecollection", &target, DELETE_PARAMS, None),
-        );
-    }
+    let ops = collection_ops(r, &target, scope, &|verb| id(verb, ""));
     insert_path(paths, collection.clone(), ops, r.namespaced, false);
     if !r.stored {
         return;
@@ -203,6 +184,28 @@ fn add_paths(paths: &mut Map<String, Value>, r: &ResourceType) {
         let ops = object_ops(s.verbs, &target, &|verb| id(verb, &suffix));
         insert_path(paths, format!("{item}/{}", s.name), ops, r.namespaced, true);
     }
+}
+
+/// list/create/deletecollection on the collection.
+fn collection_ops(r: &ResourceType, target: &Target, scope: &str, id: &dyn Fn(&str) -> String) -> Map<String, Value> {
+    let mut ops = Map::new();
+    if r.verbs.contains(&"list") {
+        ops.insert("get".into(), operation(&id("list"), "list", target, LIST_PARAMS, None));
+    }
+    if r.verbs.contains(&"create") {
+        ops.insert(
+            "post".into(),
+            operation(&id("create"), "post", target, WRITE_PARAMS, Some(body(target))),
+        );
+    }
+    if r.verbs.contains(&"deletecollection") {
+        let id = format!("delete{}Collection{scope}{}", group_version_id(r), r.kind);
+        ops.insert(
+            "delete".into(),
+            operation(&id, "deletecollection", target, DELETE_PARAMS, None),
+        );
+    }
+    ops
 }
 
 /// get/put/patch/delete on one object (or one subresource of it).

@@ -158,6 +158,18 @@ fn description(kind: &str) -> &'static str {
     }
 }
 
+/// core/v1 Event's top-level fields.
+const EVENT_FIELDS: &[(&str, &str, &str)] = &[
+    ("involvedObject", "object", "The object that this event is about."),
+    ("reason", "string", "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+    ("message", "string", "A human-readable description of the status of this operation."),
+    ("type", "string", "Type of this event (Normal, Warning), new types could be added in the future"),
+    ("count", "integer", "The number of times this event has occurred."),
+    ("firstTimestamp", "string", "The time at which the event was first recorded."),
+    ("lastTimestamp", "string", "The time at which the most recent occurrence of this event was recorded."),
+    ("source", "object", "The component reporting this event."),
+];
+
 /// events.k8s.io/v1 Event's top-level fields, which differ from core's.
 const EVENTS_V1_FIELDS: &[(&str, &str, &str)] = &[
     (
@@ -231,16 +243,7 @@ fn fields(kind: &str) -> &'static [(&'static str, &'static str, &'static str)] {
             ("secrets", "array", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use."),
         ],
         "Endpoints" => &[("subsets", "array", "The set of all endpoints is the union of all subsets.")],
-        "Event" => &[
-            ("involvedObject", "object", "The object that this event is about."),
-            ("reason", "string", "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
-            ("message", "string", "A human-readable description of the status of this operation."),
-            ("type", "string", "Type of this event (Normal, Warning), new types could be added in the future"),
-            ("count", "integer", "The number of times this event has occurred."),
-            ("firstTimestamp", "string", "The time at which the event was first recorded."),
-            ("lastTimestamp", "string", "The time at which the most recent occurrence of this event was recorded."),
-            ("source", "object", "The component reporting this event."),
-        ],
+        "Event" => EVENT_FIELDS,
         "Role" => &[("rules", "array", "Rules holds all the PolicyRules for this Role")],
         "ClusterRole" => &[
             ("aggregationRule", "object", "AggregationRule is an optional field that describes how to build the Rules for this ClusterRole."),

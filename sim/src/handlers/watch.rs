@@ -40,45 +40,12 @@ struct Plan {
 
 fn plan(ctx: &Ctx<'_>) -> Result<Plan, Status> {
     let q = &ctx.query;
-    let rv = q.get("resourceVersion").filter(|v| !v.is_empty());
     let send_initial = q.get("sendInitialEvents").map(|_| q.flag("sendInitialEvents"));
     let bookmarks = q.flag("allowWatchBookmarks");
-    if send_initial.is_some() {
-        let mut errors = Vec::new();
-        if q.get("resourceVersionMatch") != Some("NotOlderThan") {
-            errors.push(FieldError::new(
-                ErrorType::Forbidden,
-                "resourceVersionMatch",
-                String::new(),
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
-        if send_initial == Some(true) && !bookmarks {
-            errors.push(FieldError::new(
-                ErrorType::Forbidden,
-                "allowWatchBookmarks",
-                String::new(),
-                "allowWatchBookmarks must be set to true when sendInitialEvents is specified",
-            ));
-        }
-        validate::options("ListOptions", &errors)?;
+    if let Some(send_initial) = send_initial {
+        check_initial_events(ctx, send_initial, bookmarks)?;
     }
-    let parsed = match rv {
-        None | Some("0") => None,
-        Some(v) => Some(v.parse::<u64>().map_err(|_| {
-            validate::invalid(
-                "meta.k8s.io",
-                "ListOptions",
-                "",
-                &[FieldError::new(
-                    ErrorType::Invalid,
-                    "resourceVersion",
-                    validate::quote(v),
-                    "must be a non-negative integer",
-                )],
-            )
-        })?),
-    };
+    let parsed = resource_version(q.get("resourceVersion").filter(|v| !v.is_empty()))?;
     let (since, initial_events) = match send_initial {
         Some(true) => (None, true),
         Some(false) => (parsed.or(Some(ctx.store.current_revision())), false),
@@ -95,6 +62,50 @@ fn plan(ctx: &Ctx<'_>) -> Result<Plan, Status> {
         bookmarks: bookmarks.then_some(ctx.settings.bookmark_interval),
         timeout,
     })
+}
+
+/// `sendInitialEvents` (a watch-list) needs `resourceVersionMatch=NotOlderThan`
+/// and, when true, bookmarks to carry its end marker.
+fn check_initial_events(ctx: &Ctx<'_>, send_initial: bool, bookmarks: bool) -> Result<(), Status> {
+    let mut errors = Vec::new();
+    if ctx.query.get("resourceVersionMatch") != Some("NotOlderThan") {
+        errors.push(FieldError::new(
+            ErrorType::Forbidden,
+            "resourceVersionMatch",
+            String::new(),
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if send_initial && !bookmarks {
+        errors.push(FieldError::new(
+            ErrorType::Forbidden,
+            "allowWatchBookmarks",
+            String::new(),
+            "allowWatchBookmarks must be set to true when sendInitialEvents is specified",
+        ));
+    }
+    validate::options("ListOptions", &errors)
+}
+
+/// The resourceVersion to watch from; `None` (and `0`) means "from now,
+/// after the current objects".
+fn resource_version(rv: Option<&str>) -> Result<Option<u64>, Status> {
+    match rv {
+        None | Some("0") => Ok(None),
+        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+            validate::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                &[FieldError::new(
+                    ErrorType::Invalid,
+                    "resourceVersion",
+                    validate::quote(v),
+                    "must be a non-negative integer",
+                )],
+            )
+        }),
+    }
 }
 
 /// Start a watch: 410 now if the resourceVersion is already too old.
@@ -192,50 +203,63 @@ impl Stream {
         let Subscription {
             initial,
             replay,
-            mut events,
+            events,
             revision,
         } = subscription;
         let deadline = Instant::now() + plan.timeout;
+        let Some(last) = self.catch_up(initial, replay, revision, &plan).await else {
+            return;
+        };
+        self.follow(events, last, deadline, plan.bookmarks).await;
+    }
+
+    /// What happened before the watch began: the initial ADDEDs (and the
+    /// bookmark ending them) or the replayed events. The revision reached,
+    /// or `None` once the client is gone.
+    async fn catch_up(
+        &self,
+        initial: Vec<Arc<Value>>,
+        replay: Vec<WatchEvent>,
+        revision: u64,
+        plan: &Plan,
+    ) -> Option<u64> {
         if plan.initial_events {
             for object in initial {
                 if !self.send_object(EventType::Added, object).await {
-                    return;
+                    return None;
                 }
             }
         }
         if plan.initial_end_bookmark && !self.bookmark(revision, true).await {
-            return;
+            return None;
         }
         let mut last = revision;
         for event in replay {
             last = last.max(event.revision);
             if !self.send_object(event.kind, event.object).await {
-                return;
+                return None;
             }
         }
-        let period = plan.bookmarks.unwrap_or(Duration::from_secs(3600));
+        Some(last)
+    }
+
+    /// Live events as they come, with a bookmark every period if asked,
+    /// until the deadline, the client leaves or the watcher falls behind.
+    async fn follow(
+        &self,
+        mut events: broadcast::Receiver<WatchEvent>,
+        mut last: u64,
+        deadline: Instant,
+        bookmarks: Option<Duration>,
+    ) {
+        let period = bookmarks.unwrap_or(Duration::from_secs(3600));
         let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
                 _ = self.tx.closed() => return,
-                _ = ticker.tick(), if plan.bookmarks.is_some() => {
-                    // Every event up to `committed` is already in the
-                    // channel: send those first so the bookmark never
-                    // overtakes an event.
-                    let committed = self.store.current_revision();
-                    loop {
-                        match events.try_recv() {
-                            Ok(event) => {
-                                last = last.max(event.revision);
-                                if !self.send_object(event.kind, event.object).await { return; }
-                            }
-                            Err(broadcast::error::TryRecvError::Lagged(_)) => return self.lagged(last).await,
-                            Err(_) => break,
-                        }
-                    }
-                    last = last.max(committed);
-                    if !self.bookmark(last, false).await { return; }
+                _ = ticker.tick(), if bookmarks.is_some() => {
+                    if !self.bookmark_committed(&mut events, &mut last).await { return; }
                 }
                 received = events.recv() => match received {
                     Ok(WatchEvent { kind, object, revision }) => {
@@ -247,6 +271,30 @@ impl Stream {
                 },
             }
         }
+    }
+
+    /// A bookmark at the store's committed revision. Every event up to it is
+    /// already in the channel: send those first so the bookmark never
+    /// overtakes an event. False once the stream is over.
+    async fn bookmark_committed(&self, events: &mut broadcast::Receiver<WatchEvent>, last: &mut u64) -> bool {
+        let committed = self.store.current_revision();
+        loop {
+            match events.try_recv() {
+                Ok(event) => {
+                    *last = (*last).max(event.revision);
+                    if !self.send_object(event.kind, event.object).await {
+                        return false;
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    self.lagged(*last).await;
+                    return false;
+                }
+                Err(_) => break,
+            }
+        }
+        *last = (*last).max(committed);
+        self.bookmark(*last, false).await
     }
 
     /// The watcher fell behind the live events: end with 410 so the client

@@ -87,11 +87,7 @@ pub fn apply_subresource(
     let config_clean = clean_config(rt, config, subresource);
     let config_set = owned_fields(rt, subresource, &typed::field_set(root, &config_clean));
     let live_clean = live.map(managed::without_managed_fields);
-    let mut entries = live.map(|l| managed::decode(l).unwrap_or_default()).unwrap_or_default();
-    if let (Some(live_clean), true) = (&live_clean, entries.is_empty()) {
-        let all = changed_fields(rt, None, &schema::zero_object(rt), live_clean);
-        entries.push(entry(BEFORE_FIRST_APPLY, UPDATE, rt, now, None, strip_meta(&all)));
-    }
+    let mut entries = live_entries(rt, live, live_clean.as_ref(), now);
     let api_version = rt.api_version();
     let sub = subresource.unwrap_or_default();
     let mine = entries.iter().position(|e| e.is(manager, APPLY, &api_version, sub));
@@ -104,21 +100,7 @@ pub fn apply_subresource(
     typed::remove(root, &mut merged, &last_set.difference(&keep), Some(&keep));
 
     if let Some(live_clean) = &live_clean {
-        let cmp = typed::compare(root, live_clean, &merged);
-        let changed = reset(rt, subresource, &cmp.added.union(&cmp.modified));
-        let removed = reset(rt, subresource, &cmp.removed);
-        let conflicts: Vec<(usize, FieldSet)> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (i, e.set.intersection(&changed)))
-            .filter(|(_, c)| !c.is_empty())
-            .collect();
-        if !conflicts.is_empty() && !force && !upgrades_client_side_apply(root, live_clean, &conflicts) {
-            return Err(PatchError::Conflicts(causes(&entries, &conflicts)));
-        }
-        for e in &mut entries {
-            e.set = e.set.difference(&changed).difference(&removed);
-        }
+        take_changed(rt, subresource, live_clean, &merged, &mut entries, force)?;
     }
     entries.retain(|e| !e.set.is_empty());
     entries.push(entry(manager, APPLY, rt, now, subresource, config_set));
@@ -133,6 +115,47 @@ pub fn apply_subresource(
     }
     managed::store(&mut merged, entries);
     Ok(merged)
+}
+
+/// The live object's managers. An object nobody manages yet gets a
+/// `before-first-apply` entry owning all it has, as kube gives it.
+fn live_entries(rt: &ResourceType, live: Option<&Value>, live_clean: Option<&Value>, now: &str) -> Vec<Entry> {
+    let mut entries = live.map(|l| managed::decode(l).unwrap_or_default()).unwrap_or_default();
+    if let (Some(live_clean), true) = (live_clean, entries.is_empty()) {
+        let all = changed_fields(rt, None, &schema::zero_object(rt), live_clean);
+        entries.push(entry(BEFORE_FIRST_APPLY, UPDATE, rt, now, None, strip_meta(&all)));
+    }
+    entries
+}
+
+/// The fields the apply changes or removes in `live` leave the other
+/// managers' entries; a changed field another manager owns is a conflict
+/// unless forced (or the apply takes over from client-side apply).
+fn take_changed(
+    rt: &ResourceType,
+    subresource: Option<&str>,
+    live: &Value,
+    merged: &Value,
+    entries: &mut [Entry],
+    force: bool,
+) -> Result<(), PatchError> {
+    let root = schema::root(rt);
+    let cmp = typed::compare(root, live, merged);
+    let changed = reset(rt, subresource, &cmp.added.union(&cmp.modified));
+    let removed = reset(rt, subresource, &cmp.removed);
+    let conflicts: Vec<(usize, FieldSet)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (i, e.set.intersection(&changed)))
+        .filter(|(_, c)| !c.is_empty())
+        .collect();
+    if !conflicts.is_empty() && !force && !upgrades_client_side_apply(root, live, &conflicts) {
+        return Err(PatchError::Conflicts(causes(entries, &conflicts)));
+    }
+    for e in entries {
+        e.set = e.set.difference(&changed).difference(&removed);
+    }
+    Ok(())
 }
 
 /// Record the fields an ordinary write (create, update, any non-apply

@@ -80,25 +80,28 @@ fn merge_map(
             }
             continue;
         };
-        let child = node.field(&key);
-        let merged = match (current, patch_value) {
-            (Value::Object(current), Value::Object(patch_value)) => {
-                Value::Object(merge_map(current, patch_value, child)?)
-            }
-            (Value::Array(current), Value::Array(patch_value)) => {
-                Value::Array(merge_list(current, patch_value, child, is_delete_list)?)
-            }
-            (current, patch_value) => {
-                if is_delete_list {
-                    current
-                } else {
-                    clean(patch_value)
-                }
-            }
-        };
+        let merged = merge_value(current, patch_value, node.field(&key), is_delete_list)?;
         original.insert(key, merged);
     }
     Ok(original)
+}
+
+/// A key both sides set: maps merge, lists merge by their strategy, and
+/// anything else the patch replaces (a `$deleteFromPrimitiveList` leaves it).
+fn merge_value(current: Value, patch_value: Value, node: &Node, is_delete_list: bool) -> Result<Value, PatchError> {
+    Ok(match (current, patch_value) {
+        (Value::Object(current), Value::Object(patch_value)) => Value::Object(merge_map(current, patch_value, node)?),
+        (Value::Array(current), Value::Array(patch_value)) => {
+            Value::Array(merge_list(current, patch_value, node, is_delete_list)?)
+        }
+        (current, patch_value) => {
+            if is_delete_list {
+                current
+            } else {
+                clean(patch_value)
+            }
+        }
+    })
 }
 
 /// `$retainKeys`: keys of `original` not listed are cleared; every key the
@@ -181,23 +184,35 @@ fn merge_list(
     }
     let maps = element_kind(&original, &patch)?;
     if !maps {
-        if is_delete_list {
-            return Ok(original.into_iter().filter(|v| !patch.contains(v)).collect());
-        }
-        let mut merged: Vec<Value> = Vec::new();
-        for value in original.iter().chain(patch.iter()) {
-            if !merged.contains(value) {
-                merged.push(value.clone());
-            }
-        }
-        let (in_patch, server_only) = partition(merged, &patch, Some(""));
-        return Ok(normalize_order(in_patch, server_only, &patch, &original, Some("")));
+        return Ok(merge_scalars(original, patch, is_delete_list));
     }
     if key.is_empty() {
         return Err(PatchError::Internal(
             "cannot merge lists without merge key for type map".into(),
         ));
     }
+    merge_keyed(original, patch, node, key)
+}
+
+/// A set of scalars: the union of both, ordered as [`normalize_order`]
+/// does; a `$deleteFromPrimitiveList` removes its elements instead.
+fn merge_scalars(original: Vec<Value>, patch: Vec<Value>, is_delete_list: bool) -> Vec<Value> {
+    if is_delete_list {
+        return original.into_iter().filter(|v| !patch.contains(v)).collect();
+    }
+    let mut merged: Vec<Value> = Vec::new();
+    for value in original.iter().chain(patch.iter()) {
+        if !merged.contains(value) {
+            merged.push(value.clone());
+        }
+    }
+    let (in_patch, server_only) = partition(merged, &patch, Some(""));
+    normalize_order(in_patch, server_only, &patch, &original, Some(""))
+}
+
+/// A list of maps keyed by `key`: a patch element merges into the element
+/// with its key, or is added.
+fn merge_keyed(original: Vec<Value>, patch: Vec<Value>, node: &Node, key: &str) -> Result<Vec<Value>, PatchError> {
     let item = node.keyed().map(|list| list.item).unwrap_or(&Node::Untyped);
     let (original, patch) = apply_special_items(original, patch, key)?;
     let mut merged = original.clone();

@@ -24,18 +24,21 @@
 // parts; the error path is cold, so boxing would buy nothing.
 #![allow(clippy::result_large_err)]
 
+mod meta;
 pub mod watch;
 
 use crate::rbac::RbacObjects;
 use crate::registry::{self, ResourceType};
 use crate::status::Status;
 use dashmap::DashMap;
-use serde_json::{Map, Value};
+use meta::stamp;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use watch::{EventLog, EventType, WatchEvent};
 
+pub use meta::{meta_str, next_generation, now_timestamp, resource_version, set_meta};
 pub use watch::Subscription;
 
 /// `(group, plural)`: where a resource type's objects live.
@@ -104,11 +107,6 @@ impl std::fmt::Debug for Store {
 /// cannot leave half-written in a way that matters to a simulator.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The API server's timestamp format (RFC 3339, seconds, UTC).
-pub fn now_timestamp() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 impl Store {
@@ -206,43 +204,67 @@ impl Store {
         let decided = decide(current.as_ref())?;
         let keep_identity = matches!(decided, Change::Restore(_));
         match decided {
-            Change::Put(mut object) | Change::Restore(mut object) => {
-                let created = current.is_none();
-                let revision = if dry_run { None } else { Some(self.next_revision()) };
-                stamp(&mut object, current.as_deref(), revision, keep_identity);
-                let object = Arc::new(object);
-                if let Some(revision) = revision {
-                    let kind = if created { EventType::Added } else { EventType::Modified };
-                    let event = WatchEvent {
-                        kind,
-                        object: Arc::clone(&object),
-                        revision,
-                    };
-                    self.commit(key, (namespace, name), Some(&object), event);
-                }
-                Ok(Written { object, created })
-            }
+            Change::Put(object) | Change::Restore(object) => Ok(self.put_locked(
+                key,
+                (namespace, name),
+                current.as_deref(),
+                object,
+                keep_identity,
+                dry_run,
+            )),
             Change::Keep => match current {
                 Some(object) => Ok(Written { object, created: false }),
                 None => Err(Status::not_found(rt.group, rt.plural, name)),
             },
-            Change::Delete => {
-                let Some(current) = current else {
-                    return Err(Status::not_found(rt.group, rt.plural, name));
-                };
-                if dry_run {
-                    return Ok(Written {
-                        object: current,
-                        created: false,
-                    });
-                }
-                let object = self.remove_locked(key, namespace, name, &current);
-                if key == NAMESPACES {
-                    self.delete_namespace_contents(name);
-                }
-                Ok(Written { object, created: false })
-            }
+            Change::Delete => match current {
+                Some(current) => Ok(self.delete_locked(key, namespace, name, current, dry_run)),
+                None => Err(Status::not_found(rt.group, rt.plural, name)),
+            },
         }
+    }
+
+    /// Store `object` in place of `current` (write lock held), stamped with
+    /// the next resourceVersion and sent to watchers; a dry run stamps it
+    /// without a resourceVersion and stores nothing.
+    fn put_locked(
+        &self,
+        key: TypeKey,
+        (namespace, name): (&str, &str),
+        current: Option<&Value>,
+        mut object: Value,
+        keep_identity: bool,
+        dry_run: bool,
+    ) -> Written {
+        let created = current.is_none();
+        let revision = if dry_run { None } else { Some(self.next_revision()) };
+        stamp(&mut object, current, revision, keep_identity);
+        let object = Arc::new(object);
+        if let Some(revision) = revision {
+            let kind = if created { EventType::Added } else { EventType::Modified };
+            let event = WatchEvent {
+                kind,
+                object: Arc::clone(&object),
+                revision,
+            };
+            self.commit(key, (namespace, name), Some(&object), event);
+        }
+        Written { object, created }
+    }
+
+    /// Delete `current` (write lock held), and with a namespace everything
+    /// in it; a dry run deletes nothing.
+    fn delete_locked(&self, key: TypeKey, namespace: &str, name: &str, current: Arc<Value>, dry_run: bool) -> Written {
+        if dry_run {
+            return Written {
+                object: current,
+                created: false,
+            };
+        }
+        let object = self.remove_locked(key, namespace, name, &current);
+        if key == NAMESPACES {
+            self.delete_namespace_contents(name);
+        }
+        Written { object, created: false }
     }
 
     /// Remove an object (write lock held): the DELETED event carries the
@@ -386,77 +408,6 @@ fn locate(obj: &Value) -> Result<(&'static ResourceType, String, String), Status
         String::new()
     };
     Ok((rt, ns, name))
-}
-
-/// `metadata.<field>` as a string, empty if absent.
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj.get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-/// The object's `metadata.resourceVersion` as a number.
-pub fn resource_version(obj: &Value) -> Option<u64> {
-    meta_str(obj, "resourceVersion").parse().ok()
-}
-
-/// Set `metadata.<field>`, creating `metadata` if needed.
-pub fn set_meta(obj: &mut Value, field: &str, value: Value) {
-    if !obj.is_object() {
-        *obj = Value::Object(Map::new());
-    }
-    let Some(map) = obj.as_object_mut() else { return };
-    let meta = map.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    if let Some(meta) = meta.as_object_mut() {
-        meta.insert(field.to_string(), value);
-    }
-}
-
-/// Stamp the server-owned metadata on an object about to be stored.
-fn stamp(obj: &mut Value, old: Option<&Value>, revision: Option<u64>, keep_identity: bool) {
-    match old {
-        Some(old) => {
-            for field in ["uid", "creationTimestamp"] {
-                set_meta(obj, field, old["metadata"][field].clone());
-            }
-        }
-        None => {
-            if !(keep_identity && obj["metadata"]["uid"].is_string()) {
-                set_meta(obj, "uid", Value::String(uuid::Uuid::new_v4().to_string()));
-            }
-            if !(keep_identity && obj["metadata"]["creationTimestamp"].is_string()) {
-                set_meta(obj, "creationTimestamp", Value::String(now_timestamp()));
-            }
-        }
-    }
-    match (revision, old) {
-        (Some(rv), _) => set_meta(obj, "resourceVersion", Value::String(rv.to_string())),
-        (None, Some(old)) => set_meta(obj, "resourceVersion", old["metadata"]["resourceVersion"].clone()),
-        (None, None) => {
-            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("resourceVersion");
-            }
-        }
-    }
-    if let Some(generation) = next_generation(old, obj) {
-        set_meta(obj, "generation", Value::from(generation));
-    }
-}
-
-/// The `metadata.generation` an object gets when `new` replaces `old`: 1 on
-/// create, bumped when `spec` changes, none for objects without `spec`.
-pub fn next_generation(old: Option<&Value>, new: &Value) -> Option<i64> {
-    new.get("spec")?;
-    let old_generation = old.and_then(|o| o["metadata"]["generation"].as_i64());
-    Some(match (old, old_generation) {
-        (Some(old), Some(g)) if old.get("spec") == new.get("spec") => g,
-        (Some(_), Some(g)) => g + 1,
-        _ => 1,
-    })
 }
 
 impl RbacObjects for Store {

@@ -206,57 +206,69 @@ pub fn create(group: &str, kind: &str, obj: &Value) -> Result<(), Status> {
 /// Validate an update of `old` to `new`: immutable fields.
 pub fn update(group: &str, kind: &str, old: &Value, new: &Value) -> Result<(), Status> {
     let name = crate::store::meta_str(new, "name");
-    let mut errors = Vec::new();
-    let immutable = |path: &[&str], errors: &mut Vec<FieldError>| {
-        let (a, b) = (pointer(old, path), pointer(new, path));
-        if a != b {
-            let value = b.map_or("null".to_string(), Value::to_string);
-            errors.push(FieldError::new(
-                ErrorType::Invalid,
-                &path.join("."),
-                value,
-                "field is immutable",
-            ));
-        }
-    };
-    match (group, kind) {
-        ("batch", "Job") => {
-            immutable(&["spec", "selector"], &mut errors);
-            immutable(&["spec", "template"], &mut errors);
-        }
-        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") => {
-            immutable(&["spec", "selector"], &mut errors)
-        }
-        ("", "ConfigMap" | "Secret")
-            if old["immutable"] == Value::Bool(true)
-                && (old.get("data") != new.get("data") || old.get("binaryData") != new.get("binaryData")) =>
-        {
-            errors.push(FieldError::new(
-                ErrorType::Forbidden,
-                "data",
-                String::new(),
-                "field is immutable when `immutable` is set",
-            ));
-        }
-        ("", "Service") => {
-            let (a, b) = (&old["spec"]["clusterIP"], &new["spec"]["clusterIP"]);
-            if a.is_string() && b.is_string() && a != b {
-                let ip = b.as_str().unwrap_or_default();
-                errors.push(FieldError::new(
-                    ErrorType::Invalid,
-                    "spec.clusterIPs[0]",
-                    format!("[]string{{{}}}", quote(ip)),
-                    "may not change once set",
-                ));
-            }
-        }
-        _ => {}
-    }
+    let errors = update_errors(group, kind, old, new);
     if errors.is_empty() {
         Ok(())
     } else {
         Err(invalid(group, kind, name, &errors))
     }
+}
+
+/// The fields of `kind` an update may not change that this one changes.
+fn update_errors(group: &str, kind: &str, old: &Value, new: &Value) -> Vec<FieldError> {
+    let immutable = |path: &[&str]| changed_immutable(old, new, path);
+    match (group, kind) {
+        ("batch", "Job") => [immutable(&["spec", "selector"]), immutable(&["spec", "template"])]
+            .into_iter()
+            .flatten()
+            .collect(),
+        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") => {
+            immutable(&["spec", "selector"]).into_iter().collect()
+        }
+        ("", "ConfigMap" | "Secret")
+            if old["immutable"] == Value::Bool(true)
+                && (old.get("data") != new.get("data") || old.get("binaryData") != new.get("binaryData")) =>
+        {
+            vec![FieldError::new(
+                ErrorType::Forbidden,
+                "data",
+                String::new(),
+                "field is immutable when `immutable` is set",
+            )]
+        }
+        ("", "Service") => cluster_ip_change(old, new).into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The field at `path` differs between `old` and `new`, and may not.
+fn changed_immutable(old: &Value, new: &Value, path: &[&str]) -> Option<FieldError> {
+    let (a, b) = (pointer(old, path), pointer(new, path));
+    if a == b {
+        return None;
+    }
+    let value = b.map_or("null".to_string(), Value::to_string);
+    Some(FieldError::new(
+        ErrorType::Invalid,
+        &path.join("."),
+        value,
+        "field is immutable",
+    ))
+}
+
+/// A Service's clusterIP, once set, stays.
+fn cluster_ip_change(old: &Value, new: &Value) -> Option<FieldError> {
+    let (a, b) = (&old["spec"]["clusterIP"], &new["spec"]["clusterIP"]);
+    if !(a.is_string() && b.is_string() && a != b) {
+        return None;
+    }
+    let ip = b.as_str().unwrap_or_default();
+    Some(FieldError::new(
+        ErrorType::Invalid,
+        "spec.clusterIPs[0]",
+        format!("[]string{{{}}}", quote(ip)),
+        "may not change once set",
+    ))
 }
 
 fn pointer<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
