@@ -4,6 +4,8 @@
 
 use super::Doors;
 use crate::body::Body;
+use crate::gateway::error::RequestError;
+use crate::gateway::trace::refuse;
 use crate::gateway::{Stages, Trace};
 use crate::status::Status;
 use http::{Request, Response};
@@ -22,10 +24,8 @@ impl Doors {
         let upstream = self.pipeline.upstream(&cluster)?;
         // Refused before authenticating: an identity claim is never weighed.
         if let Some(name) = crate::gateway::headers::has_impersonation(request.headers()) {
-            trace.row.refused = "identity_header".into();
-            return Err(Status::bad_request(format!(
-                "portcullis refuses requests carrying {name}: your credential decides who you are; ask for a grant instead"
-            )));
+            let header = name.to_string();
+            return Err(refuse(trace, RequestError::IdentityHeader { header }));
         }
         let identity = self
             .authenticator

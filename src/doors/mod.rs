@@ -22,7 +22,9 @@ mod kube;
 use crate::audit::row::{bounded, AuditRow};
 use crate::body::Body;
 use crate::config::Config;
+use crate::gateway::error::RequestError;
 use crate::gateway::router::{self, Route};
+use crate::gateway::trace::refuse;
 use crate::gateway::{metrics, BuildError, Pipeline, Trace};
 use crate::identity::authenticate::{AuthError, Authenticator};
 use crate::status::Status;
@@ -105,7 +107,7 @@ impl Doors {
             Route::Healthz => Ok(health::text(200, "ok".into())),
             Route::Readyz => Ok(health::readyz(&self.pipeline)),
             Route::Metrics => Ok(health::text(200, self.pipeline.metrics.render())),
-            Route::NotFound => Err(Status::path_not_found()),
+            Route::NotFound => Err(RequestError::PathNotFound.into()),
             Route::Audit => Box::pin(self.audit_request(request, trace)).await,
             Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
             Route::Web(_) => Box::pin(self.web_request(request, trace)).await,
@@ -126,7 +128,7 @@ impl Doors {
         let path = request.uri().path().to_string();
         trace.row.path = bounded(&path);
         let Ok(Route::Web(page)) = router::route(&path) else {
-            return Err(Status::path_not_found());
+            return Err(RequestError::PathNotFound.into());
         };
         let approvals = self.pipeline.approvals();
         Ok(crate::approvals::web::serve(approvals, &self.authenticator, page, request, &mut trace.row).await)
@@ -136,7 +138,7 @@ impl Doors {
     async fn audit_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
         trace.row.verb = request.method().as_str().to_ascii_lowercase();
         if request.method() != http::Method::GET {
-            return Err(Status::failure(405, "MethodNotAllowed", "the audit is read with GET"));
+            return Err(RequestError::AuditNotGet.into());
         }
         let identity = self
             .authenticator
@@ -178,7 +180,6 @@ impl Doors {
 
     /// A refused credential: counted, noted in the row, and its Status.
     fn unauthorized(&self, error: AuthError, trace: &mut Trace) -> Status {
-        trace.row.refused = error.reason().into();
         trace.row.credential_prefix = error.prefix().unwrap_or_default().into();
         self.pipeline
             .metrics
@@ -187,15 +188,6 @@ impl Doors {
                 reason: error.reason().into(),
             })
             .inc();
-        if error == AuthError::StoreUnavailable {
-            return Status::unavailable("portcullis cannot check credentials now; try again");
-        }
-        let message = match error {
-            AuthError::Missing => {
-                "Unauthorized: send a portcullis token as 'Authorization: Bearer <token>'".to_string()
-            }
-            other => format!("Unauthorized: {other}"),
-        };
-        Status::unauthorized(message)
+        refuse(trace, RequestError::Unauthenticated(error))
     }
 }

@@ -101,9 +101,8 @@ pub struct Refused(pub Status);
 
 /// A cluster name this portcullis does not serve.
 pub(super) fn unknown_cluster(cluster: &str) -> Status {
-    Status::failure(
-        404,
-        "NotFound",
-        format!("cluster \"{cluster}\" is not served by this portcullis"),
-    )
+    super::error::RequestError::UnknownCluster {
+        cluster: cluster.to_string(),
+    }
+    .into()
 }

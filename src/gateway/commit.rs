@@ -2,6 +2,8 @@
 //! sees it (the API server's blocking audit mode): no record, no request.
 
 use super::classify::RequestInfo;
+use super::error::RequestError;
+use super::trace::refuse;
 use super::{Pipeline, Trace};
 use crate::status::Status;
 
@@ -20,10 +22,7 @@ impl Pipeline {
             .await
             .map_err(|error| {
                 tracing::error!(%error, "the audit cannot commit: request refused");
-                trace.row.refused = "audit_unavailable".into();
-                Status::unavailable(
-                    "portcullis cannot record this request in its audit now, so it was not sent; try again",
-                )
+                refuse(trace, RequestError::AuditUnavailable)
             })
     }
 }

@@ -10,6 +10,7 @@
 //! for a half-upgraded exchange (CVE-2018-1002105).
 
 use super::classify::RequestInfo;
+use super::error::RequestError;
 use super::limits::{BodyOutcome, Capped};
 use super::metrics::{ClusterLabels, Metrics};
 use super::upstream::Upstream;
@@ -94,9 +95,7 @@ where
 {
     let upgrade = upgrade_protocol(&request)?;
     if upgrade.is_some() && !call.info.is_stream_subresource() {
-        return Err(Status::bad_request(
-            "portcullis upgrades only exec, attach and port-forward requests",
-        ));
+        return Err(RequestError::UpgradeNotStream.into());
     }
     let limit = call.limits.request_body_bytes;
     if content_length(request.headers()).is_some_and(|len| len > limit) {
@@ -164,11 +163,7 @@ fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, Sta
         .iter()
         .find(|p| **p == wanted)
         .map(|p| Some(*p))
-        .ok_or_else(|| {
-            Status::bad_request(format!(
-                "upgrade protocol {wanted:?} is not allowed: only WebSocket and SPDY/3.1"
-            ))
-        })
+        .ok_or_else(|| RequestError::UpgradeProtocol { wanted }.into())
 }
 
 /// Long-running in the API server's sense, except that a log that does not
@@ -189,7 +184,7 @@ where
     parts.uri = call
         .upstream
         .uri(call.path, parts.uri.query())
-        .map_err(|_| Status::bad_request("the request path cannot be forwarded"))?;
+        .map_err(|_| Status::from(RequestError::Unforwardable))?;
     parts.version = Version::HTTP_11;
     let headers = &mut parts.headers;
     headers.insert(header::AUTHORIZATION, call.upstream.authorization());
@@ -198,7 +193,8 @@ where
     if let Some(agent) = &call.identity.agent {
         extras.push((AGENT_EXTRA, agent.id.as_str()));
     }
-    headers::impersonate(headers, &user, &call.groups, &extras).map_err(|e| Status::internal(e.to_string()))?;
+    headers::impersonate(headers, &user, &call.groups, &extras)
+        .map_err(|e| RequestError::Internal { cause: e.to_string() })?;
     headers.insert("audit-id", headers::audit_id_value(call.audit_id));
     let counted = Counted::new(incoming, call.sent.clone());
     let limited = http_body_util::Limited::new(counted, call.limits.request_body_bytes as usize);
@@ -246,31 +242,19 @@ fn content_length(headers: &http::HeaderMap) -> Option<u64> {
 }
 
 fn body_too_large(limit: u64) -> Status {
-    Status::too_large(format!(
-        "the request body is larger than portcullis's limit of {limit} bytes"
-    ))
+    RequestError::RequestTooLarge { limit }.into()
 }
 
 fn response_too_large(len: u64, limit: u64) -> Status {
-    Status::failure(
-        502,
-        "BadGateway",
-        format!(
-            "the cluster's response ({len} bytes) is larger than portcullis's limit of {limit} bytes: ask for fewer objects at a time (kubectl --chunk-size, or limit and continue in the API)"
-        ),
-    )
+    RequestError::ResponseTooLarge { len, limit }.into()
 }
 
 fn timeout(upstream: &Upstream, limits: &Limits) -> Status {
-    Status::failure(
-        504,
-        "Timeout",
-        format!(
-            "cluster \"{}\" did not answer within {}",
-            upstream.name,
-            humantime::format_duration(limits.request_timeout)
-        ),
-    )
+    RequestError::UpstreamTimeout {
+        cluster: upstream.name.clone(),
+        timeout: limits.request_timeout,
+    }
+    .into()
 }
 
 fn send_error(upstream: &Upstream, error: &hyper_util::client::legacy::Error, limit: u64) -> Status {
@@ -278,14 +262,11 @@ fn send_error(upstream: &Upstream, error: &hyper_util::client::legacy::Error, li
         return body_too_large(limit);
     }
     tracing::warn!(cluster = %upstream.name, error = %error_chain(error), "upstream request failed");
+    let cluster = upstream.name.clone();
     if error.is_connect() {
-        return Status::unavailable(format!("cluster \"{}\" is unreachable", upstream.name));
+        return RequestError::UpstreamUnavailable { cluster }.into();
     }
-    Status::failure(
-        502,
-        "BadGateway",
-        format!("the connection to cluster \"{}\" failed", upstream.name),
-    )
+    RequestError::UpstreamFailed { cluster }.into()
 }
 
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {

@@ -24,6 +24,7 @@
 pub mod call;
 pub mod classify;
 mod commit;
+pub mod error;
 pub mod forward;
 pub mod headers;
 pub mod hold;

@@ -187,11 +187,7 @@ impl super::Pipeline {
         let identity = stages.identity;
         let (groups, reveal_secrets) = match self.policy.decide(identity, &stages.upstream.name, info).await {
             Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
-            Err(e) => {
-                return Err(crate::status::Status::unavailable(format!(
-                    "portcullis cannot read grants now ({e}); try again"
-                )))
-            }
+            Err(e) => return Err(super::error::RequestError::GrantsUnavailable { cause: e.to_string() }.into()),
         };
         // `read_secret`: one get of one Secret, recorded as a reveal.
         let reveal_one = stages.reveal_secret && info.is_secrets() && info.verb == "get" && !info.name.is_empty();

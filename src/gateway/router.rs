@@ -6,6 +6,7 @@
 //! make portcullis and the API server disagree about which object is meant,
 //! so such paths are refused with a 400 Status before authentication.
 
+use super::error::RequestError;
 use crate::approvals::web::Page;
 use crate::config::valid_cluster_name;
 use crate::status::Status;
@@ -67,9 +68,7 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
         None => (rest, "/"),
     };
     if !valid_cluster_name(name) {
-        return Err(Status::bad_request(format!(
-            "invalid cluster name {name:?} in the path: use /clusters/<name>/… with the name from your kubeconfig"
-        )));
+        return Err(RequestError::InvalidClusterName { name: name.to_string() }.into());
     }
     check_path(k8s_path)?;
     Ok(Route::Cluster { name, path: k8s_path })
@@ -78,24 +77,20 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
 fn check_path(path: &str) -> Result<(), Status> {
     let lower = path.to_ascii_lowercase();
     if lower.contains("%2f") || lower.contains("%5c") || path.contains('\\') {
-        return Err(Status::bad_request(
-            "the path contains an encoded slash or a backslash, which portcullis does not forward",
-        ));
+        return Err(RequestError::EncodedSlash.into());
     }
     if percent_encoding::percent_decode_str(path).decode_utf8().is_err() {
-        return Err(Status::bad_request("the path is not valid UTF-8 once percent-decoded"));
+        return Err(RequestError::PathNotUtf8.into());
     }
     let segments: Vec<&str> = lower.split('/').skip(1).collect();
     let last = segments.len().saturating_sub(1);
     for (i, segment) in segments.iter().enumerate() {
         let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
         if decoded == "." || decoded == ".." {
-            return Err(Status::bad_request(
-                "the path contains a dot segment ('.' or '..'), which portcullis does not forward",
-            ));
+            return Err(RequestError::DotSegment.into());
         }
         if segment.is_empty() && i != last {
-            return Err(Status::bad_request("the path contains an empty segment ('//')"));
+            return Err(RequestError::EmptySegment.into());
         }
     }
     Ok(())

@@ -12,6 +12,14 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Note `error`'s refusal reason in the row, and give its Status.
+pub fn refuse(trace: &mut Trace, error: super::error::RequestError) -> Status {
+    if let Some(reason) = error.refused() {
+        trace.row.refused = reason;
+    }
+    error.status()
+}
+
 /// The challenge sent with every 401.
 const CHALLENGE: &str = "Bearer realm=\"portcullis\"";
 

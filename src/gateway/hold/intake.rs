@@ -5,6 +5,8 @@ use crate::approvals::preview::{self, Preview, PreviewError};
 use crate::approvals::{HeldRequest, HeldState, HeldWrite, Precondition};
 use crate::body::{self, Body};
 use crate::gateway::classify::{classify, RequestInfo};
+use crate::gateway::error::RequestError;
+use crate::gateway::trace::refuse;
 use crate::gateway::{Pipeline, Trace};
 use crate::status::Status;
 use bytes::Bytes;
@@ -51,16 +53,13 @@ impl Pipeline {
         let precondition = precondition(ctx.info, current.as_ref(), &result);
         let preview = preview::build(current, note, result, ctx.info.is_secrets(), deleting).map_err(|e| {
             trace.row.held = false;
+            let message = e.to_string();
             match e {
-                PreviewError::TooLarge(_) => {
-                    trace.row.refused = "preview_too_large".into();
-                    Status::too_large(e.to_string())
-                }
+                PreviewError::TooLarge(_) => refuse(trace, RequestError::PreviewTooLarge { message }),
                 // Fail closed: a preview that might show a value is never stored.
                 PreviewError::Unredactable(_) | PreviewError::Leaked => {
                     tracing::warn!(error = %e, "a held Secret write's preview could not be redacted: refused");
-                    trace.row.refused = "preview_unredactable".into();
-                    Status::failure(502, "BadGateway", e.to_string())
+                    refuse(trace, RequestError::PreviewUnredactable { message })
                 }
             }
         })?;
@@ -68,8 +67,8 @@ impl Pipeline {
         let sealed = match &self.approvals.key {
             Some(key) => key
                 .seal(&held.id, &request.body)
-                .map_err(|e| Status::internal(e.to_string()))?,
-            None => return Err(Status::unavailable("portcullis cannot hold writes now")),
+                .map_err(|e| RequestError::Internal { cause: e.to_string() })?,
+            None => return Err(RequestError::HoldUnavailable.into()),
         };
         let (store, stored) = (self.approvals.store.clone(), held.clone());
         blocking(move || store.insert_held(&stored, &sealed)).await?;

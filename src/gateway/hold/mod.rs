@@ -24,6 +24,8 @@ mod run;
 pub use answer::{ApprovalRefusal, ApprovedRun, HeldNotice};
 
 use super::classify::RequestInfo;
+use super::error::RequestError;
+use super::trace::refuse;
 use super::upstream::Upstream;
 use super::{forward, Pipeline, Trace};
 use crate::approvals::HeldWrite;
@@ -109,20 +111,15 @@ impl Pipeline {
             return Ok(HoldStep::Pass(request));
         }
         if self.approvals.key.is_none() {
-            trace.row.refused = "approvals_unconfigured".into();
-            return Err(Status::unavailable(
-                "your writes need a person's approval, but this portcullis cannot hold writes ([approvals] key_file is not set): nothing was changed",
-            ));
+            return Err(refuse(trace, RequestError::WritesNotHeld));
         }
         let (parts, incoming) = request.into_parts();
         // Boxed first: the body's error type is then exactly `BoxError`.
         let incoming: Body = body::boxed(incoming);
         let limit = usize::try_from(ctx.limits.request_body_bytes).unwrap_or(usize::MAX);
-        let body = read_limited(incoming, limit).await.ok_or_else(|| {
-            Status::too_large(format!(
-                "the request body is larger than portcullis's limit of {limit} bytes"
-            ))
-        })?;
+        let body = read_limited(incoming, limit)
+            .await
+            .ok_or_else(|| Status::from(RequestError::RequestTooLarge { limit: limit as u64 }))?;
         let request = Buffered { parts, body };
         refuse_unreadable_body(&request, trace)?;
         trace.row.held = true;
@@ -275,7 +272,7 @@ impl Pipeline {
         let limit = usize::try_from(ctx.limits.response_bytes).unwrap_or(usize::MAX);
         let bytes = read_limited(body, limit)
             .await
-            .ok_or_else(|| Status::failure(502, "BadGateway", "the cluster's answer was cut short or too large"))?;
+            .ok_or_else(|| Status::from(RequestError::AnswerCutShort))?;
         Ok((parts, bytes))
     }
 }
@@ -347,10 +344,10 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, Status> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|_| Status::unavailable("portcullis cannot reach its store now; try again"))?
+        .map_err(|_| Status::from(RequestError::StoreUnavailable))?
         .map_err(|error| {
             tracing::error!(%error, "held writes store failed");
-            Status::unavailable("portcullis cannot reach its store now; try again")
+            RequestError::StoreUnavailable.into()
         })
 }
 
@@ -367,7 +364,7 @@ fn request_with(
     }
     request
         .body(body::full(body))
-        .map_err(|_| Status::bad_request("the request cannot be rebuilt"))
+        .map_err(|_| RequestError::Unrebuildable.into())
 }
 
 /// portcullis parses a held write's body when it runs it (to add its
@@ -380,12 +377,9 @@ fn refuse_unreadable_body(request: &Buffered, trace: &mut Trace) -> Result<(), S
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    run::parse_body(content_type, &request.body).map(drop).map_err(|error| {
-        trace.row.refused = format!("body_{}", error.code());
-        Status::bad_request(format!(
-            "this write waits for a person's approval, so portcullis reads its body, and the request body {error}"
-        ))
-    })
+    run::parse_body(content_type, &request.body)
+        .map(drop)
+        .map_err(|error| refuse(trace, RequestError::UnreadableHeldBody(error)))
 }
 
 /// Read `body` whole; `None` past `limit` bytes or on an error. (By hand:

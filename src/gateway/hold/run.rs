@@ -9,6 +9,7 @@ use crate::approvals::{HeldState, HeldWrite, Outcome, Precondition};
 use crate::body::{self, Body};
 use crate::document::{self, Bounds, DocumentError};
 use crate::gateway::classify::classify;
+use crate::gateway::error::RequestError;
 use crate::gateway::{Pipeline, Trace};
 use crate::secrets::{redact_json, Target};
 use crate::status::Status;
@@ -37,7 +38,7 @@ impl Pipeline {
         };
         let held = crate::approvals::wait::until_decided(&store, &held.id, wait)
             .await
-            .map_err(|e| Status::unavailable(e.to_string()))?
+            .map_err(|e| RequestError::WaitFailed { cause: e.to_string() })?
             .unwrap_or(held);
         if held.state == HeldState::Approved {
             let id = held.id.clone();
@@ -48,7 +49,7 @@ impl Pipeline {
             // Another call runs it: wait for its outcome, then report it.
             let ran = crate::approvals::wait::until_decided(&store, &held.id, self.approvals.wait)
                 .await
-                .map_err(|e| Status::unavailable(e.to_string()))?
+                .map_err(|e| RequestError::WaitFailed { cause: e.to_string() })?
                 .unwrap_or(held);
             return Ok(self.answer(&ran));
         }
@@ -80,8 +81,8 @@ impl Pipeline {
         let body = match (sealed, key) {
             (Some(sealed), Some(key)) => key
                 .open(&held.id, &sealed)
-                .map_err(|e| Status::internal(e.to_string()))?,
-            _ => return Err(Status::internal("the held write's body is gone")),
+                .map_err(|e| RequestError::Internal { cause: e.to_string() })?,
+            _ => return Err(RequestError::HeldBodyGone.into()),
         };
         let request_meta = &held.request;
         let body = with_precondition(
@@ -97,9 +98,7 @@ impl Pipeline {
             .await
             .map_err(|error| {
                 tracing::error!(%error, "the audit cannot commit: approved write not sent");
-                Status::unavailable(
-                    "portcullis cannot record this write in its audit now, so it was not sent; try again",
-                )
+                RequestError::ApprovedWriteUnrecorded
             })?;
         let mut headers = kept_headers(&request.parts.headers, false);
         headers.retain(|(name, _)| name != http::header::CONTENT_TYPE);
@@ -112,7 +111,7 @@ impl Pipeline {
         } else {
             format!("{}?{}", r.path, r.query)
         };
-        let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| Status::internal("stored method"))?;
+        let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| RequestError::StoredMethod)?;
         // Exactly the stored request: its path, not this call's (which
         // `existing` found to be the same), is what the forward stage sends.
         let info = classify(&method, &r.path, Some(r.query.as_str()).filter(|q| !q.is_empty()));
@@ -203,13 +202,12 @@ fn outcome(code: u16, answer: &[u8], secrets: bool) -> Outcome {
 /// (protobuf) is sent as it is; one that [`parse_body`] refuses is not sent.
 fn with_precondition(precondition: &Precondition, content_type: &str, body: Bytes) -> Result<Bytes, Status> {
     let Precondition { resource_version, uid } = precondition;
-    let parse = |body: &[u8]| {
-        parse_body(content_type, body).map_err(|e| Status::bad_request(format!("the held request body {e}")))
-    };
+    let parse =
+        |body: &[u8]| parse_body(content_type, body).map_err(|e| Status::from(RequestError::HeldBodyRefused(e)));
     let encoded = |value: Value| {
         serde_json::to_vec(&value)
             .map(Bytes::from)
-            .map_err(|e| Status::internal(e.to_string()))
+            .map_err(|e| Status::from(RequestError::Internal { cause: e.to_string() }))
     };
     if let Some(uid) = uid {
         let Some(mut options) = parse(&body)?.filter(Value::is_object) else {

@@ -45,6 +45,7 @@ pub mod accept;
 pub mod watch;
 
 use super::classify::RequestInfo;
+use super::error::RequestError;
 use super::limits::{ResponseDeadline, ResponseTooLarge};
 use crate::body::{self, Body, BoxError};
 use crate::identity::Identity;
@@ -87,7 +88,8 @@ pub fn plan(
     if target == Target::Secrets && accept::accepts_protobuf(headers) {
         target = Target::TypedSecrets;
     }
-    let json = accept::json_only(headers).map_err(|e| Status::failure(406, "NotAcceptable", e.to_string()))?;
+    let json =
+        accept::json_only(headers).map_err(|e| Status::from(RequestError::NotAcceptable { message: e.to_string() }))?;
     headers.insert(ACCEPT, json);
     headers.remove(ACCEPT_ENCODING);
     Ok(Transform::Redact {
@@ -240,25 +242,22 @@ where
 fn refusal(error: &RedactError) -> Status {
     if let RedactError::Incomplete(cause) = error {
         if cause.is::<ResponseDeadline>() {
-            return Status::failure(
-                504,
-                "Timeout",
-                format!("{cause}; Secret responses are read whole to redact them"),
-            );
+            return RequestError::SecretsTimedOut {
+                cause: cause.to_string(),
+            }
+            .into();
         }
         if let Some(too_large) = cause.downcast_ref::<ResponseTooLarge>() {
-            return Status::failure(
-                502,
-                "BadGateway",
-                format!("{}: ask for fewer Secrets at a time", too_large),
-            );
+            return RequestError::SecretsTooLarge {
+                cause: too_large.to_string(),
+            }
+            .into();
         }
     }
-    Status::failure(
-        502,
-        "BadGateway",
-        format!("portcullis refused the cluster's response because it could not hide the Secret values in it: {error}"),
-    )
+    RequestError::Unredactable {
+        cause: error.to_string(),
+    }
+    .into()
 }
 
 fn refused(error: &RedactError) -> Response<Body> {

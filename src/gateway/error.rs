@@ -1,0 +1,388 @@
+//! Why portcullis itself refused or failed a request, as one enum, and the
+//! one place ([`RequestError::status`]) that turns it into the Kubernetes
+//! Status the caller reads and ([`RequestError::refused`]) the audit row's
+//! refusal reason. The cluster's own Status bodies pass through untouched;
+//! MCP tools map the Status they are given to their tool errors
+//! (`crate::mcp::error`).
+
+use crate::document::DocumentError;
+use crate::identity::authenticate::AuthError;
+use crate::status::Status;
+use std::time::Duration;
+
+/// What went wrong on the request path, named for what happened.
+#[derive(Debug)]
+pub enum RequestError {
+    /// The path matches no door.
+    PathNotFound,
+    /// `/clusters/<name>`: the name is not a valid cluster name.
+    InvalidClusterName {
+        /// The name as written.
+        name: String,
+    },
+    /// The path holds an encoded slash (`%2F`, `%5C`) or a backslash.
+    EncodedSlash,
+    /// The path is not UTF-8 once percent-decoded.
+    PathNotUtf8,
+    /// The path holds a `.` or `..` segment.
+    DotSegment,
+    /// The path holds an empty segment (`//`).
+    EmptySegment,
+    /// The path names a cluster this portcullis does not serve.
+    UnknownCluster {
+        /// The name as written.
+        cluster: String,
+    },
+    /// The client sent an `Impersonate-*` header.
+    IdentityHeader {
+        /// The header's name.
+        header: String,
+    },
+    /// `/audit` was asked with another method than GET.
+    AuditNotGet,
+    /// The bearer token was missing, unknown, expired or revoked, or
+    /// credentials could not be checked.
+    Unauthenticated(AuthError),
+    /// The grants in effect could not be read.
+    GrantsUnavailable {
+        /// Why.
+        cause: String,
+    },
+    /// A write or a Secret reveal could not be committed to the audit, so
+    /// it was not sent.
+    AuditUnavailable,
+    /// An approved write could not be committed to the audit, so it was not
+    /// sent.
+    ApprovedWriteUnrecorded,
+    /// An upgrade was asked for a request that is not exec, attach or
+    /// port-forward.
+    UpgradeNotStream,
+    /// An upgrade protocol other than WebSocket and SPDY/3.1.
+    UpgradeProtocol {
+        /// The protocol asked for, lower-cased.
+        wanted: String,
+    },
+    /// The request body is over the limit.
+    RequestTooLarge {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The path and query cannot make an upstream URI.
+    Unforwardable,
+    /// The cluster's response is over the limit.
+    ResponseTooLarge {
+        /// Its `Content-Length`.
+        len: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The cluster did not answer in time.
+    UpstreamTimeout {
+        /// The cluster.
+        cluster: String,
+        /// The request timeout.
+        timeout: Duration,
+    },
+    /// The cluster could not be connected to.
+    UpstreamUnavailable {
+        /// The cluster.
+        cluster: String,
+    },
+    /// The connection to the cluster failed after it was made.
+    UpstreamFailed {
+        /// The cluster.
+        cluster: String,
+    },
+    /// A Secret request asked only for media types portcullis cannot redact.
+    NotAcceptable {
+        /// Why, for the caller.
+        message: String,
+    },
+    /// A Secret response, read whole to redact it, did not end in time.
+    SecretsTimedOut {
+        /// The deadline's own message.
+        cause: String,
+    },
+    /// A Secret response, read whole to redact it, was over the cap.
+    SecretsTooLarge {
+        /// The cap's own message.
+        cause: String,
+    },
+    /// The Secret values in a response could not be hidden: refused.
+    Unredactable {
+        /// Why.
+        cause: String,
+    },
+    /// A write needs a person's approval, but no `[approvals] key_file` is
+    /// set to hold it.
+    WritesNotHeld,
+    /// No key to seal a held write's body with.
+    HoldUnavailable,
+    /// A held write's preview is over its limit.
+    PreviewTooLarge {
+        /// Why, for the caller.
+        message: String,
+    },
+    /// A held Secret write's preview could not be redacted: not stored.
+    PreviewUnredactable {
+        /// Why, for the caller.
+        message: String,
+    },
+    /// One of the hold stage's own requests got an answer cut short or over
+    /// the response cap.
+    AnswerCutShort,
+    /// The held writes store could not be reached.
+    StoreUnavailable,
+    /// Waiting for a held write's decision failed.
+    WaitFailed {
+        /// Why.
+        cause: String,
+    },
+    /// A held request could not be rebuilt.
+    Unrebuildable,
+    /// A write waiting for approval has a body portcullis would refuse to
+    /// parse when it runs it.
+    UnreadableHeldBody(DocumentError),
+    /// The stored body of an approved write is refused by the parser.
+    HeldBodyRefused(DocumentError),
+    /// The approved write's body is no longer stored.
+    HeldBodyGone,
+    /// The approved write's stored method is not a method.
+    StoredMethod,
+    /// A failure of portcullis itself (sealing, encoding, headers).
+    Internal {
+        /// Why.
+        cause: String,
+    },
+}
+
+impl RequestError {
+    /// The Status the caller is sent.
+    pub fn status(&self) -> Status {
+        use RequestError as E;
+        match self {
+            E::PathNotFound => Status::path_not_found(),
+            E::InvalidClusterName { name } => Status::bad_request(format!(
+                "invalid cluster name {name:?} in the path: use /clusters/<name>/… with the name from your kubeconfig"
+            )),
+            E::EncodedSlash => Status::bad_request(
+                "the path contains an encoded slash or a backslash, which portcullis does not forward",
+            ),
+            E::PathNotUtf8 => Status::bad_request("the path is not valid UTF-8 once percent-decoded"),
+            E::DotSegment => Status::bad_request(
+                "the path contains a dot segment ('.' or '..'), which portcullis does not forward",
+            ),
+            E::EmptySegment => Status::bad_request("the path contains an empty segment ('//')"),
+            E::UnknownCluster { cluster } => Status::failure(
+                404,
+                "NotFound",
+                format!("cluster \"{cluster}\" is not served by this portcullis"),
+            ),
+            E::IdentityHeader { header } => Status::bad_request(format!(
+                "portcullis refuses requests carrying {header}: your credential decides who you are; ask for a grant instead"
+            )),
+            E::AuditNotGet => Status::failure(405, "MethodNotAllowed", "the audit is read with GET"),
+            E::Unauthenticated(error) => unauthenticated(error),
+            _ => self.stage_status(),
+        }
+    }
+
+    /// The Status of a failure after authentication.
+    fn stage_status(&self) -> Status {
+        use RequestError as E;
+        match self {
+            E::GrantsUnavailable { cause } => {
+                Status::unavailable(format!("portcullis cannot read grants now ({cause}); try again"))
+            }
+            E::AuditUnavailable => Status::unavailable(
+                "portcullis cannot record this request in its audit now, so it was not sent; try again",
+            ),
+            E::ApprovedWriteUnrecorded => Status::unavailable(
+                "portcullis cannot record this write in its audit now, so it was not sent; try again",
+            ),
+            E::UpgradeNotStream => {
+                Status::bad_request("portcullis upgrades only exec, attach and port-forward requests")
+            }
+            E::UpgradeProtocol { wanted } => Status::bad_request(format!(
+                "upgrade protocol {wanted:?} is not allowed: only WebSocket and SPDY/3.1"
+            )),
+            E::RequestTooLarge { limit } => Status::too_large(format!(
+                "the request body is larger than portcullis's limit of {limit} bytes"
+            )),
+            E::Unforwardable => Status::bad_request("the request path cannot be forwarded"),
+            _ => self.upstream_status(),
+        }
+    }
+
+    /// The Status of a failure reaching the cluster or reading its answer.
+    fn upstream_status(&self) -> Status {
+        use RequestError as E;
+        match self {
+            E::ResponseTooLarge { len, limit } => Status::failure(
+                502,
+                "BadGateway",
+                format!(
+                    "the cluster's response ({len} bytes) is larger than portcullis's limit of {limit} bytes: ask for fewer objects at a time (kubectl --chunk-size, or limit and continue in the API)"
+                ),
+            ),
+            E::UpstreamTimeout { cluster, timeout } => Status::failure(
+                504,
+                "Timeout",
+                format!(
+                    "cluster \"{cluster}\" did not answer within {}",
+                    humantime::format_duration(*timeout)
+                ),
+            ),
+            E::UpstreamUnavailable { cluster } => Status::unavailable(format!("cluster \"{cluster}\" is unreachable")),
+            E::UpstreamFailed { cluster } => Status::failure(
+                502,
+                "BadGateway",
+                format!("the connection to cluster \"{cluster}\" failed"),
+            ),
+            E::NotAcceptable { message } => Status::failure(406, "NotAcceptable", message.clone()),
+            E::SecretsTimedOut { cause } => Status::failure(
+                504,
+                "Timeout",
+                format!("{cause}; Secret responses are read whole to redact them"),
+            ),
+            E::SecretsTooLarge { cause } => {
+                Status::failure(502, "BadGateway", format!("{cause}: ask for fewer Secrets at a time"))
+            }
+            E::Unredactable { cause } => Status::failure(
+                502,
+                "BadGateway",
+                format!("portcullis refused the cluster's response because it could not hide the Secret values in it: {cause}"),
+            ),
+            _ => self.hold_status(),
+        }
+    }
+
+    /// The Status of a failure of the hold stage.
+    fn hold_status(&self) -> Status {
+        use RequestError as E;
+        match self {
+            E::WritesNotHeld => Status::unavailable(
+                "your writes need a person's approval, but this portcullis cannot hold writes ([approvals] key_file is not set): nothing was changed",
+            ),
+            E::HoldUnavailable => Status::unavailable("portcullis cannot hold writes now"),
+            E::PreviewTooLarge { message } => Status::too_large(message.clone()),
+            E::PreviewUnredactable { message } => Status::failure(502, "BadGateway", message.clone()),
+            E::AnswerCutShort => Status::failure(502, "BadGateway", "the cluster's answer was cut short or too large"),
+            E::StoreUnavailable => Status::unavailable("portcullis cannot reach its store now; try again"),
+            E::WaitFailed { cause } => Status::unavailable(cause.clone()),
+            E::Unrebuildable => Status::bad_request("the request cannot be rebuilt"),
+            E::UnreadableHeldBody(error) => Status::bad_request(format!(
+                "this write waits for a person's approval, so portcullis reads its body, and the request body {error}"
+            )),
+            E::HeldBodyRefused(error) => Status::bad_request(format!("the held request body {error}")),
+            E::HeldBodyGone => Status::internal("the held write's body is gone"),
+            E::StoredMethod => Status::internal("stored method"),
+            E::Internal { cause } => Status::internal(cause.clone()),
+            _ => Status::internal("unmapped request error"),
+        }
+    }
+
+    /// The audit row's refusal reason, when portcullis refused the request
+    /// itself (rather than failing it).
+    pub fn refused(&self) -> Option<String> {
+        use RequestError as E;
+        Some(match self {
+            E::InvalidClusterName { .. } | E::EncodedSlash | E::PathNotUtf8 | E::DotSegment | E::EmptySegment => {
+                "path".into()
+            }
+            E::IdentityHeader { .. } => "identity_header".into(),
+            E::Unauthenticated(error) => error.reason().into(),
+            E::AuditUnavailable => "audit_unavailable".into(),
+            E::WritesNotHeld => "approvals_unconfigured".into(),
+            E::PreviewTooLarge { .. } => "preview_too_large".into(),
+            E::PreviewUnredactable { .. } => "preview_unredactable".into(),
+            E::UnreadableHeldBody(error) => format!("body_{}", error.code()),
+            _ => return None,
+        })
+    }
+}
+
+impl From<RequestError> for Status {
+    fn from(error: RequestError) -> Status {
+        error.status()
+    }
+}
+
+/// A refused credential's Status: 503 when credentials cannot be checked.
+fn unauthenticated(error: &AuthError) -> Status {
+    let message = match error {
+        AuthError::StoreUnavailable => {
+            return Status::unavailable("portcullis cannot check credentials now; try again")
+        }
+        AuthError::Missing => "Unauthorized: send a portcullis token as 'Authorization: Bearer <token>'".to_string(),
+        other => format!("Unauthorized: {other}"),
+    };
+    Status::unauthorized(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_names_its_reason_in_the_audit_row() {
+        assert_eq!(RequestError::DotSegment.refused().as_deref(), Some("path"));
+        assert_eq!(
+            RequestError::IdentityHeader {
+                header: "Impersonate-User".into()
+            }
+            .refused()
+            .as_deref(),
+            Some("identity_header")
+        );
+        assert_eq!(
+            RequestError::AuditUnavailable.refused().as_deref(),
+            Some("audit_unavailable")
+        );
+        let deep = DocumentError::TooDeep { limit: 3 };
+        assert_eq!(
+            RequestError::UnreadableHeldBody(deep).refused().as_deref(),
+            Some("body_too_deep")
+        );
+        assert_eq!(RequestError::UpstreamFailed { cluster: "c".into() }.refused(), None);
+    }
+
+    #[test]
+    fn statuses_keep_the_codes_and_reasons_kubernetes_clients_read() {
+        let cases = [
+            (RequestError::PathNotFound, 404, "NotFound"),
+            (RequestError::UnknownCluster { cluster: "x".into() }, 404, "NotFound"),
+            (RequestError::AuditNotGet, 405, "MethodNotAllowed"),
+            (RequestError::Unauthenticated(AuthError::Missing), 401, "Unauthorized"),
+            (
+                RequestError::Unauthenticated(AuthError::StoreUnavailable),
+                503,
+                "ServiceUnavailable",
+            ),
+            (RequestError::RequestTooLarge { limit: 1 }, 413, "RequestEntityTooLarge"),
+            (RequestError::ResponseTooLarge { len: 2, limit: 1 }, 502, "BadGateway"),
+            (
+                RequestError::UpstreamTimeout {
+                    cluster: "c".into(),
+                    timeout: Duration::from_secs(1),
+                },
+                504,
+                "Timeout",
+            ),
+            (
+                RequestError::UpstreamUnavailable { cluster: "c".into() },
+                503,
+                "ServiceUnavailable",
+            ),
+            (RequestError::HeldBodyGone, 500, "InternalError"),
+        ];
+        for (error, code, reason) in cases {
+            let status = error.status();
+            assert_eq!((status.code, status.reason.as_str()), (code, reason), "{error:?}");
+        }
+        assert_eq!(
+            RequestError::UnknownCluster { cluster: "x".into() }.status().message,
+            "cluster \"x\" is not served by this portcullis"
+        );
+    }
+}
