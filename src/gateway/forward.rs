@@ -93,14 +93,7 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
     B::Error: Into<crate::body::BoxError>,
 {
-    let upgrade = upgrade_protocol(&request)?;
-    if upgrade.is_some() && !call.info.is_stream_subresource() {
-        return Err(RequestError::UpgradeNotStream.into());
-    }
-    let limit = call.limits.request_body_bytes;
-    if content_length(request.headers()).is_some_and(|len| len > limit) {
-        return Err(body_too_large(limit));
-    }
+    let upgrade = checked_upgrade(&call, &request)?;
     let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
     let client_upgrade = upgrade.map(|_| hyper::upgrade::on(&mut request));
     // Before portcullis sets any header of its own (Accept below, identity
@@ -111,30 +104,66 @@ where
     // a request asks for plain JSON, and its answer is redacted below.
     let transform = redact::plan(call.info, call.identity, call.reveal_secrets, request.headers_mut())?;
     let upstream_request = build_request(&call, request)?;
-
     let started = Instant::now();
-    let sent = if upgrade.is_some() {
-        call.upstream.send_upgrade(upstream_request).await
-    } else if streaming {
-        call.upstream.send_streaming(upstream_request).await
-    } else {
-        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(upstream_request))
-            .await
-            .map_err(|_| timeout(call.upstream, call.limits))?
-    };
-    let mut response = sent.map_err(|e| send_error(call.upstream, &e, limit))?;
+    let response = send(&call, upstream_request, upgrade.is_some(), streaming).await?;
     call.metrics
         .upstream_latency
         .get_or_create(&ClusterLabels {
             cluster: call.upstream.name.clone(),
         })
         .observe(started.elapsed().as_secs_f64());
-
     if let Some(client_upgrade) = client_upgrade {
         if response.status() == StatusCode::SWITCHING_PROTOCOLS {
             return Ok(splice(client_upgrade, response, call.metrics.open_streams.clone()));
         }
     }
+    let (parts, relayed) = relay(&call, response, streaming, started)?;
+    // Only Secret responses are transformed; everything else passes as is.
+    Ok(transform.apply(parts, relayed, call.limits.response_bytes).await)
+}
+
+/// The upgrade asked for (only exec, attach and port-forward may), with a
+/// request body announced over the limit refused first.
+fn checked_upgrade<B>(call: &Call<'_>, request: &Request<B>) -> Result<Option<&'static str>, Status> {
+    let upgrade = upgrade_protocol(request)?;
+    if upgrade.is_some() && !call.info.is_stream_subresource() {
+        return Err(RequestError::UpgradeNotStream.into());
+    }
+    let limit = call.limits.request_body_bytes;
+    if content_length(request.headers()).is_some_and(|len| len > limit) {
+        return Err(body_too_large(limit));
+    }
+    Ok(upgrade)
+}
+
+/// Send upstream: an upgrade or a long-running request without a timeout,
+/// anything else within the request timeout.
+async fn send(
+    call: &Call<'_>,
+    request: Request<Body>,
+    upgrade: bool,
+    streaming: bool,
+) -> Result<Response<Incoming>, Status> {
+    let sent = if upgrade {
+        call.upstream.send_upgrade(request).await
+    } else if streaming {
+        call.upstream.send_streaming(request).await
+    } else {
+        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(request))
+            .await
+            .map_err(|_| timeout(call.upstream, call.limits))?
+    };
+    sent.map_err(|e| send_error(call.upstream, &e, call.limits.request_body_bytes))
+}
+
+/// The answer's head and its body under the size cap and the deadline
+/// (a stream gets neither, and counts as open while it lasts).
+fn relay(
+    call: &Call<'_>,
+    mut response: Response<Incoming>,
+    streaming: bool,
+    started: Instant,
+) -> Result<(http::response::Parts, Capped<Incoming>), Status> {
     if !streaming {
         if let Some(len) = content_length(response.headers()).filter(|len| *len > call.limits.response_bytes) {
             return Err(response_too_large(len, call.limits.response_bytes));
@@ -149,8 +178,7 @@ where
         let deadline = tokio::time::Instant::from_std(started) + call.limits.request_timeout;
         Capped::new(incoming, Some(call.limits.response_bytes), Some(deadline), outcome)
     };
-    // Only Secret responses are transformed; everything else passes as is.
-    Ok(transform.apply(parts, relayed, call.limits.response_bytes).await)
+    Ok((parts, relayed))
 }
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.

@@ -93,6 +93,24 @@ impl ClusterRequest {
         self.reveal_secret = true;
         self
     }
+
+    /// The `http::Request` the pipeline is sent.
+    fn to_http(&self) -> Result<Request<body::Body>, ToolError> {
+        let mut builder = Request::builder()
+            .method(self.method.clone())
+            .uri(&self.path_and_query)
+            .header(header::ACCEPT, self.accept);
+        if let Some(content_type) = self.content_type {
+            builder = builder.header(header::CONTENT_TYPE, content_type);
+        }
+        let mut request = builder
+            .body(body::full(self.body.clone()))
+            .map_err(|_| ToolError::invalid("name", "the request path cannot be built from these arguments"))?;
+        if let Some(approval) = self.approval.clone() {
+            request.extensions_mut().insert(approval);
+        }
+        Ok(request)
+    }
 }
 
 /// A cluster's successful answer.
@@ -109,19 +127,7 @@ pub struct Answer {
 impl ToolContext {
     /// Send `request` to the call's cluster through the pipeline.
     pub async fn send(&self, request: ClusterRequest) -> Result<Answer, ToolError> {
-        let mut builder = Request::builder()
-            .method(request.method.clone())
-            .uri(&request.path_and_query)
-            .header(header::ACCEPT, request.accept);
-        if let Some(content_type) = request.content_type {
-            builder = builder.header(header::CONTENT_TYPE, content_type);
-        }
-        let mut http_request = builder
-            .body(body::full(request.body.clone()))
-            .map_err(|_| ToolError::invalid("name", "the request path cannot be built from these arguments"))?;
-        if let Some(approval) = request.approval.clone() {
-            http_request.extensions_mut().insert(approval);
-        }
+        let http_request = request.to_http()?;
         let call = ToolCall {
             identity: &self.caller.identity,
             client: &self.caller.client,
@@ -136,13 +142,8 @@ impl ToolContext {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
+        held_answer(&response)?;
         let refused = response.extensions().get::<Refused>().cloned();
-        if let Some(notice) = response.extensions().get::<HeldNotice>().cloned() {
-            return Err(ToolError::Held(Box::new(notice)));
-        }
-        if let Some(refusal) = response.extensions().get::<ApprovalRefusal>().cloned() {
-            return Err(ToolError::Approval(Box::new(refusal)));
-        }
         let approved = response.extensions().get::<ApprovedRun>().cloned();
         let code = response.status();
         let body = match response.into_body().collect().await {
@@ -153,15 +154,7 @@ impl ToolContext {
             return Err(self.refused(status, audit_id));
         }
         if code.is_client_error() || code.is_server_error() {
-            let status = serde_json::from_slice::<Status>(&body)
-                .ok()
-                .filter(|s| s.kind == "Status" && s.code == code.as_u16())
-                .unwrap_or_else(|| plain_status(code, &body));
-            return Err(ToolError::Cluster {
-                status: Box::new(status),
-                namespace: request.namespace,
-                audit_id,
-            });
+            return Err(cluster_error(code, &body, request.namespace, audit_id));
         }
         Ok(Answer {
             body,
@@ -216,6 +209,30 @@ impl ToolContext {
             message: status.message,
             audit_id,
         }
+    }
+}
+
+/// A held write's answer, or a refused approval id, as the tool's error.
+fn held_answer(response: &http::Response<body::Body>) -> Result<(), ToolError> {
+    if let Some(notice) = response.extensions().get::<HeldNotice>().cloned() {
+        return Err(ToolError::Held(Box::new(notice)));
+    }
+    if let Some(refusal) = response.extensions().get::<ApprovalRefusal>().cloned() {
+        return Err(ToolError::Approval(Box::new(refusal)));
+    }
+    Ok(())
+}
+
+/// The cluster's failure answer: its Status, or one made from its body.
+fn cluster_error(code: StatusCode, body: &[u8], namespace: Option<String>, audit_id: String) -> ToolError {
+    let status = serde_json::from_slice::<Status>(body)
+        .ok()
+        .filter(|s| s.kind == "Status" && s.code == code.as_u16())
+        .unwrap_or_else(|| plain_status(code, body));
+    ToolError::Cluster {
+        status: Box::new(status),
+        namespace,
+        audit_id,
     }
 }
 

@@ -26,22 +26,7 @@ impl Pipeline {
         request: Buffered,
         trace: &mut Trace,
     ) -> Result<Response<Body>, Status> {
-        let query = request.parts.uri.query().unwrap_or_default().to_string();
-        let dry_query = if query.is_empty() {
-            "dryRun=All".to_string()
-        } else {
-            format!("{query}&dryRun=All")
-        };
-        let headers = kept_headers(&request.parts.headers, true);
-        let dry = request_with(
-            request.parts.method.clone(),
-            &format!("{}?{dry_query}", ctx.path),
-            &headers,
-            request.body.clone(),
-        )?;
-        // Values are seen here only to mark the changed ones; the preview
-        // hides them all, and a rejection (a Status) carries none.
-        let (parts, answer) = self.send_read(ctx, ctx.info, dry, true).await?;
+        let (parts, answer) = self.dry_run(ctx, &request).await?;
         if parts.status.is_client_error() || parts.status.is_server_error() {
             trace.row.dry_run = true;
             trace.row.held = false;
@@ -76,6 +61,26 @@ impl Pipeline {
         Ok(self.answer(&held))
     }
 
+    /// The write sent with `dryRun=All`, read whole. Values are seen here
+    /// only to mark the changed ones; the preview hides them all, and a
+    /// rejection (a Status) carries none.
+    async fn dry_run(&self, ctx: &HoldCtx<'_>, request: &Buffered) -> Result<(http::response::Parts, Bytes), Status> {
+        let query = request.parts.uri.query().unwrap_or_default();
+        let dry_query = if query.is_empty() {
+            "dryRun=All".to_string()
+        } else {
+            format!("{query}&dryRun=All")
+        };
+        let headers = kept_headers(&request.parts.headers, true);
+        let dry = request_with(
+            request.parts.method.clone(),
+            &format!("{}?{dry_query}", ctx.path),
+            &headers,
+            request.body.clone(),
+        )?;
+        self.send_read(ctx, ctx.info, dry, true).await
+    }
+
     /// The object as it is now, read as the caller, or why there is none.
     async fn current_object(&self, ctx: &HoldCtx<'_>) -> Result<(Option<Value>, String), Status> {
         let info = ctx.info;
@@ -96,6 +101,7 @@ impl Pipeline {
         })
     }
 
+    /// The held write, pending, expiring after the configured time.
     fn held_write(
         &self,
         ctx: &HoldCtx<'_>,
@@ -105,45 +111,13 @@ impl Pipeline {
         precondition: Precondition,
         trace: &Trace,
     ) -> HeldWrite {
-        let info = ctx.info;
         let now = chrono::Utc::now();
         let expiry = chrono::TimeDelta::from_std(self.approvals.expiry).unwrap_or(chrono::TimeDelta::minutes(15));
-        let content_type = request
-            .parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let resource = if info.subresource.is_empty() {
-            info.resource.clone()
-        } else {
-            format!("{}/{}", info.resource, info.subresource)
-        };
-        let agent = ctx.identity.agent.as_ref();
         HeldWrite {
             id: uuid::Uuid::now_v7().to_string(),
             digest,
             state: HeldState::Pending,
-            request: HeldRequest {
-                cluster: ctx.upstream.name.clone(),
-                requester: ctx.identity.principal.to_string(),
-                agent_id: agent.map(|a| a.id.clone()),
-                delegated: agent.is_some_and(|a| a.grant_ids.is_some()),
-                credential_id: ctx.identity.credential_id.clone(),
-                tool: trace.row.tool.clone(),
-                client: trace.row.client.clone(),
-                method: request.parts.method.to_string(),
-                path: ctx.path.to_string(),
-                query: request.parts.uri.query().unwrap_or_default().to_string(),
-                content_type: content_type.to_string(),
-                verb: info.verb.clone(),
-                api_group: info.api_group.clone(),
-                resource,
-                namespace: info.namespace.clone(),
-                name: info.name.clone(),
-                preview,
-                precondition,
-            },
+            request: held_request(ctx, request, preview, precondition, trace),
             created_at: now,
             expires_at: now + expiry,
             decided_by: None,
@@ -153,6 +127,49 @@ impl Pipeline {
             outcome: None,
             answered: false,
         }
+    }
+}
+
+/// What is held: who asks, where, and exactly which request.
+fn held_request(
+    ctx: &HoldCtx<'_>,
+    request: &Buffered,
+    preview: Preview,
+    precondition: Precondition,
+    trace: &Trace,
+) -> HeldRequest {
+    let info = ctx.info;
+    let content_type = request
+        .parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let resource = if info.subresource.is_empty() {
+        info.resource.clone()
+    } else {
+        format!("{}/{}", info.resource, info.subresource)
+    };
+    let agent = ctx.identity.agent.as_ref();
+    HeldRequest {
+        cluster: ctx.upstream.name.clone(),
+        requester: ctx.identity.principal.to_string(),
+        agent_id: agent.map(|a| a.id.clone()),
+        delegated: agent.is_some_and(|a| a.grant_ids.is_some()),
+        credential_id: ctx.identity.credential_id.clone(),
+        tool: trace.row.tool.clone(),
+        client: trace.row.client.clone(),
+        method: request.parts.method.to_string(),
+        path: ctx.path.to_string(),
+        query: request.parts.uri.query().unwrap_or_default().to_string(),
+        content_type: content_type.to_string(),
+        verb: info.verb.clone(),
+        api_group: info.api_group.clone(),
+        resource,
+        namespace: info.namespace.clone(),
+        name: info.name.clone(),
+        preview,
+        precondition,
     }
 }
 

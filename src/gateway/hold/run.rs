@@ -75,21 +75,7 @@ impl Pipeline {
             id: held.id.clone(),
             done: false,
         };
-        let (store, id) = (self.approvals.store.clone(), held.id.clone());
-        let sealed = blocking(move || store.held_body(&id)).await?;
-        let key = self.approvals.key.as_ref();
-        let body = match (sealed, key) {
-            (Some(sealed), Some(key)) => key
-                .open(&held.id, &sealed)
-                .map_err(|e| RequestError::Internal { cause: e.to_string() })?,
-            _ => return Err(RequestError::HeldBodyGone.into()),
-        };
-        let request_meta = &held.request;
-        let body = with_precondition(
-            &request_meta.precondition,
-            &request_meta.content_type,
-            Bytes::from(body),
-        )?;
+        let body = self.approved_body(&held).await?;
         trace.row.approved = true;
         // The approved write is on record before the cluster sees it.
         self.audit
@@ -100,17 +86,46 @@ impl Pipeline {
                 tracing::error!(%error, "the audit cannot commit: approved write not sent");
                 RequestError::ApprovedWriteUnrecorded
             })?;
-        let mut headers = kept_headers(&request.parts.headers, false);
-        headers.retain(|(name, _)| name != http::header::CONTENT_TYPE);
-        if let Ok(value) = http::HeaderValue::from_str(&held.request.content_type) {
-            headers.push((http::header::CONTENT_TYPE, value));
-        }
-        let r = &held.request;
-        let uri = if r.query.is_empty() {
-            r.path.clone()
-        } else {
-            format!("{}?{}", r.path, r.query)
+        let (parts, answer) = self.run_stored(ctx, &held, &request, body).await?;
+        let now = chrono::Utc::now();
+        let outcome = outcome(parts.status.as_u16(), &answer.0, answer.1);
+        let (store, id) = (self.approvals.store.clone(), held.id.clone());
+        blocking(move || store.finish_held(&id, &outcome, now)).await?;
+        unfinished.done = true;
+        tracing::info!(held = %held.id, code = parts.status.as_u16(), "approved write ran");
+        let mut response = Response::from_parts(parts, body::full(answer.0));
+        response.extensions_mut().insert(ApprovedRun {
+            by: held.decided_by.clone().unwrap_or_default(),
+            at: held.decided_at.unwrap_or(now),
+        });
+        Ok(response)
+    }
+
+    /// The held write's stored body, opened, with the dry run's
+    /// preconditions.
+    async fn approved_body(&self, held: &HeldWrite) -> Result<Bytes, Status> {
+        let (store, id) = (self.approvals.store.clone(), held.id.clone());
+        let sealed = blocking(move || store.held_body(&id)).await?;
+        let body = match (sealed, self.approvals.key.as_ref()) {
+            (Some(sealed), Some(key)) => key
+                .open(&held.id, &sealed)
+                .map_err(|e| RequestError::Internal { cause: e.to_string() })?,
+            _ => return Err(RequestError::HeldBodyGone.into()),
         };
+        let stored = &held.request;
+        with_precondition(&stored.precondition, &stored.content_type, Bytes::from(body))
+    }
+
+    /// Send exactly the stored request, read whole: its answer (a failure
+    /// as its Status), and whether it is about Secrets.
+    async fn run_stored(
+        &self,
+        ctx: &HoldCtx<'_>,
+        held: &HeldWrite,
+        request: &Buffered,
+        body: Bytes,
+    ) -> Result<(http::response::Parts, (Bytes, bool)), Status> {
+        let r = &held.request;
         let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| RequestError::StoredMethod)?;
         // Exactly the stored request: its path, not this call's (which
         // `existing` found to be the same), is what the forward stage sends.
@@ -120,25 +135,28 @@ impl Pipeline {
             info: &info,
             ..*ctx
         };
-        let outgoing = request_with(method, &uri, &headers, body)?;
-        let sent = self.send_read(&stored, &info, outgoing, ctx.reveal_secrets).await;
-        let (parts, answer) = match sent {
+        let uri = if r.query.is_empty() {
+            r.path.clone()
+        } else {
+            format!("{}?{}", r.path, r.query)
+        };
+        let outgoing = request_with(method, &uri, &stored_headers(held, request), body)?;
+        let (parts, answer) = match self.send_read(&stored, &info, outgoing, ctx.reveal_secrets).await {
             Ok(read) => read,
             Err(status) => (status.clone().response().into_parts().0, status.to_bytes()),
         };
-        let outcome = outcome(parts.status.as_u16(), &answer, info.is_secrets());
-        let (store, id) = (self.approvals.store.clone(), held.id.clone());
-        let now = chrono::Utc::now();
-        blocking(move || store.finish_held(&id, &outcome, now)).await?;
-        unfinished.done = true;
-        tracing::info!(held = %held.id, code = parts.status.as_u16(), "approved write ran");
-        let mut response = Response::from_parts(parts, body::full(answer));
-        response.extensions_mut().insert(ApprovedRun {
-            by: held.decided_by.clone().unwrap_or_default(),
-            at: held.decided_at.unwrap_or(now),
-        });
-        Ok(response)
+        Ok((parts, (answer, info.is_secrets())))
     }
+}
+
+/// This call's headers worth repeating, with the stored content type.
+fn stored_headers(held: &HeldWrite, request: &Buffered) -> Vec<(http::HeaderName, http::HeaderValue)> {
+    let mut headers = kept_headers(&request.parts.headers, false);
+    headers.retain(|(name, _)| name != http::header::CONTENT_TYPE);
+    if let Ok(value) = http::HeaderValue::from_str(&held.request.content_type) {
+        headers.push((http::header::CONTENT_TYPE, value));
+    }
+    headers
 }
 
 /// A claimed write whose run did not reach its recorded outcome. On drop it
