@@ -5,9 +5,7 @@
 use super::Doors;
 use crate::body::Body;
 use crate::gateway::error::RequestError;
-use crate::gateway::trace::refuse;
 use crate::gateway::{Stages, Trace};
-use crate::status::Status;
 use http::{Request, Response};
 use hyper::body::Incoming;
 
@@ -20,12 +18,12 @@ impl Doors {
         request: Request<Incoming>,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
-    ) -> Result<Response<Body>, Status> {
+    ) -> Result<Response<Body>, RequestError> {
         let upstream = self.pipeline.upstream(&cluster)?;
         // Refused before authenticating: an identity claim is never weighed.
         if let Some(name) = crate::gateway::headers::has_impersonation(request.headers()) {
             let header = name.to_string();
-            return Err(refuse(trace, RequestError::IdentityHeader { header }));
+            return Err(RequestError::IdentityHeader { header });
         }
         let identity = self
             .authenticator

@@ -27,7 +27,6 @@ use crate::gateway::router::{self, Route};
 use crate::gateway::trace::refuse;
 use crate::gateway::{metrics, BuildError, Pipeline, Trace};
 use crate::identity::authenticate::{AuthError, Authenticator};
-use crate::status::Status;
 use crate::store::Store;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -96,8 +95,8 @@ impl Doors {
         request: Request<Incoming>,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
-    ) -> Result<Response<Body>, Status> {
-        let route = router::route(request.uri().path()).inspect_err(|_| trace.row.refused = "path".into())?;
+    ) -> Result<Response<Body>, RequestError> {
+        let route = router::route(request.uri().path())?;
         trace.audited = !matches!(route, Route::Healthz | Route::Readyz | Route::Metrics);
         // The doors other than the Kubernetes API are boxed: an async fn's
         // state is as large as its largest branch, and the MCP server's and
@@ -107,7 +106,7 @@ impl Doors {
             Route::Healthz => Ok(health::text(200, "ok".into())),
             Route::Readyz => Ok(health::readyz(&self.pipeline)),
             Route::Metrics => Ok(health::text(200, self.pipeline.metrics.render())),
-            Route::NotFound => Err(RequestError::PathNotFound.into()),
+            Route::NotFound => Err(RequestError::PathNotFound),
             Route::Audit => Box::pin(self.audit_request(request, trace)).await,
             Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
             Route::Web(_) => Box::pin(self.web_request(request, trace)).await,
@@ -122,23 +121,27 @@ impl Doors {
     }
 
     /// The approval pages, for people.
-    async fn web_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+    async fn web_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, RequestError> {
         // The page borrows the path: route again from an owned copy, so the
         // request itself can be handed over.
         let path = request.uri().path().to_string();
         trace.row.path = bounded(&path);
         let Ok(Route::Web(page)) = router::route(&path) else {
-            return Err(RequestError::PathNotFound.into());
+            return Err(RequestError::PathNotFound);
         };
         let approvals = self.pipeline.approvals();
         Ok(crate::approvals::web::serve(approvals, &self.authenticator, page, request, &mut trace.row).await)
     }
 
     /// `GET /audit`: rows for admins, authenticated like any request.
-    async fn audit_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+    async fn audit_request(
+        &self,
+        request: Request<Incoming>,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, RequestError> {
         trace.row.verb = request.method().as_str().to_ascii_lowercase();
         if request.method() != http::Method::GET {
-            return Err(RequestError::AuditNotGet.into());
+            return Err(RequestError::AuditNotGet);
         }
         let identity = self
             .authenticator
@@ -150,23 +153,19 @@ impl Doors {
             .audit()
             .serve(&identity, request.uri().query())
             .await
-            .map_err(|error| {
-                if matches!(error, crate::audit::http::AuditHttpError::NotAdmin(_)) {
-                    trace.row.refused = "not_admin".into();
-                }
-                error.status()
-            })
+            .map_err(RequestError::AuditQuery)
     }
 
     /// `/mcp`: the MCP server, for agent credentials. The bearer token is
     /// checked before anything reads the body; each tool call then goes
     /// through [`Pipeline::call`].
-    async fn mcp_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, Status> {
+    async fn mcp_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, RequestError> {
         trace.row.verb = request.method().as_str().to_ascii_lowercase();
         let identity = match self.authenticator.authenticate(request.headers()).await {
             Ok(identity) => identity,
             Err(error) => {
-                let status = self.unauthorized(error, trace);
+                let error = self.unauthorized(error, trace);
+                let status = refuse(trace, &error);
                 trace.row.reason = status.reason.clone();
                 return Ok(self.mcp.unauthorized(&status));
             }
@@ -178,8 +177,8 @@ impl Doors {
         Ok(self.mcp.serve(request, identity, &mut trace.row).await)
     }
 
-    /// A refused credential: counted, noted in the row, and its Status.
-    fn unauthorized(&self, error: AuthError, trace: &mut Trace) -> Status {
+    /// A refused credential: counted, its prefix noted in the row.
+    fn unauthorized(&self, error: AuthError, trace: &mut Trace) -> RequestError {
         trace.row.credential_prefix = error.prefix().unwrap_or_default().into();
         self.pipeline
             .metrics
@@ -188,6 +187,6 @@ impl Doors {
                 reason: error.reason().into(),
             })
             .inc();
-        refuse(trace, RequestError::Unauthenticated(error))
+        RequestError::Unauthenticated(error)
     }
 }

@@ -8,12 +8,13 @@
 //! routing and authentication are skipped: the `/mcp` request that carried
 //! the tool call was authenticated already, and its identity is passed on.
 
+use super::error::RequestError;
 use super::{Pipeline, Stages, Trace};
 use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::identity::Identity;
-use crate::status::Status;
 use http::{Request, Response};
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -58,7 +59,7 @@ impl Pipeline {
         // encoded slashes), though a tool builds its paths itself.
         let routed = super::router::route(&format!("/clusters/{}{}", call.cluster, uri.path())).map(|_| ());
         let result = match (routed, self.clusters.get(call.cluster)) {
-            (Err(status), _) => Err(status),
+            (Err(error), _) => Err(error),
             (Ok(()), None) => Err(unknown_cluster(call.cluster)),
             (Ok(()), Some(upstream)) => {
                 let stages = Stages {
@@ -72,11 +73,14 @@ impl Pipeline {
                 self.through(stages, request, &mut trace).await
             }
         };
-        let refused = result.as_ref().err().cloned();
-        let mut response = self.respond(&mut trace, result);
-        if let Some(status) = refused {
-            response.extensions_mut().insert(Refused(status));
-        }
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => {
+                let mut response = self.refusal(&mut trace, &error);
+                response.extensions_mut().insert(Refused(Arc::new(error)));
+                response
+            }
+        };
         self.finish(trace, response, audit_id, started)
     }
 
@@ -95,14 +99,13 @@ impl Pipeline {
 
 /// Put into the extensions of a tool's response when portcullis itself
 /// refused or failed the request (the cluster never answered it), so the
-/// tool can tell its own errors from the cluster's.
+/// tool maps the error itself rather than its Status.
 #[derive(Debug, Clone)]
-pub struct Refused(pub Status);
+pub struct Refused(pub Arc<RequestError>);
 
 /// A cluster name this portcullis does not serve.
-pub(super) fn unknown_cluster(cluster: &str) -> Status {
-    super::error::RequestError::UnknownCluster {
+pub(super) fn unknown_cluster(cluster: &str) -> RequestError {
+    RequestError::UnknownCluster {
         cluster: cluster.to_string(),
     }
-    .into()
 }

@@ -3,14 +3,17 @@
 
 use super::classify::RequestInfo;
 use super::error::RequestError;
-use super::trace::refuse;
 use super::{Pipeline, Trace};
-use crate::status::Status;
 
 impl Pipeline {
     /// The commit stage: commit the audit intent of a write or a reveal;
     /// any other request waits for room when the audit writer lags.
-    pub(super) async fn commit(&self, info: &RequestInfo, reveal_one: bool, trace: &mut Trace) -> Result<(), Status> {
+    pub(super) async fn commit(
+        &self,
+        info: &RequestInfo,
+        reveal_one: bool,
+        trace: &mut Trace,
+    ) -> Result<(), RequestError> {
         if !(info.is_write() || reveal_one) {
             // Backpressure: when the audit writer lags, new reads wait.
             self.audit.writer().room().await;
@@ -22,7 +25,7 @@ impl Pipeline {
             .await
             .map_err(|error| {
                 tracing::error!(%error, "the audit cannot commit: request refused");
-                refuse(trace, RequestError::AuditUnavailable)
+                RequestError::AuditUnavailable
             })
     }
 }

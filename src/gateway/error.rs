@@ -1,10 +1,11 @@
 //! Why portcullis itself refused or failed a request, as one enum, and the
 //! one place ([`RequestError::status`]) that turns it into the Kubernetes
 //! Status the caller reads and ([`RequestError::refused`]) the audit row's
-//! refusal reason. The cluster's own Status bodies pass through untouched;
-//! MCP tools map the Status they are given to their tool errors
-//! (`crate::mcp::error`).
+//! refusal reason. Stages return it; only the edge (`trace::refuse`) turns
+//! it into a Status. The cluster's own Status bodies pass through untouched;
+//! MCP tools map the enum itself to their tool errors (`crate::mcp::error`).
 
+use crate::audit::http::AuditHttpError;
 use crate::document::DocumentError;
 use crate::identity::authenticate::AuthError;
 use crate::status::Status;
@@ -40,6 +41,9 @@ pub enum RequestError {
     },
     /// `/audit` was asked with another method than GET.
     AuditNotGet,
+    /// `/audit` was asked by someone not an admin, with filters that do not
+    /// parse, or when the audit could not be read.
+    AuditQuery(AuditHttpError),
     /// The bearer token was missing, unknown, expired or revoked, or
     /// credentials could not be checked.
     Unauthenticated(AuthError),
@@ -182,6 +186,7 @@ impl RequestError {
                 "portcullis refuses requests carrying {header}: your credential decides who you are; ask for a grant instead"
             )),
             E::AuditNotGet => Status::failure(405, "MethodNotAllowed", "the audit is read with GET"),
+            E::AuditQuery(error) => error.status(),
             E::Unauthenticated(error) => unauthenticated(error),
             _ => self.stage_status(),
         }
@@ -291,6 +296,7 @@ impl RequestError {
                 "path".into()
             }
             E::IdentityHeader { .. } => "identity_header".into(),
+            E::AuditQuery(AuditHttpError::NotAdmin(_)) => "not_admin".into(),
             E::Unauthenticated(error) => error.reason().into(),
             E::AuditUnavailable => "audit_unavailable".into(),
             E::WritesNotHeld => "approvals_unconfigured".into(),

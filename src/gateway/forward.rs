@@ -19,7 +19,6 @@ use crate::audit::record::{Counted, CountedIo, StreamEnd, StreamStats};
 use crate::body::{self, Body};
 use crate::config::Limits;
 use crate::identity::Identity;
-use crate::status::Status;
 use http::{header, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -88,7 +87,7 @@ const UPGRADE_PROTOCOLS: &[&str] = &["websocket", "spdy/3.1"];
 
 /// Forward `request` as described by `call`. The body is the listener's, or
 /// an MCP tool's.
-pub async fn forward<B>(call: Call<'_>, mut request: Request<B>) -> Result<Response<Body>, Status>
+pub async fn forward<B>(call: Call<'_>, mut request: Request<B>) -> Result<Response<Body>, RequestError>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
     B::Error: Into<crate::body::BoxError>,
@@ -124,10 +123,10 @@ where
 
 /// The upgrade asked for (only exec, attach and port-forward may), with a
 /// request body announced over the limit refused first.
-fn checked_upgrade<B>(call: &Call<'_>, request: &Request<B>) -> Result<Option<&'static str>, Status> {
+fn checked_upgrade<B>(call: &Call<'_>, request: &Request<B>) -> Result<Option<&'static str>, RequestError> {
     let upgrade = upgrade_protocol(request)?;
     if upgrade.is_some() && !call.info.is_stream_subresource() {
-        return Err(RequestError::UpgradeNotStream.into());
+        return Err(RequestError::UpgradeNotStream);
     }
     let limit = call.limits.request_body_bytes;
     if content_length(request.headers()).is_some_and(|len| len > limit) {
@@ -143,7 +142,7 @@ async fn send(
     request: Request<Body>,
     upgrade: bool,
     streaming: bool,
-) -> Result<Response<Incoming>, Status> {
+) -> Result<Response<Incoming>, RequestError> {
     let sent = if upgrade {
         call.upstream.send_upgrade(request).await
     } else if streaming {
@@ -163,7 +162,7 @@ fn relay(
     mut response: Response<Incoming>,
     streaming: bool,
     started: Instant,
-) -> Result<(http::response::Parts, Capped<Incoming>), Status> {
+) -> Result<(http::response::Parts, Capped<Incoming>), RequestError> {
     if !streaming {
         if let Some(len) = content_length(response.headers()).filter(|len| *len > call.limits.response_bytes) {
             return Err(response_too_large(len, call.limits.response_bytes));
@@ -182,7 +181,7 @@ fn relay(
 }
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.
-fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, Status> {
+fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, RequestError> {
     let Some(value) = request.headers().get(header::UPGRADE) else {
         return Ok(None);
     };
@@ -191,7 +190,7 @@ fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, Sta
         .iter()
         .find(|p| **p == wanted)
         .map(|p| Some(*p))
-        .ok_or_else(|| RequestError::UpgradeProtocol { wanted }.into())
+        .ok_or(RequestError::UpgradeProtocol { wanted })
 }
 
 /// Long-running in the API server's sense, except that a log that does not
@@ -203,7 +202,7 @@ fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
     info.is_long_running()
 }
 
-fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Body>, Status>
+fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Body>, RequestError>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
     B::Error: Into<crate::body::BoxError>,
@@ -212,7 +211,7 @@ where
     parts.uri = call
         .upstream
         .uri(call.path, parts.uri.query())
-        .map_err(|_| Status::from(RequestError::Unforwardable))?;
+        .map_err(|_| RequestError::Unforwardable)?;
     parts.version = Version::HTTP_11;
     let headers = &mut parts.headers;
     headers.insert(header::AUTHORIZATION, call.upstream.authorization());
@@ -269,32 +268,31 @@ fn content_length(headers: &http::HeaderMap) -> Option<u64> {
     headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-fn body_too_large(limit: u64) -> Status {
-    RequestError::RequestTooLarge { limit }.into()
+fn body_too_large(limit: u64) -> RequestError {
+    RequestError::RequestTooLarge { limit }
 }
 
-fn response_too_large(len: u64, limit: u64) -> Status {
-    RequestError::ResponseTooLarge { len, limit }.into()
+fn response_too_large(len: u64, limit: u64) -> RequestError {
+    RequestError::ResponseTooLarge { len, limit }
 }
 
-fn timeout(upstream: &Upstream, limits: &Limits) -> Status {
+fn timeout(upstream: &Upstream, limits: &Limits) -> RequestError {
     RequestError::UpstreamTimeout {
         cluster: upstream.name.clone(),
         timeout: limits.request_timeout,
     }
-    .into()
 }
 
-fn send_error(upstream: &Upstream, error: &hyper_util::client::legacy::Error, limit: u64) -> Status {
+fn send_error(upstream: &Upstream, error: &hyper_util::client::legacy::Error, limit: u64) -> RequestError {
     if limits::is_body_limit(error) {
         return body_too_large(limit);
     }
     tracing::warn!(cluster = %upstream.name, error = %error_chain(error), "upstream request failed");
     let cluster = upstream.name.clone();
     if error.is_connect() {
-        return RequestError::UpstreamUnavailable { cluster }.into();
+        return RequestError::UpstreamUnavailable { cluster };
     }
-    RequestError::UpstreamFailed { cluster }.into()
+    RequestError::UpstreamFailed { cluster }
 }
 
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {

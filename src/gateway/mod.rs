@@ -40,7 +40,6 @@ pub mod upstream;
 use crate::audit::{Audit, AuditError};
 use crate::body::{self, Body};
 use crate::config::{Config, Limits};
-use crate::status::Status;
 use crate::store::Store;
 use http::{Request, Response};
 use policy::Policy;
@@ -149,8 +148,8 @@ impl Pipeline {
         self.clusters.values()
     }
 
-    /// The cluster named `name`, or the Status of a cluster not served.
-    pub fn upstream(&self, name: &str) -> Result<&Arc<Upstream>, Status> {
+    /// The cluster named `name`, or why it is not served.
+    pub fn upstream(&self, name: &str) -> Result<&Arc<Upstream>, error::RequestError> {
         self.clusters.get(name).ok_or_else(|| call::unknown_cluster(name))
     }
 
@@ -166,7 +165,7 @@ impl Pipeline {
         stages: Stages<'_>,
         request: Request<B>,
         trace: &mut Trace,
-    ) -> Result<Response<Body>, Status>
+    ) -> Result<Response<Body>, error::RequestError>
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
         B::Error: Into<body::BoxError>,

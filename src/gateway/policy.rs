@@ -183,11 +183,11 @@ impl super::Pipeline {
         stages: &super::Stages<'_>,
         info: &RequestInfo,
         trace: &mut super::Trace,
-    ) -> Result<Judged, crate::status::Status> {
+    ) -> Result<Judged, super::error::RequestError> {
         let identity = stages.identity;
         let (groups, reveal_secrets) = match self.policy.decide(identity, &stages.upstream.name, info).await {
             Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
-            Err(e) => return Err(super::error::RequestError::GrantsUnavailable { cause: e.to_string() }.into()),
+            Err(e) => return Err(super::error::RequestError::GrantsUnavailable { cause: e.to_string() }),
         };
         // `read_secret`: one get of one Secret, recorded as a reveal.
         let reveal_one = stages.reveal_secret && info.is_secrets() && info.verb == "get" && !info.name.is_empty();

@@ -9,7 +9,6 @@
 use super::error::RequestError;
 use crate::approvals::web::Page;
 use crate::config::valid_cluster_name;
-use crate::status::Status;
 
 /// Where a request goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +38,7 @@ pub enum Route<'a> {
 }
 
 /// Route `path` (the raw, undecoded path of the request URI).
-pub fn route(path: &str) -> Result<Route<'_>, Status> {
+pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
     match path {
         "/healthz" => return Ok(Route::Healthz),
         "/readyz" => return Ok(Route::Readyz),
@@ -68,29 +67,29 @@ pub fn route(path: &str) -> Result<Route<'_>, Status> {
         None => (rest, "/"),
     };
     if !valid_cluster_name(name) {
-        return Err(RequestError::InvalidClusterName { name: name.to_string() }.into());
+        return Err(RequestError::InvalidClusterName { name: name.to_string() });
     }
     check_path(k8s_path)?;
     Ok(Route::Cluster { name, path: k8s_path })
 }
 
-fn check_path(path: &str) -> Result<(), Status> {
+fn check_path(path: &str) -> Result<(), RequestError> {
     let lower = path.to_ascii_lowercase();
     if lower.contains("%2f") || lower.contains("%5c") || path.contains('\\') {
-        return Err(RequestError::EncodedSlash.into());
+        return Err(RequestError::EncodedSlash);
     }
     if percent_encoding::percent_decode_str(path).decode_utf8().is_err() {
-        return Err(RequestError::PathNotUtf8.into());
+        return Err(RequestError::PathNotUtf8);
     }
     let segments: Vec<&str> = lower.split('/').skip(1).collect();
     let last = segments.len().saturating_sub(1);
     for (i, segment) in segments.iter().enumerate() {
         let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
         if decoded == "." || decoded == ".." {
-            return Err(RequestError::DotSegment.into());
+            return Err(RequestError::DotSegment);
         }
         if segment.is_empty() && i != last {
-            return Err(RequestError::EmptySegment.into());
+            return Err(RequestError::EmptySegment);
         }
     }
     Ok(())
@@ -143,7 +142,7 @@ mod tests {
             "/clusters/%61/api",
             "/clusters/a/api/v1/namespaces/%FF/pods",
         ] {
-            let err = route(bad).unwrap_err();
+            let err = route(bad).unwrap_err().status();
             assert_eq!(err.code, 400, "{bad}");
         }
     }

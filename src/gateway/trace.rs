@@ -3,6 +3,7 @@
 //! its audit row attached to the response. Every door ends a request here,
 //! so every request is one row and one line.
 
+use super::error::RequestError;
 use super::{headers, metrics, Pipeline};
 use crate::audit::row::AuditRow;
 use crate::body::Body;
@@ -12,8 +13,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Note `error`'s refusal reason in the row, and give its Status.
-pub fn refuse(trace: &mut Trace, error: super::error::RequestError) -> Status {
+/// The one place a request's error becomes what the caller and the audit
+/// see: note its refusal reason in the row, and give its Status.
+pub fn refuse(trace: &mut Trace, error: &RequestError) -> Status {
     if let Some(reason) = error.refused() {
         trace.row.refused = reason;
     }
@@ -47,22 +49,27 @@ impl Trace {
 }
 
 impl Pipeline {
-    /// Turn a refusal into its Status response (a 401 with the challenge).
-    pub fn respond(&self, trace: &mut Trace, result: Result<Response<Body>, Status>) -> Response<Body> {
+    /// The response, or the refusal's Status response.
+    pub fn respond(&self, trace: &mut Trace, result: Result<Response<Body>, RequestError>) -> Response<Body> {
         match result {
             Ok(response) => response,
-            Err(status) => {
-                trace.row.reason = status.reason.clone();
-                let challenge = status.code == 401;
-                let mut response = status.response();
-                if challenge {
-                    response
-                        .headers_mut()
-                        .insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
-                }
-                response
-            }
+            Err(error) => self.refusal(trace, &error),
         }
+    }
+
+    /// `error` as its Status response (a 401 with the challenge), its
+    /// reasons noted in the row.
+    pub fn refusal(&self, trace: &mut Trace, error: &RequestError) -> Response<Body> {
+        let status = refuse(trace, error);
+        trace.row.reason = status.reason.clone();
+        let challenge = status.code == 401;
+        let mut response = status.response();
+        if challenge {
+            response
+                .headers_mut()
+                .insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+        }
+        response
     }
 
     /// Stamp the audit id, log the request, and arrange for its audit row.

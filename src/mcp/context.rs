@@ -150,8 +150,8 @@ impl ToolContext {
             Ok(collected) => collected.to_bytes(),
             Err(error) => return Err(self.cut_short(&*error, audit_id)),
         };
-        if let Some(Refused(status)) = refused {
-            return Err(self.refused(status, audit_id));
+        if let Some(Refused(error)) = refused {
+            return Err(ToolError::refused(&error, &self.cluster, audit_id));
         }
         if code.is_client_error() || code.is_server_error() {
             return Err(cluster_error(code, &body, request.namespace, audit_id));
@@ -185,28 +185,6 @@ impl ToolContext {
         ToolError::Refused {
             code,
             message,
-            audit_id,
-        }
-    }
-
-    /// portcullis refused or failed the request itself.
-    fn refused(&self, status: Status, audit_id: String) -> ToolError {
-        // The size cap's refusal (a 502 when the length is announced) is the
-        // only 502 of portcullis's own that names its limit.
-        if status.code == 502 && status.message.contains("larger than portcullis's limit") {
-            return ToolError::TooLarge {
-                limit: self.pipeline.response_limit(),
-            };
-        }
-        let code = match status.code {
-            404 => return ToolError::UnknownCluster(self.cluster.clone()),
-            504 => "cluster.timeout",
-            502 | 503 => "cluster.unavailable",
-            _ => "request.refused",
-        };
-        ToolError::Refused {
-            code,
-            message: status.message,
             audit_id,
         }
     }

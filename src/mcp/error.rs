@@ -9,7 +9,9 @@
 //!   `structuredContent` `{code, params, error}`.
 
 use crate::approvals::{rfc3339, HeldState};
+use crate::gateway::error::RequestError;
 use crate::gateway::hold::{ApprovalRefusal, HeldNotice};
+use crate::identity::authenticate::AuthError;
 use crate::status::Status;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Map, Value};
@@ -149,6 +151,39 @@ fn candidates_hint(candidates: &[String]) -> String {
 }
 
 impl ToolError {
+    /// portcullis refused or failed a tool's request to `cluster` itself:
+    /// the tool's error for the pipeline's, with the same message as the
+    /// Status a raw client gets.
+    pub fn refused(error: &RequestError, cluster: &str, audit_id: String) -> ToolError {
+        use RequestError as E;
+        let code = match error {
+            E::ResponseTooLarge { limit, .. } => return ToolError::TooLarge { limit: *limit },
+            E::PathNotFound | E::UnknownCluster { .. } => return ToolError::UnknownCluster(cluster.to_string()),
+            E::UpstreamTimeout { .. } | E::SecretsTimedOut { .. } => "cluster.timeout",
+            E::GrantsUnavailable { .. }
+            | E::AuditUnavailable
+            | E::ApprovedWriteUnrecorded
+            | E::UpstreamUnavailable { .. }
+            | E::UpstreamFailed { .. }
+            | E::SecretsTooLarge { .. }
+            | E::Unredactable { .. }
+            | E::WritesNotHeld
+            | E::HoldUnavailable
+            | E::PreviewUnredactable { .. }
+            | E::AnswerCutShort
+            | E::StoreUnavailable
+            | E::WaitFailed { .. }
+            | E::Unauthenticated(AuthError::StoreUnavailable)
+            | E::AuditQuery(crate::audit::http::AuditHttpError::Unavailable(_)) => "cluster.unavailable",
+            _ => "request.refused",
+        };
+        ToolError::Refused {
+            code,
+            message: error.status().message,
+            audit_id,
+        }
+    }
+
     /// An invalid `argument`.
     pub fn invalid(argument: &'static str, message: impl Into<String>) -> Self {
         ToolError::InvalidArgument {
@@ -277,6 +312,49 @@ mod tests {
 
     fn text_of(result: &CallToolResult) -> String {
         result.content[0].as_text().map(|t| t.text.clone()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_refusal_by_portcullis_keeps_its_status_message_under_the_tool_code_of_its_status_class() {
+        let cases = [
+            RequestError::UpstreamTimeout {
+                cluster: "c".into(),
+                timeout: std::time::Duration::from_secs(1),
+            },
+            RequestError::UpstreamFailed { cluster: "c".into() },
+            RequestError::UpstreamUnavailable { cluster: "c".into() },
+            RequestError::AuditUnavailable,
+            RequestError::WritesNotHeld,
+            RequestError::AnswerCutShort,
+            RequestError::RequestTooLarge { limit: 1 },
+            RequestError::DotSegment,
+            RequestError::HeldBodyGone,
+            RequestError::NotAcceptable {
+                message: "json only".into(),
+            },
+        ];
+        for error in cases {
+            let status = error.status();
+            let class = match status.code {
+                504 => "cluster.timeout",
+                502 | 503 => "cluster.unavailable",
+                _ => "request.refused",
+            };
+            let tool = ToolError::refused(&error, "c", "id".into());
+            assert_eq!(tool.code(), Some(class), "{error:?}");
+            assert_eq!(tool.to_string(), status.message, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn an_oversized_answer_and_an_unknown_cluster_are_their_own_tool_errors() {
+        let large = RequestError::ResponseTooLarge { len: 9, limit: 4 };
+        assert!(matches!(
+            ToolError::refused(&large, "c", String::new()),
+            ToolError::TooLarge { limit: 4 }
+        ));
+        let unknown = RequestError::UnknownCluster { cluster: "x".into() };
+        assert!(matches!(ToolError::refused(&unknown, "x", String::new()), ToolError::UnknownCluster(c) if c == "x"));
     }
 
     #[test]

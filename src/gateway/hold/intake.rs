@@ -6,9 +6,7 @@ use crate::approvals::{HeldRequest, HeldState, HeldWrite, Precondition};
 use crate::body::{self, Body};
 use crate::gateway::classify::{classify, RequestInfo};
 use crate::gateway::error::RequestError;
-use crate::gateway::trace::refuse;
 use crate::gateway::{Pipeline, Trace};
-use crate::status::Status;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Response};
 use serde_json::Value;
@@ -25,7 +23,7 @@ impl Pipeline {
         digest: String,
         request: Buffered,
         trace: &mut Trace,
-    ) -> Result<Response<Body>, Status> {
+    ) -> Result<Response<Body>, RequestError> {
         let (parts, answer) = self.dry_run(ctx, &request).await?;
         if parts.status.is_client_error() || parts.status.is_server_error() {
             trace.row.dry_run = true;
@@ -40,11 +38,11 @@ impl Pipeline {
             trace.row.held = false;
             let message = e.to_string();
             match e {
-                PreviewError::TooLarge(_) => refuse(trace, RequestError::PreviewTooLarge { message }),
+                PreviewError::TooLarge(_) => RequestError::PreviewTooLarge { message },
                 // Fail closed: a preview that might show a value is never stored.
                 PreviewError::Unredactable(_) | PreviewError::Leaked => {
                     tracing::warn!(error = %e, "a held Secret write's preview could not be redacted: refused");
-                    refuse(trace, RequestError::PreviewUnredactable { message })
+                    RequestError::PreviewUnredactable { message }
                 }
             }
         })?;
@@ -53,7 +51,7 @@ impl Pipeline {
             Some(key) => key
                 .seal(&held.id, &request.body)
                 .map_err(|e| RequestError::Internal { cause: e.to_string() })?,
-            None => return Err(RequestError::HoldUnavailable.into()),
+            None => return Err(RequestError::HoldUnavailable),
         };
         let (store, stored) = (self.approvals.store.clone(), held.clone());
         blocking(move || store.insert_held(&stored, &sealed)).await?;
@@ -64,7 +62,11 @@ impl Pipeline {
     /// The write sent with `dryRun=All`, read whole. Values are seen here
     /// only to mark the changed ones; the preview hides them all, and a
     /// rejection (a Status) carries none.
-    async fn dry_run(&self, ctx: &HoldCtx<'_>, request: &Buffered) -> Result<(http::response::Parts, Bytes), Status> {
+    async fn dry_run(
+        &self,
+        ctx: &HoldCtx<'_>,
+        request: &Buffered,
+    ) -> Result<(http::response::Parts, Bytes), RequestError> {
         let query = request.parts.uri.query().unwrap_or_default();
         let dry_query = if query.is_empty() {
             "dryRun=All".to_string()
@@ -82,7 +84,7 @@ impl Pipeline {
     }
 
     /// The object as it is now, read as the caller, or why there is none.
-    async fn current_object(&self, ctx: &HoldCtx<'_>) -> Result<(Option<Value>, String), Status> {
+    async fn current_object(&self, ctx: &HoldCtx<'_>) -> Result<(Option<Value>, String), RequestError> {
         let info = ctx.info;
         if info.verb == "deletecollection" {
             return Ok((None, "the objects it deletes are those of the dry-run result".into()));

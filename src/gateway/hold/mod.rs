@@ -25,14 +25,12 @@ pub use answer::{ApprovalRefusal, ApprovedRun, HeldNotice};
 
 use super::classify::RequestInfo;
 use super::error::RequestError;
-use super::trace::refuse;
 use super::upstream::Upstream;
 use super::{forward, Pipeline, Trace};
 use crate::approvals::HeldWrite;
 use crate::body::{self, Body};
 use crate::config::Limits;
 use crate::identity::{Identity, PrincipalKind};
-use crate::status::Status;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::BodyExt;
@@ -102,7 +100,7 @@ impl Pipeline {
         ctx: HoldCtx<'_>,
         request: Request<B>,
         trace: &mut Trace,
-    ) -> Result<HoldStep<B>, Status>
+    ) -> Result<HoldStep<B>, RequestError>
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<body::BoxError>,
@@ -111,7 +109,7 @@ impl Pipeline {
             return Ok(HoldStep::Pass(request));
         }
         if self.approvals.key.is_none() {
-            return Err(refuse(trace, RequestError::WritesNotHeld));
+            return Err(RequestError::WritesNotHeld);
         }
         let (parts, incoming) = request.into_parts();
         // Boxed first: the body's error type is then exactly `BoxError`.
@@ -119,9 +117,9 @@ impl Pipeline {
         let limit = usize::try_from(ctx.limits.request_body_bytes).unwrap_or(usize::MAX);
         let body = read_limited(incoming, limit)
             .await
-            .ok_or_else(|| Status::from(RequestError::RequestTooLarge { limit: limit as u64 }))?;
+            .ok_or(RequestError::RequestTooLarge { limit: limit as u64 })?;
         let request = Buffered { parts, body };
-        refuse_unreadable_body(&request, trace)?;
+        refuse_unreadable_body(&request)?;
         trace.row.held = true;
         let digest = digest(&ctx, &request);
         let approval = request.parts.extensions.get::<ApprovalRef>().cloned();
@@ -148,7 +146,7 @@ impl Pipeline {
     }
 
     /// Does this request wait for a person?
-    async fn needs_approval(&self, ctx: &HoldCtx<'_>) -> Result<bool, Status> {
+    async fn needs_approval(&self, ctx: &HoldCtx<'_>) -> Result<bool, RequestError> {
         let info = ctx.info;
         if !info.is_write() || info.is_stream_subresource() || info.is_review() || info.dry_run {
             return Ok(false);
@@ -167,7 +165,7 @@ impl Pipeline {
 
     /// Is the agent's write covered by an access request of its session,
     /// approved with a writing role, whose grant is in effect?
-    async fn elevated(&self, ctx: &HoldCtx<'_>) -> Result<bool, Status> {
+    async fn elevated(&self, ctx: &HoldCtx<'_>) -> Result<bool, RequestError> {
         let Some(agent) = ctx.identity.agent.clone() else {
             return Ok(false);
         };
@@ -203,7 +201,7 @@ impl Pipeline {
         digest: &str,
         approval: Option<&ApprovalRef>,
         request: &Buffered,
-    ) -> Result<Result<Option<HeldWrite>, ApprovalRefusal>, Status> {
+    ) -> Result<Result<Option<HeldWrite>, ApprovalRefusal>, RequestError> {
         let store = self.approvals.store.clone();
         let Some(approval) = approval.cloned() else {
             let digest = digest.to_string();
@@ -243,7 +241,7 @@ impl Pipeline {
         info: &RequestInfo,
         request: Request<Body>,
         reveal_secrets: bool,
-    ) -> Result<Response<Body>, Status> {
+    ) -> Result<Response<Body>, RequestError> {
         let call = forward::Call {
             upstream: ctx.upstream,
             path: ctx.path,
@@ -266,13 +264,11 @@ impl Pipeline {
         info: &RequestInfo,
         request: Request<Body>,
         reveal_secrets: bool,
-    ) -> Result<(http::response::Parts, Bytes), Status> {
+    ) -> Result<(http::response::Parts, Bytes), RequestError> {
         let response = self.send(ctx, info, request, reveal_secrets).await?;
         let (parts, body) = response.into_parts();
         let limit = usize::try_from(ctx.limits.response_bytes).unwrap_or(usize::MAX);
-        let bytes = read_limited(body, limit)
-            .await
-            .ok_or_else(|| Status::from(RequestError::AnswerCutShort))?;
+        let bytes = read_limited(body, limit).await.ok_or(RequestError::AnswerCutShort)?;
         Ok((parts, bytes))
     }
 }
@@ -341,13 +337,13 @@ fn differences(
 /// Run blocking store work off the async threads; a failure is a 503.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, crate::store::StoreError> + Send + 'static,
-) -> Result<T, Status> {
+) -> Result<T, RequestError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|_| Status::from(RequestError::StoreUnavailable))?
+        .map_err(|_| RequestError::StoreUnavailable)?
         .map_err(|error| {
             tracing::error!(%error, "held writes store failed");
-            RequestError::StoreUnavailable.into()
+            RequestError::StoreUnavailable
         })
 }
 
@@ -357,20 +353,18 @@ fn request_with(
     uri: &str,
     headers: &[(http::HeaderName, http::HeaderValue)],
     body: Bytes,
-) -> Result<Request<Body>, Status> {
+) -> Result<Request<Body>, RequestError> {
     let mut request = Request::builder().method(method).uri(uri);
     for (name, value) in headers {
         request = request.header(name, value);
     }
-    request
-        .body(body::full(body))
-        .map_err(|_| RequestError::Unrebuildable.into())
+    request.body(body::full(body)).map_err(|_| RequestError::Unrebuildable)
 }
 
 /// portcullis parses a held write's body when it runs it (to add its
 /// preconditions): one it would refuse then (YAML anchors or aliases, too
 /// deep) is refused now, before the dry run and before a person is asked.
-fn refuse_unreadable_body(request: &Buffered, trace: &mut Trace) -> Result<(), Status> {
+fn refuse_unreadable_body(request: &Buffered) -> Result<(), RequestError> {
     let content_type = request
         .parts
         .headers
@@ -379,7 +373,7 @@ fn refuse_unreadable_body(request: &Buffered, trace: &mut Trace) -> Result<(), S
         .unwrap_or_default();
     run::parse_body(content_type, &request.body)
         .map(drop)
-        .map_err(|error| refuse(trace, RequestError::UnreadableHeldBody(error)))
+        .map_err(RequestError::UnreadableHeldBody)
 }
 
 /// Read `body` whole; `None` past `limit` bytes or on an error. (By hand:

@@ -12,7 +12,6 @@ use crate::gateway::classify::classify;
 use crate::gateway::error::RequestError;
 use crate::gateway::{Pipeline, Trace};
 use crate::secrets::{redact_json, Target};
-use crate::status::Status;
 use bytes::Bytes;
 use http::Response;
 use serde_json::{json, Value};
@@ -29,7 +28,7 @@ impl Pipeline {
         waits: bool,
         request: Buffered,
         trace: &mut Trace,
-    ) -> Result<Response<Body>, Status> {
+    ) -> Result<Response<Body>, RequestError> {
         let store = self.approvals.store.clone();
         let wait = if waits {
             self.approvals.wait
@@ -67,7 +66,7 @@ impl Pipeline {
         held: HeldWrite,
         request: Buffered,
         trace: &mut Trace,
-    ) -> Result<Response<Body>, Status> {
+    ) -> Result<Response<Body>, RequestError> {
         // Whatever happens from here (an error, or the caller going away and
         // dropping this future), the claimed write must not stay "executing".
         let mut unfinished = Unfinished {
@@ -103,14 +102,14 @@ impl Pipeline {
 
     /// The held write's stored body, opened, with the dry run's
     /// preconditions.
-    async fn approved_body(&self, held: &HeldWrite) -> Result<Bytes, Status> {
+    async fn approved_body(&self, held: &HeldWrite) -> Result<Bytes, RequestError> {
         let (store, id) = (self.approvals.store.clone(), held.id.clone());
         let sealed = blocking(move || store.held_body(&id)).await?;
         let body = match (sealed, self.approvals.key.as_ref()) {
             (Some(sealed), Some(key)) => key
                 .open(&held.id, &sealed)
                 .map_err(|e| RequestError::Internal { cause: e.to_string() })?,
-            _ => return Err(RequestError::HeldBodyGone.into()),
+            _ => return Err(RequestError::HeldBodyGone),
         };
         let stored = &held.request;
         with_precondition(&stored.precondition, &stored.content_type, Bytes::from(body))
@@ -124,7 +123,7 @@ impl Pipeline {
         held: &HeldWrite,
         request: &Buffered,
         body: Bytes,
-    ) -> Result<(http::response::Parts, (Bytes, bool)), Status> {
+    ) -> Result<(http::response::Parts, (Bytes, bool)), RequestError> {
         let r = &held.request;
         let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| RequestError::StoredMethod)?;
         // Exactly the stored request: its path, not this call's (which
@@ -143,7 +142,11 @@ impl Pipeline {
         let outgoing = request_with(method, &uri, &stored_headers(held, request), body)?;
         let (parts, answer) = match self.send_read(&stored, &info, outgoing, ctx.reveal_secrets).await {
             Ok(read) => read,
-            Err(status) => (status.clone().response().into_parts().0, status.to_bytes()),
+            // The run failed: its Status is the outcome kept and answered.
+            Err(error) => {
+                let status = error.status();
+                (status.clone().response().into_parts().0, status.to_bytes())
+            }
         };
         Ok((parts, (answer, info.is_secrets())))
     }
@@ -218,14 +221,13 @@ fn outcome(code: u16, answer: &[u8], secrets: bool) -> Outcome {
 /// the object (apply, update, merge and strategic patches) or a JSON patch
 /// `test`, the `uid` in DeleteOptions. A body that is not JSON or YAML
 /// (protobuf) is sent as it is; one that [`parse_body`] refuses is not sent.
-fn with_precondition(precondition: &Precondition, content_type: &str, body: Bytes) -> Result<Bytes, Status> {
+fn with_precondition(precondition: &Precondition, content_type: &str, body: Bytes) -> Result<Bytes, RequestError> {
     let Precondition { resource_version, uid } = precondition;
-    let parse =
-        |body: &[u8]| parse_body(content_type, body).map_err(|e| Status::from(RequestError::HeldBodyRefused(e)));
+    let parse = |body: &[u8]| parse_body(content_type, body).map_err(RequestError::HeldBodyRefused);
     let encoded = |value: Value| {
         serde_json::to_vec(&value)
             .map(Bytes::from)
-            .map_err(|e| Status::from(RequestError::Internal { cause: e.to_string() }))
+            .map_err(|e| RequestError::Internal { cause: e.to_string() })
     };
     if let Some(uid) = uid {
         let Some(mut options) = parse(&body)?.filter(Value::is_object) else {
@@ -339,7 +341,9 @@ mod tests {
     #[test]
     fn a_body_with_yaml_aliases_is_refused_instead_of_expanded() {
         let yaml = Bytes::from_static(b"kind: ConfigMap\nx: &a [1, 2]\ny: [*a, *a]\n");
-        let refused = with_precondition(&rv("1"), "application/yaml", yaml).unwrap_err();
+        let refused = with_precondition(&rv("1"), "application/yaml", yaml)
+            .unwrap_err()
+            .status();
         assert_eq!((refused.code, refused.reason.as_str()), (400, "BadRequest"));
         assert!(refused.message.contains("anchors or aliases"), "{}", refused.message);
     }

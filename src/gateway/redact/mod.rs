@@ -80,7 +80,7 @@ pub fn plan(
     identity: &Identity,
     reveal_secrets: bool,
     headers: &mut HeaderMap,
-) -> Result<Transform, Status> {
+) -> Result<Transform, RequestError> {
     let Some(mut target) = target(info, identity, reveal_secrets) else {
         return Ok(Transform::Pass);
     };
@@ -88,8 +88,7 @@ pub fn plan(
     if target == Target::Secrets && accept::accepts_protobuf(headers) {
         target = Target::TypedSecrets;
     }
-    let json =
-        accept::json_only(headers).map_err(|e| Status::from(RequestError::NotAcceptable { message: e.to_string() }))?;
+    let json = accept::json_only(headers).map_err(|e| RequestError::NotAcceptable { message: e.to_string() })?;
     headers.insert(ACCEPT, json);
     headers.remove(ACCEPT_ENCODING);
     Ok(Transform::Redact {

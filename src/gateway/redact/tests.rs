@@ -31,7 +31,12 @@ fn agent() -> Identity {
 /// kubectl get's Accept, with a space as some clients write it.
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json";
 
-fn planned(method: Method, path: &str, identity: &Identity, reveal: bool) -> (Result<Transform, Status>, HeaderMap) {
+fn planned(
+    method: Method,
+    path: &str,
+    identity: &Identity,
+    reveal: bool,
+) -> (Result<Transform, crate::gateway::error::RequestError>, HeaderMap) {
     let (path, query) = path.split_once('?').map_or((path, None), |(p, q)| (p, Some(q)));
     let info = classify(&method, path, query);
     let mut headers = HeaderMap::new();
@@ -119,7 +124,7 @@ fn a_client_accepting_only_protobuf_gets_406_for_secrets() {
     let info = classify(&Method::GET, "/api/v1/namespaces/shop/secrets", None);
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/vnd.kubernetes.protobuf"));
-    let status = plan(&info, &person(), false, &mut headers).unwrap_err();
+    let status = plan(&info, &person(), false, &mut headers).unwrap_err().status();
     assert_eq!((status.code, status.reason.as_str()), (406, "NotAcceptable"));
 }
 
