@@ -15,6 +15,7 @@ use crate::store::Store;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
@@ -24,7 +25,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 /// Why portcullis could not start.
@@ -112,13 +113,8 @@ impl App {
     /// Serve until `shutdown` completes; then stop accepting, give open
     /// requests a few seconds, and return.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        // The clusters' RBAC is kept in step, and undecided access requests
-        // expire, while portcullis serves.
-        let reconciler = tokio::spawn(self.reconciler.clone().run());
-        let expiry = tokio::spawn(crate::access::expire_periodically(self.store.clone()));
-        let held_expiry = tokio::spawn(crate::approvals::wait::expire_periodically(self.store.clone()));
-        let refresher = tokio::spawn(refresh(self.doors.pipeline().clone(), self.certificate.clone()));
+        let graceful = GracefulShutdown::new();
+        let background = self.spawn_background();
         tokio::pin!(shutdown);
         loop {
             let (tcp, peer) = tokio::select! {
@@ -135,42 +131,73 @@ impl App {
             // Small answers must not wait for a delayed ACK (Nagle): without
             // this, request/response pairs stall ~40 ms.
             let _ = tcp.set_nodelay(true);
-            let acceptor = self.acceptor.clone();
-            let doors = self.doors.clone();
-            let watcher = graceful.watcher();
-            tokio::spawn(async move {
-                let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
-                    return;
-                };
-                let service = service_fn(move |request| {
-                    let doors = doors.clone();
-                    async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) }
-                });
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(30));
-                builder.http2().timer(TokioTimer::new()).max_concurrent_streams(250);
-                let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-                if let Err(error) = watcher.watch(connection.into_owned()).await {
-                    tracing::debug!(%error, "connection ended with an error");
-                }
-            });
+            let (acceptor, doors) = (self.acceptor.clone(), self.doors.clone());
+            tokio::spawn(serve_connection(acceptor, doors, tcp, peer, graceful.watcher()));
         }
-        refresher.abort();
-        reconciler.abort();
-        expiry.abort();
-        held_expiry.abort();
+        for task in background {
+            task.abort();
+        }
         drop(self.listener);
-        if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::info!("closing streams still open after 5 s");
-        }
+        drain(graceful).await;
         // A clean shutdown loses no audit row.
         self.doors.pipeline().audit().close().await;
+    }
+
+    /// The work done beside serving: the clusters' RBAC is kept in step,
+    /// undecided access requests and held writes expire, and certificates
+    /// and tokens are re-read.
+    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 4] {
+        [
+            tokio::spawn(self.reconciler.clone().run()),
+            tokio::spawn(crate::access::expire_periodically(self.store.clone())),
+            tokio::spawn(crate::approvals::wait::expire_periodically(self.store.clone())),
+            tokio::spawn(refresh(self.doors.pipeline().clone(), self.certificate.clone())),
+        ]
+    }
+}
+
+/// One client's connection: the TLS handshake (10 s at most), then its
+/// requests through the doors until it closes or shutdown ends it.
+async fn serve_connection(
+    acceptor: TlsAcceptor,
+    doors: Arc<Doors>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    watcher: Watcher,
+) {
+    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
+        return;
+    };
+    let service = service_fn(move |request| {
+        let doors = doors.clone();
+        async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) }
+    });
+    let builder = http_settings();
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    if let Err(error) = watcher.watch(connection.into_owned()).await {
+        tracing::debug!(%error, "connection ended with an error");
+    }
+}
+
+/// HTTP/1.1 and HTTP/2 as the module doc says: headers within 30 s, at most
+/// 250 concurrent streams.
+fn http_settings() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(250);
+    builder
+}
+
+/// Give open requests 5 s to finish after the listener closes.
+async fn drain(graceful: GracefulShutdown) {
+    if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("closing streams still open after 5 s");
     }
 }
 

@@ -118,15 +118,28 @@ pub fn classify(method: &http::Method, path: &str, query: Option<&str>) -> Reque
     })
 }
 
+/// `RequestInfoFactory.NewRequestInfo` for a resource path, step by step
+/// as Go reads it; `None` where Go falls back to a non-resource request.
 fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> Option<RequestInfo> {
+    let mut info = RequestInfo {
+        is_resource_request: true,
+        ..Default::default()
+    };
+    let rest = api_group_version(&mut info, parts)?;
+    let rest = special_verb_or_method(&mut info, method, rest)?;
+    let rest = namespace(&mut info, rest);
+    resource_name_subresource(&mut info, rest);
+    verb_from_query(&mut info, &Query::parse(query));
+    Some(info)
+}
+
+/// `/api/{version}/…` or `/apis/{group}/{version}/…`: the prefix, group and
+/// version, and what follows them (never empty).
+fn api_group_version<'p, 's>(info: &mut RequestInfo, parts: &'p [&'s str]) -> Option<&'p [&'s str]> {
     if parts.len() < 3 || !matches!(parts[0], "api" | "apis") {
         return None;
     }
-    let mut info = RequestInfo {
-        is_resource_request: true,
-        api_prefix: parts[0].to_string(),
-        ..Default::default()
-    };
+    info.api_prefix = parts[0].to_string();
     let mut rest = &parts[1..];
     if info.api_prefix == "apis" {
         if rest.len() < 3 {
@@ -136,25 +149,42 @@ fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> 
         rest = &rest[1..];
     }
     info.api_version = rest[0].to_string();
-    rest = &rest[1..];
+    Some(&rest[1..])
+}
 
+/// `/watch/…` and `/proxy/…` name their verb; otherwise the method does.
+fn special_verb_or_method<'p, 's>(
+    info: &mut RequestInfo,
+    method: &http::Method,
+    rest: &'p [&'s str],
+) -> Option<&'p [&'s str]> {
     if matches!(rest[0], "watch" | "proxy") {
         if rest.len() < 2 {
             return None;
         }
         info.verb = rest[0].to_string();
-        rest = &rest[1..];
-    } else {
-        info.verb = verb_for_method(method).to_string();
+        return Some(&rest[1..]);
     }
+    info.verb = verb_for_method(method).to_string();
+    Some(rest)
+}
 
+/// `/namespaces/{namespace}/{resource}/…`: the namespace, and the parts
+/// from the resource on. A namespace's own subresources (`status`,
+/// `finalize`) keep `namespaces` as the resource.
+fn namespace<'p, 's>(info: &mut RequestInfo, rest: &'p [&'s str]) -> &'p [&'s str] {
     if rest[0] == "namespaces" && rest.len() > 1 {
         info.namespace = rest[1].to_string();
         if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
-            rest = &rest[2..];
+            return &rest[2..];
         }
     }
+    rest
+}
 
+/// `resource/name/subresource/…`; a proxy's path after the name is not a
+/// subresource.
+fn resource_name_subresource(info: &mut RequestInfo, rest: &[&str]) {
     if rest.len() >= 3 && info.verb != "proxy" {
         info.subresource = rest[2].to_string();
     }
@@ -162,8 +192,12 @@ fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> 
         info.name = rest[1].to_string();
     }
     info.resource = rest[0].to_string();
+}
 
-    let query = Query::parse(query);
+/// Without a name, a get is a list or a watch (naming one object through
+/// `fieldSelector` if it selects one) and a delete is a deletecollection;
+/// `dryRun` is read as the server reads it.
+fn verb_from_query(info: &mut RequestInfo, query: &Query) {
     if info.name.is_empty() && info.verb == "get" {
         info.verb = if query.watch() { "watch" } else { "list" }.to_string();
         info.name = query.selected_name().unwrap_or_default();
@@ -172,7 +206,6 @@ fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> 
     if info.name.is_empty() && info.verb == "delete" {
         info.verb = "deletecollection".to_string();
     }
-    Some(info)
 }
 
 // The audit sits below the request path and does not know `RequestInfo`:

@@ -17,11 +17,11 @@ pub mod pages;
 pub mod session;
 
 use super::decide::{self, DecideError};
-use super::Approvals;
+use super::{Approvals, HeldWrite};
 use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
 use crate::identity::authenticate::Authenticator;
-use crate::identity::{Principal, PrincipalKind};
+use crate::identity::{Identity, Principal, PrincipalKind};
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
@@ -45,6 +45,9 @@ pub enum Page<'a> {
 /// The largest form accepted.
 const FORM_LIMIT: usize = 16 * 1024;
 
+/// A submitted form's fields.
+type Form = HashMap<String, String>;
+
 /// Serve `page`; `row` is the request's audit row.
 pub async fn serve(
     approvals: &Approvals,
@@ -60,16 +63,7 @@ pub async fn serve(
             pages::message("Not available", "This portcullis holds no writes."),
         );
     };
-    let (store, headers) = (approvals.store.clone(), request.headers().clone());
-    let session = tokio::task::spawn_blocking(move || session::from_headers(&store, &headers))
-        .await
-        .ok()
-        .flatten();
-    if let Some(s) = &session {
-        row.principal_kind = "person".into();
-        row.login = s.login.clone();
-        row.credential_id = s.credential_id.clone();
-    }
+    let session = signed_in(approvals, request.headers(), row).await;
     let method = request.method().clone();
     match (page, method, session) {
         (Page::Login, Method::GET, _) => {
@@ -77,15 +71,7 @@ pub async fn serve(
             login_page(key, StatusCode::OK, request.headers(), &safe_next(&next), None)
         }
         (Page::Login, Method::POST, _) => login(approvals, key, authenticator, request, row).await,
-        (Page::Logout, Method::POST, Some(s)) => match read_form(request).await {
-            Some(form) if session::csrf_ok(key, &s, form.get("csrf").map_or("", String::as_str)) => {
-                logout(approvals, s).await
-            }
-            _ => html(
-                StatusCode::FORBIDDEN,
-                pages::message("Refused", "The form expired; reload the page."),
-            ),
-        },
+        (Page::Logout, Method::POST, Some(s)) => logout_form(approvals, key, s, request).await,
         (Page::List, Method::GET, Some(s)) => list(approvals, &s).await,
         (Page::Held(id), Method::GET, Some(s)) => show(approvals, &s, id).await,
         (Page::Held(id), Method::POST, Some(s)) => decide_form(approvals, &s, id, request, row).await,
@@ -105,6 +91,22 @@ pub async fn serve(
             pages::message("Not allowed", "Use the page's own links and buttons."),
         ),
     }
+}
+
+/// The session the request's cookie names, if it is still open; whose it
+/// is goes into the audit row.
+async fn signed_in(approvals: &Approvals, headers: &http::HeaderMap, row: &mut AuditRow) -> Option<Session> {
+    let (store, headers) = (approvals.store.clone(), headers.clone());
+    let session = tokio::task::spawn_blocking(move || session::from_headers(&store, &headers))
+        .await
+        .ok()
+        .flatten();
+    if let Some(s) = &session {
+        row.principal_kind = "person".into();
+        row.login = s.login.clone();
+        row.credential_id = s.credential_id.clone();
+    }
+    session
 }
 
 /// The sign-in form, with its CSRF token, setting the pre-session cookie
@@ -141,10 +143,10 @@ async fn login(
             Some("The form could not be read."),
         );
     };
-    let next = safe_next(form.get("next").map_or("", String::as_str));
+    let next = safe_next(field(&form, "next"));
     // Before the token is even looked at: a sign-in form that is not this
     // site's own could sign the browser in as someone else (login CSRF).
-    if !session::login_csrf_ok(key, &sent, form.get("csrf").map_or("", String::as_str)) {
+    if !session::login_csrf_ok(key, &sent, field(&form, "csrf")) {
         row.refused = "csrf".into();
         return login_page(
             key,
@@ -154,43 +156,66 @@ async fn login(
             Some("Refused: the sign-in form expired or did not come from this site. Sign in again with this form."),
         );
     }
+    let identity = match person_behind(authenticator, field(&form, "token").trim(), row).await {
+        Ok(identity) => identity,
+        Err((code, why)) => return login_page(key, code, &sent, &next, Some(why)),
+    };
+    row.identify(&identity);
+    start_session(approvals, &identity, &next).await
+}
+
+/// Who `token` belongs to, if it is a person's own (not an agent's, not a
+/// bot's); otherwise the refusal, noted in the audit row, and what the
+/// sign-in page says.
+async fn person_behind(
+    authenticator: &Authenticator,
+    token: &str,
+    row: &mut AuditRow,
+) -> Result<Identity, (StatusCode, &'static str)> {
     let mut headers = http::HeaderMap::new();
-    let token = form.get("token").map_or("", |t| t.trim());
     if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
         headers.insert(header::AUTHORIZATION, value);
     }
-    let identity = match authenticator.authenticate(&headers).await {
-        Ok(identity) if identity.principal.kind == PrincipalKind::Person && !identity.is_agent() => identity,
+    match authenticator.authenticate(&headers).await {
+        Ok(identity) if identity.principal.kind == PrincipalKind::Person && !identity.is_agent() => Ok(identity),
         Ok(_) => {
             row.refused = "not_person".into();
-            return login_page(
-                key,
-                StatusCode::FORBIDDEN,
-                &sent,
-                &next,
-                Some("Only a person's own token signs in here."),
-            );
+            Err((StatusCode::FORBIDDEN, "Only a person's own token signs in here."))
         }
         Err(error) => {
             row.refused = error.reason().into();
-            return login_page(
-                key,
-                StatusCode::UNAUTHORIZED,
-                &sent,
-                &next,
-                Some("That token is not valid."),
-            );
+            Err((StatusCode::UNAUTHORIZED, "That token is not valid."))
         }
-    };
-    row.identify(&identity);
+    }
+}
+
+/// Open a session in the store for `identity` and send the browser on to
+/// `next` with its cookie.
+async fn start_session(approvals: &Approvals, identity: &Identity, next: &str) -> Response<Body> {
     let (store, login, credential) = (
         approvals.store.clone(),
         identity.principal.name.clone(),
         identity.credential_id.clone(),
     );
     match tokio::task::spawn_blocking(move || session::start(&store, &login, &credential)).await {
-        Ok(Ok(cookie)) => redirect(&next, Some(&session::set_cookie(&cookie))),
+        Ok(Ok(cookie)) => redirect(next, Some(&session::set_cookie(&cookie))),
         _ => unavailable(),
+    }
+}
+
+/// The sign-out button: only under the session's own CSRF token.
+async fn logout_form(
+    approvals: &Approvals,
+    key: &super::seal::Key,
+    s: Session,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    match read_form(request).await {
+        Some(form) if session::csrf_ok(key, &s, field(&form, "csrf")) => logout(approvals, s).await,
+        _ => html(
+            StatusCode::FORBIDDEN,
+            pages::message("Refused", "The form expired; reload the page."),
+        ),
     }
 }
 
@@ -264,46 +289,68 @@ async fn decide_form(
             pages::message("Refused", "The form could not be read."),
         );
     };
-    let field = |name: &str| form.get(name).map_or("", String::as_str).to_string();
-    if !session::csrf_ok(key, s, &field("csrf")) {
+    if !session::csrf_ok(key, s, field(&form, "csrf")) {
         row.refused = "csrf".into();
         return html(
             StatusCode::FORBIDDEN,
             pages::message("Refused", "The form expired; reload the page."),
         );
     }
-    if field("confirm") != "yes" {
-        return html(
-            StatusCode::BAD_REQUEST,
-            pages::message("Not decided", "Tick the confirmation first."),
-        );
-    }
-    let approve = match field("decision").as_str() {
-        "approve" => true,
-        "deny" => false,
-        _ => {
-            return html(
-                StatusCode::BAD_REQUEST,
-                pages::message("Not decided", "Choose Approve or Deny."),
-            )
-        }
+    let approve = match chosen(&form) {
+        Ok(approve) => approve,
+        Err(why) => return html(StatusCode::BAD_REQUEST, pages::message("Not decided", why)),
     };
-    let (store, id2, login, credential, reason) = (
+    let reason = field(&form, "reason").to_string();
+    let decided = record_decision(approvals, s, id, approve, reason).await;
+    decided_page(id, decided, row)
+}
+
+/// Approve (true) or deny (false), as the form says, once its confirmation
+/// is ticked; otherwise what the page asks for.
+fn chosen(form: &Form) -> Result<bool, &'static str> {
+    if field(form, "confirm") != "yes" {
+        return Err("Tick the confirmation first.");
+    }
+    match field(form, "decision") {
+        "approve" => Ok(true),
+        "deny" => Ok(false),
+        _ => Err("Choose Approve or Deny."),
+    }
+}
+
+/// Decide held write `id` as the session's person, through
+/// [`super::decide`] (checked and audited like the CLI's); a blank reason
+/// is none.
+async fn record_decision(
+    approvals: &Approvals,
+    s: &Session,
+    id: &str,
+    approve: bool,
+    reason: String,
+) -> Result<Result<HeldWrite, DecideError>, tokio::task::JoinError> {
+    let (store, id, login, credential) = (
         approvals.store.clone(),
         id.to_string(),
         s.login.clone(),
         s.credential_id.clone(),
-        field("reason"),
     );
-    let decided = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let reason = Some(reason.as_str()).filter(|r| !r.trim().is_empty());
         if approve {
-            decide::approve(&store, &id2, &login, Some(&credential), reason)
+            decide::approve(&store, &id, &login, Some(&credential), reason)
         } else {
-            decide::deny(&store, &id2, &login, Some(&credential), reason)
+            decide::deny(&store, &id, &login, Some(&credential), reason)
         }
     })
-    .await;
+    .await
+}
+
+/// What the browser sees after deciding: back to the held write, or why not.
+fn decided_page(
+    id: &str,
+    decided: Result<Result<HeldWrite, DecideError>, tokio::task::JoinError>,
+    row: &mut AuditRow,
+) -> Response<Body> {
     match decided {
         Ok(Ok(_)) => redirect(&format!("/approvals/{id}"), None),
         Ok(Err(DecideError::NotAllowed(why))) => {
@@ -317,13 +364,18 @@ async fn decide_form(
     }
 }
 
-async fn read_form(request: Request<Incoming>) -> Option<HashMap<String, String>> {
+async fn read_form(request: Request<Incoming>) -> Option<Form> {
     let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT)
         .collect()
         .await
         .ok()?
         .to_bytes();
     Some(form_urlencoded::parse(&bytes).into_owned().collect())
+}
+
+/// A form field's value, empty when it was not sent.
+fn field<'f>(form: &'f Form, name: &str) -> &'f str {
+    form.get(name).map_or("", String::as_str)
 }
 
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
