@@ -351,9 +351,12 @@ async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
         "requests share the pooled connection"
     );
     env.sim().goaway();
-    // Until the GOAWAY arrives, requests may still go over the old connection.
+    // Until portcullis's client has read the GOAWAY, a request may still be
+    // sent on the old connection and be refused there (the race the old
+    // fixed sleep hid). The GOAWAY comes between requests once a request has
+    // gone over a new connection: from then on every request must succeed.
     eventually("a request over a new connection", async || {
-        assert_eq!(env.raw().get(&path, &token).await.status, 200, "survived");
+        let _ = env.raw().get(&path, &token).await;
         env.sim().connections_accepted() > before
     })
     .await;
