@@ -5,6 +5,7 @@
 //! it into a Status. The cluster's own Status bodies pass through untouched;
 //! MCP tools map the enum itself to their tool errors (`crate::mcp::error`).
 
+use super::hold::{answer, ApprovalRefusal, HeldNotice};
 use crate::audit::http::AuditHttpError;
 use crate::document::DocumentError;
 use crate::identity::authenticate::AuthError;
@@ -137,6 +138,17 @@ pub enum RequestError {
     AnswerCutShort,
     /// The held writes store could not be reached.
     StoreUnavailable,
+    /// The write is held for a person's approval, or was denied, expired or
+    /// already run: the caller is told so instead of the cluster's answer.
+    Held {
+        /// The held write, as the caller is told of it.
+        notice: Box<HeldNotice>,
+        /// How long a repeated call waits for the decision.
+        wait: Duration,
+    },
+    /// The call names an approval it may not run (none of the caller's, or
+    /// one held for another write): nothing ran.
+    Approval(ApprovalRefusal),
     /// Waiting for a held write's decision failed.
     WaitFailed {
         /// Why.
@@ -274,6 +286,8 @@ impl RequestError {
             E::PreviewUnredactable { message } => Status::failure(502, "BadGateway", message.clone()),
             E::AnswerCutShort => Status::failure(502, "BadGateway", "the cluster's answer was cut short or too large"),
             E::StoreUnavailable => Status::unavailable("portcullis cannot reach its store now; try again"),
+            E::Held { notice, wait } => answer::held_status(notice, *wait),
+            E::Approval(refusal) => answer::approval_status(refusal),
             E::WaitFailed { cause } => Status::unavailable(cause.clone()),
             E::Unrebuildable => Status::bad_request("the request cannot be rebuilt"),
             E::UnreadableHeldBody(error) => Status::bad_request(format!(
@@ -303,6 +317,8 @@ impl RequestError {
             E::PreviewTooLarge { .. } => "preview_too_large".into(),
             E::PreviewUnredactable { .. } => "preview_unredactable".into(),
             E::UnreadableHeldBody(error) => format!("body_{}", error.code()),
+            E::Approval(ApprovalRefusal::Unknown { .. }) => "approval_unknown".into(),
+            E::Approval(ApprovalRefusal::Mismatch { .. }) => "approval_mismatch".into(),
             _ => return None,
         })
     }

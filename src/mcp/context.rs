@@ -8,7 +8,7 @@ use super::server::Shared;
 use super::Caller;
 use crate::body;
 use crate::gateway::call::{Refused, ToolCall};
-use crate::gateway::hold::{ApprovalRef, ApprovalRefusal, ApprovedRun, HeldNotice};
+use crate::gateway::hold::{ApprovalRef, ApprovedRun};
 use crate::gateway::limits::{ResponseDeadline, ResponseTooLarge};
 use crate::gateway::Pipeline;
 use crate::status::Status;
@@ -142,7 +142,6 @@ impl ToolContext {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        held_answer(&response)?;
         let refused = response.extensions().get::<Refused>().cloned();
         let approved = response.extensions().get::<ApprovedRun>().cloned();
         let code = response.status();
@@ -188,17 +187,6 @@ impl ToolContext {
             audit_id,
         }
     }
-}
-
-/// A held write's answer, or a refused approval id, as the tool's error.
-fn held_answer(response: &http::Response<body::Body>) -> Result<(), ToolError> {
-    if let Some(notice) = response.extensions().get::<HeldNotice>().cloned() {
-        return Err(ToolError::Held(Box::new(notice)));
-    }
-    if let Some(refusal) = response.extensions().get::<ApprovalRefusal>().cloned() {
-        return Err(ToolError::Approval(Box::new(refusal)));
-    }
-    Ok(())
 }
 
 /// The cluster's failure answer: its Status, or one made from its body.

@@ -158,6 +158,8 @@ impl ToolError {
         use RequestError as E;
         let code = match error {
             E::ResponseTooLarge { limit, .. } => return ToolError::TooLarge { limit: *limit },
+            E::Held { notice, .. } => return ToolError::Held(notice.clone()),
+            E::Approval(refusal) => return ToolError::Approval(Box::new(refusal.clone())),
             E::PathNotFound | E::UnknownCluster { .. } => return ToolError::UnknownCluster(cluster.to_string()),
             E::UpstreamTimeout { .. } | E::SecretsTimedOut { .. } => "cluster.timeout",
             E::GrantsUnavailable { .. }

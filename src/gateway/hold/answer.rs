@@ -8,15 +8,16 @@
 //! as success. Denied is 403 too, expired 410 `Expired`, already run 409
 //! `AlreadyExists` (not `Conflict`, which `kubectl apply` retries).
 //!
-//! MCP tools read the [`HeldNotice`] put into the response's extensions and
-//! turn it into their own codes (`agent.approval_pending`, …).
+//! Each is a [`RequestError`] (`Held`, `Approval`), so its Status and its
+//! audit refusal reason are decided where every refusal's are; MCP tools
+//! read the [`HeldNotice`] or [`ApprovalRefusal`] in it and turn it into
+//! their own codes (`agent.approval_pending`, …).
 
 use crate::approvals::{approval_url, rfc3339, HeldState, HeldWrite, Outcome};
-use crate::body::Body;
+use crate::gateway::error::RequestError;
 use crate::gateway::Pipeline;
 use crate::status::{Status, StatusDetails};
 use chrono::{DateTime, Utc};
-use http::Response;
 
 /// A held write's state, for MCP tools (in the response's extensions).
 #[derive(Debug, Clone)]
@@ -86,27 +87,20 @@ impl ApprovalRefusal {
     }
 }
 
-/// The answer to a call whose approval id runs nothing: 404 for an unknown
-/// id, 409 for another write's.
-pub(super) fn refuse(refusal: ApprovalRefusal) -> Response<Body> {
-    let (code, reason, id) = match &refusal {
+/// The Status of a call whose approval id runs nothing: 404 for an unknown
+/// id, 409 for another write's (for [`RequestError::status`]).
+pub(crate) fn approval_status(refusal: &ApprovalRefusal) -> Status {
+    let (code, reason, id) = match refusal {
         ApprovalRefusal::Unknown { id } => (404, "NotFound", id),
         ApprovalRefusal::Mismatch { id, .. } => (409, "Conflict", id),
     };
-    let status = Status::failure(code, reason, refusal.message()).with_details(StatusDetails {
-        name: id.clone(),
-        group: "portcullis.dev".into(),
-        kind: "heldwrites".into(),
-        ..Default::default()
-    });
-    let mut response = status.response();
-    response.extensions_mut().insert(refusal);
-    response
+    Status::failure(code, reason, refusal.message()).with_details(held_write_details(id))
 }
 
 impl Pipeline {
-    /// The answer about `held` in its current state.
-    pub(super) fn answer(&self, held: &HeldWrite) -> Response<Body> {
+    /// What the caller is told about `held` in its current state, instead
+    /// of the cluster's answer.
+    pub(super) fn answer(&self, held: &HeldWrite) -> RequestError {
         let url = approval_url(&self.approvals.public_url, &held.id);
         let notice = HeldNotice {
             id: held.id.clone(),
@@ -118,14 +112,17 @@ impl Pipeline {
             reason: held.decision_reason.clone(),
             outcome: held.outcome.clone(),
         };
-        let mut response = status(held, &url, self.approvals.wait).response();
-        response.extensions_mut().insert(notice);
-        response
+        RequestError::Held {
+            notice: Box::new(notice),
+            wait: self.approvals.wait,
+        }
     }
 }
 
-fn status(held: &HeldWrite, url: &str, wait: std::time::Duration) -> Status {
-    let what = held.request.summary();
+/// The Status of a held write's answer (for [`RequestError::status`]).
+pub(crate) fn held_status(held: &HeldNotice, wait: std::time::Duration) -> Status {
+    let what = &held.summary;
+    let url = &held.url;
     let by = held.decided_by.as_deref().unwrap_or("a person");
     let (code, reason, message) = match held.state {
         HeldState::Pending | HeldState::Approved => (
@@ -144,7 +141,7 @@ fn status(held: &HeldWrite, url: &str, wait: std::time::Duration) -> Status {
             "Forbidden",
             format!(
                 "this write was denied by {by}{reason}: {what} (held write {id}); nothing was changed",
-                reason = held.decision_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+                reason = held.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
                 id = held.id,
             ),
         ),
@@ -170,10 +167,15 @@ fn status(held: &HeldWrite, url: &str, wait: std::time::Duration) -> Status {
             ),
         ),
     };
-    Status::failure(code, reason, message).with_details(StatusDetails {
-        name: held.id.clone(),
+    Status::failure(code, reason, message).with_details(held_write_details(&held.id))
+}
+
+/// The Status details naming held write `id`.
+fn held_write_details(id: &str) -> StatusDetails {
+    StatusDetails {
+        name: id.to_string(),
         group: "portcullis.dev".into(),
         kind: "heldwrites".into(),
         ..Default::default()
-    })
+    }
 }

@@ -56,7 +56,7 @@ impl Pipeline {
         let (store, stored) = (self.approvals.store.clone(), held.clone());
         blocking(move || store.insert_held(&stored, &sealed)).await?;
         tracing::info!(held = %held.id, write = %crate::text::Escaped(&held.request.summary()), "write held for approval");
-        Ok(self.answer(&held))
+        Err(self.answer(&held))
     }
 
     /// The write sent with `dryRun=All`, read whole. Values are seen here

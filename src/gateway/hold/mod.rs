@@ -9,15 +9,16 @@
 //!   sealed.
 //! - `run`: a repeated call (or one naming the approval): wait for the
 //!   decision, then run the stored request once, with preconditions.
-//! - `answer`: what the caller is told, as a Status (kubectl) and as a
-//!   [`HeldNotice`] in the response's extensions (MCP tools).
+//! - `answer`: what the caller is told, as a `RequestError` carrying a
+//!   [`HeldNotice`] or an [`ApprovalRefusal`]: a Status for kubectl, a tool
+//!   error for MCP.
 //!
 //! Not held: reads; requests already carrying `dryRun=All`; exec, attach
 //! and port-forward; the review resources, which store nothing; an agent's
 //! write covered by an access request of its session that was approved
 //! with a writing role.
 
-mod answer;
+pub(super) mod answer;
 mod intake;
 mod run;
 
@@ -128,12 +129,7 @@ impl Pipeline {
             Err(refusal) => {
                 // Nothing runs: an approval covers only the write approved.
                 trace.row.held = false;
-                trace.row.refused = match refusal {
-                    ApprovalRefusal::Unknown { .. } => "approval_unknown",
-                    ApprovalRefusal::Mismatch { .. } => "approval_mismatch",
-                }
-                .into();
-                return Ok(HoldStep::Done(answer::refuse(refusal)));
+                return Err(RequestError::Approval(refusal));
             }
         };
         // kubectl repeats the same command; a tool repeats with the approval id.

@@ -50,13 +50,13 @@ impl Pipeline {
                 .await
                 .map_err(|e| RequestError::WaitFailed { cause: e.to_string() })?
                 .unwrap_or(held);
-            return Ok(self.answer(&ran));
+            return Err(self.answer(&ran));
         }
         if matches!(held.state, HeldState::Denied | HeldState::Expired | HeldState::Executed) {
             let id = held.id.clone();
             blocking(move || store.mark_held_answered(&id)).await?;
         }
-        Ok(self.answer(&held))
+        Err(self.answer(&held))
     }
 
     /// Run the approved write (this call won the claim).
