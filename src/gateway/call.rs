@@ -109,3 +109,65 @@ pub(super) fn unknown_cluster(cluster: &str) -> RequestError {
         cluster: cluster.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::fixture::{person, Fixture};
+
+    async fn tool_call(f: &Fixture, cluster: &str, path: &str) -> Response<Body> {
+        let identity = person();
+        let call = ToolCall {
+            identity: &identity,
+            client: "127.0.0.1",
+            cluster,
+            tool: "get_resource",
+            reveal_secret: false,
+        };
+        let request = Request::builder().uri(path).body(crate::body::empty()).unwrap();
+        f.pipeline.call(call, request).await
+    }
+
+    #[tokio::test]
+    async fn a_tool_request_for_a_cluster_not_served_carries_its_refusal_and_an_audit_id() {
+        let f = Fixture::new("").await;
+        let response = tool_call(&f, "other", "/api/v1/namespaces/shop/pods").await;
+        assert_eq!(response.status(), http::StatusCode::NOT_FOUND);
+        assert!(response.headers().contains_key("audit-id"));
+        let Some(Refused(error)) = response.extensions().get::<Refused>() else {
+            panic!("no refusal in the response's extensions");
+        };
+        assert!(matches!(&**error, RequestError::UnknownCluster { cluster } if cluster == "other"));
+        assert_eq!(f.connections(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_tool_path_with_a_dot_segment_is_refused_like_a_listener_path() {
+        let f = Fixture::new("").await;
+        let response = tool_call(&f, "c", "/api/v1/namespaces/shop/../kube-system/secrets").await;
+        assert_eq!(response.status(), http::StatusCode::BAD_REQUEST);
+        let refused = response.extensions().get::<Refused>().map(|r| r.0.clone());
+        assert!(
+            matches!(refused.as_deref(), Some(RequestError::DotSegment)),
+            "{refused:?}"
+        );
+        assert_eq!(f.connections(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_tool_request_the_stages_pass_reaches_the_cluster() {
+        let f = Fixture::new("").await;
+        let response = tool_call(&f, "c", "/api/v1/namespaces/shop/pods").await;
+        // The fixture's cluster closes the connection: a failure of
+        // portcullis's own, but only after the request reached it.
+        assert!(f.connections() >= 1);
+        let refused = response.extensions().get::<Refused>().map(|r| r.0.clone());
+        assert!(
+            matches!(
+                refused.as_deref(),
+                Some(RequestError::UpstreamUnavailable { .. } | RequestError::UpstreamFailed { .. })
+            ),
+            "{refused:?}"
+        );
+    }
+}

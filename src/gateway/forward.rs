@@ -305,3 +305,107 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::classify::classify;
+    use crate::gateway::fixture::{person, Fixture};
+    use http::Method;
+
+    fn upgrading(path: &str, protocol: &str) -> Request<Body> {
+        Request::builder()
+            .uri(path)
+            .header(header::UPGRADE, protocol)
+            .body(body::empty())
+            .unwrap()
+    }
+
+    #[test]
+    fn an_upgrade_to_another_protocol_than_websocket_or_spdy_is_refused() {
+        let path = "/api/v1/namespaces/shop/pods/web/exec";
+        let refused = upgrade_protocol(&upgrading(path, "h2c")).unwrap_err();
+        assert!(matches!(refused, RequestError::UpgradeProtocol { ref wanted } if wanted == "h2c"));
+        assert_eq!(
+            upgrade_protocol(&upgrading(path, " WebSocket ")).unwrap(),
+            Some("websocket")
+        );
+        assert_eq!(
+            upgrade_protocol(&upgrading(path, "SPDY/3.1")).unwrap(),
+            Some("spdy/3.1")
+        );
+        let plain = Request::builder().uri(path).body(body::empty()).unwrap();
+        assert_eq!(upgrade_protocol(&plain).unwrap(), None);
+    }
+
+    #[test]
+    fn watches_exec_and_followed_logs_stream_and_other_requests_do_not() {
+        let get = |path: &str, query: Option<&str>| classify(&Method::GET, path, query);
+        let pods = "/api/v1/namespaces/shop/pods";
+        let log = "/api/v1/namespaces/shop/pods/web/log";
+        assert!(is_streaming(&get(pods, Some("watch=true")), Some("watch=true")));
+        assert!(is_streaming(&get(log, Some("follow=true")), Some("follow=true")));
+        let exec = classify(&Method::POST, "/api/v1/namespaces/shop/pods/web/exec", None);
+        assert!(is_streaming(&exec, None));
+        assert!(!is_streaming(&get(log, None), None));
+        assert!(!is_streaming(&get(pods, None), None));
+    }
+
+    #[tokio::test]
+    async fn upgrades_are_only_for_exec_attach_and_port_forward_and_oversized_bodies_are_refused_first() {
+        let f = Fixture::new("request_body_bytes = 10").await;
+        let identity = person();
+        let exec = classify(&Method::GET, "/api/v1/namespaces/shop/pods/web/exec", None);
+        let pods = classify(&Method::GET, "/api/v1/namespaces/shop/pods", None);
+        let call = |info| call(&f, info, &identity);
+        let request = upgrading("/api/v1/namespaces/shop/pods", "websocket");
+        assert!(matches!(
+            checked_upgrade(&call(&pods), &request),
+            Err(RequestError::UpgradeNotStream)
+        ));
+        let request = upgrading("/api/v1/namespaces/shop/pods/web/exec", "websocket");
+        assert_eq!(checked_upgrade(&call(&exec), &request).unwrap(), Some("websocket"));
+        let mut request = upgrading("/api/v1/namespaces/shop/pods/web/exec", "websocket");
+        request
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, "11".parse().unwrap());
+        assert!(matches!(
+            checked_upgrade(&call(&exec), &request),
+            Err(RequestError::RequestTooLarge { limit: 10 })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_request_body_announced_over_the_limit_is_refused_before_anything_is_sent() {
+        let f = Fixture::new("request_body_bytes = 10").await;
+        let identity = person();
+        let info = classify(&Method::POST, "/api/v1/namespaces/shop/configmaps", None);
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/namespaces/shop/configmaps")
+            .header(header::CONTENT_LENGTH, "11")
+            .body(body::full("01234567890"))
+            .unwrap();
+        let refused = forward(call(&f, &info, &identity), request).await.unwrap_err();
+        assert!(
+            matches!(refused, RequestError::RequestTooLarge { limit: 10 }),
+            "{refused:?}"
+        );
+        assert_eq!(f.connections(), 0);
+    }
+
+    fn call<'a>(f: &'a Fixture, info: &'a RequestInfo, identity: &'a Identity) -> Call<'a> {
+        Call {
+            upstream: f.pipeline.upstream("c").unwrap(),
+            path: "/api/v1/namespaces/shop/configmaps",
+            info,
+            identity,
+            groups: Vec::new(),
+            reveal_secrets: false,
+            audit_id: uuid::Uuid::now_v7(),
+            limits: f.pipeline.limits(),
+            metrics: &f.pipeline.metrics,
+            sent: Arc::default(),
+        }
+    }
+}

@@ -25,6 +25,8 @@ pub mod call;
 pub mod classify;
 mod commit;
 pub mod error;
+#[cfg(test)]
+mod fixture;
 pub mod forward;
 pub mod headers;
 pub mod hold;
@@ -186,5 +188,77 @@ impl Pipeline {
         self.commit(&info, judged.reveal_one, trace).await?;
         let call = forward::Call::new(&stages, &info, judged, &self.metrics, trace.sent.clone());
         forward::forward(call, request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error::RequestError;
+    use super::fixture::{held_agent, person, Fixture};
+    use super::*;
+    use crate::audit::row::AuditRow;
+    use crate::identity::Identity;
+    use http::Method;
+
+    /// `method path` by `identity` through the stages after authentication.
+    async fn through(
+        f: &Fixture,
+        identity: &Identity,
+        method: Method,
+        path: &str,
+    ) -> (Result<Response<Body>, RequestError>, Trace) {
+        let upstream = f.pipeline.upstream("c").unwrap();
+        let audit_id = uuid::Uuid::now_v7();
+        let mut trace = Trace::new(AuditRow::arrived(audit_id, &method, path, None));
+        let stages = Stages {
+            upstream,
+            path,
+            identity,
+            audit_id,
+            limits: f.pipeline.limits(),
+            reveal_secret: false,
+        };
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body::full(r#"{"kind":"ConfigMap"}"#))
+            .unwrap();
+        let result = f.pipeline.through(stages, request, &mut trace).await;
+        (result, trace)
+    }
+
+    #[tokio::test]
+    async fn a_write_the_hold_stage_refuses_never_reaches_the_cluster() {
+        // No [approvals] key_file: a write that must wait cannot be held.
+        let f = Fixture::new("").await;
+        let path = "/api/v1/namespaces/shop/configmaps";
+        let (result, trace) = through(&f, &held_agent(), Method::POST, path).await;
+        assert!(matches!(result, Err(RequestError::WritesNotHeld)), "{result:?}");
+        assert!(!trace.row.held);
+        assert_eq!(f.connections(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_read_passes_every_stage_and_is_sent_to_the_cluster() {
+        let f = Fixture::new("").await;
+        let (result, _) = through(&f, &person(), Method::GET, "/api/v1/namespaces/shop/pods").await;
+        // The fixture's cluster closes every connection: reaching it is
+        // what fails the request.
+        assert!(
+            matches!(
+                result,
+                Err(RequestError::UpstreamUnavailable { .. } | RequestError::UpstreamFailed { .. })
+            ),
+            "{result:?}"
+        );
+        assert!(f.connections() >= 1);
+    }
+
+    #[tokio::test]
+    async fn a_cluster_not_served_is_named_in_the_refusal() {
+        let f = Fixture::new("").await;
+        let refused = f.pipeline.upstream("other").unwrap_err();
+        assert!(matches!(refused, RequestError::UnknownCluster { ref cluster } if cluster == "other"));
     }
 }
