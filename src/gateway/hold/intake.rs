@@ -104,7 +104,7 @@ impl Pipeline {
     }
 
     /// The held write, pending, expiring after the configured time.
-    fn held_write(
+    pub(super) fn held_write(
         &self,
         ctx: &HoldCtx<'_>,
         digest: String,
@@ -208,5 +208,48 @@ fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value) -> 
             uid: meta(current, "uid"),
         },
         _ => Precondition::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(resource_version: &str, uid: &str) -> Value {
+        json!({"metadata": {"resourceVersion": resource_version, "uid": uid}})
+    }
+
+    #[test]
+    fn an_update_is_held_to_the_resource_version_the_dry_run_saw() {
+        let path = "/api/v1/namespaces/shop/configmaps/flags";
+        let current = object("7", "u1");
+        for method in [Method::PUT, Method::PATCH] {
+            let info = classify(&method, path, None);
+            let chosen = precondition(&info, Some(&current), &object("8", "u1"));
+            assert_eq!(chosen.resource_version.as_deref(), Some("8"), "{method}");
+            assert_eq!(chosen.uid, None);
+            // A dry-run result without one falls back to the current object's.
+            let chosen = precondition(&info, Some(&current), &json!({}));
+            assert_eq!(chosen.resource_version.as_deref(), Some("7"), "{method}");
+        }
+    }
+
+    #[test]
+    fn a_delete_is_held_to_the_uid_of_the_object_that_was_shown() {
+        let info = classify(&Method::DELETE, "/api/v1/namespaces/shop/configmaps/flags", None);
+        let chosen = precondition(&info, Some(&object("7", "u1")), &object("8", "u2"));
+        assert_eq!((chosen.uid.as_deref(), chosen.resource_version), (Some("u1"), None));
+    }
+
+    #[test]
+    fn a_create_or_a_write_to_no_current_object_has_no_precondition() {
+        let create = classify(&Method::POST, "/api/v1/namespaces/shop/configmaps", None);
+        assert_eq!(
+            precondition(&create, Some(&object("7", "u1")), &object("8", "u2")),
+            Precondition::default()
+        );
+        let update = classify(&Method::PUT, "/api/v1/namespaces/shop/configmaps/flags", None);
+        assert_eq!(precondition(&update, None, &object("8", "u2")), Precondition::default());
     }
 }

@@ -387,3 +387,103 @@ async fn read_limited(mut body: Body, limit: usize) -> Option<Bytes> {
     }
     Some(out.freeze())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::preview::Preview;
+    use crate::approvals::Precondition;
+    use crate::audit::row::AuditRow;
+    use crate::gateway::classify::classify;
+    use crate::gateway::fixture::{held_agent, person, Fixture};
+    use http::Method;
+
+    /// The hold stage's view of `method path?query` by `identity`.
+    fn ctx<'a>(f: &'a Fixture, identity: &'a Identity, info: &'a RequestInfo, path: &'a str) -> HoldCtx<'a> {
+        HoldCtx {
+            upstream: f.pipeline.upstream("c").unwrap(),
+            path,
+            identity,
+            info,
+            groups: &[],
+            reveal_secrets: false,
+            audit_id: uuid::Uuid::now_v7(),
+            limits: f.pipeline.limits(),
+        }
+    }
+
+    fn buffered(method: Method, uri: &str, content_type: &str, body: &'static str) -> Buffered {
+        let (parts, ()) = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .body(())
+            .unwrap()
+            .into_parts();
+        Buffered {
+            parts,
+            body: Bytes::from_static(body.as_bytes()),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_real_writes_of_an_agent_whose_writes_need_approval_wait_for_a_person() {
+        let f = Fixture::new("").await;
+        let (agent, ana) = (held_agent(), person());
+        let path = "/api/v1/namespaces/shop/configmaps";
+        let needs = |method: Method, path: &'static str, query: Option<&'static str>, identity| {
+            let f = &f;
+            async move {
+                let info = classify(&method, path, query);
+                f.pipeline.needs_approval(&ctx(f, identity, &info, path)).await.unwrap()
+            }
+        };
+        assert!(needs(Method::POST, path, None, &agent).await);
+        assert!(!needs(Method::POST, path, Some("dryRun=All"), &agent).await);
+        assert!(!needs(Method::GET, path, None, &agent).await);
+        assert!(!needs(Method::POST, "/api/v1/namespaces/shop/pods/web/exec", None, &agent).await);
+        assert!(!needs(Method::POST, path, None, &ana).await);
+    }
+
+    #[tokio::test]
+    async fn a_call_differs_from_its_held_write_only_in_what_it_changed() {
+        let f = Fixture::new("").await;
+        let identity = held_agent();
+        let path = "/api/v1/namespaces/shop/configmaps/flags";
+        let info = classify(&Method::PUT, path, None);
+        let ctx = ctx(&f, &identity, &info, path);
+        let asked = buffered(Method::PUT, path, "application/json", r#"{"data":{"a":"1"}}"#);
+        let held_digest = digest(&ctx, &asked);
+        let trace = Trace::new(AuditRow::arrived(ctx.audit_id, &Method::PUT, path, None));
+        let held = f.pipeline.held_write(
+            &ctx,
+            held_digest.clone(),
+            &asked,
+            Preview::default(),
+            Precondition::default(),
+            &trace,
+        );
+        let none: Vec<&str> = Vec::new();
+        assert_eq!(differences(&ctx, &asked, &held_digest, &held, true), none);
+
+        let other = buffered(
+            Method::PATCH,
+            &format!("{path}?fieldManager=x"),
+            "application/merge-patch+json",
+            "{}",
+        );
+        let other_digest = digest(&ctx, &other);
+        assert_eq!(
+            differences(&ctx, &other, &other_digest, &held, true),
+            ["method", "query", "content type"]
+        );
+
+        let body = buffered(Method::PUT, path, "application/json", r#"{"data":{"a":"2"}}"#);
+        let body_digest = digest(&ctx, &body);
+        assert_ne!(body_digest, held_digest);
+        assert_eq!(differences(&ctx, &body, &body_digest, &held, true), ["body"]);
+        // A body that does not follow from the arguments (rollout_restart
+        // stamps the time) is not compared.
+        assert_eq!(differences(&ctx, &body, &body_digest, &held, false), none);
+    }
+}
