@@ -37,11 +37,12 @@
 //!
 //! `config` (typed configuration), `app` (listener, TLS, serve), `status`
 //! (Kubernetes Status), `gateway` (the request path, `Pipeline`), `doors`
-//! (routing and authentication in front of it), `audit` (rows, writer,
-//! hash chain, queries, export, retention), `identity` (people, bots,
+//! (routing and authentication in front of it; the raw API, the approval
+//! pages, `/audit`, health), `audit` (rows, writer, hash chain, queries,
+//! reading for admins, export, retention), `identity` (people, bots,
 //! credentials, grants, roles), `reconcile` (each cluster's RBAC objects
 //! kept in step with the roles and grants), `access` (access requests),
-//! `approvals` (held writes: sealing, preview, decisions, the approval pages),
+//! `approvals` (held writes: sealing, preview, decisions, waiting),
 //! `store` (SQLite), `text` (client text made safe to print), `cli` and
 //! `demo` (the command line; `demo` only with the `demo` feature, on by
 //! default). The simulated kube-apiserver is its own crate,

@@ -8,7 +8,8 @@
 //!   Secret values hidden (changed ones marked), and a readable diff.
 //! - [`decide`]: who may decide, approve and deny (audited).
 //! - [`wait`]: a caller waiting for the decision, and expiry.
-//! - [`web`]: `/login`, `/approvals`, `/approvals/<id>` for people.
+//! - The pages for people (`/login`, `/approvals`, `/approvals/<id>`) are
+//!   a door, `crate::doors::web`, built on [`decide`] and [`preview`].
 //! - `portcullis approvals list|show|approve|deny` is `crate::cli::approvals`.
 //!
 //! The stage that holds and runs them is `crate::gateway::hold`, on the one
@@ -19,7 +20,6 @@ pub mod diff;
 pub mod preview;
 pub mod seal;
 pub mod wait;
-pub mod web;
 
 use crate::identity::{Principal, PrincipalKind};
 use chrono::{DateTime, Utc};

@@ -10,15 +10,16 @@
 //! - [`store`] and [`sqlite`]: the storage interface and its SQLite
 //!   implementation (a PostgreSQL one can fill the same trait).
 //! - [`chain`]: the hash chain and its verification.
-//! - [`query`]: filters; `crate::cli::audit` (`portcullis audit`) and [`http`]
-//!   (`GET /audit`) use them.
+//! - [`query`]: filters; `crate::cli::audit` (`portcullis audit`) and
+//!   [`read`] use them. [`read`] reads rows for an admin; the `GET /audit`
+//!   door that serves them is `crate::doors::audit`.
 //! - [`export`]: the JSON lines sink for a SIEM; [`retention`]: the hourly
 //!   sweep.
 
 pub mod chain;
 pub mod export;
-pub mod http;
 pub mod query;
+pub mod read;
 pub mod record;
 pub mod retention;
 pub mod row;

@@ -6,9 +6,10 @@
 //!   client's `Impersonate-*` headers, authenticate, then the pipeline;
 //! - `/mcp` ([`crate::mcp`]): the MCP server for agents, whose tools send
 //!   their cluster requests through [`Pipeline::call`];
-//! - `/login`, `/logout`, `/approvals…`: the approval pages
-//!   (`crate::approvals::web`);
-//! - `/audit`: the audit for admins (`crate::audit::http`);
+//! - `/login`, `/logout`, `/approvals…` ([`web`]): the approval pages
+//!   for people, deciding through `crate::approvals`;
+//! - `/audit` ([`audit`]): the audit for admins, read through
+//!   `crate::audit::read`;
 //! - `/healthz`, `/readyz`, `/metrics` ([`health`]).
 //!
 //! Every door ends its request through the pipeline's trace
@@ -16,8 +17,10 @@
 //! probes and scrapes aside. The doors hold an `Arc` of the pipeline; the
 //! pipeline holds nothing of theirs.
 
+pub mod audit;
 mod health;
 mod kube;
+pub mod web;
 
 use crate::audit::row::{bounded, AuditRow};
 use crate::body::Body;
@@ -130,7 +133,7 @@ impl Doors {
             return Err(RequestError::PathNotFound);
         };
         let approvals = self.pipeline.approvals();
-        Ok(crate::approvals::web::serve(approvals, &self.authenticator, page, request, &mut trace.row).await)
+        Ok(web::serve(approvals, &self.authenticator, page, request, &mut trace.row).await)
     }
 
     /// `GET /audit`: rows for admins, authenticated like any request.
@@ -149,9 +152,7 @@ impl Doors {
             .await
             .map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);
-        self.pipeline
-            .audit()
-            .serve(&identity, request.uri().query())
+        audit::serve(self.pipeline.audit(), &identity, request.uri().query())
             .await
             .map_err(RequestError::AuditQuery)
     }

@@ -6,7 +6,7 @@
 //! MCP tools map the enum itself to their tool errors (`crate::mcp::error`).
 
 use super::hold::{answer, ApprovalRefusal, HeldNotice};
-use crate::audit::http::AuditHttpError;
+use crate::audit::read::AuditReadError;
 use crate::document::DocumentError;
 use crate::identity::authenticate::AuthError;
 use crate::status::Status;
@@ -44,7 +44,7 @@ pub enum RequestError {
     AuditNotGet,
     /// `/audit` was asked by someone not an admin, with filters that do not
     /// parse, or when the audit could not be read.
-    AuditQuery(AuditHttpError),
+    AuditQuery(AuditReadError),
     /// The bearer token was missing, unknown, expired or revoked, or
     /// credentials could not be checked.
     Unauthenticated(AuthError),
@@ -310,7 +310,7 @@ impl RequestError {
                 "path".into()
             }
             E::IdentityHeader { .. } => "identity_header".into(),
-            E::AuditQuery(AuditHttpError::NotAdmin(_)) => "not_admin".into(),
+            E::AuditQuery(AuditReadError::NotAdmin(_)) => "not_admin".into(),
             E::Unauthenticated(error) => error.reason().into(),
             E::AuditUnavailable => "audit_unavailable".into(),
             E::WritesNotHeld => "approvals_unconfigured".into(),

@@ -7,7 +7,6 @@
 //! so such paths are refused with a 400 Status before authentication.
 
 use super::error::RequestError;
-use crate::approvals::web::Page;
 use crate::config::valid_cluster_name;
 
 /// Where a request goes.
@@ -26,15 +25,28 @@ pub enum Route<'a> {
     Readyz,
     /// `/metrics`: Prometheus metrics.
     Metrics,
-    /// `/audit`: the audit, for admins (`crate::audit::http`).
+    /// `/audit`: the audit, for admins (`crate::doors::audit`).
     Audit,
     /// `/mcp`: the MCP server for AI agents (`crate::mcp`).
     Mcp,
     /// `/login`, `/logout`, `/approvals`, `/approvals/<id>`: the approval
-    /// pages for people (`crate::approvals::web`).
-    Web(crate::approvals::web::Page<'a>),
+    /// pages for people (`crate::doors::web`).
+    Web(Page<'a>),
     /// Anything else.
     NotFound,
+}
+
+/// Which approval page (the pages themselves are `crate::doors::web`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page<'a> {
+    /// `/login`.
+    Login,
+    /// `/logout`.
+    Logout,
+    /// `/approvals`.
+    List,
+    /// `/approvals/<id>`.
+    Held(&'a str),
 }
 
 /// Route `path` (the raw, undecoded path of the request URI).

@@ -176,7 +176,7 @@ impl ToolError {
             | E::StoreUnavailable
             | E::WaitFailed { .. }
             | E::Unauthenticated(AuthError::StoreUnavailable)
-            | E::AuditQuery(crate::audit::http::AuditHttpError::Unavailable(_)) => "cluster.unavailable",
+            | E::AuditQuery(crate::audit::read::AuditReadError::Unavailable(_)) => "cluster.unavailable",
             _ => "request.refused",
         };
         ToolError::Refused {

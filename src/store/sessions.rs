@@ -1,5 +1,5 @@
 //! Sign-in sessions of the approval pages (see
-//! `crate::approvals::web::session`), by the SHA-256 of their id only.
+//! `crate::doors::web::session`), by the SHA-256 of their id only.
 
 use super::{Store, StoreError};
 use chrono::{DateTime, Utc};

@@ -11,15 +11,16 @@
 //!
 //! Every page carries a CSP without scripts, `X-Frame-Options: DENY`,
 //! `nosniff`, no referrer and no caching. Decisions go through
-//! [`super::decide`], so they are checked and audited like the CLI's.
+//! [`crate::approvals::decide`], so they are checked and audited like the CLI's.
 
 pub mod pages;
 pub mod session;
 
-use super::decide::{self, DecideError};
-use super::{Approvals, HeldWrite};
+use crate::approvals::decide::{self, DecideError};
+use crate::approvals::{seal, wait, Approvals, HeldWrite};
 use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
+use crate::gateway::router::Page;
 use crate::identity::authenticate::Authenticator;
 use crate::identity::{Identity, Principal, PrincipalKind};
 use bytes::Bytes;
@@ -28,19 +29,6 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use session::Session;
 use std::collections::HashMap;
-
-/// Which page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Page<'a> {
-    /// `/login`.
-    Login,
-    /// `/logout`.
-    Logout,
-    /// `/approvals`.
-    List,
-    /// `/approvals/<id>`.
-    Held(&'a str),
-}
 
 /// The largest form accepted.
 const FORM_LIMIT: usize = 16 * 1024;
@@ -112,7 +100,7 @@ async fn signed_in(approvals: &Approvals, headers: &http::HeaderMap, row: &mut A
 /// The sign-in form, with its CSRF token, setting the pre-session cookie
 /// the token is bound to when the browser has none yet.
 fn login_page(
-    key: &super::seal::Key,
+    key: &seal::Key,
     code: StatusCode,
     headers: &http::HeaderMap,
     next: &str,
@@ -128,7 +116,7 @@ fn login_page(
 
 async fn login(
     approvals: &Approvals,
-    key: &super::seal::Key,
+    key: &seal::Key,
     authenticator: &Authenticator,
     request: Request<Incoming>,
     row: &mut AuditRow,
@@ -204,12 +192,7 @@ async fn start_session(approvals: &Approvals, identity: &Identity, next: &str) -
 }
 
 /// The sign-out button: only under the session's own CSRF token.
-async fn logout_form(
-    approvals: &Approvals,
-    key: &super::seal::Key,
-    s: Session,
-    request: Request<Incoming>,
-) -> Response<Body> {
+async fn logout_form(approvals: &Approvals, key: &seal::Key, s: Session, request: Request<Incoming>) -> Response<Body> {
     match read_form(request).await {
         Some(form) if session::csrf_ok(key, &s, field(&form, "csrf")) => logout(approvals, s).await,
         _ => html(
@@ -247,7 +230,7 @@ async fn show(approvals: &Approvals, s: &Session, id: &str) -> Response<Body> {
         s.credential_id.clone(),
     );
     let found = tokio::task::spawn_blocking(move || {
-        let held = super::wait::current(&store, &id)?;
+        let held = wait::current(&store, &id)?;
         Ok::<_, DecideError>(held.map(|h| {
             let may = decide::may_decide(&store, &h, &Principal::person(&login), Some(&credential));
             (h, may)
@@ -319,7 +302,7 @@ fn chosen(form: &Form) -> Result<bool, &'static str> {
 }
 
 /// Decide held write `id` as the session's person, through
-/// [`super::decide`] (checked and audited like the CLI's); a blank reason
+/// [`crate::approvals::decide`] (checked and audited like the CLI's); a blank reason
 /// is none.
 async fn record_decision(
     approvals: &Approvals,

@@ -1,0 +1,67 @@
+//! Reading the audit on someone's behalf: only people marked admin
+//! (`portcullis person add --admin`) may, because rows show everyone's
+//! activity. The filters are those of `portcullis audit` (see
+//! [`super::query`]); the door that serves it is `crate::doors::audit`.
+
+use super::query::Filter;
+use super::row::ChainedRow;
+use super::Audit;
+use crate::identity::{Identity, PrincipalKind};
+use crate::status::Status;
+
+/// Rows returned when the request names no `limit`.
+pub const DEFAULT_LIMIT: usize = 1000;
+/// The most rows one request may ask for.
+pub const MAX_LIMIT: usize = 100_000;
+
+/// Why reading the audit was refused, or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditReadError {
+    /// The caller is not an admin person.
+    #[error("{0} may not read the audit: only people marked admin may")]
+    NotAdmin(String),
+    /// The filters do not parse.
+    #[error(transparent)]
+    Filter(#[from] super::query::FilterError),
+    /// The store failed.
+    #[error("the audit cannot be read now: {0}")]
+    Unavailable(String),
+}
+
+impl AuditReadError {
+    /// The Status a client gets.
+    pub fn status(&self) -> Status {
+        match self {
+            AuditReadError::NotAdmin(_) => Status::failure(403, "Forbidden", self.to_string()),
+            AuditReadError::Filter(_) => Status::bad_request(self.to_string()),
+            AuditReadError::Unavailable(_) => Status::unavailable(self.to_string()),
+        }
+    }
+}
+
+impl Audit {
+    /// The rows `query` (a URL query of filters) selects, for an
+    /// authenticated `identity` that must be an admin person.
+    pub async fn read_as(&self, identity: &Identity, query: Option<&str>) -> Result<Vec<ChainedRow>, AuditReadError> {
+        if !self.is_admin(identity).await? {
+            return Err(AuditReadError::NotAdmin(identity.principal.to_string()));
+        }
+        let mut filter = Filter::from_query(query.unwrap_or(""), chrono::Utc::now())?;
+        filter.limit = Some(filter.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
+        self.query(filter)
+            .await
+            .map_err(|e| AuditReadError::Unavailable(e.to_string()))
+    }
+
+    async fn is_admin(&self, identity: &Identity) -> Result<bool, AuditReadError> {
+        if identity.principal.kind != PrincipalKind::Person {
+            return Ok(false);
+        }
+        let store = self.store.clone();
+        let principal = identity.principal.clone();
+        tokio::task::spawn_blocking(move || store.is_admin(&principal))
+            .await
+            .map_err(|e| AuditReadError::Unavailable(e.to_string()))?
+            .map_err(|e| AuditReadError::Unavailable(e.to_string()))
+    }
+}
