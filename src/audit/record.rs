@@ -157,7 +157,8 @@ impl Pending {
 
 /// A response portcullis made in place of the cluster's answer: why, for
 /// the row's `refused` (set as a response extension by the stage that
-/// refused).
+/// refused, from the pipeline error's own refusal reason,
+/// `gateway::error::RequestError::refused`).
 #[derive(Debug, Clone, Copy)]
 pub struct Refused(pub &'static str);
 

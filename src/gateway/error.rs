@@ -10,6 +10,7 @@ use crate::audit::read::AuditReadError;
 use crate::document::DocumentError;
 use crate::identity::authenticate::AuthError;
 use crate::status::Status;
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// What went wrong on the request path, named for what happened.
@@ -302,8 +303,9 @@ impl RequestError {
     }
 
     /// The audit row's refusal reason, when portcullis refused the request
-    /// itself (rather than failing it).
-    pub fn refused(&self) -> Option<String> {
+    /// itself (rather than failing it): a fixed word, borrowed, except
+    /// where it names a cause (`body_<code>`).
+    pub fn refused(&self) -> Option<Cow<'static, str>> {
         use RequestError as E;
         Some(match self {
             E::InvalidClusterName { .. } | E::EncodedSlash | E::PathNotUtf8 | E::DotSegment | E::EmptySegment => {
@@ -316,7 +318,8 @@ impl RequestError {
             E::WritesNotHeld => "approvals_unconfigured".into(),
             E::PreviewTooLarge { .. } => "preview_too_large".into(),
             E::PreviewUnredactable { .. } => "preview_unredactable".into(),
-            E::UnreadableHeldBody(error) => format!("body_{}", error.code()),
+            E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => "unredactable".into(),
+            E::UnreadableHeldBody(error) => format!("body_{}", error.code()).into(),
             E::Approval(ApprovalRefusal::Unknown { .. }) => "approval_unknown".into(),
             E::Approval(ApprovalRefusal::Mismatch { .. }) => "approval_mismatch".into(),
             _ => return None,
@@ -367,6 +370,18 @@ mod tests {
             Some("body_too_deep")
         );
         assert_eq!(RequestError::UpstreamFailed { cluster: "c".into() }.refused(), None);
+    }
+
+    #[test]
+    fn an_answer_whose_secrets_cannot_be_hidden_is_refused_as_unredactable() {
+        let cause = String::from("x");
+        for error in [
+            RequestError::SecretsTimedOut { cause: cause.clone() },
+            RequestError::SecretsTooLarge { cause: cause.clone() },
+            RequestError::Unredactable { cause },
+        ] {
+            assert_eq!(error.refused(), Some(Cow::Borrowed("unredactable")), "{error:?}");
+        }
     }
 
     #[test]

@@ -50,13 +50,13 @@ use super::limits::{ResponseDeadline, ResponseTooLarge};
 use crate::body::{self, Body, BoxError};
 use crate::identity::Identity;
 use crate::secrets::{self, RedactError, Target};
-use crate::status::Status;
 use bytes::Bytes;
 use bytes::BytesMut;
 use http::header::{HeaderMap, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use http::response::Parts;
 use http::Response;
 use http_body_util::BodyExt;
+use std::borrow::Cow;
 
 /// What the forward stage does to one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,35 +237,34 @@ where
     Read::Whole(secrets::redact_json(&bytes, target).map(|redacted| redacted.map(Bytes::from).unwrap_or(bytes)))
 }
 
-/// The Status a response that could not be redacted is replaced with.
-fn refusal(error: &RedactError) -> Status {
+/// Why a response that could not be redacted is refused.
+fn refusal(error: &RedactError) -> RequestError {
     if let RedactError::Incomplete(cause) = error {
         if cause.is::<ResponseDeadline>() {
             return RequestError::SecretsTimedOut {
                 cause: cause.to_string(),
-            }
-            .into();
+            };
         }
         if let Some(too_large) = cause.downcast_ref::<ResponseTooLarge>() {
             return RequestError::SecretsTooLarge {
                 cause: too_large.to_string(),
-            }
-            .into();
+            };
         }
     }
     RequestError::Unredactable {
         cause: error.to_string(),
     }
-    .into()
 }
 
 fn refused(error: &RedactError) -> Response<Body> {
     tracing::warn!(%error, "a response carrying Secrets could not be redacted: refused");
-    let mut response = refusal(error).response();
-    // The audit row says portcullis refused it, not only that it was a 502.
-    response
-        .extensions_mut()
-        .insert(crate::audit::record::Refused("unredactable"));
+    let error = refusal(error);
+    let mut response = error.status().response();
+    // The audit row says portcullis refused it, not only that it was a 502;
+    // the reason is the pipeline's own (a fixed word for these refusals).
+    if let Some(Cow::Borrowed(reason)) = error.refused() {
+        response.extensions_mut().insert(crate::audit::record::Refused(reason));
+    }
     response
 }
 

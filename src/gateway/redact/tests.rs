@@ -1,6 +1,7 @@
 use super::*;
 use crate::gateway::classify::classify;
 use crate::identity::{Agent, Principal};
+use crate::status::Status;
 use http::{HeaderValue, Method, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;

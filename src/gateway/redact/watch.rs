@@ -103,7 +103,7 @@ impl<B> RedactedWatch<B> {
         tracing::warn!(%error, "a watch of Secrets could not be redacted: stream ended");
         self.ended = true;
         self.partial = BytesMut::new();
-        let event = serde_json::json!({"type": "ERROR", "object": super::refusal(error)});
+        let event = serde_json::json!({"type": "ERROR", "object": super::refusal(error).status()});
         out.extend_from_slice(event.to_string().as_bytes());
         out.push(b'\n');
         Bytes::from(out)
