@@ -1,25 +1,30 @@
 //! `/clusters/<name>/…`: the raw Kubernetes API door. An unknown cluster
 //! and a client's `Impersonate-*` headers are refused before the token is
-//! read, so no identity claim is ever weighed; then the pipeline.
+//! read, so no identity claim is ever weighed; then the pipeline, called as
+//! a `tower::Service` with what the door learnt as the request's
+//! [`Entry`].
 
 use super::Doors;
+use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::gateway::error::RequestError;
-use crate::gateway::{Stages, Trace};
+use crate::gateway::service::{Entry, PipelineService};
+use crate::gateway::Trace;
 use http::{Request, Response};
 use hyper::body::Incoming;
+use tower::ServiceExt;
 
 impl Doors {
     /// A request for cluster `cluster` at Kubernetes path `path`.
     pub(super) async fn cluster_request(
         &self,
         cluster: String,
-        path: &str,
-        request: Request<Incoming>,
+        path: String,
+        mut request: Request<Incoming>,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, RequestError> {
-        let upstream = self.pipeline.upstream(&cluster)?;
+        let upstream = self.pipeline.upstream(&cluster)?.clone();
         // Refused before authenticating: an identity claim is never weighed.
         if let Some(name) = crate::gateway::headers::has_impersonation(request.headers()) {
             let header = name.to_string();
@@ -31,14 +36,20 @@ impl Doors {
             .await
             .map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);
-        let stages = Stages {
+        // The trace travels with the request and comes back with the
+        // response; nothing reads this placeholder meanwhile.
+        let trace_out = std::mem::replace(trace, Trace::new(AuditRow::default()));
+        request.extensions_mut().insert(Entry {
             upstream,
             path,
-            identity: &identity,
+            identity,
             audit_id,
-            limits: self.pipeline.limits(),
-            reveal_secret: false,
-        };
-        self.pipeline.through(stages, request, trace).await
+            trace: trace_out,
+        });
+        let Ok(mut response) = PipelineService::new(self.pipeline.clone()).oneshot(request).await;
+        if let Some(back) = response.extensions_mut().remove::<Trace>() {
+            *trace = back;
+        }
+        Ok(response)
     }
 }

@@ -117,7 +117,7 @@ impl Doors {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);
                 let path = path.to_string();
-                self.cluster_request(name.to_string(), &path, request, audit_id, trace)
+                self.cluster_request(name.to_string(), path, request, audit_id, trace)
                     .await
             }
         }

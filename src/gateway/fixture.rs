@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 /// A pipeline and what its cluster saw.
 pub struct Fixture {
-    /// The pipeline under test.
-    pub pipeline: Pipeline,
+    /// The pipeline under test (shared, as the doors hold it).
+    pub pipeline: Arc<Pipeline>,
     /// Connections offered to the cluster.
     pub connections: Arc<AtomicUsize>,
     _dir: tempfile::TempDir,
@@ -56,7 +56,7 @@ token_file = {token:?}
         );
         let config = crate::config::Config::from_sources(&config, Vec::new()).unwrap();
         let store = Store::open(&dir.path().join("p.db")).unwrap();
-        let pipeline = Pipeline::new(&config, store).unwrap();
+        let pipeline = Arc::new(Pipeline::new(&config, store).unwrap());
         Fixture {
             pipeline,
             connections,

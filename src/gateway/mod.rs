@@ -18,8 +18,11 @@
 //!    request, and its audit row (`crate::audit::record`), written when the
 //!    response ends. Every log line about a request carries its audit id.
 //!
-//! An MCP tool's cluster requests enter through [`Pipeline::call`] ([`call`])
-//! with the identity the `/mcp` door authenticated.
+//! The raw Kubernetes API door calls these stages, and respond, as a
+//! `tower::Service` ([`service::PipelineService`]), handing over what it
+//! learnt as a typed request extension. An MCP tool's cluster requests
+//! enter through [`Pipeline::call`] ([`call`]) with the identity the `/mcp`
+//! door authenticated.
 
 pub mod call;
 pub mod classify;
@@ -36,6 +39,7 @@ pub mod policy;
 pub mod query;
 pub mod redact;
 pub mod router;
+pub mod service;
 pub mod trace;
 pub mod upstream;
 

@@ -27,7 +27,7 @@ const CHALLENGE: &str = "Bearer realm=\"portcullis\"";
 
 /// What the request path learnt: the audit row being filled, which the log
 /// line reads too.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Trace {
     /// The request's audit row, filled in by each stage.
     pub row: AuditRow,
