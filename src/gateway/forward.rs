@@ -8,13 +8,18 @@
 //! answers 101; any other answer is relayed unchanged, so kubectl's fallback
 //! from WebSocket to SPDY works and the upstream connection is never reused
 //! for a half-upgraded exchange (CVE-2018-1002105).
+//!
+//! The send is the innermost service of one `ServiceBuilder` in
+//! [`forward`]; the size cap and redaction wrap it as layers
+//! ([`super::layers`]).
 
 use super::classify::RequestInfo;
 use super::error::RequestError;
-use super::limits::{BodyOutcome, Capped};
+use super::layers::cap::CapLayer;
+use super::layers::redact::RedactLayer;
 use super::metrics::{ClusterLabels, Metrics};
 use super::upstream::Upstream;
-use super::{headers, limits, redact};
+use super::{headers, limits};
 use crate::audit::record::{Counted, CountedIo, StreamEnd, StreamStats};
 use crate::body::{self, Body};
 use crate::config::Limits;
@@ -26,6 +31,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
+use tower::{ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
 /// The extra key carrying the credential id to the cluster's audit log.
@@ -95,30 +101,59 @@ where
     let upgrade = checked_upgrade(&call, &request)?;
     let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
     let client_upgrade = upgrade.map(|_| hyper::upgrade::on(&mut request));
-    // Before portcullis sets any header of its own (Accept below, identity
-    // in build_request), so that a header the client's Connection names can
-    // never remove one of them.
+    // Before portcullis sets any header of its own (Accept in the redact
+    // layer, identity in build_request), so that a header the client's
+    // Connection names can never remove one of them.
     headers::strip_request(request.headers_mut(), upgrade.is_some());
-    // Secret values never leave the cluster unless a role reveals them: such
-    // a request asks for plain JSON, and its answer is redacted below.
-    let transform = redact::plan(call.info, call.identity, call.reveal_secrets, request.headers_mut())?;
-    let upstream_request = build_request(&call, request)?;
+    let upgrade = upgrade.is_some();
+    let call = &call;
+    // The request meets these top to bottom; the answer, bottom to top:
+    // sent, capped, then redacted.
+    let stack = ServiceBuilder::new()
+        .layer(RedactLayer::new(
+            call.info,
+            call.identity,
+            call.reveal_secrets,
+            call.limits.response_bytes,
+        ))
+        .layer(CapLayer::new(
+            call.limits,
+            streaming,
+            upgrade,
+            call.metrics.open_streams.clone(),
+        ))
+        .service_fn(move |request| send_upstream(call, request, upgrade, streaming));
+    let response = stack.oneshot(request).await?;
+    if let Some(client_upgrade) = client_upgrade {
+        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+            return Ok(splice(client_upgrade, response, call.metrics.open_streams.clone()));
+        }
+    }
+    Ok(response)
+}
+
+/// The innermost service: the request as portcullis sends it, and the
+/// cluster's answer, timed.
+async fn send_upstream<B>(
+    call: &Call<'_>,
+    request: Request<B>,
+    upgrade: bool,
+    streaming: bool,
+) -> Result<Response<Incoming>, RequestError>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<crate::body::BoxError>,
+{
+    let upstream_request = build_request(call, request)?;
     let started = Instant::now();
-    let response = send(&call, upstream_request, upgrade.is_some(), streaming).await?;
+    let response = send(call, upstream_request, upgrade, streaming).await?;
     call.metrics
         .upstream_latency
         .get_or_create(&ClusterLabels {
             cluster: call.upstream.name.clone(),
         })
         .observe(started.elapsed().as_secs_f64());
-    if let Some(client_upgrade) = client_upgrade {
-        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-            return Ok(splice(client_upgrade, response, call.metrics.open_streams.clone()));
-        }
-    }
-    let (parts, relayed) = relay(&call, response, streaming, started)?;
-    // Only Secret responses are transformed; everything else passes as is.
-    Ok(transform.apply(parts, relayed, call.limits.response_bytes).await)
+    Ok(response)
 }
 
 /// The upgrade asked for (only exec, attach and port-forward may), with a
@@ -153,31 +188,6 @@ async fn send(
             .map_err(|_| timeout(call.upstream, call.limits))?
     };
     sent.map_err(|e| send_error(call.upstream, &e, call.limits.request_body_bytes))
-}
-
-/// The answer's head and its body under the size cap and the deadline
-/// (a stream gets neither, and counts as open while it lasts).
-fn relay(
-    call: &Call<'_>,
-    mut response: Response<Incoming>,
-    streaming: bool,
-    started: Instant,
-) -> Result<(http::response::Parts, Capped<Incoming>), RequestError> {
-    if !streaming {
-        if let Some(len) = content_length(response.headers()).filter(|len| *len > call.limits.response_bytes) {
-            return Err(response_too_large(len, call.limits.response_bytes));
-        }
-    }
-    headers::strip_response(response.headers_mut(), false);
-    let (parts, incoming) = response.into_parts();
-    let outcome = Arc::new(BodyOutcome::default());
-    let relayed = if streaming {
-        Capped::new(incoming, None, None, outcome).guarded(call.metrics.open_streams.clone())
-    } else {
-        let deadline = tokio::time::Instant::from_std(started) + call.limits.request_timeout;
-        Capped::new(incoming, Some(call.limits.response_bytes), Some(deadline), outcome)
-    };
-    Ok((parts, relayed))
 }
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.
@@ -231,7 +241,7 @@ where
 /// Answer 101 to the client and splice the two upgraded connections. The
 /// response carries a [`StreamEnd`] that resolves, with the bytes each way,
 /// when the stream closes (for its audit row).
-fn splice(client: hyper::upgrade::OnUpgrade, mut response: Response<Incoming>, open: Gauge) -> Response<Body> {
+fn splice<B>(client: hyper::upgrade::OnUpgrade, mut response: Response<B>, open: Gauge) -> Response<Body> {
     let upstream = hyper::upgrade::on(&mut response);
     let (ended, end) = StreamEnd::new();
     let relay = async move {
@@ -270,10 +280,6 @@ fn content_length(headers: &http::HeaderMap) -> Option<u64> {
 
 fn body_too_large(limit: u64) -> RequestError {
     RequestError::RequestTooLarge { limit }
-}
-
-fn response_too_large(len: u64, limit: u64) -> RequestError {
-    RequestError::ResponseTooLarge { len, limit }
 }
 
 fn timeout(upstream: &Upstream, limits: &Limits) -> RequestError {

@@ -13,7 +13,9 @@
 //!    before the cluster sees it.
 //! 5. [`forward`] (with [`upstream`] and [`limits`]): strip client identity
 //!    headers, impersonate, send with the ServiceAccount token and our
-//!    Audit-ID, stream the answer back under the size cap.
+//!    Audit-ID, stream the answer back under the size cap. The stages that
+//!    wrap both the request and its answer there (the size cap, redaction)
+//!    are tower [`layers`] around the send.
 //! 6. respond ([`trace`]): a refusal becomes its Status; one log line per
 //!    request, and its audit row (`crate::audit::record`), written when the
 //!    response ends. Every log line about a request carries its audit id.
@@ -33,6 +35,7 @@ mod fixture;
 pub mod forward;
 pub mod headers;
 pub mod hold;
+pub mod layers;
 pub mod limits;
 pub mod metrics;
 pub mod policy;
