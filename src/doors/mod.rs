@@ -12,9 +12,9 @@
 //!   `crate::audit::read`;
 //! - `/healthz`, `/readyz`, `/metrics` ([`health`]).
 //!
-//! Every door ends its request through the pipeline's trace
-//! (`crate::gateway::trace`): one log line and one audit row per request,
-//! probes and scrapes aside. The doors hold an `Arc` of the pipeline; the
+//! Every door sits inside the record layer
+//! (`crate::gateway::layers::record`, ending in `crate::gateway::trace`):
+//! one log line and one audit row per request, probes and scrapes aside. The doors hold an `Arc` of the pipeline; the
 //! pipeline holds nothing of theirs.
 
 pub mod audit;
@@ -26,6 +26,7 @@ use crate::audit::row::{bounded, AuditRow};
 use crate::body::Body;
 use crate::config::Config;
 use crate::gateway::error::RequestError;
+use crate::gateway::layers::record::RecordLayer;
 use crate::gateway::router::{self, Route};
 use crate::gateway::trace::refuse;
 use crate::gateway::{metrics, BuildError, Pipeline, Trace};
@@ -34,9 +35,10 @@ use crate::store::Store;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use ipnet::IpNet;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use tower::{ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
 /// Every door, over one pipeline.
@@ -82,15 +84,32 @@ impl Doors {
         peer: SocketAddr,
         audit_id: uuid::Uuid,
     ) -> Response<Body> {
-        let started = Instant::now();
-        let uri = request.uri();
-        let mut row = AuditRow::arrived(audit_id, request.method(), uri.path(), uri.query());
-        row.client =
-            crate::gateway::headers::client_address(peer.ip(), request.headers(), &self.trusted_proxies).to_string();
-        let mut trace = Trace::new(row);
+        let doors = self;
+        // Every request is one audit row and one log line, whichever door
+        // answers it.
+        let service = ServiceBuilder::new()
+            .layer(RecordLayer::new(
+                &self.pipeline,
+                audit_id,
+                peer.ip(),
+                &self.trusted_proxies,
+            ))
+            .service_fn(move |request| doors.door(request, audit_id));
+        let Ok(response) = service.oneshot(request).await;
+        response
+    }
+
+    /// The door `request` is for, with the trace the record layer opened
+    /// (taken from the request's extensions, given back in the answer's).
+    async fn door(&self, mut request: Request<Incoming>, audit_id: uuid::Uuid) -> Result<Response<Body>, Infallible> {
+        let mut trace = request.extensions_mut().remove::<Trace>().unwrap_or_else(|| {
+            let uri = request.uri();
+            Trace::new(AuditRow::arrived(audit_id, request.method(), uri.path(), uri.query()))
+        });
         let result = self.route(request, audit_id, &mut trace).await;
-        let response = self.pipeline.respond(&mut trace, result);
-        self.pipeline.finish(trace, response, audit_id, started)
+        let mut response = self.pipeline.respond(&mut trace, result);
+        response.extensions_mut().insert(trace);
+        Ok(response)
     }
 
     async fn route(
