@@ -10,27 +10,27 @@
 //! for a half-upgraded exchange (CVE-2018-1002105).
 //!
 //! The send is the innermost service of one `ServiceBuilder` in
-//! [`forward`]; the size cap and redaction wrap it as layers
-//! ([`super::layers`]).
+//! [`forward`]; impersonation (with the answer's timing), the size cap and
+//! redaction wrap it as layers ([`super::layers`]).
 
 use super::classify::RequestInfo;
 use super::error::RequestError;
 use super::layers::cap::CapLayer;
+use super::layers::forward::ForwardLayer;
 use super::layers::redact::RedactLayer;
-use super::metrics::{ClusterLabels, Metrics};
+use super::metrics::Metrics;
 use super::upstream::Upstream;
 use super::{headers, limits};
-use crate::audit::record::{Counted, CountedIo, StreamEnd, StreamStats};
+use crate::audit::record::{CountedIo, StreamEnd, StreamStats};
 use crate::body::{self, Body};
 use crate::config::Limits;
 use crate::identity::Identity;
-use http::{header, Request, Response, StatusCode, Version};
+use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Instant;
 use tower::{ServiceBuilder, ServiceExt};
 use tracing::Instrument;
 
@@ -102,13 +102,13 @@ where
     let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
     let client_upgrade = upgrade.map(|_| hyper::upgrade::on(&mut request));
     // Before portcullis sets any header of its own (Accept in the redact
-    // layer, identity in build_request), so that a header the client's
+    // layer, identity in the forward layer), so that a header the client's
     // Connection names can never remove one of them.
     headers::strip_request(request.headers_mut(), upgrade.is_some());
     let upgrade = upgrade.is_some();
     let call = &call;
     // The request meets these top to bottom; the answer, bottom to top:
-    // sent, capped, then redacted.
+    // sent, timed, capped, then redacted.
     let stack = ServiceBuilder::new()
         .layer(RedactLayer::new(
             call.info,
@@ -122,37 +122,14 @@ where
             upgrade,
             call.metrics.open_streams.clone(),
         ))
-        .service_fn(move |request| send_upstream(call, request, upgrade, streaming));
+        .layer(ForwardLayer::new(call))
+        .service_fn(move |request: Request<_>| send(call, request.map(body::boxed), upgrade, streaming));
     let response = stack.oneshot(request).await?;
     if let Some(client_upgrade) = client_upgrade {
         if response.status() == StatusCode::SWITCHING_PROTOCOLS {
             return Ok(splice(client_upgrade, response, call.metrics.open_streams.clone()));
         }
     }
-    Ok(response)
-}
-
-/// The innermost service: the request as portcullis sends it, and the
-/// cluster's answer, timed.
-async fn send_upstream<B>(
-    call: &Call<'_>,
-    request: Request<B>,
-    upgrade: bool,
-    streaming: bool,
-) -> Result<Response<Incoming>, RequestError>
-where
-    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
-    B::Error: Into<crate::body::BoxError>,
-{
-    let upstream_request = build_request(call, request)?;
-    let started = Instant::now();
-    let response = send(call, upstream_request, upgrade, streaming).await?;
-    call.metrics
-        .upstream_latency
-        .get_or_create(&ClusterLabels {
-            cluster: call.upstream.name.clone(),
-        })
-        .observe(started.elapsed().as_secs_f64());
     Ok(response)
 }
 
@@ -210,32 +187,6 @@ fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
         return super::query::Query::parse(query).flag("follow");
     }
     info.is_long_running()
-}
-
-fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Body>, RequestError>
-where
-    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
-    B::Error: Into<crate::body::BoxError>,
-{
-    let (mut parts, incoming) = request.into_parts();
-    parts.uri = call
-        .upstream
-        .uri(call.path, parts.uri.query())
-        .map_err(|_| RequestError::Unforwardable)?;
-    parts.version = Version::HTTP_11;
-    let headers = &mut parts.headers;
-    headers.insert(header::AUTHORIZATION, call.upstream.authorization());
-    let user = call.identity.principal.kube_user();
-    let mut extras = vec![(CREDENTIAL_EXTRA, call.identity.credential_id.as_str())];
-    if let Some(agent) = &call.identity.agent {
-        extras.push((AGENT_EXTRA, agent.id.as_str()));
-    }
-    headers::impersonate(headers, &user, &call.groups, &extras)
-        .map_err(|e| RequestError::Internal { cause: e.to_string() })?;
-    headers.insert("audit-id", headers::audit_id_value(call.audit_id));
-    let counted = Counted::new(incoming, call.sent.clone());
-    let limited = http_body_util::Limited::new(counted, call.limits.request_body_bytes as usize);
-    Ok(Request::from_parts(parts, body::boxed(limited)))
 }
 
 /// Answer 101 to the client and splice the two upgraded connections. The

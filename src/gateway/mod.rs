@@ -14,8 +14,8 @@
 //! 5. [`forward`] (with [`upstream`] and [`limits`]): strip client identity
 //!    headers, impersonate, send with the ServiceAccount token and our
 //!    Audit-ID, stream the answer back under the size cap. The stages that
-//!    wrap both the request and its answer there (the size cap, redaction)
-//!    are tower [`layers`] around the send.
+//!    wrap both the request and its answer there (impersonation, the size
+//!    cap, redaction) are tower [`layers`] around the send.
 //! 6. respond ([`trace`]): a refusal becomes its Status; one log line per
 //!    request, and its audit row (`crate::audit::record`), written when the
 //!    response ends. Every log line about a request carries its audit id.

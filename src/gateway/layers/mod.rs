@@ -4,5 +4,6 @@
 //! The audit record ([`record`]) wraps every door, not only the send.
 
 pub mod cap;
+pub mod forward;
 pub mod record;
 pub mod redact;
