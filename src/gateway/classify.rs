@@ -129,7 +129,7 @@ fn resource_info(method: &http::Method, parts: &[&str], query: Option<&str>) -> 
     let rest = special_verb_or_method(&mut info, method, rest)?;
     let rest = namespace(&mut info, rest);
     resource_name_subresource(&mut info, rest);
-    verb_from_query(&mut info, &Query::parse(query));
+    verb_from_query(&mut info, Query::parse(query));
     Some(info)
 }
 
@@ -197,7 +197,7 @@ fn resource_name_subresource(info: &mut RequestInfo, rest: &[&str]) {
 /// Without a name, a get is a list or a watch (naming one object through
 /// `fieldSelector` if it selects one) and a delete is a deletecollection;
 /// `dryRun` is read as the server reads it.
-fn verb_from_query(info: &mut RequestInfo, query: &Query) {
+fn verb_from_query(info: &mut RequestInfo, query: Query<'_>) {
     if info.name.is_empty() && info.verb == "get" {
         info.verb = if query.watch() { "watch" } else { "list" }.to_string();
         info.name = query.selected_name().unwrap_or_default();

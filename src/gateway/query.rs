@@ -20,54 +20,63 @@
 //!   about the object `n` (RequestInfoFactory), when the list options
 //!   decode at all and `n` is a valid path segment.
 
-/// A request's query, as the API server sees it.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Query {
-    pairs: Vec<(String, String)>,
+use std::borrow::Cow;
+
+/// A request's query, as the API server sees it. It borrows the raw
+/// query and decodes pairs as they are read: classification reads it on
+/// every request, and most queries (`limit=500`, `fieldManager=kubectl`)
+/// need no copy at all.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Query<'q> {
+    raw: &'q str,
 }
 
-impl Query {
-    /// Parse a raw query string (without `?`) as Go's `url.ParseQuery`.
-    pub fn parse(raw: Option<&str>) -> Query {
-        let pairs = raw
-            .unwrap_or_default()
+impl<'q> Query<'q> {
+    /// A raw query string (without `?`), read as Go's `url.ParseQuery`.
+    pub fn parse(raw: Option<&'q str>) -> Query<'q> {
+        Query {
+            raw: raw.unwrap_or_default(),
+        }
+    }
+
+    /// The pairs Go keeps, decoded, in order.
+    fn pairs(self) -> impl Iterator<Item = (Cow<'q, str>, Cow<'q, str>)> {
+        self.raw
             .split('&')
             .filter(|pair| !pair.is_empty() && !pair.contains(';'))
             .filter_map(|pair| {
                 let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
                 Some((unescape(key)?, unescape(value)?))
             })
-            .collect();
-        Query { pairs }
     }
 
     /// Every value of `name`, in order.
-    pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.pairs
-            .iter()
-            .filter(move |(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+    pub fn values<'n>(self, name: &'n str) -> impl Iterator<Item = Cow<'q, str>> + 'n
+    where
+        'q: 'n,
+    {
+        self.pairs().filter(move |(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// The first value of `name`: the one the server decodes.
-    pub fn first<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+    pub fn first(self, name: &str) -> Option<Cow<'q, str>> {
         self.values(name).next()
     }
 
     /// A boolean option: absent is false; `0` and `false` (any case) are
     /// false; anything else, the empty string included, is true.
-    pub fn flag(&self, name: &str) -> bool {
+    pub fn flag(self, name: &str) -> bool {
         self.first(name)
             .is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
     /// `?watch` in any spelling the server takes as a watch.
-    pub fn watch(&self) -> bool {
+    pub fn watch(self) -> bool {
         self.flag("watch")
     }
 
     /// `dryRun=All` (and no other value): the server stores nothing.
-    pub fn dry_run(&self) -> bool {
+    pub fn dry_run(self) -> bool {
         let mut values = self.values("dryRun").peekable();
         values.peek().is_some() && values.all(|v| v == "All")
     }
@@ -75,11 +84,11 @@ impl Query {
     /// The object a list or watch names through `fieldSelector`
     /// (`metadata.name=<n>`), as RequestInfoFactory takes it: only when the
     /// list options decode, and only a valid path segment name.
-    pub fn selected_name(&self) -> Option<String> {
+    pub fn selected_name(self) -> Option<String> {
         if !self.list_options_decode() {
             return None;
         }
-        let name = exact_name(self.first("fieldSelector")?).ok()??;
+        let name = exact_name(&self.first("fieldSelector")?).ok()??;
         valid_path_segment(&name).then_some(name)
     }
 
@@ -87,19 +96,22 @@ impl Query {
     /// options and the field selector can fail here. (A malformed
     /// `labelSelector` also fails on the server; portcullis does not parse
     /// label selectors, and the server refuses such a list with 400 anyway.)
-    fn list_options_decode(&self) -> bool {
+    fn list_options_decode(self) -> bool {
         let integer = |name: &str| self.first(name).is_none_or(|v| v.parse::<i64>().is_ok());
         integer("limit")
             && integer("timeoutSeconds")
-            && self.first("fieldSelector").is_none_or(|s| exact_name(s).is_ok())
+            && self.first("fieldSelector").is_none_or(|s| exact_name(&s).is_ok())
     }
 }
 
 /// Go's `url.QueryUnescape`: `+` is a space, `%XX` a byte; a malformed
 /// escape is `None` (Go drops the pair). Bytes that are not UTF-8 become
 /// U+FFFD: Go keeps them, and neither side can read them as `0`, `false`,
-/// `All` or a parameter name.
-fn unescape(text: &str) -> Option<String> {
+/// `All` or a parameter name. Text with nothing to decode is borrowed.
+fn unescape(text: &str) -> Option<Cow<'_, str>> {
+    if !text.contains(['%', '+']) {
+        return Some(Cow::Borrowed(text));
+    }
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -118,7 +130,7 @@ fn unescape(text: &str) -> Option<String> {
         }
         i += 1;
     }
-    Some(String::from_utf8_lossy(&out).into_owned())
+    Some(Cow::Owned(String::from_utf8_lossy(&out).into_owned()))
 }
 
 /// The selector could not be parsed (apimachinery's `fields.ParseSelector`).
@@ -203,7 +215,7 @@ fn valid_path_segment(name: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn query(raw: &str) -> Query {
+    fn query(raw: &str) -> Query<'_> {
         Query::parse(Some(raw))
     }
 
@@ -250,13 +262,17 @@ mod tests {
     #[test]
     fn parsing_follows_gos_parse_query() {
         let q = query("a=1&&b&c=x+y&d=%41%2b&e=1;2&f=%&g==h");
-        assert_eq!(q.first("a"), Some("1"));
-        assert_eq!(q.first("b"), Some(""));
-        assert_eq!(q.first("c"), Some("x y"));
-        assert_eq!(q.first("d"), Some("A+"));
-        assert_eq!(q.first("e"), None, "a pair with a semicolon is dropped");
-        assert_eq!(q.first("f"), None, "a bad escape drops the pair");
-        assert_eq!(q.first("g"), Some("=h"), "the value starts after the first =");
+        assert_eq!(q.first("a").as_deref(), Some("1"));
+        assert_eq!(q.first("b").as_deref(), Some(""));
+        assert_eq!(q.first("c").as_deref(), Some("x y"));
+        assert_eq!(q.first("d").as_deref(), Some("A+"));
+        assert_eq!(q.first("e").as_deref(), None, "a pair with a semicolon is dropped");
+        assert_eq!(q.first("f").as_deref(), None, "a bad escape drops the pair");
+        assert_eq!(
+            q.first("g").as_deref(),
+            Some("=h"),
+            "the value starts after the first ="
+        );
         assert_eq!(Query::parse(None), Query::default());
     }
 
