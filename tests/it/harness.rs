@@ -18,9 +18,21 @@ use std::time::Duration;
 
 /// The cluster name tests use.
 pub const CLUSTER: &str = "sim";
+/// The name of the real control plane in portcullis's configuration.
+pub const REAL_CLUSTER: &str = "real";
+
+/// The cluster portcullis is put in front of.
+struct Upstream {
+    name: &'static str,
+    server: String,
+    ca_pem: String,
+    token: String,
+}
 
 /// A running simulated cluster with portcullis in front of it.
 pub struct Portcullis {
+    /// The cluster's name in portcullis: [`CLUSTER`] or [`REAL_CLUSTER`].
+    pub cluster: &'static str,
     sim: Option<Sim>,
     pub addr: SocketAddr,
     pub ca_pem: String,
@@ -42,10 +54,50 @@ impl Portcullis {
     /// Start, adjusting the configuration first.
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Portcullis {
         let sim = Sim::start(SimConfig::new()).await.expect("simulated cluster starts");
+        let upstream = Upstream {
+            name: CLUSTER,
+            server: sim.url(),
+            ca_pem: sim.ca_pem().to_string(),
+            token: sim.portcullis_token().to_string(),
+        };
+        Self::start_in_front_of(upstream, Some(sim), adjust).await
+    }
+
+    /// A second installation, with its own store (so its own instance id),
+    /// in front of `other`'s simulated cluster.
+    pub async fn start_beside(other: &Portcullis, adjust: impl FnOnce(&mut Config)) -> Portcullis {
+        let upstream = Upstream {
+            name: CLUSTER,
+            server: other.sim().url(),
+            ca_pem: other.sim().ca_pem().to_string(),
+            token: other.sim().portcullis_token().to_string(),
+        };
+        Self::start_in_front_of(upstream, None, adjust).await
+    }
+
+    /// Start in front of the real control plane the tests share
+    /// ([`crate::real::shared`]), as cluster [`REAL_CLUSTER`].
+    pub async fn start_real() -> Portcullis {
+        Self::start_real_with(|_| {}).await
+    }
+
+    /// [`Self::start_real`], adjusting the configuration first.
+    pub async fn start_real_with(adjust: impl FnOnce(&mut Config)) -> Portcullis {
+        let real = tokio::task::spawn_blocking(crate::real::shared).await.unwrap();
+        let upstream = Upstream {
+            name: REAL_CLUSTER,
+            server: real.url.clone(),
+            ca_pem: real.ca_pem.clone(),
+            token: real.portcullis_token.clone(),
+        };
+        Self::start_in_front_of(upstream, None, adjust).await
+    }
+
+    async fn start_in_front_of(upstream: Upstream, sim: Option<Sim>, adjust: impl FnOnce(&mut Config)) -> Portcullis {
         let dir = tempfile::tempdir().unwrap();
         let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("cluster-ca.pem"), sim.ca_pem()).unwrap();
-        std::fs::write(path("cluster-token"), sim.portcullis_token()).unwrap();
+        std::fs::write(path("cluster-ca.pem"), &upstream.ca_pem).unwrap();
+        std::fs::write(path("cluster-token"), &upstream.token).unwrap();
         let tls = portcullis::tls::generate(&["localhost"]).unwrap();
         std::fs::write(path("tls.crt"), &tls.cert_pem).unwrap();
         std::fs::write(path("tls.key"), &tls.key_pem).unwrap();
@@ -62,8 +114,8 @@ impl Portcullis {
             protected_namespaces: vec!["kube-system".into()],
             limits: Limits::default(),
             clusters: vec![ClusterConfig {
-                name: CLUSTER.into(),
-                server: sim.url(),
+                name: upstream.name.into(),
+                server: upstream.server.clone(),
                 ca_file: path("cluster-ca.pem"),
                 token_file: path("cluster-token"),
             }],
@@ -75,6 +127,7 @@ impl Portcullis {
             // test sets a short one.
             reconcile: portcullis::config::ReconcileConfig {
                 resync: Duration::from_secs(3600),
+                ..Default::default()
             },
             access: Default::default(),
             approvals: portcullis::config::approvals::ApprovalsConfig {
@@ -93,7 +146,8 @@ impl Portcullis {
             let _ = stopped.await;
         }));
         let env = Portcullis {
-            sim: Some(sim),
+            cluster: upstream.name,
+            sim,
             addr,
             ca_pem: tls.ca_pem,
             store,
@@ -114,7 +168,7 @@ impl Portcullis {
     pub async fn reconcile(&self) -> portcullis::reconcile::pass::PassReport {
         let report = self
             .reconciler
-            .pass_now(CLUSTER)
+            .pass_now(self.cluster)
             .await
             .expect("the cluster is configured");
         assert!(report.outcome.ok(), "reconcile pass failed: {:?}", report.outcome);
@@ -140,14 +194,14 @@ impl Portcullis {
             .expect("portcullis runs")
     }
 
-    /// The simulated cluster.
+    /// The simulated cluster (not there in front of the real one).
     pub fn sim(&self) -> &Sim {
-        self.sim.as_ref().expect("running")
+        self.sim.as_ref().expect("portcullis is in front of the simulated cluster")
     }
 
     /// `https://127.0.0.1:<port>/clusters/sim`.
     pub fn url(&self) -> String {
-        format!("https://{}/clusters/{CLUSTER}", self.addr)
+        format!("https://{}/clusters/{}", self.addr, self.cluster)
     }
 
     /// Add a person with `grants` (role, namespace) lasting `ttl`; returns a
@@ -161,7 +215,7 @@ impl Portcullis {
                 let grant = portcullis::cli::new_grant(
                     &self.config,
                     person.clone(),
-                    CLUSTER,
+                    self.cluster,
                     role,
                     ns.map(Into::into),
                     ttl,
