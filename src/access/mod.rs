@@ -11,6 +11,7 @@
 pub mod decide;
 mod record;
 
+use crate::audit::refusal::Refusal;
 use crate::config::Config;
 use crate::identity::{Agent, Grant, Identity, Principal};
 use crate::store::{Store, StoreError};
@@ -110,7 +111,7 @@ pub fn request_access(
     .map_err(|e| AccessError::Invalid(e.to_string()))?;
     let request = pending_request(config, requester, ask, reason)?;
     store.insert_access_request(&request)?;
-    record::step(store, record::Step::Request, &requester.principal, &request, "")?;
+    record::step(store, record::Step::Request, &requester.principal, &request, None)?;
     Ok(request)
 }
 
@@ -183,7 +184,7 @@ pub fn approve(store: &Store, config: &Config, id: &str, by: &str) -> Result<(Ac
     let approved = store
         .access_request(id)?
         .ok_or_else(|| AccessError::NotFound(id.into()))?;
-    record::step(store, record::Step::Approve, &decider, &approved, "")?;
+    record::step(store, record::Step::Approve, &decider, &approved, None)?;
     Ok((approved, grant))
 }
 
@@ -199,7 +200,7 @@ pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<A
     let denied = store
         .access_request(id)?
         .ok_or_else(|| AccessError::NotFound(id.into()))?;
-    record::step(store, record::Step::Deny, &decider, &denied, "")?;
+    record::step(store, record::Step::Deny, &decider, &denied, None)?;
     Ok(denied)
 }
 
@@ -218,7 +219,7 @@ pub fn expire_pending(store: &Store) -> Result<Vec<AccessRequest>, AccessError> 
                 decided_at: Some(now),
                 ..request
             };
-            record::step(store, record::Step::Expire, &closed.requester, &closed, "")?;
+            record::step(store, record::Step::Expire, &closed.requester, &closed, None)?;
             expired.push(closed);
         }
     }
@@ -261,7 +262,7 @@ fn authorize(
     match checked {
         Ok(authority) => Ok((request, decider, authority)),
         Err(why) => {
-            record::step(store, step, &decider, &request, "not_approver")?;
+            record::step(store, step, &decider, &request, Some(Refusal::NotApprover))?;
             Err(AccessError::NotAllowed(why))
         }
     }

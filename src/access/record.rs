@@ -13,6 +13,7 @@
 //! asked, as session; role, duration and grant in the query.
 
 use super::AccessRequest;
+use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::audit::AuditError;
 use crate::identity::Principal;
@@ -50,12 +51,12 @@ pub fn step(
     step: Step,
     actor: &Principal,
     request: &AccessRequest,
-    refused: &str,
+    refused: Option<Refusal>,
 ) -> Result<(), AuditError> {
     crate::audit::commit_event(store, row(step, actor, request, refused))
 }
 
-fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: &str) -> AuditRow {
+fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: Option<Refusal>) -> AuditRow {
     let now = Utc::now();
     let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
     row.cluster = request.cluster.clone();
@@ -80,19 +81,17 @@ fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: &str) ->
     row.resource = "accessrequests".into();
     row.namespace = request.namespace.clone().unwrap_or_default();
     row.name = request.id.clone();
-    row.code = match (refused.is_empty(), step) {
-        (false, _) => 403,
-        (true, Step::Request) => 201,
-        (true, _) => 200,
+    row.code = match (refused, step) {
+        (Some(_), _) => 403,
+        (None, Step::Request) => 201,
+        (None, _) => 200,
     };
-    row.reason = if refused.is_empty() {
-        String::new()
-    } else {
-        "Forbidden".into()
-    };
-    row.refused = refused.into();
+    if let Some(why) = refused {
+        row.reason = "Forbidden".into();
+        row.refuse(why);
+    }
     // An approval changes who can do what: it is a write.
-    row.write = step == Step::Approve && refused.is_empty();
+    row.write = step == Step::Approve && refused.is_none();
     row.finish(now);
     row
 }

@@ -11,6 +11,7 @@
 //! - Never a bot, never the requester itself, never the credential that asked.
 
 use super::{HeldState, HeldWrite};
+use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::identity::{Principal, PrincipalKind};
 use crate::store::{Store, StoreError};
@@ -119,7 +120,7 @@ fn decide(
     };
     let decider = Principal::person(by);
     if let Err(why) = may_decide(store, &held, &decider, credential_id) {
-        record(store, verb, &decider, &held, "not_approver")?;
+        record(store, verb, &decider, &held, Some(Refusal::NotApprover))?;
         return Err(DecideError::NotAllowed(why));
     }
     if held.state != HeldState::Pending {
@@ -136,7 +137,7 @@ fn decide(
         });
     }
     let decided = store.held(id)?.ok_or_else(|| DecideError::NotFound(id.into()))?;
-    record(store, verb, &decider, &decided, "")?;
+    record(store, verb, &decider, &decided, None)?;
     Ok(decided)
 }
 
@@ -157,7 +158,7 @@ pub fn record(
     verb: &str,
     actor: &Principal,
     held: &HeldWrite,
-    refused: &str,
+    refused: Option<Refusal>,
 ) -> Result<(), DecideError> {
     let now = Utc::now();
     let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
@@ -174,15 +175,13 @@ pub fn record(
     row.resource = "heldwrites".into();
     row.namespace = held.request.namespace.clone();
     row.name = held.id.clone();
-    row.code = if refused.is_empty() { 200 } else { 403 };
-    row.reason = if refused.is_empty() {
-        String::new()
-    } else {
-        "Forbidden".into()
-    };
-    row.refused = refused.into();
+    row.code = if refused.is_none() { 200 } else { 403 };
+    if let Some(why) = refused {
+        row.reason = "Forbidden".into();
+        row.refuse(why);
+    }
     // An approval lets a write through: on record as a write.
-    row.write = verb == "approve" && refused.is_empty();
+    row.write = verb == "approve" && refused.is_none();
     row.held = true;
     row.finish(now);
     Ok(crate::audit::commit_event(store, row)?)

@@ -25,7 +25,7 @@ pub fn expire_overdue(store: &Store) -> Result<Vec<HeldWrite>, DecideError> {
                 .request
                 .principal()
                 .unwrap_or_else(|| crate::identity::Principal::bot("-"));
-            super::decide::record(store, "expire", &actor, &held, "")?;
+            super::decide::record(store, "expire", &actor, &held, None)?;
             expired.push(HeldWrite {
                 state: HeldState::Expired,
                 ..held

@@ -4,7 +4,8 @@
 //! - [`row`]: what a row holds; never a token or a Secret value.
 //! - [`record`]: how the request path fills a row and writes it once, when
 //!   the response body ends (or the client goes away), or when an upgraded
-//!   stream closes.
+//!   stream closes. [`refusal`]: the one list of reasons a row records
+//!   when portcullis itself refused.
 //! - [`writer`]: the batching writer with a bounded queue; writes committed
 //!   before they are forwarded, reads group-committed within 100 ms.
 //! - [`store`] and [`sqlite`]: the storage interface and its SQLite
@@ -21,6 +22,7 @@ pub mod export;
 pub mod query;
 pub mod read;
 pub mod record;
+pub mod refusal;
 pub mod retention;
 pub mod row;
 pub mod sqlite;

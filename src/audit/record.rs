@@ -5,6 +5,7 @@
 //! stream, when the stream closes, with bytes both ways. Bodies are counted
 //! as their frames pass, never copied.
 
+use super::refusal::Refusal;
 use super::row::{bounded, clean_query, AuditRow};
 use super::writer::AuditWriter;
 use crate::body::{self, Body};
@@ -160,7 +161,7 @@ impl Pending {
 /// refused, from the pipeline error's own refusal reason,
 /// `gateway::error::RequestError::refused`).
 #[derive(Debug, Clone, Copy)]
-pub struct Refused(pub &'static str);
+pub struct Refused(pub Refusal);
 
 /// Attach `row` to `response` so that it is written exactly once: when the
 /// body ends or is dropped, or, for an upgraded stream, when the stream
@@ -173,7 +174,7 @@ pub fn attach(
 ) -> Response<Body> {
     row.code = response.status().as_u16();
     if let Some(Refused(why)) = response.extensions().get::<Refused>() {
-        row.refused = (*why).into();
+        row.refuse(*why);
     }
     let pending = Pending {
         writer: writer.clone(),

@@ -63,10 +63,10 @@ pub struct AuditRow {
     pub code: u16,
     /// Kubernetes Status reason of a failure (Forbidden, NotFound, …).
     pub reason: String,
-    /// Why portcullis itself refused the request: `path`,
-    /// `identity_header`, `missing`, `malformed`, `unknown`, `expired`,
-    /// `revoked`, `store_unavailable`, `not_admin`, `audit_unavailable`;
-    /// empty otherwise.
+    /// Why portcullis itself refused the request: a
+    /// [`super::refusal::Refusal`]'s word (`path`, `identity_header`,
+    /// `expired`, `not_agent`, …), set with [`AuditRow::refuse`]; empty
+    /// otherwise.
     pub refused: String,
     /// Request body bytes sent on (client to cluster for a stream).
     pub bytes_in: u64,

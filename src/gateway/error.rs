@@ -1,16 +1,17 @@
 //! Why portcullis itself refused or failed a request, as one enum, and the
 //! one place ([`RequestError::status`]) that turns it into the Kubernetes
 //! Status the caller reads and ([`RequestError::refused`]) the audit row's
-//! refusal reason. Stages return it; only the edge (`trace::refuse`) turns
-//! it into a Status. The cluster's own Status bodies pass through untouched;
+//! refusal reason (a [`Refusal`], from the audit's one list of them).
+//! Stages return it; only the edge (`trace::refuse`) turns it into a
+//! Status. The cluster's own Status bodies pass through untouched;
 //! MCP tools map the enum itself to their tool errors (`crate::mcp::error`).
 
 use super::hold::{answer, ApprovalRefusal, HeldNotice};
 use crate::audit::read::AuditReadError;
+use crate::audit::refusal::Refusal;
 use crate::document::DocumentError;
 use crate::identity::authenticate::AuthError;
 use crate::status::Status;
-use std::borrow::Cow;
 use std::time::Duration;
 
 /// What went wrong on the request path, named for what happened.
@@ -303,25 +304,24 @@ impl RequestError {
     }
 
     /// The audit row's refusal reason, when portcullis refused the request
-    /// itself (rather than failing it): a fixed word, borrowed, except
-    /// where it names a cause (`body_<code>`).
-    pub fn refused(&self) -> Option<Cow<'static, str>> {
+    /// itself (rather than failing it).
+    pub fn refused(&self) -> Option<Refusal> {
         use RequestError as E;
         Some(match self {
             E::InvalidClusterName { .. } | E::EncodedSlash | E::PathNotUtf8 | E::DotSegment | E::EmptySegment => {
-                "path".into()
+                Refusal::Path
             }
-            E::IdentityHeader { .. } => "identity_header".into(),
-            E::AuditQuery(AuditReadError::NotAdmin(_)) => "not_admin".into(),
-            E::Unauthenticated(error) => error.reason().into(),
-            E::AuditUnavailable => "audit_unavailable".into(),
-            E::WritesNotHeld => "approvals_unconfigured".into(),
-            E::PreviewTooLarge { .. } => "preview_too_large".into(),
-            E::PreviewUnredactable { .. } => "preview_unredactable".into(),
-            E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => "unredactable".into(),
-            E::UnreadableHeldBody(error) => format!("body_{}", error.code()).into(),
-            E::Approval(ApprovalRefusal::Unknown { .. }) => "approval_unknown".into(),
-            E::Approval(ApprovalRefusal::Mismatch { .. }) => "approval_mismatch".into(),
+            E::IdentityHeader { .. } => Refusal::IdentityHeader,
+            E::AuditQuery(AuditReadError::NotAdmin(_)) => Refusal::NotAdmin,
+            E::Unauthenticated(error) => error.into(),
+            E::AuditUnavailable => Refusal::AuditUnavailable,
+            E::WritesNotHeld => Refusal::ApprovalsUnconfigured,
+            E::PreviewTooLarge { .. } => Refusal::PreviewTooLarge,
+            E::PreviewUnredactable { .. } => Refusal::PreviewUnredactable,
+            E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => Refusal::Unredactable,
+            E::UnreadableHeldBody(error) => error.into(),
+            E::Approval(ApprovalRefusal::Unknown { .. }) => Refusal::ApprovalUnknown,
+            E::Approval(ApprovalRefusal::Mismatch { .. }) => Refusal::ApprovalMismatch,
             _ => return None,
         })
     }
@@ -351,22 +351,22 @@ mod tests {
 
     #[test]
     fn each_refusal_names_its_reason_in_the_audit_row() {
-        assert_eq!(RequestError::DotSegment.refused().as_deref(), Some("path"));
+        assert_eq!(RequestError::DotSegment.refused().map(Refusal::as_str), Some("path"));
         assert_eq!(
             RequestError::IdentityHeader {
                 header: "Impersonate-User".into()
             }
             .refused()
-            .as_deref(),
+            .map(Refusal::as_str),
             Some("identity_header")
         );
         assert_eq!(
-            RequestError::AuditUnavailable.refused().as_deref(),
+            RequestError::AuditUnavailable.refused().map(Refusal::as_str),
             Some("audit_unavailable")
         );
         let deep = DocumentError::TooDeep { limit: 3 };
         assert_eq!(
-            RequestError::UnreadableHeldBody(deep).refused().as_deref(),
+            RequestError::UnreadableHeldBody(deep).refused().map(Refusal::as_str),
             Some("body_too_deep")
         );
         assert_eq!(RequestError::UpstreamFailed { cluster: "c".into() }.refused(), None);
@@ -380,7 +380,7 @@ mod tests {
             RequestError::SecretsTooLarge { cause: cause.clone() },
             RequestError::Unredactable { cause },
         ] {
-            assert_eq!(error.refused(), Some(Cow::Borrowed("unredactable")), "{error:?}");
+            assert_eq!(error.refused().map(Refusal::as_str), Some("unredactable"), "{error:?}");
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::Instant;
 /// see: note its refusal reason in the row, and give its Status.
 pub fn refuse(trace: &mut Trace, error: &RequestError) -> Status {
     if let Some(reason) = error.refused() {
-        trace.row.refused = reason.into_owned();
+        trace.row.refuse(reason);
     }
     error.status()
 }

@@ -41,6 +41,7 @@ pub mod server;
 pub mod whoami;
 pub mod write_tools;
 
+use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
 use crate::config::Config;
@@ -128,13 +129,13 @@ impl Endpoint {
     /// Serve one authenticated `/mcp` request; `row` is its audit row.
     pub async fn serve(&self, request: Request<Incoming>, identity: Identity, row: &mut AuditRow) -> Response<Body> {
         if !identity.is_agent() {
-            row.refused = "not_agent".into();
+            row.refuse(Refusal::NotAgent);
             let message = "/mcp takes an agent's credential: create one with `portcullis agent add`";
             return refusal(403, "agent.required", message, json!({}));
         }
         // Before the body is read: a flood costs a hash lookup, no more.
         if let Err(wait) = self.limiter.check(&identity.credential_id) {
-            row.refused = "rate_limited".into();
+            row.refuse(Refusal::RateLimited);
             let seconds = wait.as_secs().max(1);
             let message = format!("too many requests from this credential: wait {seconds} s");
             let mut response = refusal(429, "rate_limited", &message, json!({"retry_after_seconds": seconds}));
@@ -167,7 +168,7 @@ impl Endpoint {
     async fn read_body(&self, incoming: Incoming, row: &mut AuditRow) -> Result<Bytes, Box<Response<Body>>> {
         let limit = usize::try_from(self.body_limit).unwrap_or(usize::MAX);
         let Ok(collected) = Limited::new(incoming, limit).collect().await else {
-            row.refused = "body_too_large".into();
+            row.refuse(Refusal::BodyTooLarge);
             let message = format!(
                 "the request body is larger than {} bytes, or was cut short",
                 self.body_limit
@@ -181,14 +182,14 @@ impl Endpoint {
         };
         let bytes = collected.to_bytes();
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-            row.refused = "batch".into();
+            row.refuse(Refusal::Batch);
             let message = "JSON-RPC batches are not accepted: send one message per request";
             return Err(Box::new(refusal(400, "request.batch", message, json!({}))));
         }
         let message = match crate::document::parse_json(&bytes, crate::document::Bounds::body(limit)) {
             Ok(message) => Some(message),
             Err(error @ DocumentError::TooDeep { limit }) => {
-                row.refused = "body_too_deep".into();
+                row.refuse(Refusal::from(&error));
                 let message = format!("the request body {error}");
                 return Err(Box::new(refusal(
                     400,

@@ -18,6 +18,7 @@ pub mod session;
 
 use crate::approvals::decide::{self, DecideError};
 use crate::approvals::{seal, wait, Approvals, HeldWrite};
+use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
 use crate::gateway::router::Page;
@@ -135,7 +136,7 @@ async fn login(
     // Before the token is even looked at: a sign-in form that is not this
     // site's own could sign the browser in as someone else (login CSRF).
     if !session::login_csrf_ok(key, &sent, field(&form, "csrf")) {
-        row.refused = "csrf".into();
+        row.refuse(Refusal::Csrf);
         return login_page(
             key,
             StatusCode::FORBIDDEN,
@@ -167,11 +168,11 @@ async fn person_behind(
     match authenticator.authenticate(&headers).await {
         Ok(identity) if identity.principal.kind == PrincipalKind::Person && !identity.is_agent() => Ok(identity),
         Ok(_) => {
-            row.refused = "not_person".into();
+            row.refuse(Refusal::NotPerson);
             Err((StatusCode::FORBIDDEN, "Only a person's own token signs in here."))
         }
         Err(error) => {
-            row.refused = error.reason().into();
+            row.refuse(Refusal::from(&error));
             Err((StatusCode::UNAUTHORIZED, "That token is not valid."))
         }
     }
@@ -273,7 +274,7 @@ async fn decide_form(
         );
     };
     if !session::csrf_ok(key, s, field(&form, "csrf")) {
-        row.refused = "csrf".into();
+        row.refuse(Refusal::Csrf);
         return html(
             StatusCode::FORBIDDEN,
             pages::message("Refused", "The form expired; reload the page."),
@@ -337,7 +338,7 @@ fn decided_page(
     match decided {
         Ok(Ok(_)) => redirect(&format!("/approvals/{id}"), None),
         Ok(Err(DecideError::NotAllowed(why))) => {
-            row.refused = "not_approver".into();
+            row.refuse(Refusal::NotApprover);
             html(StatusCode::FORBIDDEN, pages::message("Not allowed", &why))
         }
         Ok(Err(error @ (DecideError::NotPending { .. } | DecideError::NotFound(_)))) => {

@@ -85,7 +85,7 @@ impl Pipeline {
                 tracing::error!(%error, "the audit cannot commit: approved write not sent");
                 RequestError::ApprovedWriteUnrecorded
             })?;
-        let (parts, answer) = self.run_stored(ctx, &held, &request, body).await?;
+        let (parts, answer) = self.run_stored(ctx, &held, &request, body, trace).await?;
         let now = chrono::Utc::now();
         let outcome = outcome(parts.status.as_u16(), &answer.0, answer.1);
         let (store, id) = (self.approvals.store.clone(), held.id.clone());
@@ -116,13 +116,14 @@ impl Pipeline {
     }
 
     /// Send exactly the stored request, read whole: its answer (a failure
-    /// as its Status), and whether it is about Secrets.
+    /// as its refusal, noted in `trace`), and whether it is about Secrets.
     async fn run_stored(
         &self,
         ctx: &HoldCtx<'_>,
         held: &HeldWrite,
         request: &Buffered,
         body: Bytes,
+        trace: &mut Trace,
     ) -> Result<(http::response::Parts, (Bytes, bool)), RequestError> {
         let r = &held.request;
         let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| RequestError::StoredMethod)?;
@@ -142,10 +143,11 @@ impl Pipeline {
         let outgoing = request_with(method, &uri, &stored_headers(held, request), body)?;
         let (parts, answer) = match self.send_read(&stored, &info, outgoing, ctx.reveal_secrets).await {
             Ok(read) => read,
-            // The run failed: its Status is the outcome kept and answered.
+            // The run failed: it is refused where every refusal is, and
+            // that answer is the outcome kept as well as the one sent.
             Err(error) => {
-                let status = error.status();
-                (status.clone().response().into_parts().0, status.to_bytes())
+                let (parts, answer) = self.refusal(trace, &error).into_parts();
+                (parts, super::read_limited(answer, usize::MAX).await.unwrap_or_default())
             }
         };
         Ok((parts, (answer, info.is_secrets())))
@@ -296,6 +298,65 @@ fn set(object: &mut Value, outer: &str, inner: &str, value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approvals::preview::Preview;
+    use crate::audit::row::AuditRow;
+    use crate::gateway::fixture::{held_agent, Fixture};
+    use crate::status::Status;
+    use http::Method;
+
+    #[tokio::test]
+    async fn an_approved_write_the_cluster_cannot_take_is_answered_and_kept_as_its_refusal() {
+        // The fixture's cluster closes every connection: the run fails in
+        // portcullis, before the cluster answers anything.
+        let f = Fixture::new("").await;
+        let identity = held_agent();
+        let path = "/api/v1/namespaces/shop/configmaps/flags";
+        let info = classify(&Method::PUT, path, None);
+        let ctx = HoldCtx {
+            upstream: f.pipeline.upstream("c").unwrap(),
+            path,
+            identity: &identity,
+            info: &info,
+            groups: &[],
+            reveal_secrets: false,
+            audit_id: uuid::Uuid::now_v7(),
+            limits: f.pipeline.limits(),
+        };
+        let (parts, ()) = http::Request::builder()
+            .method(Method::PUT)
+            .uri(path)
+            .body(())
+            .unwrap()
+            .into_parts();
+        let asked = Buffered {
+            parts,
+            body: Bytes::from_static(br#"{"data":{"a":"1"}}"#),
+        };
+        let mut trace = Trace::new(AuditRow::arrived(ctx.audit_id, &Method::PUT, path, None));
+        let held = f.pipeline.held_write(
+            &ctx,
+            "digest".into(),
+            &asked,
+            Preview::default(),
+            Precondition::default(),
+            &trace,
+        );
+        let (parts, (answer, secrets)) = f
+            .pipeline
+            .run_stored(&ctx, &held, &asked, asked.body.clone(), &mut trace)
+            .await
+            .unwrap();
+        let status: Status = serde_json::from_slice(&answer).unwrap();
+        let expected = RequestError::UpstreamUnavailable { cluster: "c".into() }.status();
+        assert_eq!((status.code, &status.message), (expected.code, &expected.message));
+        assert_eq!(parts.status.as_u16(), expected.code);
+        assert_eq!(
+            trace.row.reason, expected.reason,
+            "noted in the row where every refusal is"
+        );
+        assert!(!secrets);
+        assert!(f.connections() > 0, "the run was sent");
+    }
 
     fn rv(rv: &str) -> Precondition {
         Precondition {

@@ -56,7 +56,6 @@ use http::header::{HeaderMap, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT
 use http::response::Parts;
 use http::Response;
 use http_body_util::BodyExt;
-use std::borrow::Cow;
 
 /// What the forward stage does to one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,8 +260,8 @@ fn refused(error: &RedactError) -> Response<Body> {
     let error = refusal(error);
     let mut response = error.status().response();
     // The audit row says portcullis refused it, not only that it was a 502;
-    // the reason is the pipeline's own (a fixed word for these refusals).
-    if let Some(Cow::Borrowed(reason)) = error.refused() {
+    // the reason is the pipeline's own.
+    if let Some(reason) = error.refused() {
         response.extensions_mut().insert(crate::audit::record::Refused(reason));
     }
     response

@@ -1,0 +1,189 @@
+//! Why portcullis itself refused a request or an act: the one list of the
+//! words the audit row's `refused` column holds, whichever door or domain
+//! module refused. A row is written with a [`Refusal`], never with a string,
+//! so a reason cannot be misspelt in one place and queried under another
+//! name elsewhere. The words are stored and queried (`portcullis audit`,
+//! `GET /audit`, the export): changing one is a change of the audit's
+//! format.
+
+use super::row::AuditRow;
+use crate::document::DocumentError;
+use crate::identity::authenticate::AuthError;
+
+/// A refusal reason, as the audit row records it ([`Refusal::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The path was malformed or ambiguous (encoded slash, dot segment, …).
+    Path,
+    /// The client sent an `Impersonate-*` header.
+    IdentityHeader,
+    /// No bearer token was sent.
+    TokenMissing,
+    /// The bearer token is not shaped like a portcullis token.
+    TokenMalformed,
+    /// The bearer token matches no credential.
+    TokenUnknown,
+    /// The credential has expired.
+    TokenExpired,
+    /// The credential was revoked, or its owner disabled.
+    TokenRevoked,
+    /// Credentials could not be checked (the store did not answer).
+    CredentialsUnavailable,
+    /// The audit was read by someone not an admin.
+    NotAdmin,
+    /// A write or a Secret reveal could not be committed to the audit first.
+    AuditUnavailable,
+    /// A write needs approval, but this portcullis cannot hold writes.
+    ApprovalsUnconfigured,
+    /// A held write's preview is over its limit.
+    PreviewTooLarge,
+    /// A held Secret write's preview could not be redacted.
+    PreviewUnredactable,
+    /// An answer carrying Secrets could not have its values hidden.
+    Unredactable,
+    /// A request body over the size limit.
+    BodyTooLarge,
+    /// A request body nested deeper than the limit.
+    BodyTooDeep,
+    /// A YAML request body with anchors or aliases.
+    BodyAnchorOrAlias,
+    /// A request body that is not YAML.
+    BodyNotYaml,
+    /// A request body that is not JSON.
+    BodyNotJson,
+    /// The approval id names no held write of the caller's.
+    ApprovalUnknown,
+    /// The approval id names a held write for another write.
+    ApprovalMismatch,
+    /// `/mcp` was called with a credential that is not an agent's.
+    NotAgent,
+    /// The credential sent more MCP requests than its rate allows.
+    RateLimited,
+    /// A JSON-RPC batch was sent to `/mcp`.
+    Batch,
+    /// A form's CSRF token was missing, expired or not this site's.
+    Csrf,
+    /// The approval pages were signed into with a token that is not a
+    /// person's own.
+    NotPerson,
+    /// A decision by someone who may not decide it.
+    NotApprover,
+}
+
+impl Refusal {
+    /// The word in the audit row's `refused` column.
+    pub fn as_str(self) -> &'static str {
+        use Refusal as R;
+        match self {
+            R::Path => "path",
+            R::IdentityHeader => "identity_header",
+            R::TokenMissing => "missing",
+            R::TokenMalformed => "malformed",
+            R::TokenUnknown => "unknown",
+            R::TokenExpired => "expired",
+            R::TokenRevoked => "revoked",
+            R::CredentialsUnavailable => "store_unavailable",
+            R::NotAdmin => "not_admin",
+            R::AuditUnavailable => "audit_unavailable",
+            R::ApprovalsUnconfigured => "approvals_unconfigured",
+            R::PreviewTooLarge => "preview_too_large",
+            R::PreviewUnredactable => "preview_unredactable",
+            R::Unredactable => "unredactable",
+            R::BodyTooLarge => "body_too_large",
+            R::BodyTooDeep => "body_too_deep",
+            R::BodyAnchorOrAlias => "body_yaml_anchor_or_alias",
+            R::BodyNotYaml => "body_not_yaml",
+            R::BodyNotJson => "body_not_json",
+            R::ApprovalUnknown => "approval_unknown",
+            R::ApprovalMismatch => "approval_mismatch",
+            R::NotAgent => "not_agent",
+            R::RateLimited => "rate_limited",
+            R::Batch => "batch",
+            R::Csrf => "csrf",
+            R::NotPerson => "not_person",
+            R::NotApprover => "not_approver",
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused credential's reason (the word is `AuthError::reason`'s).
+impl From<&AuthError> for Refusal {
+    fn from(error: &AuthError) -> Refusal {
+        match error {
+            AuthError::Missing => Refusal::TokenMissing,
+            AuthError::Malformed { .. } => Refusal::TokenMalformed,
+            AuthError::Unknown { .. } => Refusal::TokenUnknown,
+            AuthError::Expired { .. } => Refusal::TokenExpired,
+            AuthError::Revoked { .. } => Refusal::TokenRevoked,
+            AuthError::StoreUnavailable => Refusal::CredentialsUnavailable,
+        }
+    }
+}
+
+/// A refused body's reason (the word is `body_` and `DocumentError::code`).
+impl From<&DocumentError> for Refusal {
+    fn from(error: &DocumentError) -> Refusal {
+        match error {
+            DocumentError::TooLarge { .. } => Refusal::BodyTooLarge,
+            DocumentError::TooDeep { .. } => Refusal::BodyTooDeep,
+            DocumentError::AnchorOrAlias => Refusal::BodyAnchorOrAlias,
+            DocumentError::NotYaml(_) => Refusal::BodyNotYaml,
+            DocumentError::NotJson(_) => Refusal::BodyNotJson,
+        }
+    }
+}
+
+impl AuditRow {
+    /// Note that portcullis refused this request or act, and why.
+    pub fn refuse(&mut self, why: Refusal) {
+        self.refused = why.as_str().into();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_credential_is_recorded_under_the_credential_checks_own_reason() {
+        let prefix = || "pc_abc".to_string();
+        for error in [
+            AuthError::Missing,
+            AuthError::Malformed { prefix: prefix() },
+            AuthError::Unknown { prefix: prefix() },
+            AuthError::Expired { prefix: prefix() },
+            AuthError::Revoked { prefix: prefix() },
+            AuthError::StoreUnavailable,
+        ] {
+            assert_eq!(Refusal::from(&error).as_str(), error.reason(), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_body_is_recorded_as_body_and_the_parsers_own_code() {
+        let not_json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        for error in [
+            DocumentError::TooLarge { size: 2, limit: 1 },
+            DocumentError::TooDeep { limit: 1 },
+            DocumentError::AnchorOrAlias,
+            DocumentError::NotYaml("x".into()),
+            DocumentError::NotJson(not_json),
+        ] {
+            assert_eq!(Refusal::from(&error).as_str(), format!("body_{}", error.code()));
+        }
+    }
+
+    #[test]
+    fn a_refusal_is_written_to_the_row_as_its_word() {
+        let mut row = AuditRow::default();
+        row.refuse(Refusal::NotApprover);
+        assert_eq!(row.refused, "not_approver");
+        assert_eq!(Refusal::Csrf.to_string(), "csrf");
+    }
+}
