@@ -328,3 +328,40 @@ fn kubectl_server_side_apply_keeps_last_applied_in_step_and_upgrades_client_side
     let annotation = out["metadata"]["annotations"][LAST_APPLIED].as_str().unwrap();
     assert_eq!(serde_json::from_str::<Value>(annotation).unwrap(), config);
 }
+
+/// A ClusterRole as two installations of one tool apply it: each with its
+/// own label and field manager, both with the shared label and `rules`.
+fn cluster_role(mark: &str, verbs: Value) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "tool:viewer", "labels": {"managed-by": "tool", mark: "true"}},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]
+    })
+}
+
+#[test]
+fn two_appliers_labels_merge_their_atomic_rules_conflict_and_an_empty_apply_releases_only_its_own() {
+    let rt = crate::registry::find_kind("rbac.authorization.k8s.io", "ClusterRole").unwrap();
+    let a = apply(rt, None, &cluster_role("a", json!(["get"])), "tool-a", false, T1).unwrap();
+    let both = apply(rt, Some(&a), &cluster_role("b", json!(["get"])), "tool-b", false, T2).unwrap();
+    assert_eq!(
+        both["metadata"]["labels"],
+        json!({"managed-by": "tool", "a": "true", "b": "true"})
+    );
+    let other_rules = cluster_role("b", json!(["get", "list"]));
+    let causes = conflicts(apply(rt, Some(&both), &other_rules, "tool-b", false, T2));
+    assert_eq!(
+        causes
+            .iter()
+            .map(|c| (c.message.as_str(), c.field.as_str()))
+            .collect::<Vec<_>>(),
+        [("conflict with \"tool-a\"", ".rules")],
+        "rules are an atomic list: shared while equal, a conflict once they differ"
+    );
+
+    let release = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "tool:viewer"}});
+    let out = apply(rt, Some(&both), &release, "tool-a", false, T2).unwrap();
+    assert_eq!(out["metadata"]["labels"], json!({"managed-by": "tool", "b": "true"}));
+    assert_eq!(out["rules"], both["rules"], "tool-b still owns them");
+    assert!(entry_of(&out, "tool-a").is_none(), "an emptied entry is dropped");
+}
