@@ -12,12 +12,15 @@
 //!
 //! The configuration sits below everything else: it imports no other module
 //! of portcullis, so the sections other modules read (`[approvals]`,
-//! custom `[[roles]]`) are declared here, in [`approvals`] and [`roles`].
+//! custom `[[roles]]`, `[reconcile]`) are declared here, in [`approvals`],
+//! [`roles`] and [`reconcile`].
 
 pub mod approvals;
+pub mod reconcile;
 pub mod roles;
 
 use ipnet::IpNet;
+pub use reconcile::{valid_instance_id, ReconcileConfig, MAX_INSTANCE_ID};
 use roles::Role;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -65,24 +68,6 @@ pub struct Config {
     /// Held writes: the sealing key, the approval wait, the expiry.
     #[serde(default)]
     pub approvals: approvals::ApprovalsConfig,
-}
-
-/// `[reconcile]`: how often each cluster's RBAC objects are resynced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ReconcileConfig {
-    /// A full pass runs at least this often (20 s), besides the passes that
-    /// changes and expiries trigger.
-    #[serde(with = "humantime_serde")]
-    pub resync: Duration,
-}
-
-impl Default for ReconcileConfig {
-    fn default() -> Self {
-        ReconcileConfig {
-            resync: Duration::from_secs(20),
-        }
-    }
 }
 
 /// `[access]`: access requests.
@@ -300,6 +285,9 @@ impl Config {
                 ));
             }
         }
+        self.reconcile
+            .validate()
+            .map_err(|(name, message)| field(name, message))?;
         self.approvals
             .validate()
             .map_err(|(name, message)| field(name, message))?;
@@ -456,6 +444,18 @@ token_file = "token"
         let config = Config::from_sources(&text, env(&[("PORTCULLIS_RECONCILE__RESYNC", "7s")])).unwrap();
         assert_eq!(config.reconcile.resync, Duration::from_secs(7), "the environment wins");
         assert_eq!(config.access.request_ttl, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn the_instance_id_is_unset_by_default_and_must_be_a_lower_case_label_value() {
+        assert_eq!(Config::from_sources(BASE, env(&[])).unwrap().reconcile.instance, None);
+        let text = format!("{BASE}\n[reconcile]\ninstance = \"staging\"\n");
+        let config = Config::from_sources(&text, env(&[])).unwrap();
+        assert_eq!(config.reconcile.instance.as_deref(), Some("staging"));
+        let config = Config::from_sources(BASE, env(&[("PORTCULLIS_RECONCILE__INSTANCE", "eu-1.prod")])).unwrap();
+        assert_eq!(config.reconcile.instance.as_deref(), Some("eu-1.prod"));
+        let err = Config::from_sources(BASE, env(&[("PORTCULLIS_RECONCILE__INSTANCE", "Prod")])).unwrap_err();
+        assert!(err.to_string().contains("reconcile.instance"), "{err}");
     }
 
     #[test]

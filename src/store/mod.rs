@@ -66,6 +66,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_reconcile_access.sql"),
     include_str!("migrations/0005_approvals.sql"),
     include_str!("migrations/0006_web_sessions.sql"),
+    include_str!("migrations/0007_settings.sql"),
 ];
 
 /// A person or bot as listed.

@@ -1,5 +1,5 @@
-//! What the reconciler reads and writes: a cluster's grants, and each
-//! cluster's last reconcile status.
+//! What the reconciler reads and writes: a cluster's grants, each cluster's
+//! last reconcile status, and the installation's instance id.
 
 use super::{Store, StoreError, GRANT_SELECT};
 use crate::identity::Grant;
@@ -54,6 +54,12 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound(format!("grant {id}")))
     }
 
+    /// The random instance id this store was created with (16 hex
+    /// digits): the default of `[reconcile] instance`.
+    pub fn instance_id(&self) -> Result<String, StoreError> {
+        self.with(|c| Ok(c.query_row("SELECT value FROM settings WHERE key = 'instance_id'", [], |r| r.get(0))?))
+    }
+
     /// Record a cluster's reconcile status (replacing the previous one).
     pub fn save_cluster_status(&self, status: &ClusterStatus) -> Result<(), StoreError> {
         let json = serde_json::to_string(status).map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -100,6 +106,21 @@ mod tests {
         status.last_error = Some("boom".into());
         store.save_cluster_status(&status).unwrap();
         assert_eq!(store.cluster_status("prod").unwrap(), Some(status));
+    }
+
+    #[test]
+    fn the_instance_id_is_kept_across_opens_and_differs_between_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Store::open(&dir.path().join("a.db")).unwrap().instance_id().unwrap();
+        assert_eq!(first.len(), 16, "{first}");
+        assert!(
+            first.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "{first}"
+        );
+        let reopened = Store::open(&dir.path().join("a.db")).unwrap().instance_id().unwrap();
+        assert_eq!(reopened, first);
+        let other = Store::open(&dir.path().join("b.db")).unwrap().instance_id().unwrap();
+        assert_ne!(other, first);
     }
 
     #[test]
