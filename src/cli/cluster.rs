@@ -6,6 +6,7 @@
 use super::CliError;
 use crate::config::Config;
 use crate::reconcile::cluster::ClusterClient;
+use crate::reconcile::instance::Instance;
 use crate::reconcile::pass::run_pass;
 use crate::reconcile::status::ClusterStatus;
 use crate::store::Store;
@@ -16,8 +17,9 @@ use std::io::Write;
 /// `cluster …`.
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
-    /// Per cluster: reachable or not and since when, the last reconcile and
-    /// its error, and how many roles and bindings are in step.
+    /// This installation's instance id, then per cluster: reachable or not
+    /// and since when, the last reconcile and its error, and how many roles
+    /// and bindings are in step.
     Status,
 }
 
@@ -30,6 +32,13 @@ pub fn run(config: &Config, store: &Store, command: ClusterCommand, out: &mut dy
 
 fn print_status(config: &Config, store: &Store, out: &mut dyn Write) -> Result<(), CliError> {
     let io = |e: std::io::Error| CliError::Message(e.to_string());
+    let instance = Instance::resolve(config, store).map_err(|e| CliError::Message(e.to_string()))?;
+    let source = if config.reconcile.instance.is_some() {
+        "[reconcile] instance"
+    } else {
+        "made by the store"
+    };
+    writeln!(out, "instance {instance} ({source})").map_err(io)?;
     writeln!(
         out,
         "{:<16} {:<11} {:<21} {:<21} {:<7} {:<9} {:<7} ERROR",
@@ -80,8 +89,12 @@ pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
         Ok(client) => client,
         Err(e) => return format!("binding pending: {e}"),
     };
+    let instance = match Instance::resolve(config, store) {
+        Ok(instance) => instance,
+        Err(e) => return format!("binding pending: {e}"),
+    };
     let roles = crate::identity::roles::all(config);
-    let report = runtime.block_on(run_pass(&client, store, &roles));
+    let report = runtime.block_on(run_pass(&client, store, &roles, &instance));
     let outcome = &report.outcome;
     if outcome.ok() {
         format!(

@@ -1,5 +1,6 @@
-//! One cluster's RBAC API, with kube-rs: list what portcullis owns, apply
-//! (server-side, field manager `portcullis`), delete.
+//! One cluster's RBAC API, with kube-rs: list what this installation owns
+//! or shares, apply (server-side, field manager `portcullis-<instance>`),
+//! release, delete.
 //!
 //! The client is built from the cluster's configuration: server URL, CA
 //! bundle and ServiceAccount token file. kube-rs re-reads the token file at
@@ -7,10 +8,11 @@
 //! and connects lazily, so a cluster that is down at start costs nothing
 //! until a pass.
 
-use super::desired::{Object, ObjectKey, FIELD_MANAGER, SELECTOR};
+use super::desired::{Apply, Deletion, Object, ObjectKey, SELECTOR};
+use super::instance::{Instance, UNMARKED_BINDINGS};
 use crate::config::ClusterConfig;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::Client;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -37,6 +39,9 @@ pub enum ClientError {
         /// URL.
         url: String,
     },
+    /// This installation's instance id could not be read from the store.
+    #[error(transparent)]
+    Instance(#[from] super::instance::InstanceError),
     /// kube-rs refused the configuration (e.g. the token file is unreadable).
     #[error("cluster {cluster}: {source}")]
     Kube {
@@ -102,33 +107,49 @@ impl ClusterClient {
         })
     }
 
-    /// Every ClusterRole, ClusterRoleBinding and RoleBinding (all
-    /// namespaces) labelled as portcullis's. The selector is applied by the
-    /// server, so objects portcullis does not own are never even seen.
-    pub async fn list_owned(&self) -> Result<Vec<Object>, kube::Error> {
-        let params = ListParams::default().labels(SELECTOR);
-        let roles = Api::<ClusterRole>::all(self.client.clone()).list(&params).await?;
+    /// Every ClusterRole labelled as portcullis's (they are shared between
+    /// installations), and `instance`'s ClusterRoleBindings and
+    /// RoleBindings (all namespaces). The selectors are applied by the
+    /// server, so objects portcullis does not own, and other installations'
+    /// bindings, are never even seen.
+    pub async fn list_owned(&self, instance: &Instance) -> Result<(Vec<ClusterRole>, Vec<Object>), kube::Error> {
+        let roles = Api::<ClusterRole>::all(self.client.clone())
+            .list(&ListParams::default().labels(SELECTOR))
+            .await?;
+        let bindings = self.list_bindings(&instance.bindings_selector()).await?;
+        Ok((roles.items, bindings))
+    }
+
+    /// The bindings from before instance ids (no instance label): the
+    /// caller adopts only those of its own grants.
+    pub async fn list_unmarked_bindings(&self) -> Result<Vec<Object>, kube::Error> {
+        self.list_bindings(UNMARKED_BINDINGS).await
+    }
+
+    async fn list_bindings(&self, selector: &str) -> Result<Vec<Object>, kube::Error> {
+        let params = ListParams::default().labels(selector);
         let cluster_bindings = Api::<ClusterRoleBinding>::all(self.client.clone())
             .list(&params)
             .await?;
         let bindings = Api::<RoleBinding>::all(self.client.clone()).list(&params).await?;
-        Ok(roles
+        Ok(cluster_bindings
             .items
             .into_iter()
-            .map(Object::ClusterRole)
-            .chain(cluster_bindings.items.into_iter().map(Object::ClusterRoleBinding))
+            .map(Object::ClusterRoleBinding)
             .chain(bindings.items.into_iter().map(Object::RoleBinding))
             .collect())
     }
 
-    /// Server-side apply `object`, taking ownership of its fields (portcullis
-    /// is the only writer of what it owns; a hand edit is overwritten).
-    pub async fn apply(&self, object: &Object) -> Result<(), kube::Error> {
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let name = match object.key() {
+    /// Server-side apply as `instance`'s field manager. Forced, it takes the
+    /// fields it changes from hand edits (portcullis is the only writer of
+    /// what it owns); the plan never forces over another installation.
+    pub async fn apply(&self, apply: &Apply, instance: &Instance) -> Result<(), kube::Error> {
+        let mut params = PatchParams::apply(&instance.field_manager());
+        params.force = apply.force;
+        let name = match apply.object.key() {
             ObjectKey::ClusterRole(n) | ObjectKey::ClusterRoleBinding(n) | ObjectKey::RoleBinding(_, n) => n,
         };
-        match object {
+        match &apply.object {
             Object::ClusterRole(o) => {
                 Api::<ClusterRole>::all(self.client.clone())
                     .patch(&name, &params, &Patch::Apply(o))
@@ -149,10 +170,37 @@ impl ClusterClient {
         Ok(())
     }
 
-    /// Delete `key`; already gone is success.
-    pub async fn delete(&self, key: &ObjectKey) -> Result<(), kube::Error> {
-        let params = DeleteParams::default();
-        let result = match key {
+    /// Give up `instance`'s mark and fields on a shared ClusterRole: an
+    /// apply of nothing removes what only it owned and keeps what other
+    /// installations own too.
+    pub async fn release(&self, name: &str, instance: &Instance) -> Result<(), kube::Error> {
+        let nothing = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+        });
+        let params = PatchParams::apply(&instance.field_manager());
+        match Api::<ClusterRole>::all(self.client.clone())
+            .patch(name, &params, &Patch::Apply(nothing))
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Delete what `deletion` names, if it still has the version it names;
+    /// already gone is success, and so is changed since (`Ok(false)`: the
+    /// next pass looks again).
+    pub async fn delete(&self, deletion: &Deletion) -> Result<bool, kube::Error> {
+        let params = DeleteParams {
+            preconditions: deletion.resource_version.as_ref().map(|version| Preconditions {
+                resource_version: Some(version.clone()),
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        let result = match &deletion.key {
             ObjectKey::ClusterRole(name) => Api::<ClusterRole>::all(self.client.clone())
                 .delete(name, &params)
                 .await
@@ -167,8 +215,10 @@ impl ClusterClient {
                 .map(|_| ()),
         };
         match result {
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            other => other,
+            Ok(()) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 && deletion.resource_version.is_some() => Ok(false),
+            Err(e) => Err(e),
         }
     }
 }

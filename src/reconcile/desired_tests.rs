@@ -1,6 +1,30 @@
 use super::*;
 use crate::identity::{roles, Principal};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use serde_json::json;
+
+fn us() -> Instance {
+    Instance::new("staging").unwrap()
+}
+
+fn listed(objects: &[Object]) -> Listed {
+    let mut out = Listed::default();
+    for object in objects {
+        match object {
+            Object::ClusterRole(role) => out.roles.push(role.clone()),
+            binding => out.bindings.push(binding.clone()),
+        }
+    }
+    out
+}
+
+fn applied(plan: &Plan) -> Vec<ObjectKey> {
+    plan.apply.iter().map(|a| a.object.key()).collect()
+}
+
+fn deleted(plan: &Plan) -> Vec<ObjectKey> {
+    plan.delete.iter().map(|d| d.key.clone()).collect()
+}
 
 fn grant(id: &str, namespace: Option<&str>, role: &str, expires_in: i64) -> Grant {
     Grant {
@@ -33,7 +57,7 @@ fn every_role_gets_a_labelled_cluster_role_and_each_grant_in_effect_a_binding() 
         revoked,
         elsewhere,
     ];
-    let want = desired(&roles::builtin(), &grants, "prod", Utc::now());
+    let want = desired(&roles::builtin(), &grants, "prod", Utc::now(), &us());
     assert_eq!((want.roles, want.bindings), (6, 2));
     assert!(want.errors.is_empty(), "{:?}", want.errors);
     let keys = keys(&want.objects);
@@ -54,6 +78,13 @@ fn every_role_gets_a_labelled_cluster_role_and_each_grant_in_effect_a_binding() 
     let labels = binding.metadata.labels.as_ref().unwrap();
     assert_eq!(labels["app.kubernetes.io/managed-by"], "portcullis");
     assert_eq!(labels["portcullis.dev/grant"], "g1");
+    assert_eq!(labels["portcullis.dev/instance"], "staging");
+    let Object::ClusterRole(role) = &want.objects[0] else {
+        panic!("{:?}", want.objects[0])
+    };
+    let labels = role.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["instance.portcullis.dev/staging"], "true");
+    assert!(!labels.contains_key("portcullis.dev/instance"), "shared: no one owner");
 }
 
 #[test]
@@ -75,6 +106,7 @@ fn a_custom_role_with_bad_rules_or_a_grant_of_a_vanished_role_is_reported_not_wr
         &[grant("g1", Some("shop"), "viewer", 60)],
         "prod",
         Utc::now(),
+        &us(),
     );
     assert_eq!((want.roles, want.bindings), (1, 0));
     assert!(matches!(&want.errors[0], DesiredError::InvalidRules { role, .. } if role == "odd"));
@@ -93,7 +125,7 @@ fn a_custom_role_with_bad_rules_or_a_grant_of_a_vanished_role_is_reported_not_wr
 #[test]
 fn a_pass_applies_only_what_is_missing_or_changed_and_deletes_only_labelled_strays() {
     let grants = [grant("g1", Some("shop"), "viewer", 3600)];
-    let want = desired(&roles::builtin(), &grants, "prod", Utc::now());
+    let want = desired(&roles::builtin(), &grants, "prod", Utc::now(), &us());
     let mut actual = want.objects.clone();
     // Someone edited the viewer ClusterRole and removed the grant's binding.
     let Object::ClusterRole(viewer) = &mut actual[0] else {
@@ -102,7 +134,7 @@ fn a_pass_applies_only_what_is_missing_or_changed_and_deletes_only_labelled_stra
     viewer.rules = Some(Vec::new());
     actual.retain(|o| !matches!(o, Object::RoleBinding(_)));
     // A labelled binding left over from a revoked grant, and an unlabelled one.
-    let Object::RoleBinding(mut stray) = binding(&grant("old", Some("shop"), "viewer", 60)) else {
+    let Object::RoleBinding(mut stray) = binding(&grant("old", Some("shop"), "viewer", 60), &us()) else {
         panic!()
     };
     actual.push(Object::RoleBinding(stray.clone()));
@@ -110,23 +142,30 @@ fn a_pass_applies_only_what_is_missing_or_changed_and_deletes_only_labelled_stra
     stray.metadata.labels = None;
     actual.push(Object::RoleBinding(stray));
 
-    let plan = plan(&want, &actual);
+    let plan = super::plan(&want, &listed(&actual), &us());
     assert_eq!(
-        keys(&plan.apply),
+        applied(&plan),
         [
             ObjectKey::ClusterRole("portcullis:viewer".into()),
             ObjectKey::RoleBinding("shop".into(), "portcullis-grant-g1".into())
         ]
     );
+    assert!(plan.apply.iter().all(|a| a.force), "a hand edit is overwritten");
     assert_eq!(
-        plan.delete,
+        deleted(&plan),
         [ObjectKey::RoleBinding("shop".into(), "portcullis-grant-old".into())]
     );
 }
 
 #[test]
 fn an_object_in_step_needs_nothing_even_with_labels_added_by_others() {
-    let want = desired(&roles::builtin(), &[grant("g1", None, "admin", 60)], "prod", Utc::now());
+    let want = desired(
+        &roles::builtin(),
+        &[grant("g1", None, "admin", 60)],
+        "prod",
+        Utc::now(),
+        &us(),
+    );
     let mut actual = want.objects.clone();
     let Object::ClusterRoleBinding(b) = actual.last_mut().unwrap() else {
         panic!()
@@ -136,7 +175,7 @@ fn an_object_in_step_needs_nothing_even_with_labels_added_by_others() {
         .as_mut()
         .unwrap()
         .insert("team".into(), "infra".into());
-    assert_eq!(plan(&want, &actual), Plan::default());
+    assert_eq!(plan(&want, &listed(&actual), &us()), Plan::default());
 }
 
 #[test]
@@ -147,16 +186,181 @@ fn bindings_are_deleted_before_the_cluster_roles_they_bind() {
         reveals_secrets: false,
         max_duration: None,
     };
+    let mut role = cluster_role(&stale_role, &us()).unwrap();
+    role.metadata.resource_version = Some("41".into());
     let actual = [
-        Object::ClusterRole(cluster_role(&stale_role).unwrap()),
-        binding(&grant("old", None, "gone", 60)),
+        Object::ClusterRole(role),
+        binding(&grant("old", None, "gone", 60), &us()),
     ];
-    let plan = plan(&Desired::default(), &actual);
+    let plan = super::plan(&Desired::default(), &listed(&actual), &us());
     assert_eq!(
         plan.delete,
         [
-            ObjectKey::ClusterRoleBinding("portcullis-grant-old".into()),
-            ObjectKey::ClusterRole("portcullis:gone".into())
-        ]
+            Deletion {
+                key: ObjectKey::ClusterRoleBinding("portcullis-grant-old".into()),
+                resource_version: None
+            },
+            Deletion {
+                key: ObjectKey::ClusterRole("portcullis:gone".into()),
+                resource_version: Some("41".into())
+            }
+        ],
+        "a ClusterRole only if no installation marked it since it was listed"
+    );
+}
+
+/// The viewer ClusterRole as `instances` marked it, its rules owned by the
+/// field managers `rule_owners`.
+fn viewer_marked_by(instances: &[&str], rule_owners: &[&str]) -> ClusterRole {
+    let viewer = roles::builtin().into_iter().find(|r| r.name == "viewer").unwrap();
+    let mut role = cluster_role(&viewer, &Instance::new(instances.first().unwrap_or(&"x")).unwrap()).unwrap();
+    let labels = role.metadata.labels.as_mut().unwrap();
+    labels.retain(|k, _| !k.starts_with("instance.portcullis.dev/"));
+    for id in instances {
+        labels.insert(format!("instance.portcullis.dev/{id}"), "true".into());
+    }
+    role.metadata.resource_version = Some("7".into());
+    role.metadata.managed_fields = Some(
+        rule_owners
+            .iter()
+            .map(|m| ManagedFieldsEntry {
+                manager: Some(m.to_string()),
+                operation: Some("Apply".into()),
+                fields_v1: Some(FieldsV1(json!({"f:rules": {}, "f:metadata": {"f:labels": {}}}))),
+                ..Default::default()
+            })
+            .collect(),
+    );
+    role
+}
+
+/// What `us()` wants with no grants: every built-in ClusterRole.
+fn only_roles() -> Desired {
+    desired(&roles::builtin(), &[], "prod", Utc::now(), &us())
+}
+
+#[test]
+fn a_cluster_role_another_installation_uses_is_marked_without_force_and_never_deleted() {
+    let shared = viewer_marked_by(&["prod"], &["portcullis-prod"]);
+    let plan = super::plan(&only_roles(), &listed(&[Object::ClusterRole(shared.clone())]), &us());
+    let viewer = plan
+        .apply
+        .iter()
+        .find(|a| a.object.key() == ObjectKey::ClusterRole("portcullis:viewer".into()))
+        .unwrap();
+    assert!(!viewer.force, "equal rules are shared, not taken");
+    let Object::ClusterRole(role) = &viewer.object else {
+        panic!()
+    };
+    assert_eq!(
+        role.metadata.labels.as_ref().unwrap()["instance.portcullis.dev/staging"],
+        "true"
+    );
+    assert!(plan.conflicts.is_empty());
+
+    // Not one of ours: only the other installation's, left alone.
+    let plan = super::plan(&Desired::default(), &listed(&[Object::ClusterRole(shared)]), &us());
+    assert_eq!(plan, Plan::default());
+}
+
+#[test]
+fn a_cluster_role_this_installation_stops_using_is_released_while_others_use_it_and_deleted_when_none_do() {
+    let both = viewer_marked_by(&["staging", "prod"], &["portcullis-staging", "portcullis-prod"]);
+    let plan = super::plan(&Desired::default(), &listed(&[Object::ClusterRole(both)]), &us());
+    assert_eq!(plan.release, ["portcullis:viewer"]);
+    assert!(plan.delete.is_empty(), "{:?}", plan.delete);
+
+    let ours = viewer_marked_by(&["staging"], &["portcullis-staging"]);
+    let plan = super::plan(&Desired::default(), &listed(&[Object::ClusterRole(ours)]), &us());
+    assert!(plan.release.is_empty());
+    assert_eq!(deleted(&plan), [ObjectKey::ClusterRole("portcullis:viewer".into())]);
+
+    // Another installation still holds fields though its mark was removed
+    // by hand: it still uses the role.
+    let held = viewer_marked_by(&["staging"], &["portcullis-staging", "portcullis-prod"]);
+    let plan = super::plan(&Desired::default(), &listed(&[Object::ClusterRole(held)]), &us());
+    assert_eq!(plan.release, ["portcullis:viewer"]);
+    assert!(plan.delete.is_empty());
+}
+
+#[test]
+fn a_role_another_installation_defines_otherwise_is_reported_and_only_marked_never_forced() {
+    let mut theirs = viewer_marked_by(&["prod"], &["portcullis-prod"]);
+    theirs.rules = Some(Vec::new());
+    let plan = super::plan(&only_roles(), &listed(&[Object::ClusterRole(theirs.clone())]), &us());
+    assert_eq!(
+        plan.conflicts,
+        [RoleConflict {
+            name: "portcullis:viewer".into(),
+            others: vec!["prod".into()]
+        }]
+    );
+    let viewer = plan
+        .apply
+        .iter()
+        .find(|a| a.object.key() == ObjectKey::ClusterRole("portcullis:viewer".into()))
+        .unwrap();
+    let Object::ClusterRole(mark_only) = &viewer.object else {
+        panic!()
+    };
+    assert!(!viewer.force);
+    assert_eq!(mark_only.rules, None, "its mark, not its rules");
+    assert!(plan.conflicts[0]
+        .to_string()
+        .contains("installation prod defines it with other rules"));
+
+    // Marked already, and not holding the rules: nothing more to write.
+    let mut marked = viewer_marked_by(&["prod", "staging"], &["portcullis-prod"]);
+    marked.rules = Some(Vec::new());
+    let plan = super::plan(&only_roles(), &listed(&[Object::ClusterRole(marked)]), &us());
+    assert_eq!(plan.conflicts.len(), 1);
+    assert!(!applied(&plan).contains(&ObjectKey::ClusterRole("portcullis:viewer".into())));
+}
+
+#[test]
+fn rules_a_hand_edit_or_portcullis_before_instance_ids_owns_are_taken_back_by_force() {
+    for owner in ["kubectl-edit", "portcullis"] {
+        let mut edited = viewer_marked_by(&[], &[owner]);
+        edited.rules = Some(Vec::new());
+        let plan = super::plan(&only_roles(), &listed(&[Object::ClusterRole(edited)]), &us());
+        assert!(plan.conflicts.is_empty(), "{owner}");
+        let viewer = plan
+            .apply
+            .iter()
+            .find(|a| a.object.key() == ObjectKey::ClusterRole("portcullis:viewer".into()))
+            .unwrap();
+        assert!(viewer.force, "{owner}");
+    }
+}
+
+#[test]
+fn an_unmarked_cluster_role_from_before_instance_ids_is_adopted_when_used_and_deleted_when_not() {
+    let unmarked = viewer_marked_by(&[], &["portcullis"]);
+    let plan = super::plan(&only_roles(), &listed(&[Object::ClusterRole(unmarked.clone())]), &us());
+    assert!(applied(&plan).contains(&ObjectKey::ClusterRole("portcullis:viewer".into())));
+    let plan = super::plan(&Desired::default(), &listed(&[Object::ClusterRole(unmarked)]), &us());
+    assert_eq!(plan.delete[0].resource_version.as_deref(), Some("7"));
+    assert_eq!(deleted(&plan), [ObjectKey::ClusterRole("portcullis:viewer".into())]);
+}
+
+#[test]
+fn an_adopted_binding_from_before_instance_ids_gets_the_instance_label() {
+    let grants = [grant("g1", Some("shop"), "viewer", 3600)];
+    let want = desired(&roles::builtin(), &grants, "prod", Utc::now(), &us());
+    let Object::RoleBinding(mut old) = binding(&grants[0], &us()) else {
+        panic!()
+    };
+    old.metadata.labels.as_mut().unwrap().remove("portcullis.dev/instance");
+    let mut actual: Vec<Object> = want
+        .objects
+        .iter()
+        .filter(|o| matches!(o, Object::ClusterRole(_)))
+        .cloned()
+        .collect();
+    actual.push(Object::RoleBinding(old));
+    let plan = super::plan(&want, &listed(&actual), &us());
+    assert_eq!(
+        applied(&plan),
+        [ObjectKey::RoleBinding("shop".into(), "portcullis-grant-g1".into())]
     );
 }

@@ -7,8 +7,11 @@
 //! Access still ends the moment a grant expires or is revoked, because the
 //! gateway stops sending its group; the reconciler then removes the binding.
 //!
+//! - [`instance`]: which installation this is, so that two in front of one
+//!   cluster never touch each other's objects.
 //! - [`desired`]: what a cluster should hold and what a pass must do (pure).
-//! - [`cluster`]: one cluster's RBAC API (list owned, apply, delete).
+//! - [`cluster`]: one cluster's RBAC API (list owned, apply, release,
+//!   delete).
 //! - [`pass`]: one pass, recording the cluster's [`status`].
 //! - `portcullis cluster status`, and the pass the CLI runs itself after
 //!   changing a grant, are `crate::cli::cluster`.
@@ -21,6 +24,7 @@
 
 pub mod cluster;
 pub mod desired;
+pub mod instance;
 pub mod pass;
 pub mod status;
 
@@ -29,6 +33,7 @@ use crate::identity::roles::Role;
 use crate::store::Store;
 use chrono::Utc;
 use cluster::{ClientError, ClusterClient};
+use instance::Instance;
 use pass::PassReport;
 use status::ClusterStatus;
 use std::sync::{Arc, Mutex};
@@ -62,18 +67,24 @@ pub struct Reconciler {
     store: Store,
     roles: Arc<Vec<Role>>,
     resync: Duration,
+    instance: Instance,
 }
 
 impl std::fmt::Debug for Reconciler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = self.clusters.iter().map(|c| c.client.name.as_str()).collect();
-        f.debug_struct("Reconciler").field("clusters", &names).finish()
+        f.debug_struct("Reconciler")
+            .field("clusters", &names)
+            .field("instance", &self.instance)
+            .finish()
     }
 }
 
 impl Reconciler {
-    /// Build a client per cluster of `config` (no connection yet).
+    /// Build a client per cluster of `config` (no connection yet), as the
+    /// installation [`Instance::resolve`] names.
     pub fn new(config: &Config, store: Store) -> Result<Reconciler, ClientError> {
+        let instance = Instance::resolve(config, &store)?;
         let clusters = config
             .clusters
             .iter()
@@ -98,7 +109,13 @@ impl Reconciler {
             store,
             roles: Arc::new(crate::identity::roles::all(config)),
             resync: config.reconcile.resync,
+            instance,
         })
+    }
+
+    /// This installation's id in the clusters' RBAC objects.
+    pub fn instance(&self) -> &Instance {
+        &self.instance
     }
 
     /// Run one pass of `cluster` now and wait for it (the CLI, the demo
@@ -155,7 +172,7 @@ impl Reconciler {
     }
 
     async fn pass_locked(&self, cluster: &Cluster) -> PassReport {
-        let report = pass::run_pass(&cluster.client, &self.store, &self.roles).await;
+        let report = pass::run_pass(&cluster.client, &self.store, &self.roles, &self.instance).await;
         *cluster.last.lock().unwrap_or_else(|p| p.into_inner()) = report.clone();
         report
     }

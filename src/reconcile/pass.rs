@@ -1,14 +1,17 @@
-//! One reconcile pass of one cluster: list what portcullis owns there, read
-//! the grants, apply what is missing or changed, delete what nothing
-//! explains, and record the status.
+//! One reconcile pass of one cluster: list what this installation owns or
+//! shares there, read the grants, apply what is missing or changed, delete
+//! what nothing explains, give up the shared ClusterRoles it no longer uses,
+//! and record the status.
 
 use super::cluster::{is_unreachable, ClusterClient};
-use super::desired::{desired, plan, Object, ObjectKey};
+use super::desired::{binding_name, desired, plan, Apply, Deletion, Listed, Object, ObjectKey};
+use super::instance::Instance;
 use super::status::{ClusterStatus, PassOutcome};
 use crate::identity::roles::Role;
 use crate::identity::Grant;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// The longest one pass may take before it counts as failed.
@@ -25,9 +28,11 @@ pub struct PassReport {
     pub status: ClusterStatus,
 }
 
-/// Run one pass of `client`'s cluster and record its status in `store`.
-pub async fn run_pass(client: &ClusterClient, store: &Store, roles: &[Role]) -> PassReport {
-    let (outcome, next_expiry) = match tokio::time::timeout(PASS_TIMEOUT, reconcile(client, store, roles)).await {
+/// Run one pass of `client`'s cluster as `instance` and record its status
+/// in `store`.
+pub async fn run_pass(client: &ClusterClient, store: &Store, roles: &[Role], instance: &Instance) -> PassReport {
+    let pass = reconcile(client, store, roles, instance);
+    let (outcome, next_expiry) = match tokio::time::timeout(PASS_TIMEOUT, pass).await {
         Ok(done) => done,
         Err(_) => (
             PassOutcome {
@@ -50,13 +55,18 @@ pub async fn run_pass(client: &ClusterClient, store: &Store, roles: &[Role]) -> 
     }
 }
 
-async fn reconcile(client: &ClusterClient, store: &Store, roles: &[Role]) -> (PassOutcome, Option<DateTime<Utc>>) {
+async fn reconcile(
+    client: &ClusterClient,
+    store: &Store,
+    roles: &[Role],
+    instance: &Instance,
+) -> (PassOutcome, Option<DateTime<Utc>>) {
     let mut outcome = PassOutcome::default();
     // List the cluster before reading the grants: a binding another process
     // created for a new grant is then always explained by what is read next,
     // so it is never mistaken for a stray.
-    let actual = match client.list_owned().await {
-        Ok(actual) => actual,
+    let (mut listed, unmarked) = match list(client, instance).await {
+        Ok(listed) => listed,
         Err(e) => {
             outcome.reachable = !is_unreachable(&e);
             outcome.errors.push(format!("listing portcullis's RBAC objects: {e}"));
@@ -68,16 +78,62 @@ async fn reconcile(client: &ClusterClient, store: &Store, roles: &[Role]) -> (Pa
         Ok(grants) => grants,
         Err(e) => return (failed(outcome, e), None),
     };
-    let want = desired(roles, &grants, &client.name, Utc::now());
+    match adopted(store, &client.name, unmarked).await {
+        Ok(mut ours) => listed.bindings.append(&mut ours),
+        Err(e) => return (failed(outcome, e), None),
+    }
+    let want = desired(roles, &grants, &client.name, Utc::now(), instance);
     outcome.errors.extend(want.errors.iter().map(ToString::to_string));
-    let plan = plan(&want, &actual);
+    let plan = plan(&want, &listed, instance);
     outcome.roles_wanted = want.roles;
     outcome.bindings_wanted = want.bindings;
-    let (roles_failed, bindings_failed) = apply_missing(client, &plan.apply, &mut outcome).await;
+    let (roles_failed, bindings_failed) = apply_missing(client, instance, &plan.apply, &mut outcome).await;
     delete_strays(client, &plan.delete, &mut outcome).await;
-    outcome.roles_in_step = want.roles - roles_failed;
+    release_unused(client, instance, &plan.release, &mut outcome).await;
+    outcome.errors.extend(plan.conflicts.iter().map(ToString::to_string));
+    let mut out_of_step = roles_failed;
+    out_of_step.extend(plan.conflicts.iter().map(|c| c.name.clone()));
+    outcome.roles_in_step = want.roles.saturating_sub(out_of_step.len());
     outcome.bindings_in_step = want.bindings - bindings_failed;
     (outcome, want.next_expiry)
+}
+
+/// What the pass lists: the shared ClusterRoles and this installation's
+/// bindings, and apart, the bindings from before instance ids.
+async fn list(client: &ClusterClient, instance: &Instance) -> Result<(Listed, Vec<Object>), kube::Error> {
+    let (roles, bindings) = client.list_owned(instance).await?;
+    let unmarked = client.list_unmarked_bindings().await?;
+    Ok((Listed { roles, bindings }, unmarked))
+}
+
+/// The bindings from before instance ids that this installation wrote: those
+/// of a grant in its own store for this cluster (grant ids are UUIDs, so no
+/// other installation's store has them). Another installation's are left
+/// for it to adopt.
+async fn adopted(store: &Store, cluster: &str, unmarked: Vec<Object>) -> Result<Vec<Object>, String> {
+    if unmarked.is_empty() {
+        return Ok(unmarked);
+    }
+    let (store, cluster) = (store.clone(), cluster.to_string());
+    let task = tokio::task::spawn_blocking(move || {
+        let mut ours = Vec::new();
+        for object in unmarked {
+            let name = match object.key() {
+                ObjectKey::ClusterRoleBinding(name) | ObjectKey::RoleBinding(_, name) => name,
+                ObjectKey::ClusterRole(_) => continue,
+            };
+            let Some(id) = name.strip_prefix(&binding_name("")) else {
+                continue;
+            };
+            match store.grant(id) {
+                Ok(grant) if grant.cluster == cluster => ours.push(object),
+                Ok(_) | Err(crate::store::StoreError::NotFound(_)) => {}
+                Err(e) => return Err(format!("reading grant {id}: {e}")),
+            }
+        }
+        Ok(ours)
+    });
+    task.await.map_err(|e| format!("reading grants: {e}"))?
 }
 
 /// The grants not revoked on `cluster`, read off the async threads: the
@@ -92,32 +148,56 @@ async fn read_grants(store: &Store, cluster: &str) -> Result<Vec<Grant>, String>
     }
 }
 
-/// Apply the missing or changed objects; returns how many ClusterRoles and
-/// how many bindings failed, which are then out of step.
-async fn apply_missing(client: &ClusterClient, objects: &[Object], outcome: &mut PassOutcome) -> (usize, usize) {
-    let (mut roles_failed, mut bindings_failed) = (0, 0);
-    for object in objects {
-        match client.apply(object).await {
+/// Apply the missing or changed objects; returns the ClusterRoles and how
+/// many bindings failed, which are then out of step.
+async fn apply_missing(
+    client: &ClusterClient,
+    instance: &Instance,
+    applies: &[Apply],
+    outcome: &mut PassOutcome,
+) -> (HashSet<String>, usize) {
+    let (mut roles_failed, mut bindings_failed) = (HashSet::new(), 0);
+    for apply in applies {
+        match client.apply(apply, instance).await {
             Ok(()) => outcome.applied += 1,
             Err(e) => {
-                if matches!(object, Object::ClusterRole(_)) {
-                    roles_failed += 1;
+                if let ObjectKey::ClusterRole(name) = apply.object.key() {
+                    roles_failed.insert(name);
                 } else {
                     bindings_failed += 1;
                 }
-                outcome.errors.push(format!("applying {}: {}", object.key(), brief(&e)));
+                outcome
+                    .errors
+                    .push(format!("applying {}: {}", apply.object.key(), brief(&e)));
             }
         }
     }
     (roles_failed, bindings_failed)
 }
 
-/// Delete the labelled objects nothing explains.
-async fn delete_strays(client: &ClusterClient, keys: &[ObjectKey], outcome: &mut PassOutcome) {
-    for key in keys {
-        match client.delete(key).await {
-            Ok(()) => outcome.removed += 1,
-            Err(e) => outcome.errors.push(format!("deleting {key}: {}", brief(&e))),
+/// Delete this installation's stray bindings and the ClusterRoles no
+/// installation uses any more.
+async fn delete_strays(client: &ClusterClient, deletions: &[Deletion], outcome: &mut PassOutcome) {
+    for deletion in deletions {
+        match client.delete(deletion).await {
+            Ok(true) => outcome.removed += 1,
+            Ok(false) => {
+                tracing::debug!(cluster = %client.name, object = %deletion.key, "changed since listed: kept until the next pass")
+            }
+            Err(e) => outcome.errors.push(format!("deleting {}: {}", deletion.key, brief(&e))),
+        }
+    }
+}
+
+/// Give up this installation's mark on the ClusterRoles only others use now.
+async fn release_unused(client: &ClusterClient, instance: &Instance, names: &[String], outcome: &mut PassOutcome) {
+    for name in names {
+        match client.release(name, instance).await {
+            // An apply: counted as one.
+            Ok(()) => outcome.applied += 1,
+            Err(e) => outcome
+                .errors
+                .push(format!("releasing clusterrole/{name}: {}", brief(&e))),
         }
     }
 }

@@ -82,12 +82,15 @@ async fn grant_add_binds_before_returning_and_the_role_applies_only_in_its_names
     let labels = binding.metadata.labels.unwrap();
     assert_eq!(labels["app.kubernetes.io/managed-by"], "portcullis");
     assert_eq!(labels["portcullis.dev/grant"], id);
+    let instance = env.reconciler.instance();
+    assert_eq!(labels["portcullis.dev/instance"], instance.id());
     assert_eq!(binding.role_ref.name, "portcullis:developer");
     assert_eq!(binding.subjects.unwrap()[0].name, format!("portcullis:grant:{id}"));
     let managers = binding.metadata.managed_fields.unwrap_or_default();
+    let manager = format!("portcullis-{}", instance.id());
     assert!(
-        managers.iter().any(|m| m.manager.as_deref() == Some("portcullis")),
-        "applied by field manager portcullis"
+        managers.iter().any(|m| m.manager.as_deref() == Some(manager.as_str())),
+        "applied by this installation's field manager {manager}"
     );
 
     let kubectl = env.kubectl(&token, "shop");
@@ -166,12 +169,12 @@ async fn a_binding_deleted_by_hand_comes_back_at_the_next_resync() {
 async fn a_stray_labelled_binding_is_removed_and_unlabelled_objects_are_left_alone() {
     let env = Portcullis::start().await;
     let api = bindings(&env, "shop").await;
+    let ours = format!(
+        r#"{{"app.kubernetes.io/managed-by": "portcullis", "portcullis.dev/instance": "{}"}}"#,
+        env.reconciler.instance()
+    );
     let binding = |name: &str, labelled: bool| {
-        let labels = if labelled {
-            r#"{"app.kubernetes.io/managed-by": "portcullis"}"#
-        } else {
-            r#"{"team": "shop"}"#
-        };
+        let labels = if labelled { ours.as_str() } else { r#"{"team": "shop"}"# };
         serde_json::from_str::<RoleBinding>(&format!(
             r#"{{"metadata": {{"name": "{name}", "namespace": "shop", "labels": {labels}}},
                 "roleRef": {{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "portcullis:admin"}},
