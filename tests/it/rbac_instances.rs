@@ -146,7 +146,8 @@ async fn a_role_only_one_installation_uses_goes_when_it_stops_while_a_shared_one
     assert!(api.get_opt("portcullis:own-logs").await.unwrap().is_none());
     let shared = api.get("portcullis:shared-logs").await.unwrap();
     assert_eq!(marks(&staging, "portcullis:shared-logs").await, [mark(&production)]);
-    assert_eq!(shared.rules.as_ref().unwrap()[0].verbs, ["get"], "production's rules are kept");
+    let verbs = &shared.rules.as_ref().unwrap()[0].verbs;
+    assert_eq!(verbs, &["get"], "production's rules are kept");
     let staging_manager = staging.reconciler.instance().field_manager();
     assert!(!managers(shared).contains(&staging_manager));
     assert_eq!(counts(&production.reconcile().await), (0, 0), "production is in step");
