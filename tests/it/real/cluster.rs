@@ -156,7 +156,10 @@ impl RealCluster {
         std::fs::write(path("apiserver.key"), &tls.key_pem)?;
         std::fs::write(path("sa.key"), signing.serialize_pem())?;
         std::fs::write(path("sa.pub"), signing.public_key_pem())?;
-        std::fs::write(path("tokens.csv"), format!("{},admin,admin,system:masters\n", self.admin_token))?;
+        std::fs::write(
+            path("tokens.csv"),
+            format!("{},admin,admin,system:masters\n", self.admin_token),
+        )?;
         std::fs::write(
             path("audit-policy.yaml"),
             "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
@@ -235,7 +238,13 @@ impl RealCluster {
 
     fn install_portcullis(&mut self, tools: &Tools) -> io::Result<()> {
         self.admin(&["create", "namespace", PORTCULLIS_NAMESPACE])?;
-        self.admin(&["create", "serviceaccount", PORTCULLIS_SERVICE_ACCOUNT, "-n", PORTCULLIS_NAMESPACE])?;
+        self.admin(&[
+            "create",
+            "serviceaccount",
+            PORTCULLIS_SERVICE_ACCOUNT,
+            "-n",
+            PORTCULLIS_NAMESPACE,
+        ])?;
         self.admin(&["apply", "-f", &tools.rbac.display().to_string()])?;
         let token = self.admin(&[
             "create",
@@ -295,7 +304,11 @@ impl RealCluster {
         let name = format!("{prefix}-{}", &random_token()[..8]);
         self.admin(&["create", "namespace", &name])?;
         let deadline = Instant::now() + READY_WITHIN;
-        while !self.kubectl_output(&["get", "serviceaccount", "default", "-n", &name])?.status.success() {
+        while !self
+            .kubectl_output(&["get", "serviceaccount", "default", "-n", &name])?
+            .status
+            .success()
+        {
             if Instant::now() > deadline {
                 return Err(io::Error::other(format!("no default ServiceAccount in {name}")));
             }
@@ -307,10 +320,13 @@ impl RealCluster {
     /// The API server's audit events so far, parsed.
     pub fn audit_events(&self) -> Vec<serde_json::Value> {
         let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+        text.lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
     }
 
-    fn kubectl_output(&self, args: &[&str]) -> io::Result<Output> {
+    /// Run kubectl as the admin and return what it did, failed or not.
+    pub fn kubectl_output(&self, args: &[&str]) -> io::Result<Output> {
         Command::new(&self.kubectl)
             .arg(format!("--kubeconfig={}", self.admin_kubeconfig().display()))
             .args(args)
@@ -342,7 +358,13 @@ impl RealCluster {
     /// The folder is removed by a process of its own once every supervised
     /// process has gone: a `static` cluster is never dropped.
     fn spawn_janitor(&self) -> io::Result<()> {
-        let pids: Vec<String> = self.children.lock().unwrap().iter().map(|c| c.id().to_string()).collect();
+        let pids: Vec<String> = self
+            .children
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.id().to_string())
+            .collect();
         let janitor = Command::new("bash")
             .arg("-c")
             .arg(JANITOR)
