@@ -74,9 +74,12 @@ impl App {
             .with_no_client_auth()
             .with_cert_resolver(certificate.clone());
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let reconciler = Arc::new(Reconciler::new(config, store.clone())?);
         let kept = store.clone();
         let doors = Arc::new(Doors::new(config, store)?);
+        // The policy stage's clock: a grant's binding goes when its group
+        // stops being sent.
+        let clock = doors.pipeline().grant_clock().clone();
+        let reconciler = Arc::new(Reconciler::new(config, kept.clone(), clock)?);
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| AppError::Bind {

@@ -5,6 +5,7 @@
 
 use super::CliError;
 use crate::config::Config;
+use crate::identity::clock::GrantClock;
 use crate::reconcile::cluster::ClusterClient;
 use crate::reconcile::instance::Instance;
 use crate::reconcile::pass::run_pass;
@@ -94,7 +95,7 @@ pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
         Err(e) => return format!("binding pending: {e}"),
     };
     let roles = crate::identity::roles::all(config);
-    let report = runtime.block_on(run_pass(&client, store, &roles, &instance));
+    let report = runtime.block_on(run_pass(&client, store, &roles, &instance, &GrantClock::default()));
     let outcome = &report.outcome;
     if outcome.ok() {
         format!(

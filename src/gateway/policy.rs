@@ -8,13 +8,12 @@
 //! revoked by another process stops applying within that time.
 
 use super::classify::RequestInfo;
+pub use crate::identity::clock::GrantClock;
 use crate::identity::roles::Role;
 use crate::identity::{Grant, Identity, Principal};
 use crate::store::Store;
-use chrono::{DateTime, TimeDelta, Utc};
 use dashmap::DashMap;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,31 +37,6 @@ pub enum Decision {
 #[derive(Debug, thiserror::Error)]
 #[error("grant store unavailable")]
 pub struct PolicyUnavailable;
-
-/// The time grants are judged by: the system clock, unless moved ahead.
-/// Only tests move it, to see a grant expire on the next request without
-/// waiting out its lifetime; nothing in portcullis does.
-#[derive(Debug, Clone, Default)]
-pub struct GrantClock {
-    ahead_ms: Arc<AtomicI64>,
-}
-
-impl GrantClock {
-    /// Now, as grants are judged.
-    pub fn now(&self) -> DateTime<Utc> {
-        Utc::now() + TimeDelta::milliseconds(self.ahead_ms.load(Ordering::Relaxed))
-    }
-
-    /// Move this clock `by` further ahead of the system clock.
-    pub fn advance(&self, by: Duration) {
-        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-        let _ = self
-            .ahead_ms
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |ahead| {
-                Some(ahead.saturating_add(by))
-            });
-    }
-}
 
 /// Decides the groups a request carries.
 #[derive(Debug)]
@@ -207,6 +181,7 @@ mod tests {
     use super::*;
     use crate::gateway::classify::classify;
     use crate::identity::Agent;
+    use chrono::Utc;
 
     fn grant(id: &str, ns: Option<&str>, expires_in: i64) -> Grant {
         Grant {

@@ -9,6 +9,7 @@
 //! request, before any clean-up in the cluster.
 
 pub mod authenticate;
+pub mod clock;
 pub mod credential;
 pub mod grant;
 pub mod roles;

@@ -29,6 +29,7 @@ pub mod pass;
 pub mod status;
 
 use crate::config::Config;
+use crate::identity::clock::GrantClock;
 use crate::identity::roles::Role;
 use crate::store::Store;
 use chrono::Utc;
@@ -68,6 +69,9 @@ pub struct Reconciler {
     roles: Arc<Vec<Role>>,
     resync: Duration,
     instance: Instance,
+    /// The time grants are judged by: the policy stage's, so a grant's
+    /// binding goes when its group stops being sent.
+    clock: GrantClock,
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -82,8 +86,8 @@ impl std::fmt::Debug for Reconciler {
 
 impl Reconciler {
     /// Build a client per cluster of `config` (no connection yet), as the
-    /// installation [`Instance::resolve`] names.
-    pub fn new(config: &Config, store: Store) -> Result<Reconciler, ClientError> {
+    /// installation [`Instance::resolve`] names, judging grants by `clock`.
+    pub fn new(config: &Config, store: Store, clock: GrantClock) -> Result<Reconciler, ClientError> {
         let instance = Instance::resolve(config, &store)?;
         let clusters = config
             .clusters
@@ -110,6 +114,7 @@ impl Reconciler {
             roles: Arc::new(crate::identity::roles::all(config)),
             resync: config.reconcile.resync,
             instance,
+            clock,
         })
     }
 
@@ -172,7 +177,7 @@ impl Reconciler {
     }
 
     async fn pass_locked(&self, cluster: &Cluster) -> PassReport {
-        let report = pass::run_pass(&cluster.client, &self.store, &self.roles, &self.instance).await;
+        let report = pass::run_pass(&cluster.client, &self.store, &self.roles, &self.instance, &self.clock).await;
         *cluster.last.lock().unwrap_or_else(|p| p.into_inner()) = report.clone();
         report
     }
@@ -198,14 +203,19 @@ impl Reconciler {
         loop {
             failures = if report.outcome.ok() { 0 } else { failures + 1 };
             loop {
+                // Taken before the clock is read, so that no move of the
+                // clock between the two is missed.
+                let moved = self.clock.moved();
                 // The latest pass, the loop's or another's, says when the
                 // next grant expires.
                 let next_expiry = cluster.last.lock().unwrap_or_else(|p| p.into_inner()).next_expiry;
-                let wait = next_wait(self.resync, failures, next_expiry.map(|t| t - Utc::now()));
+                let wait = next_wait(self.resync, failures, next_expiry.map(|t| t - self.clock.now()));
                 tokio::select! {
                     () = tokio::time::sleep(wait) => break,
                     () = cluster.wake.notified() => break,
                     () = cluster.rescheduled.notified() => continue,
+                    // Grants may have expired sooner than the wait said.
+                    () = moved => continue,
                 }
             }
             report = self.pass(&cluster).await;

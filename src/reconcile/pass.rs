@@ -7,6 +7,7 @@ use super::cluster::{is_unreachable, ClusterClient};
 use super::desired::{binding_name, desired, plan, Apply, Deletion, Listed, Object, ObjectKey};
 use super::instance::Instance;
 use super::status::{ClusterStatus, PassOutcome};
+use crate::identity::clock::GrantClock;
 use crate::identity::roles::Role;
 use crate::identity::Grant;
 use crate::store::Store;
@@ -29,9 +30,15 @@ pub struct PassReport {
 }
 
 /// Run one pass of `client`'s cluster as `instance` and record its status
-/// in `store`.
-pub async fn run_pass(client: &ClusterClient, store: &Store, roles: &[Role], instance: &Instance) -> PassReport {
-    let pass = reconcile(client, store, roles, instance);
+/// in `store`; grants are judged by `clock`.
+pub async fn run_pass(
+    client: &ClusterClient,
+    store: &Store,
+    roles: &[Role],
+    instance: &Instance,
+    clock: &GrantClock,
+) -> PassReport {
+    let pass = reconcile(client, store, roles, instance, clock);
     let (outcome, next_expiry) = match tokio::time::timeout(PASS_TIMEOUT, pass).await {
         Ok(done) => done,
         Err(_) => (
@@ -60,6 +67,7 @@ async fn reconcile(
     store: &Store,
     roles: &[Role],
     instance: &Instance,
+    clock: &GrantClock,
 ) -> (PassOutcome, Option<DateTime<Utc>>) {
     let mut outcome = PassOutcome::default();
     // List the cluster before reading the grants: a binding another process
@@ -82,7 +90,7 @@ async fn reconcile(
         Ok(mut ours) => listed.bindings.append(&mut ours),
         Err(e) => return (failed(outcome, e), None),
     }
-    let want = desired(roles, &grants, &client.name, Utc::now(), instance);
+    let want = desired(roles, &grants, &client.name, clock.now(), instance);
     outcome.errors.extend(want.errors.iter().map(ToString::to_string));
     let plan = plan(&want, &listed, instance);
     outcome.roles_wanted = want.roles;
