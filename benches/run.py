@@ -19,48 +19,21 @@ is what `scripts/bench --smoke` relies on.
 """
 
 import argparse
-import base64
 import datetime
 import json
 import os
 import platform
 import re
+import shutil
 import ssl
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 import urllib.request
 
-NS = "bench"
-
-
-def log(message):
-    print(message, file=sys.stderr, flush=True)
-
-
-class Path:
-    """One way to reach the simulated cluster."""
-
-    def __init__(self, name, base, prefix="", token=None, ca=None, http1=False, pid=None):
-        self.name, self.base, self.prefix = name, base, prefix
-        self.token, self.ca, self.http1, self.pid = token, ca, http1, pid
-
-    def url(self, path):
-        return f"{self.base}{self.prefix}{path}"
-
-    def headers(self):
-        return {"authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def fetch(self, path):
-        """GET with urllib (HTTP/1.1), verifying TLS; returns parsed JSON."""
-        context = ssl.create_default_context(cafile=self.ca) if self.ca else None
-        request = urllib.request.Request(self.url(path), headers=self.headers())
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            if response.status != 200:
-                raise SystemExit(f"{self.name}: GET {path} answered {response.status}")
-            return json.load(response)
+import real_upstream
+from measure import NS, Path, check_configmap, check_list, h2load, interleaved, log, summary, table
+from measure import check_results_md, markdown_tables, write_results_md
 
 
 def paths_from(stack):
@@ -77,160 +50,6 @@ def paths_from(stack):
             "portcullis-redacting", pc["url"], pc["cluster_path"], pc["agent_token"], pc["ca_file"]
         ),
     }
-
-
-# ---------------------------------------------------------------- h2load
-
-
-def h2load(path, target, concurrency, seconds, requests=None, rate=None):
-    """One h2load run; returns requests/s, MB/s, latency percentiles (ms)."""
-    with tempfile.NamedTemporaryFile(prefix="h2load-", suffix=".log", delete=False) as f:
-        logfile = f.name
-    command = ["h2load", "-c", str(concurrency), "-m", "1", "-t", "1", f"--log-file={logfile}"]
-    if requests:
-        command += ["-n", str(requests)]
-    else:
-        command += ["-D", str(seconds), "--warm-up-time", "1"]
-    if rate:
-        command += [f"--rps={rate / concurrency:.3f}"]
-    if path.http1:
-        command.append("--h1")
-    for name, value in path.headers().items():
-        command += ["-H", f"{name}: {value}"]
-    command.append(path.url(target))
-    output = subprocess.run(command, capture_output=True, text=True, timeout=600).stdout
-    try:
-        result = parse_h2load(output, logfile)
-    finally:
-        os.unlink(logfile)
-    if result["succeeded"] == 0 or result["non_2xx"] or result["failed"]:
-        raise SystemExit(f"{path.name}: h2load {target}: not every request answered 2xx\n{output}")
-    return result
-
-
-def parse_h2load(output, logfile):
-    def grab(pattern, cast=float):
-        match = re.search(pattern, output)
-        if not match:
-            raise SystemExit(f"h2load output not understood ({pattern}):\n{output}")
-        return cast(match.group(1))
-
-    durations = []
-    with open(logfile) as f:
-        for line in f:
-            fields = line.split()
-            if len(fields) >= 3 and fields[1].startswith("2"):
-                durations.append(int(fields[2]) / 1000.0)
-    durations.sort()
-    finished = grab(r"finished in ([\d.]+)(?:s|ms)")
-    if re.search(r"finished in [\d.]+ms", output):
-        finished /= 1000.0
-    match = re.search(r"traffic:.*\n", output)
-    data_bytes = 0
-    if match:
-        numbers = re.findall(r"\((\d+)\)", match.group(0))
-        data_bytes = int(numbers[-1]) if numbers else 0
-    succeeded = grab(r"(\d+) succeeded", int)
-    non_2xx = sum(int(n) for n in re.findall(r"(\d+) [345]xx", output))
-    return {
-        "rps": grab(r"([\d.]+) req/s"),
-        "mbps": data_bytes / finished / 1e6 if finished else 0.0,
-        "bytes_per_response": data_bytes / succeeded if succeeded else 0,
-        "p50_ms": pct(durations, 0.50),
-        "p99_ms": pct(durations, 0.99),
-        "succeeded": succeeded,
-        "started": grab(r"(\d+) started", int),
-        "failed": grab(r"(\d+) failed", int) + grab(r"(\d+) errored", int),
-        "non_2xx": non_2xx,
-        "seconds": finished,
-    }
-
-
-def pct(sorted_values, q):
-    if not sorted_values:
-        return 0.0
-    return sorted_values[round((len(sorted_values) - 1) * q)]
-
-
-# ---------------------------------------------------------------- statistics
-
-
-def summary(runs, key):
-    values = [r[key] for r in runs]
-    return {
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "runs": values,
-    }
-
-
-def table(title, rows, columns):
-    """rows: [(path, {metric: summary})]; columns: [(metric, label, ratio?)]"""
-    print(f"\n{title}")
-    header = ["path"]
-    for _, label, ratio in columns:
-        header += [label, "spread"] + (["x direct"] if ratio else [])
-    lines = [header]
-    direct = dict(rows).get("direct")
-    for name, metrics in rows:
-        line = [name]
-        for metric, _, ratio in columns:
-            s = metrics.get(metric)
-            if s is None:
-                line += ["-", "-"] + (["-"] if ratio else [])
-                continue
-            line += [fmt(s["median"]), f"{fmt(s['min'])}-{fmt(s['max'])}"]
-            if ratio:
-                base = direct and direct.get(metric)
-                line.append(f"{s['median'] / base['median']:.2f}" if base and base["median"] else "-")
-        lines.append(line)
-    widths = [max(len(str(l[i])) for l in lines) for i in range(len(header))]
-    for l in lines:
-        print("  " + "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(l, widths))))
-    return {"title": title, "header": header, "rows": lines[1:]}
-
-
-def fmt(value):
-    if value is None:
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-# ---------------------------------------------------------------- scenarios
-
-
-def check_configmap(path):
-    body = path.fetch(f"/api/v1/namespaces/{NS}/configmaps/small")
-    if body.get("metadata", {}).get("name") != "small" or len(body["data"]["payload"]) < 800:
-        raise SystemExit(f"{path.name}: the ConfigMap is not what was stored")
-
-
-def check_list(path, resource, reveal):
-    body = path.fetch(f"/api/v1/namespaces/{NS}/{resource}")
-    items = body.get("items", [])
-    if len(items) != 500:
-        raise SystemExit(f"{path.name}: LIST {resource} returned {len(items)} items, not 500")
-    if resource == "secrets":
-        value = items[0]["data"]["password"]
-        redacted = value.startswith("<redacted")
-        if redacted == reveal:
-            raise SystemExit(f"{path.name}: Secret values {'hidden' if redacted else 'shown'} against its promise")
-        if reveal and not base64.b64decode(value).startswith(b"password-"):
-            raise SystemExit(f"{path.name}: Secret value altered")
-
-
-def interleaved(paths, repeats, run):
-    """Run `run(path)` for A B C D, A B C D, ...; returns {name: [results]}."""
-    results = {p.name: [] for p in paths}
-    for r in range(repeats):
-        for p in paths:
-            results[p.name].append(run(p))
-    return results
 
 
 def scenario_get(cfg, paths, audit):
@@ -482,18 +301,42 @@ def markdown(info, tables, target_rows, cfg):
         "| --- | --- | --- |",
     ]
     out += [f"| {name} | {value} | {'yes' if ok else '**no**'} |" for name, value, ok in target_rows]
-    for t in tables:
-        out += ["", f"**{t['title']}**", "", "| " + " | ".join(t["header"]) + " |", "|" + " --- |" * len(t["header"])]
-        out += ["| " + " | ".join(str(c) for c in row) + " |" for row in t["rows"]]
+    out += markdown_tables(tables)
     return "\n".join(out)
 
 
-def write_results_md(path, generated):
-    start, end = "<!-- results:start -->", "<!-- results:end -->"
-    text = open(path).read() if os.path.exists(path) else f"# Benchmark results\n\n{start}\n{end}\n"
-    before, rest = text.split(start, 1)
-    after = rest.split(end, 1)[1]
-    open(path, "w").write(f"{before}{start}\n{generated}\n{end}{after}")
+def configure(cfg):
+    """How much of each scenario: a handful of requests for the smoke run,
+    minutes of load for the full one."""
+    if cfg.smoke:
+        cfg.repeats, cfg.seconds, cfg.requests, cfg.concurrencies = 1, 1, 20, [1, 4]
+        cfg.watches, cfg.watch_repeats, cfg.mcp_calls, cfg.audit_rows, cfg.redact_seconds = 50, 1, 3, 2000, 0.2
+        # Two repeats: the pairing of each path's run with direct's in the
+        # same repeat, which the full run's added latency rests on, is
+        # exercised.
+        cfg.real_concurrencies, cfg.real_repeats = [1, 4], 2
+    else:
+        cfg.repeats, cfg.seconds, cfg.requests, cfg.concurrencies = 3, 5, None, [1, 16, 64]
+        cfg.watches, cfg.watch_repeats, cfg.mcp_calls, cfg.audit_rows, cfg.redact_seconds = 10000, 2, 200, 200000, 3
+        cfg.real_concurrencies, cfg.real_repeats = [1, 16], cfg.repeats
+    return cfg
+
+
+def write_markdown(cfg, info, results, tables, target_rows):
+    """The generated parts of RESULTS.md: a full run rewrites them in place;
+    the smoke run writes them into a copy beside its results and checks that
+    everything written by hand survived."""
+    target = cfg.results_md
+    if cfg.smoke:
+        target = os.path.join(os.path.dirname(cfg.out) or ".", "smoke-RESULTS.md")
+        shutil.copyfile(cfg.results_md, target)
+    write_results_md(target, markdown(info, tables, target_rows, cfg))
+    write_results_md(target, real_upstream.markdown(info, results["real"], cfg), section=real_upstream.SECTION)
+    if cfg.smoke:
+        check_results_md(cfg.results_md, target, ("results", real_upstream.SECTION), real_upstream.ORDER)
+        log(f"checked {target}: both generated sections written, the hand-written text around them kept")
+    else:
+        log(f"figures written to {target}")
 
 
 def main():
@@ -502,15 +345,9 @@ def main():
     parser.add_argument("--bin", required=True, help="the bench_stack example binary")
     parser.add_argument("--work", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--results-md")
+    parser.add_argument("--results-md", help="RESULTS.md (the smoke run writes a copy of it)")
     parser.add_argument("--smoke", action="store_true")
-    cfg = parser.parse_args()
-    if cfg.smoke:
-        cfg.repeats, cfg.seconds, cfg.requests, cfg.concurrencies = 1, 1, 20, [1, 4]
-        cfg.watches, cfg.watch_repeats, cfg.mcp_calls, cfg.audit_rows, cfg.redact_seconds = 50, 1, 3, 2000, 0.2
-    else:
-        cfg.repeats, cfg.seconds, cfg.requests, cfg.concurrencies = 3, 5, None, [1, 16, 64]
-        cfg.watches, cfg.watch_repeats, cfg.mcp_calls, cfg.audit_rows, cfg.redact_seconds = 10000, 2, 200, 200000, 3
+    cfg = configure(parser.parse_args())
     stack = json.load(open(cfg.stack))
     paths = paths_from(stack)
     four = [paths[n] for n in ("direct", "portcullis", "kubectl-proxy", "nginx")]
@@ -526,6 +363,8 @@ def main():
     log("(b) LIST of 500 pods")
     results["list_pods"], t = scenario_list(cfg, four, "pods", "(b) LIST 500 pods, 4 connections")
     tables.append(t)
+    log("(r) the same GET and LIST against the real kube-apiserver")
+    results["real"], _ = real_upstream.run(cfg, stack)
     log("(c) LIST of 500 Secrets")
     five = four[:2] + [paths["portcullis-redacting"]] + four[2:]
     results["list_secrets"], t = scenario_list(
@@ -555,9 +394,8 @@ def main():
     with open(cfg.out, "w") as f:
         json.dump(results, f, indent=2)
     log(f"\nresults: {cfg.out}")
-    if cfg.results_md and not cfg.smoke:
-        write_results_md(cfg.results_md, markdown(info, tables, target_rows, cfg))
-        log(f"figures written to {cfg.results_md}")
+    if cfg.results_md:
+        write_markdown(cfg, info, results, tables, target_rows)
 
 
 if __name__ == "__main__":

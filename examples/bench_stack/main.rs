@@ -5,11 +5,17 @@
 //! - `sim DIR`: the simulated cluster with the benchmark's objects, until
 //!   SIGTERM or Ctrl-C; writes `DIR/sim.json`, the CA, tokens and an admin
 //!   kubeconfig (for `kubectl proxy`).
+//! - `real DIR`: the real control plane (`tests/it/real/cluster.rs`, the
+//!   one the real-cluster tests start) with the ConfigMap and the 500 pods
+//!   the small-GET and LIST scenarios read, until SIGTERM or Ctrl-C; writes
+//!   `DIR/real.json`, its CA, portcullis's ServiceAccount token and an admin
+//!   kubeconfig.
 //! - `setup DIR`: portcullis's configuration, TLS files and store in front
-//!   of that cluster: person `bench` (admin of namespace `bench`, so Secret
-//!   values are revealed) and an agent acting for it (values redacted);
-//!   writes `DIR/portcullis.toml` and `DIR/stack.json`. `portcullis serve`
-//!   is then started on it by the script, as an operator would.
+//!   of both clusters (`sim` and `real`): person `bench` (admin of namespace
+//!   `bench` on each, so Secret values are revealed) and an agent acting
+//!   for it on `sim` (values redacted); writes `DIR/portcullis.toml` and
+//!   `DIR/stack.json`. `portcullis serve` is then started on it by the
+//!   script, as an operator would.
 //! - `watch …`: open N watches through one path over HTTP/2 (or HTTP/1.1),
 //!   read a process's resident memory before and after, change the watched
 //!   object and time its delivery to every watch.
@@ -21,8 +27,12 @@
 //! Every result is one JSON object on stdout; progress goes to stderr.
 
 mod audit;
+// The real-cluster tests' control plane, shared rather than copied.
+#[path = "../../tests/it/real/cluster.rs"]
+mod cluster;
 mod mcp;
 mod objects;
+mod real;
 mod redact;
 mod setup;
 mod sim;
@@ -39,9 +49,14 @@ enum Command {
         /// Where to write sim.json and the cluster's files.
         dir: PathBuf,
     },
-    /// Write portcullis's configuration and store for the running cluster.
+    /// Run the real control plane with the benchmark's objects.
+    Real {
+        /// Where to write real.json and the cluster's files.
+        dir: PathBuf,
+    },
+    /// Write portcullis's configuration and store for the running clusters.
     Setup {
-        /// The directory `sim` wrote to.
+        /// The directory `sim` and `real` wrote to.
         dir: PathBuf,
     },
     /// Watches: memory per watch and delivery latency of one event.
@@ -64,6 +79,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         match command {
             Command::Sim { dir } => sim::run(&dir).await,
+            Command::Real { dir } => real::run(&dir).await,
             Command::Setup { dir } => setup::run(&dir).await,
             Command::Watch(args) => watch::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,

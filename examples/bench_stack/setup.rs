@@ -1,6 +1,8 @@
 //! `setup DIR`: portcullis's configuration and store in front of the running
-//! simulated cluster, with a person whose role reveals Secret values and an
-//! agent acting for it (whose responses are redacted).
+//! simulated cluster and real control plane, as two clusters of one
+//! portcullis (as an operator serves several), with a person whose role
+//! reveals Secret values and an agent acting for it (whose responses are
+//! redacted).
 
 use portcullis::config::Config;
 use portcullis::identity::Principal;
@@ -11,6 +13,7 @@ use std::time::Duration;
 pub async fn run(dir: &Path) -> anyhow::Result<()> {
     let dir = dir.canonicalize()?;
     let sim: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim.json"))?)?;
+    let real: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("real.json"))?)?;
     let tls = portcullis::tls::generate(&["localhost"])?;
     std::fs::write(dir.join("portcullis-ca.pem"), &tls.ca_pem)?;
     std::fs::write(dir.join("portcullis.crt"), &tls.cert_pem)?;
@@ -38,8 +41,16 @@ name = "sim"
 server = "{server}"
 ca_file = "{d}/cluster-ca.pem"
 token_file = "{d}/cluster-token"
+
+# portcullis's own ServiceAccount token, holding exactly deploy/rbac.yaml.
+[[clusters]]
+name = "real"
+server = "{real_server}"
+ca_file = "{d}/real-cluster-ca.pem"
+token_file = "{d}/real-cluster-token"
 "#,
         server = sim["url"].as_str().unwrap_or_default(),
+        real_server = real["url"].as_str().unwrap_or_default(),
     );
     let path = dir.join("portcullis.toml");
     std::fs::write(&path, toml)?;
@@ -48,6 +59,7 @@ token_file = "{d}/cluster-token"
     let stack = serde_json::json!({
         "url": format!("https://127.0.0.1:{port}"),
         "cluster_path": "/clusters/sim",
+        "real_cluster_path": "/clusters/real",
         "ca_file": dir.join("portcullis-ca.pem"),
         "config": path,
         "person_token": person_token,
@@ -57,32 +69,29 @@ token_file = "{d}/cluster-token"
     Ok(())
 }
 
-/// Person `bench`, admin of namespace `bench` for a day (admin reveals
-/// Secret values), and agent `bench-agent` acting for it with that grant.
+/// Person `bench`, admin of namespace `bench` on both clusters for a day
+/// (admin reveals Secret values), and agent `bench-agent` acting for it with
+/// the simulated cluster's grant.
 fn principals(config: &Config) -> anyhow::Result<(String, String)> {
     let store = portcullis::cli::open_store(config)?;
     let person = Principal::person("bench");
     store.add_principal(&person, false)?;
-    let grant = portcullis::cli::new_grant(
-        config,
-        person.clone(),
-        "sim",
-        "admin",
-        Some(super::objects::NAMESPACE.into()),
-        Duration::from_secs(24 * 3600),
-        "bench",
-    )?;
+    let grant_on = |cluster: &str, role: &str, namespace: &str| {
+        portcullis::cli::new_grant(
+            config,
+            person.clone(),
+            cluster,
+            role,
+            Some(namespace.into()),
+            Duration::from_secs(24 * 3600),
+            "bench",
+        )
+    };
+    let grant = grant_on("sim", "admin", super::objects::NAMESPACE)?;
     store.add_grant(&grant)?;
-    let watch_grant = portcullis::cli::new_grant(
-        config,
-        person.clone(),
-        "sim",
-        "viewer",
-        Some(super::objects::WATCH_NAMESPACE.into()),
-        Duration::from_secs(24 * 3600),
-        "bench",
-    )?;
-    store.add_grant(&watch_grant)?;
+    store.add_grant(&grant_on("sim", "viewer", super::objects::WATCH_NAMESPACE)?)?;
+    // Reconciled onto the real cluster by portcullis as its ServiceAccount.
+    store.add_grant(&grant_on("real", "admin", super::objects::NAMESPACE)?)?;
     let (_, person_token) = store.issue_credential(&person, "bench", None)?;
     let agent = store.add_agent(&person, "bench-agent", std::slice::from_ref(&grant.id), false)?;
     let (_, agent_token) = store.issue_agent_credential(&agent, None)?;
