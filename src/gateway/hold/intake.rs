@@ -78,7 +78,7 @@ impl Pipeline {
             request.parts.method.clone(),
             &format!("{}?{dry_query}", ctx.path),
             &headers,
-            request.body.clone(),
+            super::dry::body(ctx.info, request),
         )?;
         self.send_read(ctx, ctx.info, dry, true).await
     }

@@ -19,6 +19,7 @@
 //! with a writing role.
 
 pub(super) mod answer;
+mod dry;
 mod intake;
 mod run;
 
@@ -106,7 +107,7 @@ impl Pipeline {
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<body::BoxError>,
     {
-        if !self.needs_approval(&ctx).await? {
+        if !self.needs_approval(&ctx, dry::bodiless(&request)).await? {
             return Ok(HoldStep::Pass(request));
         }
         if self.approvals.key.is_none() {
@@ -141,10 +142,11 @@ impl Pipeline {
         Ok(HoldStep::Done(response))
     }
 
-    /// Does this request wait for a person?
-    async fn needs_approval(&self, ctx: &HoldCtx<'_>) -> Result<bool, RequestError> {
+    /// Does this request wait for a person? (`bodiless`: it has no body.)
+    async fn needs_approval(&self, ctx: &HoldCtx<'_>, bodiless: bool) -> Result<bool, RequestError> {
         let info = ctx.info;
-        if !info.is_write() || info.is_stream_subresource() || info.is_review() || info.dry_run {
+        let dry_run = dry::server_dry_run(info, bodiless);
+        if !info.is_write() || info.is_stream_subresource() || info.is_review() || dry_run {
             return Ok(false);
         }
         let identity = ctx.identity;
@@ -435,7 +437,10 @@ mod tests {
             let f = &f;
             async move {
                 let info = classify(&method, path, query);
-                f.pipeline.needs_approval(&ctx(f, identity, &info, path)).await.unwrap()
+                f.pipeline
+                    .needs_approval(&ctx(f, identity, &info, path), true)
+                    .await
+                    .unwrap()
             }
         };
         assert!(needs(Method::POST, path, None, &agent).await);
