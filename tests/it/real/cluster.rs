@@ -12,7 +12,7 @@
 //! `portcullis/portcullis`, holding exactly `deploy/rbac.yaml`.
 //!
 //! This file depends on nothing else in the tests, so that the benchmark's
-//! stack (`examples/bench_stack.rs`) starts the same cluster.
+//! driver (`examples/bench_stack/real.rs`) starts the same cluster.
 
 #![allow(dead_code)]
 
