@@ -2,7 +2,7 @@
 //! at once with where to approve; a person decides (here with the CLI);
 //! running the same command again runs the write exactly once.
 
-use crate::harness::{Kubectl, Portcullis, CLUSTER};
+use crate::harness::{Kubectl, Portcullis};
 use crate::support::eventually;
 use portcullis::approvals::HeldState;
 use portcullis::identity::Principal;
@@ -12,22 +12,29 @@ use std::time::Duration;
 /// ana, admin of shop, who decides them. Returns the bot's kubectl and
 /// ana's token.
 pub fn careful_bot(env: &Portcullis, role: &str) -> (Kubectl, String) {
+    let (bot, ana) = careful_bot_in(env, "shop", role);
+    (env.kubectl(&bot, "shop"), ana)
+}
+
+/// [`careful_bot`] in namespace `ns` of `env`'s cluster (the simulated or
+/// the real one); returns the bot's token and ana's.
+pub fn careful_bot_in(env: &Portcullis, ns: &str, role: &str) -> (String, String) {
     let bot = Principal::bot("deployer");
     env.store.add_principal(&bot, true).unwrap();
     let grant = portcullis::cli::new_grant(
         &env.config,
         bot.clone(),
-        CLUSTER,
+        env.cluster,
         role,
-        Some("shop".into()),
+        Some(ns.into()),
         Duration::from_secs(3600),
         "test",
     )
     .unwrap();
     env.store.add_grant(&grant).unwrap();
-    let ana = env.person("ana", &[("admin", Some("shop"))]);
+    let ana = env.person("ana", &[("admin", Some(ns))]);
     let (_, token) = env.store.issue_credential(&bot, "ci", None).unwrap();
-    (env.kubectl(&token, "shop"), ana)
+    (token, ana)
 }
 
 /// Every audit row, once the writer committed what it holds.
@@ -66,7 +73,7 @@ pub fn real_writes(env: &Portcullis, user: &str, verb: &str) -> usize {
         .count()
 }
 
-fn cli_ok(env: &Portcullis, args: &[&str]) -> String {
+pub fn cli_ok(env: &Portcullis, args: &[&str]) -> String {
     let out = env.cli(args);
     assert!(
         out.status.success(),

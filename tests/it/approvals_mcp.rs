@@ -16,7 +16,12 @@ use std::time::Duration;
 /// ana (admin of shop) and her agent, given her grant, whose writes need
 /// her approval; returns the agent's token.
 pub fn careful_agent(env: &Portcullis) -> String {
-    let (_, grants) = env.person_with_ttl("ana", &[("admin", Some("shop"))], Duration::from_secs(3600));
+    careful_agent_in(env, "shop")
+}
+
+/// [`careful_agent`], ana being admin of `ns` in `env`'s cluster.
+pub fn careful_agent_in(env: &Portcullis, ns: &str) -> String {
+    let (_, grants) = env.person_with_ttl("ana", &[("admin", Some(ns))], Duration::from_secs(3600));
     let agent = env
         .store
         .add_agent(

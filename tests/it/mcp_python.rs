@@ -12,6 +12,13 @@ fn python() -> PathBuf {
 }
 
 async fn run(env: &Portcullis, token: &str, mode: &str) -> Value {
+    run_in(env, token, mode, ["sim", "shop", "payments"]).await
+}
+
+/// Run `mcp_python.py` in `mode` with `token` against `env`'s `/mcp`, on
+/// `[cluster, namespace, namespace the agent may not read]`; what it saw.
+pub async fn run_in(env: &Portcullis, token: &str, mode: &str, place: [&str; 3]) -> Value {
+    let place = place.map(String::from);
     let ca = env.dir.path().join("portcullis-ca.pem");
     std::fs::write(&ca, &env.ca_pem).unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/mcp_python.py");
@@ -24,6 +31,7 @@ async fn run(env: &Portcullis, token: &str, mode: &str) -> Value {
             .args([&url, &token])
             .arg(&ca)
             .arg(&mode)
+            .args(&place)
             .output()
     });
     let output = tokio::time::timeout(std::time::Duration::from_secs(60), command)

@@ -30,3 +30,6 @@ pub fn shared() -> &'static RealCluster {
 }
 
 mod fixture;
+mod secrets;
+mod held_writes;
+mod mcp;
