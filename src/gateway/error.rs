@@ -315,6 +315,7 @@ impl RequestError {
             E::AuditQuery(AuditReadError::NotAdmin(_)) => Refusal::NotAdmin,
             E::Unauthenticated(error) => error.into(),
             E::AuditUnavailable => Refusal::AuditUnavailable,
+            E::RequestTooLarge { .. } => Refusal::BodyTooLarge,
             E::WritesNotHeld => Refusal::ApprovalsUnconfigured,
             E::PreviewTooLarge { .. } => Refusal::PreviewTooLarge,
             E::PreviewUnredactable { .. } => Refusal::PreviewUnredactable,
@@ -368,6 +369,10 @@ mod tests {
         assert_eq!(
             RequestError::UnreadableHeldBody(deep).refused().map(Refusal::as_str),
             Some("body_too_deep")
+        );
+        assert_eq!(
+            RequestError::RequestTooLarge { limit: 1 }.refused().map(Refusal::as_str),
+            Some("body_too_large")
         );
         assert_eq!(RequestError::UpstreamFailed { cluster: "c".into() }.refused(), None);
     }
