@@ -33,3 +33,6 @@ mod fixture;
 mod secrets;
 mod held_writes;
 mod mcp;
+mod audit_join;
+mod grants;
+mod kubectl;
