@@ -30,6 +30,7 @@ pub fn shared() -> &'static RealCluster {
 }
 
 mod fixture;
+mod instances;
 mod secrets;
 mod held_writes;
 mod mcp;
