@@ -31,8 +31,14 @@ pub struct Status {
     /// Extra detail about the object concerned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<StatusDetails>,
-    /// HTTP status code, equal to the response's.
+    /// HTTP status code, equal to the response's; 0 (and left out, as
+    /// kube-apiserver leaves it out) in a Success Status.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub code: u16,
+}
+
+fn is_zero(code: &u16) -> bool {
+    *code == 0
 }
 
 /// `metav1.StatusDetails`.
@@ -88,12 +94,13 @@ impl Status {
         }
     }
 
-    /// A Success Status, as returned by some deletes.
+    /// A Success Status, as returned by some deletes: no `code`, as
+    /// kube-apiserver's delete handler sends it.
     pub fn success(details: StatusDetails) -> Self {
         Status {
             status: "Success".into(),
             details: Some(details),
-            ..Status::failure(200, "", "")
+            ..Status::failure(0, "", "")
         }
     }
 
@@ -198,7 +205,10 @@ impl Status {
 
     /// An HTTP response whose status equals `code`, with a JSON body.
     pub fn into_response<B: From<Bytes>>(self) -> Response<B> {
-        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = match self.code {
+            0 => StatusCode::OK,
+            code => StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        };
         let retry_after = self.details.as_ref().and_then(|d| d.retry_after_seconds);
         let mut response = Response::new(B::from(self.to_bytes()));
         *response.status_mut() = code;
@@ -238,6 +248,15 @@ mod tests {
             body["message"],
             "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
         );
+    }
+
+    #[test]
+    fn a_success_status_has_no_code_and_answers_200() {
+        let status = Status::success(StatusDetails::default());
+        let body = serde_json::to_value(&status).unwrap();
+        assert!(body.get("code").is_none(), "{body}");
+        let response: Response<Bytes> = status.into_response();
+        assert_eq!(response.status(), 200);
     }
 
     #[test]

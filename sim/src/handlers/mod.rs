@@ -164,6 +164,12 @@ fn resource_type(info: &RequestInfo) -> Result<&'static ResourceType, Status> {
     if !info.subresource.is_empty() {
         return Ok(rt);
     }
+    // No route answers a create on a name or an update or patch on a
+    // collection: kube-apiserver's mux says 405 before any handler runs.
+    let named_verb = matches!(info.verb.as_str(), "update" | "patch");
+    if (info.verb == "create" && !info.name.is_empty()) || (named_verb && info.name.is_empty()) {
+        return Err(method_not_allowed());
+    }
     let collection_verb = matches!(info.verb.as_str(), "list" | "watch" | "deletecollection");
     if rt.namespaced && info.namespace.is_empty() && !collection_verb {
         return Err(if info.name.is_empty() {

@@ -83,8 +83,8 @@ pub(super) fn write_options(ctx: &Ctx<'_>, kind: OptionsKind) -> Result<WriteOpt
 }
 
 /// The explicit field manager, else the User-Agent's first segment
-/// (`kubectl/v1.37.1 (linux/amd64) …` → `kubectl`), as kube-apiserver
-/// derives it.
+/// (`kubectl/v1.37.1 (linux/amd64) …` → `kubectl`), else `unknown`, as
+/// kube-apiserver derives it.
 fn manager(explicit: &str, headers: &http::HeaderMap) -> String {
     if !explicit.is_empty() {
         return explicit.to_string();
@@ -93,7 +93,12 @@ fn manager(explicit: &str, headers: &http::HeaderMap) -> String {
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    agent.split('/').next().unwrap_or_default().chars().take(128).collect()
+    let prefix: String = agent.split('/').next().unwrap_or_default().chars().take(128).collect();
+    if prefix.is_empty() {
+        "unknown".into()
+    } else {
+        prefix
+    }
 }
 
 /// The media type of the request body, without parameters.

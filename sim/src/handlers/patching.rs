@@ -71,8 +71,8 @@ pub(super) fn patch(ctx: &Ctx<'_>, body: &Bytes) -> Result<Response<Body>, Statu
             }
             None => Err(Status::not_found(group, plural, name)),
             Some(current) => {
-                let patched = patched(ctx, kind, current, &patch, &opts)?;
-                warnings = validate::check_fields(opts.validation, group, ctx.rt.kind, &patched)?;
+                let mut patched = patched(ctx, kind, current, &patch, &opts)?;
+                warnings = validate::check_fields(opts.validation, group, ctx.rt.kind, &mut patched)?;
                 finish_update(ctx, current, patched, &opts, kind == PatchType::Apply)
             }
         })?;

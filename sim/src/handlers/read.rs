@@ -117,6 +117,12 @@ pub(super) fn page(ctx: &Ctx<'_>) -> Result<(Vec<Arc<Value>>, Value), Status> {
         let key = (meta_str(o, "namespace").to_string(), meta_str(o, "name").to_string());
         after.as_ref().is_none_or(|start| key > *start) && filter.matches(o)
     });
+    if let Some(raw) = ctx.query.get("limit").filter(|raw| raw.parse::<i64>().is_err()) {
+        let quoted = crate::rbac::go_quote(raw);
+        return Err(Status::bad_request(format!(
+            "strconv.ParseInt: parsing {quoted}: invalid syntax"
+        )));
+    }
     let limit = ctx
         .query
         .number("limit")

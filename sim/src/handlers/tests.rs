@@ -109,7 +109,7 @@ async fn dry_run_answers_like_a_write_and_stores_nothing() {
     assert_eq!(bad.code, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(
         bad.body["message"],
-        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Yes\"}: supported values: \"All\""
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Yes\"]: supported values: \"All\""
     );
 }
 
@@ -321,4 +321,55 @@ async fn merge_patches_change_and_apply_creates_then_conflicts() {
     )
     .await;
     assert_eq!(unsupported.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}
+
+#[tokio::test]
+async fn a_post_to_a_name_and_an_update_or_patch_of_a_collection_are_not_allowed() {
+    let store = cluster();
+    let merge = [("content-type", "application/merge-patch+json")];
+    for (method, uri, headers) in [
+        (Method::POST, format!("{CMS}/a"), &[][..]),
+        (Method::PUT, CMS.to_string(), &[][..]),
+        (Method::PATCH, CMS.to_string(), &merge[..]),
+    ] {
+        let answer = call(&store, method.clone(), &uri, headers, &configmap("a")).await;
+        assert_eq!(answer.code, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+        assert_eq!(answer.body["reason"], "MethodNotAllowed");
+    }
+}
+
+#[tokio::test]
+async fn a_limit_that_is_not_a_number_is_a_bad_request() {
+    let answer = call(&cluster(), Method::GET, &format!("{CMS}?limit=abc"), &[], "").await;
+    assert_eq!(answer.code, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        answer.body["message"],
+        "strconv.ParseInt: parsing \"abc\": invalid syntax"
+    );
+}
+
+#[tokio::test]
+async fn a_delete_answers_success_without_code_and_refuses_an_unknown_propagation_policy() {
+    let store = cluster();
+    call(&store, Method::POST, CMS, &[], &configmap("a")).await;
+    let sideways = call(
+        &store,
+        Method::DELETE,
+        &format!("{CMS}/a?propagationPolicy=Sideways"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(sideways.code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(sideways.body["details"]["kind"], "DeleteOptions");
+    let deleted = call(&store, Method::DELETE, &format!("{CMS}/a"), &[], "").await;
+    assert_eq!(deleted.code, StatusCode::OK);
+    assert_eq!(deleted.body["status"], "Success");
+    assert!(deleted.body.get("code").is_none(), "{}", deleted.body);
+}
+
+#[tokio::test]
+async fn a_write_without_user_agent_or_field_manager_is_managed_by_unknown() {
+    let created = call(&cluster(), Method::POST, CMS, &[], &configmap("a")).await;
+    assert_eq!(created.body["metadata"]["managedFields"][0]["manager"], "unknown");
 }

@@ -230,7 +230,7 @@ pub(super) fn update(ctx: &Ctx<'_>, body: &Bytes) -> Result<Response<Body>, Stat
             "the name of the object ({body_name}) does not match the name on the URL ({url_name})"
         )));
     }
-    let warnings = validate::check_fields(opts.validation, ctx.rt.group, ctx.rt.kind, &obj)
+    let warnings = validate::check_fields(opts.validation, ctx.rt.group, ctx.rt.kind, &mut obj)
         .map_err(|status| decoding_error(ctx, status, false))?;
     let (group, plural) = (ctx.rt.group, ctx.rt.plural);
     let written = ctx
@@ -265,7 +265,12 @@ fn delete_options(ctx: &Ctx<'_>, body: &Bytes) -> Result<(WriteOptions, Value), 
         .as_array()
         .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
-    validate::options("DeleteOptions", &validate::dry_run_errors(&body_dry_run))?;
+    let policy = body_options["propagationPolicy"]
+        .as_str()
+        .or(ctx.query.get("propagationPolicy"));
+    let mut errors = validate::dry_run_errors(&body_dry_run);
+    errors.extend(validate::propagation_policy_errors(policy));
+    validate::options("DeleteOptions", &errors)?;
     opts.dry_run |= !body_dry_run.is_empty();
     Ok((opts, body_options))
 }

@@ -309,32 +309,42 @@ pub fn unknown_fields(group: &str, kind: &str, obj: &Value) -> Vec<String> {
 /// How `fieldValidation` asks unknown fields to be treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FieldValidation {
-    /// Drop them silently (also when the parameter is absent).
-    #[default]
+    /// Drop them silently.
     Ignore,
-    /// Drop them with a `Warning` header each.
+    /// Drop them with a `Warning` header each (also when the parameter is
+    /// absent).
+    #[default]
     Warn,
     /// Refuse the request: 400 `strict decoding error: …`.
     Strict,
 }
 
 /// Apply `mode` to the unknown fields of `obj`: `Err(400)` for Strict, the
-/// warnings to send for Warn.
-pub fn check_fields(mode: FieldValidation, group: &str, kind: &str, obj: &Value) -> Result<Vec<String>, Status> {
-    if mode == FieldValidation::Ignore {
-        return Ok(Vec::new());
-    }
-    let messages: Vec<String> = unknown_fields(group, kind, obj)
-        .iter()
-        .map(|f| format!("unknown field {}", quote(f)))
-        .collect();
-    match mode {
-        FieldValidation::Strict if !messages.is_empty() => Err(Status::bad_request(format!(
+/// warnings to send for Warn. Unknown fields are then dropped, as
+/// kube-apiserver's decoder drops them: they are never stored.
+pub fn check_fields(mode: FieldValidation, group: &str, kind: &str, obj: &mut Value) -> Result<Vec<String>, Status> {
+    let unknown = unknown_fields(group, kind, obj);
+    let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field {}", quote(f))).collect();
+    if mode == FieldValidation::Strict && !messages.is_empty() {
+        return Err(Status::bad_request(format!(
             "strict decoding error: {}",
             messages.join(", ")
-        ))),
-        _ => Ok(messages),
+        )));
     }
+    for path in &unknown {
+        let (parent, key) = match path.split_once('.') {
+            Some((parent, key)) => (obj.get_mut(parent), key),
+            None => (Some(&mut *obj), path.as_str()),
+        };
+        if let Some(map) = parent.and_then(Value::as_object_mut) {
+            map.remove(key);
+        }
+    }
+    Ok(if mode == FieldValidation::Warn {
+        messages
+    } else {
+        Vec::new()
+    })
 }
 
 /// Validate the request options (`CreateOptions`, `UpdateOptions`,
@@ -352,13 +362,22 @@ pub fn dry_run_errors(values: &[String]) -> Vec<FieldError> {
     if values.iter().all(|v| v == "All") {
         return Vec::new();
     }
-    let rendered: Vec<String> = values.iter().map(|v| quote(v)).collect();
-    vec![FieldError::new(
-        ErrorType::NotSupported,
-        "dryRun",
-        format!("[]string{{{}}}", rendered.join(", ")),
-        "\"All\"",
-    )]
+    // kube-apiserver 1.37 prints a rejected list as JSON: `["Maybe"]`.
+    let rendered = serde_json::to_string(values).unwrap_or_default();
+    vec![FieldError::new(ErrorType::NotSupported, "dryRun", rendered, "\"All\"")]
+}
+
+/// Errors in a delete's `propagationPolicy` (from the query or the body).
+pub fn propagation_policy_errors(policy: Option<&str>) -> Vec<FieldError> {
+    match policy {
+        None | Some("Foreground" | "Background" | "Orphan") => Vec::new(),
+        Some(other) => vec![FieldError::new(
+            ErrorType::NotSupported,
+            "propagationPolicy",
+            quote(other),
+            "\"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+        )],
+    }
 }
 
 /// Errors in a `fieldManager` parameter (at most 128 printable characters).
@@ -386,8 +405,9 @@ pub fn field_manager_errors(manager: &str) -> Vec<FieldError> {
 /// Parse `fieldValidation`; 422 for an unknown value.
 pub fn field_validation(options_kind: &str, value: Option<&str>) -> Result<FieldValidation, Status> {
     match value.unwrap_or("") {
-        "" | "Ignore" => Ok(FieldValidation::Ignore),
-        "Warn" => Ok(FieldValidation::Warn),
+        "Ignore" => Ok(FieldValidation::Ignore),
+        // Unset means Warn, as kube-apiserver defaults it.
+        "" | "Warn" => Ok(FieldValidation::Warn),
         "Strict" => Ok(FieldValidation::Strict),
         other => Err(invalid(
             "meta.k8s.io",

@@ -61,20 +61,34 @@ fn a_service_cluster_ip_may_not_change() {
 #[test]
 fn strict_validation_names_each_unknown_field() {
     let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labelz": {}}, "spec": {"replicas": 1, "foo": 1}});
-    let status = check_fields(FieldValidation::Strict, "apps", "Deployment", &obj).unwrap_err();
+    let status = check_fields(FieldValidation::Strict, "apps", "Deployment", &mut obj.clone()).unwrap_err();
     assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
     assert_eq!(
         status.message,
         "strict decoding error: unknown field \"metadata.labelz\", unknown field \"spec.foo\""
     );
-    let warnings = check_fields(FieldValidation::Warn, "apps", "Deployment", &obj).unwrap();
+    let warnings = check_fields(FieldValidation::Warn, "apps", "Deployment", &mut obj.clone()).unwrap();
     assert_eq!(
         warnings,
         ["unknown field \"metadata.labelz\"", "unknown field \"spec.foo\""]
     );
-    assert!(check_fields(FieldValidation::Ignore, "apps", "Deployment", &obj)
-        .unwrap()
-        .is_empty());
+    assert!(
+        check_fields(FieldValidation::Ignore, "apps", "Deployment", &mut obj.clone())
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn unknown_fields_are_dropped_unless_strict_and_unset_validation_warns() {
+    let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labelz": {}}, "bogus": 1, "data": {}});
+    let warnings = check_fields(FieldValidation::Ignore, "", "ConfigMap", &mut obj).unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(
+        obj,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}})
+    );
+    assert_eq!(field_validation("CreateOptions", None).unwrap(), FieldValidation::Warn);
 }
 
 #[test]
@@ -83,6 +97,19 @@ fn only_all_is_a_dry_run_value() {
     let status = options("CreateOptions", &dry_run_errors(&["foo".into()])).unwrap_err();
     assert_eq!(
         status.message,
-        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"foo\"}: supported values: \"All\""
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"foo\"]: supported values: \"All\""
+    );
+}
+
+#[test]
+fn a_propagation_policy_is_foreground_background_or_orphan() {
+    assert!(propagation_policy_errors(None).is_empty());
+    assert!(propagation_policy_errors(Some("Orphan")).is_empty());
+    let status = options("DeleteOptions", &propagation_policy_errors(Some("Sideways"))).unwrap_err();
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\": \
+         supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
     );
 }
