@@ -37,3 +37,7 @@ mod mcp;
 mod audit_join;
 mod grants;
 mod kubectl;
+mod differential;
+mod differential_cases;
+mod differential_cases_more;
+mod differential_shape;
