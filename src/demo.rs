@@ -96,6 +96,9 @@ fn demo_config(dir: &Path, listen: &str, server: String) -> Config {
             key_file: Some(dir.join("approvals.key")),
             ..Default::default()
         },
+        // The demo has no identity provider: people sign in with a token.
+        oidc: None,
+        sessions: Default::default(),
     }
 }
 

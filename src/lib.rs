@@ -43,6 +43,7 @@
 //! credentials, grants, roles), `reconcile` (each cluster's RBAC objects
 //! kept in step with the roles and grants), `access` (access requests),
 //! `approvals` (held writes: sealing, preview, decisions, waiting),
+//! `signin` (sign-in with the company's OpenID Connect provider),
 //! `store` (SQLite), `text` (client text made safe to print), `cli` and
 //! `demo` (the command line; `demo` only with the `demo` feature, on by
 //! default). The simulated kube-apiserver is its own crate,
@@ -51,7 +52,8 @@
 //! Modules only import downwards, lowest first: wire types (`body`,
 //! `status`, `document`, `secrets` (Secret values hidden in Kubernetes
 //! documents), `text`, `tls`) → `config` → `identity` → `store` → domain
-//! (`audit`, `access`, `approvals`, `reconcile`; no CLI, no doors) →
+//! (`audit`, `access`, `approvals`, `reconcile`, `signin`; no CLI, no
+//! doors) →
 //! `gateway` (the pipeline) → `doors` and `mcp` (the doors) → `app`, `cli` (one file per
 //! noun) and `demo`. `tests/layers.rs` fails when an import goes up or
 //! round in a circle.
@@ -72,6 +74,7 @@ pub mod identity;
 pub mod mcp;
 pub mod reconcile;
 pub mod secrets;
+pub mod signin;
 pub mod status;
 pub mod store;
 pub mod text;

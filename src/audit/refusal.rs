@@ -68,6 +68,45 @@ pub enum Refusal {
     NotPerson,
     /// A decision by someone who may not decide it.
     NotApprover,
+    /// Sign-in: the identity provider could not be reached.
+    ProviderUnavailable,
+    /// Sign-in: the identity provider answered with an error (the person
+    /// cancelled, or the provider refused them).
+    ProviderError,
+    /// Sign-in: the callback came without the browser's sign-in state.
+    SignInStateMissing,
+    /// Sign-in: the callback's `state` is not the browser's.
+    SignInStateWrong,
+    /// Sign-in: the provider refused the authorization code (reused, or
+    /// not issued for this PKCE verifier).
+    SignInCodeRefused,
+    /// An ID token whose signature is not the provider's key's.
+    IdTokenSignature,
+    /// An ID token unsigned (`alg: none`) or signed with an algorithm not
+    /// accepted (a shared-secret MAC).
+    IdTokenUnsigned,
+    /// An ID token signed with a key the provider does not publish.
+    IdTokenUnknownKey,
+    /// An expired ID token.
+    IdTokenExpired,
+    /// An ID token for another client.
+    IdTokenAudience,
+    /// An ID token from another issuer.
+    IdTokenIssuer,
+    /// An ID token whose nonce is not this sign-in's.
+    IdTokenNonce,
+    /// No ID token, or one that could not be read.
+    IdTokenInvalid,
+    /// The login claim is missing or cannot be a login.
+    LoginClaim,
+    /// The email is unverified or outside the allowed domains.
+    EmailDomain,
+    /// No such person, and people are not added at sign-in.
+    PersonUnknown,
+    /// The person is disabled.
+    PersonDisabled,
+    /// The login belongs to another identity at the provider.
+    LoginTaken,
 }
 
 impl Refusal {
@@ -102,6 +141,24 @@ impl Refusal {
             R::Csrf => "csrf",
             R::NotPerson => "not_person",
             R::NotApprover => "not_approver",
+            R::ProviderUnavailable => "provider_unavailable",
+            R::ProviderError => "provider_error",
+            R::SignInStateMissing => "signin_state_missing",
+            R::SignInStateWrong => "signin_state_wrong",
+            R::SignInCodeRefused => "signin_code_refused",
+            R::IdTokenSignature => "id_token_signature",
+            R::IdTokenUnsigned => "id_token_unsigned",
+            R::IdTokenUnknownKey => "id_token_unknown_key",
+            R::IdTokenExpired => "id_token_expired",
+            R::IdTokenAudience => "id_token_audience",
+            R::IdTokenIssuer => "id_token_issuer",
+            R::IdTokenNonce => "id_token_nonce",
+            R::IdTokenInvalid => "id_token_invalid",
+            R::LoginClaim => "login_claim",
+            R::EmailDomain => "email_domain",
+            R::PersonUnknown => "person_unknown",
+            R::PersonDisabled => "person_disabled",
+            R::LoginTaken => "login_taken",
         }
     }
 }

@@ -18,11 +18,13 @@
 pub mod approvals;
 pub mod reconcile;
 pub mod roles;
+pub mod signin;
 
 use ipnet::IpNet;
 pub use reconcile::{valid_instance_id, ReconcileConfig, MAX_INSTANCE_ID};
 use roles::Role;
 use serde::{Deserialize, Serialize};
+pub use signin::{OidcConfig, SessionsConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -68,6 +70,13 @@ pub struct Config {
     /// Held writes: the sealing key, the approval wait, the expiry.
     #[serde(default)]
     pub approvals: approvals::ApprovalsConfig,
+    /// Sign-in with the company's OpenID Connect provider; unset: people
+    /// sign in to the web pages with a portcullis token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcConfig>,
+    /// Web sign-in sessions: lifetime, attempts per address.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
 }
 
 /// `[access]`: access requests.
@@ -291,6 +300,16 @@ impl Config {
         self.approvals
             .validate()
             .map_err(|(name, message)| field(name, message))?;
+        self.sessions
+            .validate()
+            .map_err(|(name, message)| field(name, message))?;
+        if let Some(oidc) = &self.oidc {
+            oidc.validate().map_err(|(name, message)| field(name, message))?;
+            // The sign-in state and the forms are signed with that key.
+            if self.approvals.key_file.is_none() {
+                return Err(field("oidc", "needs [approvals] key_file".into()));
+            }
+        }
         Ok(())
     }
 }

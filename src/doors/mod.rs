@@ -6,8 +6,9 @@
 //!   client's `Impersonate-*` headers, authenticate, then the pipeline;
 //! - `/mcp` ([`crate::mcp`]): the MCP server for agents, whose tools send
 //!   their cluster requests through [`Pipeline::call`];
-//! - `/login`, `/logout`, `/approvals…` ([`web`]): the approval pages
-//!   for people, deciding through `crate::approvals`;
+//! - `/login`, `/login/callback`, `/logout`, `/approvals…` ([`web`]):
+//!   sign-in (with the identity provider, `crate::signin`) and the approval
+//!   pages for people, deciding through `crate::approvals`;
 //! - `/audit` ([`audit`]): the audit for admins, read through
 //!   `crate::audit::read`;
 //! - `/healthz`, `/readyz`, `/metrics` ([`health`]).
@@ -47,6 +48,8 @@ pub struct Doors {
     pipeline: Arc<Pipeline>,
     authenticator: Authenticator,
     trusted_proxies: Vec<IpNet>,
+    /// How people sign in to the pages (`[oidc]`, `[sessions]`).
+    web: web::Web,
     /// `/mcp`: the MCP server for AI agents.
     mcp: crate::mcp::Endpoint,
 }
@@ -61,6 +64,7 @@ impl Doors {
             pipeline,
             authenticator: Authenticator::new(store),
             trusted_proxies: config.trusted_proxies.clone(),
+            web: web::Web::new(config)?,
         })
     }
 
@@ -152,7 +156,7 @@ impl Doors {
             return Err(RequestError::PathNotFound);
         };
         let approvals = self.pipeline.approvals();
-        Ok(web::serve(approvals, &self.authenticator, page, request, &mut trace.row).await)
+        Ok(web::serve(approvals, &self.authenticator, &self.web, page, request, &mut trace.row).await)
     }
 
     /// `GET /audit`: rows for admins, authenticated like any request.

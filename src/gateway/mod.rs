@@ -90,6 +90,9 @@ pub enum BuildError {
     /// `[approvals] key_file` is set but unusable.
     #[error(transparent)]
     Approvals(#[from] crate::approvals::seal::SealError),
+    /// `[oidc]` is set but unusable (its secret file, its CA bundle).
+    #[error(transparent)]
+    SignIn(#[from] crate::signin::SetupError),
 }
 
 /// What the stages after authentication need about one request, whichever

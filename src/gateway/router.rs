@@ -41,6 +41,8 @@ pub enum Route<'a> {
 pub enum Page<'a> {
     /// `/login`.
     Login,
+    /// `/login/callback`: the identity provider sends the browser back.
+    LoginCallback,
     /// `/logout`.
     Logout,
     /// `/approvals`.
@@ -58,6 +60,7 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         "/audit" => return Ok(Route::Audit),
         "/mcp" => return Ok(Route::Mcp),
         "/login" => return Ok(Route::Web(Page::Login)),
+        "/login/callback" => return Ok(Route::Web(Page::LoginCallback)),
         "/logout" => return Ok(Route::Web(Page::Logout)),
         "/approvals" => return Ok(Route::Web(Page::List)),
         _ => {}
@@ -171,6 +174,7 @@ mod tests {
         assert_eq!(route("/healthz/x").unwrap(), Route::NotFound);
         assert_eq!(route("/api/v1").unwrap(), Route::NotFound);
         assert_eq!(route("/approvals").unwrap(), Route::Web(Page::List));
+        assert_eq!(route("/login/callback").unwrap(), Route::Web(Page::LoginCallback));
         let id = "0190a0b0-0000-7000-8000-000000000001";
         assert_eq!(route(&format!("/approvals/{id}")).unwrap(), Route::Web(Page::Held(id)));
         assert_eq!(route("/approvals/../x").unwrap(), Route::NotFound);

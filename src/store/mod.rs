@@ -21,11 +21,13 @@ mod access;
 mod agents;
 mod approvals;
 mod credentials;
+mod people;
 mod reconcile;
 mod sessions;
 
 pub use access::{AccessRequest, AccessState};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
+pub use people::{ProviderPerson, SignInPerson};
 pub use reconcile::ClusterStatus;
 pub use sessions::WebSession;
 
@@ -67,6 +69,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_approvals.sql"),
     include_str!("migrations/0006_web_sessions.sql"),
     include_str!("migrations/0007_settings.sql"),
+    include_str!("migrations/0008_sign_in.sql"),
 ];
 
 /// A person or bot as listed.
@@ -172,8 +175,9 @@ impl Store {
         })
     }
 
-    /// Disable a person or bot: its credentials stop working, and a
-    /// person's sign-in sessions on the approval pages end.
+    /// Disable a person or bot: its credentials stop working; a person's
+    /// are revoked too (offboarding: re-enabling brings none back) and their
+    /// sign-in sessions end.
     pub fn disable_principal(&self, principal: &Principal) -> Result<(), StoreError> {
         self.with(|c| {
             let tx = c.unchecked_transaction()?;
@@ -186,6 +190,10 @@ impl Store {
             }
             if principal.kind == PrincipalKind::Person {
                 tx.execute("DELETE FROM web_sessions WHERE login = ?1", params![principal.name])?;
+                tx.execute(
+                    "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE kind = 'person' AND owner = ?1",
+                    params![principal.name, Utc::now()],
+                )?;
             }
             tx.commit()?;
             Ok(())
@@ -381,7 +389,7 @@ fn exists(c: &Connection, principal: &Principal) -> Result<(), StoreError> {
 }
 
 /// Logins and bot names become Kubernetes user names: keep them plain.
-fn validate_name(name: &str) -> Result<(), StoreError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), StoreError> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && name

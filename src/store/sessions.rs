@@ -14,6 +14,10 @@ pub struct WebSession {
     pub credential_id: String,
     /// When it ends, whatever happens.
     pub expires_at: DateTime<Utc>,
+    /// Signed into through the identity provider: the credential is the
+    /// session's own, revoked when it ends (otherwise it is the person's
+    /// token's, left alone).
+    pub oidc: bool,
 }
 
 impl Store {
@@ -25,8 +29,8 @@ impl Store {
         self.with(|c| {
             c.execute("DELETE FROM web_sessions WHERE expires_at <= ?1", params![now])?;
             c.execute(
-                "INSERT INTO web_sessions (id_sha256, login, credential_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id_sha256, session.login, session.credential_id, now, session.expires_at],
+                "INSERT INTO web_sessions (id_sha256, login, credential_id, created_at, expires_at, signed_in_with) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id_sha256, session.login, session.credential_id, now, session.expires_at, if session.oidc { "oidc" } else { "token" }],
             )?;
             Ok(())
         })
@@ -36,13 +40,14 @@ impl Store {
     pub fn web_session(&self, id_sha256: &str) -> Result<Option<WebSession>, StoreError> {
         self.with(|c| {
             Ok(c.query_row(
-                "SELECT login, credential_id, expires_at FROM web_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                "SELECT login, credential_id, expires_at, signed_in_with = 'oidc' FROM web_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
                 params![id_sha256, Utc::now()],
                 |r| {
                     Ok(WebSession {
                         login: r.get(0)?,
                         credential_id: r.get(1)?,
                         expires_at: r.get(2)?,
+                        oidc: r.get(3)?,
                     })
                 },
             )
@@ -50,10 +55,18 @@ impl Store {
         })
     }
 
-    /// End one session (signing out).
+    /// End one session (signing out); a session signed into through the
+    /// identity provider takes its own credential with it.
     pub fn delete_web_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         self.with(|c| {
-            c.execute("DELETE FROM web_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
+            let tx = c.unchecked_transaction()?;
+            tx.execute(
+                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id IN \
+                 (SELECT credential_id FROM web_sessions WHERE id_sha256 = ?1 AND signed_in_with = 'oidc')",
+                params![id_sha256, Utc::now()],
+            )?;
+            tx.execute("DELETE FROM web_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
+            tx.commit()?;
             Ok(())
         })
     }
@@ -85,6 +98,7 @@ mod tests {
             login: "ana".into(),
             credential_id: "c1".into(),
             expires_at,
+            oidc: false,
         };
         let later = Utc::now() + chrono::TimeDelta::hours(1);
         store.insert_web_session("h1", &session(later)).unwrap();
@@ -99,5 +113,36 @@ mod tests {
         assert!(store.web_session("h2").unwrap().is_some());
         store.disable_principal(&ana).unwrap();
         assert_eq!(store.web_session_count("ana").unwrap(), 0);
+    }
+
+    #[test]
+    fn signing_out_revokes_a_provider_sessions_own_credential_and_disabling_revokes_them_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let ana = Principal::person("ana");
+        store.add_principal(&ana, false).unwrap();
+        let (kubeconfig, _) = store.issue_credential(&ana, "laptop", None).unwrap();
+        let (own, _) = store.issue_credential(&ana, "web sign-in", None).unwrap();
+        let later = Utc::now() + chrono::TimeDelta::hours(1);
+        let session = |credential_id: &str, oidc| WebSession {
+            login: "ana".into(),
+            credential_id: credential_id.into(),
+            expires_at: later,
+            oidc,
+        };
+        store
+            .insert_web_session("token", &session(&kubeconfig.id, false))
+            .unwrap();
+        store.insert_web_session("oidc", &session(&own.id, true)).unwrap();
+        store.delete_web_session("token").unwrap();
+        store.delete_web_session("oidc").unwrap();
+        let revoked = |id: &str| {
+            let all = store.list_credentials(Some(&ana)).unwrap();
+            all.iter().find(|c| c.id == id).unwrap().revoked_at.is_some()
+        };
+        assert!(!revoked(&kubeconfig.id), "a token sign-in leaves the token alone");
+        assert!(revoked(&own.id), "the provider session's credential ends with it");
+        store.disable_principal(&ana).unwrap();
+        assert!(revoked(&kubeconfig.id), "disabling a person revokes every credential");
     }
 }

@@ -134,6 +134,8 @@ impl Portcullis {
                 key_file: Some(path("approvals.key")),
                 ..Default::default()
             },
+            oidc: None,
+            sessions: Default::default(),
         };
         adjust(&mut config);
         let store = portcullis::cli::open_store(&config).unwrap();

@@ -1,8 +1,12 @@
 //! The approval pages, on the same listener as everything else:
 //!
-//! - `GET /login`, `POST /login`: sign in with a person's portcullis token
-//!   (the one in their kubeconfig), under the sign-in form's CSRF token; a
+//! - With `[oidc]` ([`signin`]): `GET /login` sends the browser to the
+//!   identity provider, which sends it back to `GET /login/callback`; a
 //!   session cookie follows, the session kept in the store ([`session`]).
+//!   Attempts are rate-limited per address.
+//! - Without it (the demo): `GET /login`, `POST /login`: sign in with a
+//!   person's portcullis token (the one in their kubeconfig), under the
+//!   sign-in form's CSRF token.
 //! - `POST /logout`: sign out (the session ends in the store).
 //! - `GET /approvals`: the held writes waiting on the signed-in person.
 //! - `GET /approvals/<id>`: who asked, what, where, the diff and the dry
@@ -15,6 +19,7 @@
 
 pub mod pages;
 pub mod session;
+pub mod signin;
 
 use crate::approvals::decide::{self, DecideError};
 use crate::approvals::{seal, wait, Approvals, HeldWrite};
@@ -29,6 +34,7 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use session::Session;
+pub use signin::Web;
 use std::collections::HashMap;
 
 /// The largest form accepted.
@@ -41,6 +47,7 @@ type Form = HashMap<String, String>;
 pub async fn serve(
     approvals: &Approvals,
     authenticator: &Authenticator,
+    web: &Web,
     page: Page<'_>,
     request: Request<Incoming>,
     row: &mut AuditRow,
@@ -54,13 +61,23 @@ pub async fn serve(
     };
     let session = signed_in(approvals, request.headers(), row).await;
     let method = request.method().clone();
+    if let Some(signin) = web.provider() {
+        match (page, &method, &session) {
+            (Page::Login | Page::LoginCallback, _, _) => {
+                return signin::serve(web, signin, approvals, key, page, request, row).await
+            }
+            (Page::Logout, &Method::POST, Some(_)) | (Page::List | Page::Held(_), &Method::GET, _) => {}
+            (_, _, None) => return signin::sign_in_first(),
+            _ => {}
+        }
+    }
     match (page, method, session) {
         (Page::Login, Method::GET, _) => {
             let next = query_param(request.uri().query(), "next").unwrap_or_default();
             login_page(key, StatusCode::OK, request.headers(), &safe_next(&next), None)
         }
-        (Page::Login, Method::POST, _) => login(approvals, key, authenticator, request, row).await,
-        (Page::Logout, Method::POST, Some(s)) => logout_form(approvals, key, s, request).await,
+        (Page::Login, Method::POST, _) => login(approvals, key, authenticator, web, request, row).await,
+        (Page::Logout, Method::POST, Some(s)) => logout_form(approvals, key, s, request, row).await,
         (Page::List, Method::GET, Some(s)) => list(approvals, &s).await,
         (Page::Held(id), Method::GET, Some(s)) => show(approvals, &s, id).await,
         (Page::Held(id), Method::POST, Some(s)) => decide_form(approvals, &s, id, request, row).await,
@@ -119,9 +136,11 @@ async fn login(
     approvals: &Approvals,
     key: &seal::Key,
     authenticator: &Authenticator,
+    web: &Web,
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
+    signin::mark(row, "signin");
     let sent = request.headers().clone();
     let Some(form) = read_form(request).await else {
         return login_page(
@@ -150,7 +169,7 @@ async fn login(
         Err((code, why)) => return login_page(key, code, &sent, &next, Some(why)),
     };
     row.identify(&identity);
-    start_session(approvals, &identity, &next).await
+    start_session(approvals, &identity, &next, web.lifetime()).await
 }
 
 /// Who `token` belongs to, if it is a person's own (not an agent's, not a
@@ -180,20 +199,32 @@ async fn person_behind(
 
 /// Open a session in the store for `identity` and send the browser on to
 /// `next` with its cookie.
-async fn start_session(approvals: &Approvals, identity: &Identity, next: &str) -> Response<Body> {
+async fn start_session(
+    approvals: &Approvals,
+    identity: &Identity,
+    next: &str,
+    lifetime: std::time::Duration,
+) -> Response<Body> {
     let (store, login, credential) = (
         approvals.store.clone(),
         identity.principal.name.clone(),
         identity.credential_id.clone(),
     );
-    match tokio::task::spawn_blocking(move || session::start(&store, &login, &credential)).await {
-        Ok(Ok(cookie)) => redirect(next, Some(&session::set_cookie(&cookie))),
+    match tokio::task::spawn_blocking(move || session::start(&store, &login, &credential, lifetime)).await {
+        Ok(Ok(cookie)) => redirect(next, Some(&session::set_cookie(&cookie, lifetime))),
         _ => unavailable(),
     }
 }
 
 /// The sign-out button: only under the session's own CSRF token.
-async fn logout_form(approvals: &Approvals, key: &seal::Key, s: Session, request: Request<Incoming>) -> Response<Body> {
+async fn logout_form(
+    approvals: &Approvals,
+    key: &seal::Key,
+    s: Session,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    signin::mark(row, "signout");
     match read_form(request).await {
         Some(form) if session::csrf_ok(key, &s, field(&form, "csrf")) => logout(approvals, s).await,
         _ => html(
@@ -208,7 +239,10 @@ async fn logout_form(approvals: &Approvals, key: &seal::Key, s: Session, request
 async fn logout(approvals: &Approvals, s: Session) -> Response<Body> {
     let store = approvals.store.clone();
     match tokio::task::spawn_blocking(move || session::end(&store, &s)).await {
-        Ok(Ok(())) => redirect("/login", Some(&session::set_cookie(""))),
+        Ok(Ok(())) => redirect(
+            "/login?signed_out=1",
+            Some(&session::set_cookie("", std::time::Duration::ZERO)),
+        ),
         _ => unavailable(),
     }
 }
@@ -362,14 +396,14 @@ fn field<'f>(form: &'f Form, name: &str) -> &'f str {
     form.get(name).map_or("", String::as_str)
 }
 
-fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes())
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.into_owned())
 }
 
 /// Only our own approval pages are places to go after signing in.
-fn safe_next(next: &str) -> String {
+pub fn safe_next(next: &str) -> String {
     let ok = next == "/approvals"
         || next
             .strip_prefix("/approvals/")
@@ -381,7 +415,7 @@ fn safe_next(next: &str) -> String {
     }
 }
 
-fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
@@ -392,7 +426,7 @@ fn unavailable() -> Response<Body> {
     )
 }
 
-fn redirect(to: &str, cookie: Option<&str>) -> Response<Body> {
+pub(crate) fn redirect(to: &str, cookie: Option<&str>) -> Response<Body> {
     let mut response = html(StatusCode::SEE_OTHER, String::new());
     if let Ok(value) = HeaderValue::from_str(to) {
         response.headers_mut().insert(header::LOCATION, value);
@@ -403,7 +437,7 @@ fn redirect(to: &str, cookie: Option<&str>) -> Response<Body> {
     response
 }
 
-fn html(code: StatusCode, text: String) -> Response<Body> {
+pub(crate) fn html(code: StatusCode, text: String) -> Response<Body> {
     let mut response = Response::new(body::full(text));
     *response.status_mut() = code;
     let headers = response.headers_mut();

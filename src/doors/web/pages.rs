@@ -77,6 +77,60 @@ pub fn login(next: &str, csrf: &str, error: Option<&str>) -> String {
     )
 }
 
+/// With an identity provider: a link that starts signing in, then goes to
+/// `next`.
+pub fn sign_in_link(next: &str, error: Option<&str>) -> String {
+    let error = error
+        .map(|e| format!("<p class=\"del\">{}</p>", escape(e)))
+        .unwrap_or_default();
+    let next: String = form_urlencoded::byte_serialize(next.as_bytes()).collect();
+    page(
+        "Sign in",
+        None,
+        &format!(
+            "<h1>Sign in to portcullis</h1>{error}\
+             <p><a id=\"signin\" href=\"/login?next={}\">Sign in with your company account</a></p>",
+            escape(&next)
+        ),
+    )
+}
+
+/// Why signing in with the identity provider failed, and a way to start
+/// again.
+pub fn sign_in_refused(why: &str) -> String {
+    page(
+        "Not signed in",
+        None,
+        &format!(
+            "<h1>Not signed in</h1><p id=\"why\">Sign-in refused: {}.</p><p><a href=\"/login\">Start again</a></p>",
+            escape(why)
+        ),
+    )
+}
+
+/// After the provider sent the browser back: on to `next` from this page,
+/// a navigation of our own site, so the SameSite=Strict session cookie
+/// goes with it (a redirect would still count as the provider's, and the
+/// browser would leave the cookie out).
+pub fn signed_in(next: &str) -> String {
+    let next = escape(next);
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={next}\"><title>Signed in · portcullis</title>\
+         <style>{STYLE}</style></head><body><h1>Signed in</h1><p><a id=\"continue\" href=\"{next}\">Continue</a></p></body></html>"
+    )
+}
+
+/// After signing out: not straight back to the provider, which may still
+/// have the person signed in.
+pub fn signed_out() -> String {
+    page(
+        "Signed out",
+        None,
+        "<h1>Signed out</h1><p>You are signed out of portcullis.</p><p><a id=\"signin\" href=\"/login\">Sign in again</a></p>",
+    )
+}
+
 /// The list of held writes waiting on the signed-in person.
 pub fn list(login: &str, csrf: &str, waiting: &[HeldWrite]) -> String {
     let rows: String = waiting

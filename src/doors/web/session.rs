@@ -8,6 +8,14 @@
 //! deleted) ends a session at once, on every replica. The credential is
 //! checked again on every request, so revoking it ends the session too.
 //!
+//! Signed in through the identity provider (`crate::signin`), a session has
+//! a credential of its own ([`start_signed_in`]), expiring with it and
+//! revoked when it ends; `portcullis login` will hang the command line's
+//! credential on the same session. The provider's round trip is carried by
+//! a short-lived cookie, `__Host-portcullis-signin` (the attempt's id and
+//! where to go afterwards), the only SameSite=Lax cookie: it must come back
+//! with the provider's redirect to `/login/callback`.
+//!
 //! The sign-in form is protected against login CSRF (a site signing a
 //! victim in as the attacker) by a pre-session cookie, `__Host-portcullis-
 //! login`, a random nonce: the form carries a MAC of it under the approvals
@@ -19,13 +27,16 @@ use crate::identity::{credential, Principal};
 use crate::store::{Store, StoreError, WebSession};
 use base64::Engine;
 use chrono::Utc;
+use std::time::Duration;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "__Host-portcullis";
 /// The sign-in page's pre-session cookie.
 pub const LOGIN_COOKIE: &str = "__Host-portcullis-login";
-/// How long a sign-in lasts.
-pub const LIFETIME_SECS: i64 = 8 * 3600;
+/// The sign-in attempt's cookie, across the provider's redirects.
+pub const SIGNIN_COOKIE: &str = "__Host-portcullis-signin";
+/// How long a sign-in at the provider may take.
+const SIGNIN_SECS: u64 = 600;
 /// How long a sign-in form stays usable.
 const LOGIN_FORM_SECS: i64 = 3600;
 
@@ -41,15 +52,38 @@ pub struct Session {
     pub cookie: String,
 }
 
-/// Start a session for `login` signed in with `credential_id`; returns the
-/// cookie value (the session id), which is not kept anywhere else.
-/// Blocking (the store).
-pub fn start(store: &Store, login: &str, credential_id: &str) -> Result<String, StoreError> {
+/// Start a session of `lifetime` for `login` signed in with
+/// `credential_id`; returns the cookie value (the session id), which is not
+/// kept anywhere else. Blocking (the store).
+pub fn start(store: &Store, login: &str, credential_id: &str, lifetime: Duration) -> Result<String, StoreError> {
+    insert(store, login, credential_id, lifetime, false)
+}
+
+/// Start a session for `login`, signed in through the identity provider,
+/// with a credential of its own that ends with it; returns the cookie value
+/// and the credential's id. Blocking (the store).
+pub fn start_signed_in(store: &Store, login: &str, lifetime: Duration) -> Result<(String, String), StoreError> {
+    let person = Principal::person(login);
+    let ends = Utc::now() + chrono::TimeDelta::from_std(lifetime).unwrap_or(chrono::TimeDelta::hours(12));
+    // The token is dropped here: the session is the only way to use it.
+    let (credential, _) = store.issue_credential(&person, "web sign-in", Some(ends))?;
+    let id = insert(store, login, &credential.id, lifetime, true)?;
+    Ok((id, credential.id))
+}
+
+fn insert(
+    store: &Store,
+    login: &str,
+    credential_id: &str,
+    lifetime: Duration,
+    oidc: bool,
+) -> Result<String, StoreError> {
     let id = random_id();
     let session = WebSession {
         login: login.to_string(),
         credential_id: credential_id.to_string(),
-        expires_at: Utc::now() + chrono::TimeDelta::seconds(LIFETIME_SECS),
+        expires_at: Utc::now() + chrono::TimeDelta::from_std(lifetime).unwrap_or(chrono::TimeDelta::hours(12)),
+        oidc,
     };
     store.insert_web_session(&credential::hash(&id), &session)?;
     Ok(id)
@@ -61,10 +95,38 @@ pub fn end(store: &Store, session: &Session) -> Result<(), StoreError> {
     store.delete_web_session(&credential::hash(&session.cookie))
 }
 
-/// The `Set-Cookie` header value for `value` (empty and expired to sign out).
-pub fn set_cookie(value: &str) -> String {
-    let max_age = if value.is_empty() { 0 } else { LIFETIME_SECS };
+/// The `Set-Cookie` header value for `value`, living `lifetime` (empty and
+/// expired to sign out).
+pub fn set_cookie(value: &str, lifetime: Duration) -> String {
+    let max_age = if value.is_empty() { 0 } else { lifetime.as_secs() };
     format!("{COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+}
+
+/// The `Set-Cookie` value carrying a sign-in `attempt` and where to go
+/// after it (`next`, one of our own paths) through the provider's
+/// redirects; empty values clear it.
+pub fn signin_cookie(attempt: &str, next: &str) -> String {
+    let (value, max_age) = if attempt.is_empty() {
+        (String::new(), 0)
+    } else {
+        (format!("{attempt}.{}", hex(next.as_bytes())), SIGNIN_SECS)
+    };
+    format!("{SIGNIN_COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age={max_age}")
+}
+
+/// The sign-in attempt in `headers`' cookie, and where to go after it.
+pub fn signin_attempt(headers: &http::HeaderMap) -> Option<(String, String)> {
+    let value = cookie(headers, SIGNIN_COOKIE)?;
+    let (attempt, next) = value.split_once('.')?;
+    let next = (0..next.len())
+        .step_by(2)
+        .map(|i| next.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+        .collect::<Option<Vec<u8>>>()?;
+    Some((attempt.to_string(), String::from_utf8(next).ok()?))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The session of `headers`' cookie, if the store has it unexpired and its
@@ -162,7 +224,7 @@ mod tests {
         let ana = Principal::person("ana");
         store.add_principal(&ana, false).unwrap();
         let (credential, _) = store.issue_credential(&ana, "t", None).unwrap();
-        let id = start(&store, "ana", &credential.id).unwrap();
+        let id = start(&store, "ana", &credential.id, Duration::from_secs(3600)).unwrap();
         assert!(store.web_session(&id).unwrap().is_none(), "the raw id is not stored");
         let cookie = headers(&format!("x=1; {COOKIE}={id}"));
         let session = from_headers(&store, &cookie).expect("signed in");
@@ -171,13 +233,13 @@ mod tests {
         end(&store, &session).unwrap();
         assert!(from_headers(&store, &cookie).is_none(), "signed out");
 
-        let id = start(&store, "ana", &credential.id).unwrap();
+        let id = start(&store, "ana", &credential.id, Duration::from_secs(3600)).unwrap();
         store.revoke_credential(&credential.id).unwrap();
         assert!(
             from_headers(&store, &headers(&format!("{COOKIE}={id}"))).is_none(),
             "revoked ends it"
         );
-        assert!(set_cookie(&id).contains("Secure; HttpOnly; SameSite=Strict"));
+        assert!(set_cookie(&id, Duration::from_secs(60)).contains("Secure; HttpOnly; SameSite=Strict; Max-Age=60"));
     }
 
     #[test]

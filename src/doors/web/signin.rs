@@ -1,0 +1,221 @@
+//! Sign-in with the identity provider, on the web: `GET /login` starts an
+//! attempt (its id in the SameSite=Lax sign-in cookie) and sends the
+//! browser to the provider; `GET /login/callback` finishes it through
+//! [`crate::signin`] and opens a session whose credential is its own.
+//!
+//! Every sign-in, refused or not, is its request's audit row with verb
+//! `signin` (and every sign-out `signout`), on `portcullis.dev` `sessions`,
+//! with the refusal's word when refused. Attempts are counted per client
+//! address ([`Web`]): more than `[sessions] sign_in_per_minute` get 429.
+
+use super::{html, pages, query_param, redirect, safe_next, session};
+use crate::approvals::{seal, Approvals};
+use crate::audit::refusal::Refusal;
+use crate::audit::row::AuditRow;
+use crate::body::Body;
+use crate::config::Config;
+use crate::gateway::router::Page;
+use crate::mcp::ratelimit::RateLimiter;
+use crate::signin::{Callback, SetupError, SignIn, SignInError};
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use std::time::Duration;
+
+/// How people sign in to the web pages: the identity provider (when
+/// `[oidc]` is set), the sessions' lifetime, and the attempts per address.
+#[derive(Debug)]
+pub struct Web {
+    signin: Option<SignIn>,
+    limiter: RateLimiter,
+    lifetime: Duration,
+}
+
+impl Web {
+    /// From the configuration: reads `[oidc]`'s secret, fetches nothing.
+    pub fn new(config: &Config) -> Result<Web, SetupError> {
+        let signin = match &config.oidc {
+            Some(oidc) => Some(SignIn::new(oidc, &config.public_url)?),
+            None => None,
+        };
+        let rate = config.sessions.sign_in_per_minute;
+        Ok(Web {
+            signin,
+            limiter: RateLimiter::new(rate, rate),
+            lifetime: config.sessions.lifetime,
+        })
+    }
+
+    /// The identity provider, when people sign in with one.
+    pub fn provider(&self) -> Option<&SignIn> {
+        self.signin.as_ref()
+    }
+
+    /// How long a session lasts.
+    pub fn lifetime(&self) -> Duration {
+        self.lifetime
+    }
+}
+
+/// Mark `row` as a sign-in act (`signin`, `signout`).
+pub fn mark(row: &mut AuditRow, verb: &str) {
+    row.verb = verb.into();
+    row.api_group = "portcullis.dev".into();
+    row.api_version = "v1".into();
+    row.resource = "sessions".into();
+}
+
+/// `/login` and `/login/callback` when people sign in with the provider.
+pub async fn serve(
+    web: &Web,
+    signin: &SignIn,
+    approvals: &Approvals,
+    key: &seal::Key,
+    page: Page<'_>,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    if request.method() != http::Method::GET {
+        return html(
+            StatusCode::METHOD_NOT_ALLOWED,
+            pages::message("Not allowed", "Sign in with the link on the sign-in page."),
+        );
+    }
+    let query = request.uri().query().map(str::to_string);
+    let query = query.as_deref();
+    let attempt = session::signin_attempt(request.headers());
+    drop(request);
+    if page == Page::Login && query_param(query, "signed_out").is_some() {
+        return html(StatusCode::OK, pages::signed_out());
+    }
+    if page == Page::LoginCallback {
+        mark(row, "signin");
+    }
+    if web.limiter.check(&row.client).is_err() {
+        row.refuse(Refusal::RateLimited);
+        return html(
+            StatusCode::TOO_MANY_REQUESTS,
+            pages::message(
+                "Too many sign-in attempts",
+                "Too many sign-in attempts from your address: wait a minute and try again.",
+            ),
+        );
+    }
+    match page {
+        Page::LoginCallback => callback(web, signin, approvals, key, attempt, query, row).await,
+        _ => {
+            begin(
+                signin,
+                key,
+                &safe_next(&query_param(query, "next").unwrap_or_default()),
+                row,
+            )
+            .await
+        }
+    }
+}
+
+/// A page that is not the sign-in's, asked for without a session.
+pub fn sign_in_first() -> Response<Body> {
+    html(
+        StatusCode::UNAUTHORIZED,
+        pages::sign_in_link("/approvals", Some("Sign in first.")),
+    )
+}
+
+/// Start an attempt: to the provider, with the sign-in cookie.
+async fn begin(signin: &SignIn, key: &seal::Key, next: &str, row: &mut AuditRow) -> Response<Body> {
+    let attempt = SignIn::new_attempt();
+    match signin.start(key, &attempt).await {
+        Ok(url) => redirect(&url, Some(&session::signin_cookie(&attempt, next))),
+        Err(error) => refused(&error, row),
+    }
+}
+
+async fn callback(
+    web: &Web,
+    signin: &SignIn,
+    approvals: &Approvals,
+    key: &seal::Key,
+    attempt: Option<(String, String)>,
+    query: Option<&str>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    let next = safe_next(attempt.as_ref().map_or("", |(_, next)| next.as_str()));
+    let answer = callback_of(query);
+    let seen = match signin
+        .finish(key, attempt.as_ref().map(|(a, _)| a.as_str()), &answer)
+        .await
+    {
+        Ok(seen) => seen,
+        Err(error) => return forget_attempt(refused(&error, row)),
+    };
+    let (store, create, lifetime) = (approvals.store.clone(), signin.create_people(), web.lifetime);
+    let opened = tokio::task::spawn_blocking(move || {
+        let login = crate::signin::admit(&store, &seen, create).map_err(|e| (seen.login.clone(), e))?;
+        let (cookie, credential) =
+            session::start_signed_in(&store, &login, lifetime).map_err(|e| (login.clone(), e.into()))?;
+        Ok::<_, (String, SignInError)>((login, cookie, credential))
+    })
+    .await;
+    let response = match opened {
+        Ok(Ok((login, cookie, credential))) => {
+            row.principal_kind = "person".into();
+            row.login = login;
+            row.credential_id = credential;
+            signed_in(&next, &session::set_cookie(&cookie, lifetime))
+        }
+        Ok(Err((login, error))) => {
+            row.login = login;
+            refused(&error, row)
+        }
+        Err(_) => html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            pages::message("Unavailable", "portcullis could not finish signing you in; try again."),
+        ),
+    };
+    forget_attempt(response)
+}
+
+/// What the provider sent back, from `/login/callback`'s query.
+fn callback_of(query: Option<&str>) -> Callback {
+    let param = |name| query_param(query, name);
+    Callback {
+        code: param("code"),
+        state: param("state"),
+        error: param("error"),
+        error_description: param("error_description"),
+        iss: param("iss"),
+    }
+}
+
+/// Signed in: the session's cookie, and on to `next`.
+fn signed_in(next: &str, cookie: &str) -> Response<Body> {
+    let mut page = html(StatusCode::OK, pages::signed_in(next));
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        page.headers_mut().append(header::SET_COOKIE, value);
+    }
+    page
+}
+
+/// An attempt is used once: its cookie goes with the answer.
+fn forget_attempt(mut response: Response<Body>) -> Response<Body> {
+    if let Ok(value) = HeaderValue::from_str(&session::signin_cookie("", "")) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// The page saying why signing in failed; the refusal in the row.
+fn refused(error: &SignInError, row: &mut AuditRow) -> Response<Body> {
+    if let Some(why) = error.refusal() {
+        row.refuse(why);
+    }
+    let code = match error {
+        SignInError::ProviderUnavailable(_) | SignInError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        SignInError::StateMissing | SignInError::StateWrong | SignInError::CodeRefused(_) => StatusCode::BAD_REQUEST,
+        SignInError::ProviderError(_) | SignInError::IdToken(..) => StatusCode::UNAUTHORIZED,
+        _ => StatusCode::FORBIDDEN,
+    };
+    tracing::info!(refused = ?error.refusal(), %error, "sign-in refused");
+    html(code, pages::sign_in_refused(&error.to_string()))
+}
