@@ -28,6 +28,7 @@ mod rbac_access;
 mod rbac_instances;
 mod rbac_roles;
 mod secrets;
+mod signin;
 mod sim_auth;
 mod sim_classification;
 mod sim_discovery;

@@ -1,0 +1,143 @@
+//! A person signs in on the web in headless Chromium, driven over
+//! WebDriver (Debian's chromium-driver, the fantoccini client): portcullis
+//! sends the browser to the provider, the person signs in there, and comes
+//! back signed in to portcullis; signing out ends it.
+
+use super::{free_port, portcullis, Idp};
+use crate::support::eventually;
+use fantoccini::{Client, ClientBuilder, Locator};
+use std::process::{Child, Command, Stdio};
+
+/// chromedriver on a free loopback port, and a Chromium session in it
+/// with a fresh profile.
+pub struct Chromium {
+    driver: Child,
+    /// The WebDriver session.
+    pub client: Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Chromium {
+    /// Start chromedriver and a headless Chromium (no network beyond this
+    /// machine, no first-run, no sync), trusting any certificate (the test
+    /// portcullis's own CA is not the system's).
+    pub async fn start() -> Chromium {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (scripts/setup installs chromium-driver)");
+        let profile = tempfile::tempdir().unwrap();
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.path().display()),
+        ];
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("acceptInsecureCerts".into(), true.into());
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({"binary": "/usr/bin/chromium", "args": args}),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let client = eventually("chromedriver to take a session", async || {
+            ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        Chromium {
+            driver,
+            client,
+            _profile: profile,
+        }
+    }
+
+    /// The page's text.
+    pub async fn text(&self) -> String {
+        let body = self.client.find(Locator::Css("body")).await;
+        match body {
+            Ok(body) => body.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Wait until the page's text contains `words`.
+    pub async fn wait_for_text(&self, words: &str) {
+        eventually(&format!("the page to say {words:?}"), async || {
+            let text = self.text().await;
+            if text.contains(words) {
+                Ok(())
+            } else {
+                Err(text)
+            }
+        })
+        .await;
+    }
+
+    /// End the session and chromedriver.
+    pub async fn stop(mut self) {
+        let _ = self.client.close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_on_the_web_through_the_provider_in_chromium_and_signs_out() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let browser = Chromium::start().await;
+    browser
+        .client
+        .goto(&format!("https://127.0.0.1:{port}/approvals"))
+        .await
+        .unwrap();
+    // The provider's own sign-in page.
+    let login = browser.client.wait().for_element(Locator::Id("login")).await.unwrap();
+    assert!(browser
+        .client
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .starts_with(&idp.issuer));
+    login.send_keys("ana").await.unwrap();
+    browser
+        .client
+        .find(Locator::Id("signin"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.wait_for_text("Signed in as ana").await;
+    assert!(browser.text().await.contains("Nothing waits on you"));
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!((url.port(), url.path()), (Some(port), "/approvals"));
+    let cookies = browser.client.execute("return document.cookie", vec![]).await.unwrap();
+    assert_eq!(cookies, "", "the session cookie is HttpOnly");
+
+    browser
+        .client
+        .find(Locator::Css("form[action='/logout'] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.wait_for_text("You are signed out").await;
+    assert_eq!(env.store.web_session_count("ana").unwrap(), 0);
+    browser.stop().await;
+    env.stop().await;
+}
