@@ -250,6 +250,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_delete_with_a_body_is_recorded_as_the_real_write_the_server_makes_of_it_whatever_its_query() {
+        let f = Fixture::new("").await;
+        let path = "/api/v1/namespaces/shop/configmaps/a?dryRun=All";
+        let (_, trace) = through(&f, &person(), Method::DELETE, path).await;
+        assert!(
+            !trace.row.dry_run,
+            "kube-apiserver reads a delete's options from its body"
+        );
+        let (_, trace) = through(
+            &f,
+            &person(),
+            Method::POST,
+            "/api/v1/namespaces/shop/configmaps?dryRun=All",
+        )
+        .await;
+        assert!(trace.row.dry_run, "a create's query is what the server reads");
+    }
+
+    #[tokio::test]
     async fn a_read_passes_every_stage_and_is_sent_to_the_cluster() {
         let f = Fixture::new("").await;
         let (result, _) = through(&f, &person(), Method::GET, "/api/v1/namespaces/shop/pods").await;

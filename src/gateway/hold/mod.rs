@@ -107,7 +107,11 @@ impl Pipeline {
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<body::BoxError>,
     {
-        if !self.needs_approval(&ctx, dry::bodiless(&request)).await? {
+        let bodiless = dry::bodiless(&request);
+        // The row says what the API server will do: it ignores a delete's
+        // `?dryRun` when the delete has a body, and runs it for real.
+        trace.row.dry_run = dry::server_dry_run(ctx.info, bodiless);
+        if !self.needs_approval(&ctx, bodiless).await? {
             return Ok(HoldStep::Pass(request));
         }
         if self.approvals.key.is_none() {
