@@ -243,6 +243,25 @@ mod tests {
     }
 
     #[test]
+    fn only_the_short_lived_sign_in_attempt_cookie_is_same_site_lax_and_it_carries_where_to_go() {
+        let set = signin_cookie("attempt1", "/approvals/0190");
+        assert!(set.starts_with(&format!("{SIGNIN_COOKIE}=attempt1.")), "{set}");
+        assert!(
+            set.ends_with("Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=600"),
+            "{set}"
+        );
+        assert!(set_cookie("id", Duration::from_secs(60)).contains("SameSite=Strict"));
+        let value = set.split(';').next().unwrap();
+        let back = signin_attempt(&headers(value)).unwrap();
+        assert_eq!(back, ("attempt1".to_string(), "/approvals/0190".to_string()));
+        assert!(signin_attempt(&headers(&format!("{SIGNIN_COOKIE}=attempt1.zz"))).is_none());
+        assert!(
+            signin_cookie("", "").ends_with("Max-Age=0"),
+            "an attempt is cleared once used"
+        );
+    }
+
+    #[test]
     fn the_sign_in_token_is_bound_to_the_pre_session_cookie_and_the_session_token_to_the_session() {
         let key = Key::from_bytes(&[3; 32]).unwrap();
         let (nonce, set) = login_nonce(&http::HeaderMap::new());

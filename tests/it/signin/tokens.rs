@@ -142,3 +142,27 @@ async fn an_id_token_signed_with_an_unpublished_key_is_refused_after_the_keys_ar
     // Discovery fetched the keys once; the unknown key id once more.
     assert_eq!(fake.key_fetches.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_key_ids_make_portcullis_fetch_the_keys_again_at_most_once_in_ten_seconds() {
+    let fake = FakeIssuer::start().await;
+    let env = portcullis(&fake.issuer, free_port(), |_| {}).await;
+    let stranger = Signer::new("made-up");
+    for _ in 0..3 {
+        let visitor = Visitor::new(&env);
+        let location = visitor.get("/login").await.location.unwrap();
+        let (state, nonce) = (param(&location, "state").unwrap(), param(&location, "nonce").unwrap());
+        fake.will_answer(stranger.sign(&stranger.kid, &claims(&fake.issuer, &nonce)));
+        let answer = visitor.get(&format!("/login/callback?code=any&state={state}")).await;
+        assert_eq!(
+            row(&env, answer.audit_id.as_deref().unwrap()).await.refused,
+            "id_token_unknown_key"
+        );
+    }
+    assert_eq!(
+        fake.key_fetches.load(Ordering::SeqCst),
+        2,
+        "discovery, then one refetch"
+    );
+    env.stop().await;
+}
