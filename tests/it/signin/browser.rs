@@ -84,9 +84,15 @@ impl Chromium {
         .await;
     }
 
-    /// End the session and chromedriver.
-    pub async fn stop(mut self) {
-        let _ = self.client.close().await;
+    /// End the session (and, dropped, chromedriver).
+    pub async fn stop(self) {
+        let _ = self.client.clone().close().await;
+    }
+}
+
+impl Drop for Chromium {
+    // Also when a test fails half-way: no chromedriver outlives its test.
+    fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
