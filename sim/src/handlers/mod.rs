@@ -20,7 +20,6 @@
 //!
 //! - JSON (and YAML request bodies) only: a protobuf-only `Accept` gets 406
 //!   and a protobuf body 415.
-//! - List items keep their `kind` and `apiVersion`.
 //! - A `continue` token pages through the current state, not a snapshot of
 //!   the first page's resourceVersion, and never expires.
 //! - `resourceVersion`/`resourceVersionMatch` on a list are accepted and

@@ -149,7 +149,36 @@ struct List<'a> {
     #[serde(rename = "apiVersion")]
     api_version: String,
     metadata: Value,
-    items: &'a [Arc<Value>],
+    items: Vec<Item<'a>>,
+}
+
+/// A list item as kube-apiserver encodes it: a built-in type's list is
+/// typed (`[]ConfigMap`), and Go's encoder leaves a typed item's empty
+/// `TypeMeta` out, so items carry no `kind` or `apiVersion`; a custom
+/// resource's list is unstructured and its items keep both.
+struct Item<'a> {
+    object: &'a Value,
+    typed: bool,
+}
+
+impl serde::Serialize for Item<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(map) = self.object.as_object().filter(|_| self.typed) else {
+            return self.object.serialize(serializer);
+        };
+        let kept = map.iter().filter(|(k, _)| !matches!(k.as_str(), "kind" | "apiVersion"));
+        let mut out = serializer.serialize_map(None)?;
+        for (key, value) in kept {
+            out.serialize_entry(key, value)?;
+        }
+        out.end()
+    }
+}
+
+fn items<'a>(rt: &ResourceType, objects: &'a [Arc<Value>]) -> Vec<Item<'a>> {
+    let typed = crate::patch::schema::is_built_in(rt);
+    objects.iter().map(|o| Item { object: o, typed }).collect()
 }
 
 /// The list body for `rt`.
@@ -166,7 +195,7 @@ pub(super) fn list_body(rt: &ResourceType, items: &[Arc<Value>], metadata: Value
             "kind": format!("{}List", rt.kind),
             "apiVersion": rt.api_version(),
             "metadata": metadata,
-            "items": items.iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
+            "items": self::items(rt, items),
         }),
     }
 }
@@ -181,7 +210,7 @@ pub(super) fn list(ctx: &Ctx<'_>) -> Result<Response<Body>, Status> {
                 kind: format!("{}List", ctx.rt.kind),
                 api_version: ctx.rt.api_version(),
                 metadata,
-                items: &items,
+                items: self::items(ctx.rt, &items),
             };
             respond::json(StatusCode::OK, &list, ctx.headers)
         }

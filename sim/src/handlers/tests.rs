@@ -373,3 +373,29 @@ async fn a_write_without_user_agent_or_field_manager_is_managed_by_unknown() {
     let created = call(&cluster(), Method::POST, CMS, &[], &configmap("a")).await;
     assert_eq!(created.body["metadata"]["managedFields"][0]["manager"], "unknown");
 }
+
+#[tokio::test]
+async fn typed_list_items_carry_no_kind_or_api_version_but_custom_resource_items_do() {
+    let store = cluster();
+    call(&store, Method::POST, CMS, &[], &configmap("a")).await;
+    let listed = call(&store, Method::GET, CMS, &[], "").await.body;
+    assert_eq!(
+        (&listed["kind"], &listed["apiVersion"]),
+        (&json!("ConfigMapList"), &json!("v1"))
+    );
+    let item = listed["items"][0].as_object().expect("an item");
+    assert_eq!(item["metadata"]["name"], "a");
+    assert!(
+        !item.contains_key("kind") && !item.contains_key("apiVersion"),
+        "{item:?}"
+    );
+    let deleted = call(&store, Method::DELETE, CMS, &[], "").await.body;
+    assert_eq!(deleted["items"][0]["metadata"]["name"], "a");
+    assert!(deleted["items"][0].get("kind").is_none());
+    let crontabs = "/apis/stable.example.com/v1/namespaces/shop/crontabs";
+    let crontab = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c"}});
+    call(&store, Method::POST, crontabs, &[], &crontab.to_string()).await;
+    let custom = call(&store, Method::GET, crontabs, &[], "").await.body;
+    assert_eq!(custom["items"][0]["kind"], "CronTab");
+    assert_eq!(custom["items"][0]["apiVersion"], "stable.example.com/v1");
+}
