@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod audit;
 pub mod cluster;
 pub mod grant;
+pub mod group_rule;
 
 use crate::config::Config;
 use crate::identity::{Principal, PrincipalKind};
@@ -92,6 +93,10 @@ pub enum Command {
     /// Held writes: list, show, approve, deny.
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Rules giving people in an identity provider's group a role while
+    /// signed in: add, list, remove.
+    #[command(subcommand)]
+    GroupRule(group_rule::GroupRuleCommand),
 }
 
 /// `person …` / `bot …`.
@@ -264,6 +269,7 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Access(c) => access::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Cluster(c) => cluster::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Approvals(c) => approvals::run(&store, c, &mut std::io::stdout().lock()),
+        Command::GroupRule(c) => group_rule::run(config, &store, c, &mut std::io::stdout().lock()),
         Command::Serve | Command::Certs { .. } => Err(CliError::Message("not an administration command".into())),
         #[cfg(feature = "demo")]
         Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),

@@ -18,6 +18,7 @@
 //! The provider's tokens are never kept.
 
 pub mod flow;
+pub mod groups;
 pub mod http;
 pub mod login;
 pub mod provider;
@@ -87,6 +88,9 @@ pub enum SignInError {
     /// The store did not answer.
     #[error("portcullis cannot read its store now; try again")]
     Store(#[from] StoreError),
+    /// The group rules' grants could not be brought in step.
+    #[error("portcullis could not bring your group grants up to date ({0}); try again")]
+    Groups(String),
 }
 
 impl SignInError {
@@ -104,7 +108,7 @@ impl SignInError {
             SignInError::PersonUnknown(_) => Refusal::PersonUnknown,
             SignInError::PersonDisabled(_) => Refusal::PersonDisabled,
             SignInError::LoginTaken(_) => Refusal::LoginTaken,
-            SignInError::Store(_) => return None,
+            SignInError::Store(_) | SignInError::Groups(_) => return None,
         })
     }
 }

@@ -21,12 +21,14 @@ mod access;
 mod agents;
 mod approvals;
 mod credentials;
+mod group_rules;
 mod people;
 mod reconcile;
 mod sessions;
 
 pub use access::{AccessRequest, AccessState};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
+pub use group_rules::{GroupRule, RuleGrantChange};
 pub use people::{ProviderPerson, SignInPerson};
 pub use reconcile::ClusterStatus;
 pub use sessions::WebSession;
@@ -70,6 +72,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_web_sessions.sql"),
     include_str!("migrations/0007_settings.sql"),
     include_str!("migrations/0008_sign_in.sql"),
+    include_str!("migrations/0009_group_rules.sql"),
 ];
 
 /// A person or bot as listed.

@@ -10,6 +10,8 @@
 // raw client fills in with a login below; consent is given for the test
 // client without asking. `POST /test/rotate` replaces the signing key (the
 // old one leaves the key set), as an identity provider rotating its keys.
+// `POST /test/groups` with {"login": "...", "groups": [...]} changes a test
+// person's groups, as an administrator at the provider would.
 
 import http from 'node:http';
 import crypto from 'node:crypto';
@@ -115,6 +117,17 @@ const server = http.createServer(async (request, response) => {
     if (request.method === 'POST' && path === '/test/rotate') {
       provider = build(provider.issuer);
       handler = provider.callback();
+      response.writeHead(204);
+      response.end();
+      return;
+    }
+    if (request.method === 'POST' && path === '/test/groups') {
+      const body = await new Promise((resolve) => {
+        let text = '';
+        request.on('data', (chunk) => { text += chunk; });
+        request.on('end', () => resolve(JSON.parse(text)));
+      });
+      people[body.login].groups = body.groups;
       response.writeHead(204);
       response.end();
       return;

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::gateway::router::Page;
 use crate::mcp::ratelimit::RateLimiter;
 use crate::signin::{Callback, SetupError, SignIn, SignInError};
+use chrono::Utc;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::time::Duration;
@@ -28,6 +29,8 @@ pub struct Web {
     signin: Option<SignIn>,
     limiter: RateLimiter,
     lifetime: Duration,
+    /// For the group rules' grants (roles, clusters) at each sign-in.
+    config: std::sync::Arc<Config>,
 }
 
 impl Web {
@@ -42,6 +45,7 @@ impl Web {
             signin,
             limiter: RateLimiter::new(rate, rate),
             lifetime: config.sessions.lifetime,
+            config: std::sync::Arc::new(config.clone()),
         })
     }
 
@@ -150,8 +154,14 @@ async fn callback(
         Err(error) => return forget_attempt(refused(&error, row)),
     };
     let (store, create, lifetime) = (approvals.store.clone(), signin.create_people(), web.lifetime);
+    let config = web.config.clone();
     let opened = tokio::task::spawn_blocking(move || {
         let login = crate::signin::admit(&store, &seen, create).map_err(|e| (seen.login.clone(), e))?;
+        // Before the session opens: a person who left a group must not
+        // keep its grant through a session that failed to end it.
+        let ends = Utc::now() + chrono::TimeDelta::from_std(lifetime).unwrap_or(chrono::TimeDelta::hours(12));
+        crate::signin::groups::apply(&config, &store, &login, &seen.groups, ends)
+            .map_err(|e| (login.clone(), SignInError::Groups(e.to_string())))?;
         let (cookie, credential) =
             session::start_signed_in(&store, &login, lifetime).map_err(|e| (login.clone(), e.into()))?;
         Ok::<_, (String, SignInError)>((login, cookie, credential))
@@ -211,7 +221,9 @@ fn refused(error: &SignInError, row: &mut AuditRow) -> Response<Body> {
         row.refuse(why);
     }
     let code = match error {
-        SignInError::ProviderUnavailable(_) | SignInError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        SignInError::ProviderUnavailable(_) | SignInError::Store(_) | SignInError::Groups(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         SignInError::StateMissing | SignInError::StateWrong | SignInError::CodeRefused(_) => StatusCode::BAD_REQUEST,
         SignInError::ProviderError(_) | SignInError::IdToken(..) => StatusCode::UNAUTHORIZED,
         _ => StatusCode::FORBIDDEN,

@@ -4,9 +4,11 @@
 //! ([`browser`]); and against a hand-built issuer ([`fake_issuer`]) that
 //! mints the ID tokens a certified provider never would ([`tokens`]).
 
+mod api;
 mod browser;
 mod fake_issuer;
 mod flow;
+mod groups;
 mod refusals;
 mod tokens;
 
@@ -63,6 +65,18 @@ impl Idp {
     pub async fn rotate(&self) {
         let answer = http_client()
             .post(format!("{}/test/rotate", self.issuer))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 204);
+    }
+
+    /// Put test person `login` in exactly `groups` at the provider.
+    pub async fn set_groups(&self, login: &str, groups: &[&str]) {
+        let answer = http_client()
+            .post(format!("{}/test/groups", self.issuer))
+            .header("content-type", "application/json")
+            .body(serde_json::json!({"login": login, "groups": groups}).to_string())
             .send()
             .await
             .unwrap();

@@ -1,0 +1,225 @@
+//! Groups from the identity provider: rules map a group of the groups claim
+//! to a role on a cluster or namespace. A person signed in with the group
+//! holds one grant per rule ([`apply`], at every sign-in), for all their
+//! credentials, lasting until the sign-in session ends (or the role's
+//! longest grant, if shorter); signing in without the group revokes it.
+//! The grants are real grant rows (`granted_by = rule:<id>`), so the
+//! policy stage sends them and the reconciler binds them like any other,
+//! and an agent gets one only if its person chooses it.
+//!
+//! Rules are added and removed by administrators ([`add_rule`],
+//! [`remove_rule`]: the CLI, the API); every change, and every grant a rule
+//! makes, extends or ends, is an audit row (resources `grouprules` and
+//! `grants` of `portcullis.dev`) through [`crate::audit::commit_event`].
+
+use crate::audit::row::AuditRow;
+use crate::audit::AuditError;
+use crate::config::Config;
+use crate::identity::grant::{new_grant, GrantError};
+use crate::identity::{Grant, Principal};
+use crate::store::{GroupRule, RuleGrantChange, Store, StoreError};
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// What a new rule says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleAsk {
+    /// The group, as the groups claim names it.
+    pub group: String,
+    /// Cluster name.
+    pub cluster: String,
+    /// `None` for the whole cluster.
+    pub namespace: Option<String>,
+    /// Role name.
+    pub role: String,
+}
+
+/// Why a rule could not be changed, or a sign-in's grants brought in step.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    /// The group name is unusable.
+    #[error("invalid group {0:?}: give the group as the groups claim names it (1-256 printable characters)")]
+    InvalidGroup(String),
+    /// The role, cluster or namespace cannot be granted.
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    /// The store failed, or has no such rule.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The change could not be recorded in the audit.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+}
+
+/// Add a rule, checked as a grant is (the role and cluster exist, the
+/// namespace is not protected), by `actor`; audited.
+pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Principal) -> Result<GroupRule, RuleError> {
+    let group = ask.group.trim();
+    if group.is_empty() || group.len() > 256 || group.chars().any(char::is_control) {
+        return Err(RuleError::InvalidGroup(ask.group));
+    }
+    // The same checks as any grant; the duration is judged at each sign-in.
+    new_grant(
+        config,
+        actor.clone(),
+        &ask.cluster,
+        &ask.role,
+        ask.namespace.clone(),
+        Duration::ZERO,
+        "",
+    )?;
+    let rule = GroupRule {
+        id: uuid::Uuid::now_v7().to_string(),
+        group: group.to_string(),
+        cluster: ask.cluster,
+        namespace: ask.namespace,
+        role: ask.role,
+        created_by: actor.name.clone(),
+        created_at: Utc::now(),
+    };
+    store.add_group_rule(&rule)?;
+    crate::audit::commit_event(store, rule_row("create", &rule, actor))?;
+    Ok(rule)
+}
+
+/// Remove rule `id` and revoke its grants at once, by `actor`; audited.
+/// Returns the rule and the grants revoked.
+pub fn remove_rule(store: &Store, id: &str, actor: &Principal) -> Result<(GroupRule, Vec<Grant>), RuleError> {
+    let (rule, revoked) = store.remove_group_rule(id)?;
+    crate::audit::commit_event(store, rule_row("delete", &rule, actor))?;
+    for grant in &revoked {
+        crate::audit::commit_event(store, grant_row("revoke", grant, &rule, actor))?;
+    }
+    Ok((rule, revoked))
+}
+
+/// Bring the rule grants of `login` in step with the `groups` they signed
+/// in with, for a session ending at `session_ends`; audited as the person's
+/// own acts. A rule that can no longer be granted (its cluster or role
+/// gone from the configuration) is treated as not matching.
+pub fn apply(
+    config: &Config,
+    store: &Store,
+    login: &str,
+    groups: &[String],
+    session_ends: DateTime<Utc>,
+) -> Result<Vec<RuleGrantChange>, RuleError> {
+    let person = Principal::person(login);
+    let rules = store.group_rules()?;
+    let wanted: Vec<(String, Grant)> = rules
+        .iter()
+        .filter(|rule| groups.contains(&rule.group))
+        .filter_map(|rule| wanted_grant(config, &person, rule, session_ends))
+        .collect();
+    let changes = store.sync_rule_grants(&person, &wanted)?;
+    for change in &changes {
+        let (verb, grant) = match change {
+            RuleGrantChange::Granted(g) => ("grant", g),
+            RuleGrantChange::Extended(g) => ("extend", g),
+            RuleGrantChange::Revoked(g) => ("revoke", g),
+        };
+        let rule_id = grant.granted_by.strip_prefix("rule:").unwrap_or_default();
+        let rule = rules.iter().find(|r| r.id == rule_id);
+        if let Some(rule) = rule {
+            crate::audit::commit_event(store, grant_row(verb, grant, rule, &person))?;
+        }
+    }
+    Ok(changes)
+}
+
+/// The grant `rule` would give `person` until `session_ends` (or the
+/// role's longest grant, if sooner); `None` when it can no longer be made.
+fn wanted_grant(
+    config: &Config,
+    person: &Principal,
+    rule: &GroupRule,
+    session_ends: DateTime<Utc>,
+) -> Option<(String, Grant)> {
+    let left = (session_ends - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+    let max = crate::identity::roles::all(config)
+        .into_iter()
+        .find(|r| r.name == rule.role)
+        .and_then(|r| r.max_duration);
+    let duration = max.map_or(left, |max| left.min(max));
+    let by = rule.granted_by();
+    match new_grant(
+        config,
+        person.clone(),
+        &rule.cluster,
+        &rule.role,
+        rule.namespace.clone(),
+        duration,
+        &by,
+    ) {
+        Ok(grant) => Some((rule.id.clone(), grant)),
+        Err(error) => {
+            tracing::warn!(rule = %rule.id, group = %rule.group, %error, "group rule cannot be granted: skipped");
+            None
+        }
+    }
+}
+
+fn rule_row(verb: &str, rule: &GroupRule, actor: &Principal) -> AuditRow {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("group", &rule.group).append_pair("role", &rule.role);
+    let mut row = event(
+        verb,
+        "grouprules",
+        actor,
+        &rule.cluster,
+        rule.namespace.as_deref(),
+        &rule.id,
+    );
+    row.query = query.finish();
+    row
+}
+
+/// A rule grant's row: the rule and group it came from, its subject and
+/// its end in the query.
+fn grant_row(verb: &str, grant: &Grant, rule: &GroupRule, actor: &Principal) -> AuditRow {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("rule", &rule.id)
+        .append_pair("group", &rule.group)
+        .append_pair("role", &grant.role)
+        .append_pair("subject", &grant.subject.to_string())
+        .append_pair("until", &grant.expires_at.to_rfc3339());
+    let mut row = event(
+        verb,
+        "grants",
+        actor,
+        &grant.cluster,
+        grant.namespace.as_deref(),
+        &grant.id,
+    );
+    row.query = query.finish();
+    row
+}
+
+/// A row on a resource of portcullis's own; every one changes who may do
+/// what, so it is on record as a write.
+fn event(
+    verb: &str,
+    resource: &str,
+    actor: &Principal,
+    cluster: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> AuditRow {
+    let now = Utc::now();
+    let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
+    row.cluster = cluster.into();
+    row.principal_kind = actor.kind.as_str().into();
+    row.login = actor.name.clone();
+    row.path = format!("/{resource}/{name}");
+    row.verb = verb.into();
+    row.api_group = "portcullis.dev".into();
+    row.api_version = "v1".into();
+    row.resource = resource.into();
+    row.namespace = namespace.unwrap_or_default().into();
+    row.name = name.into();
+    row.code = if verb == "create" || verb == "grant" { 201 } else { 200 };
+    row.write = true;
+    row.finish(now);
+    row
+}

@@ -1,0 +1,168 @@
+//! Groups from the identity provider (issue 18, item 7): a rule gives the
+//! people signed in with a group a grant that works through portcullis,
+//! ends with the sign-in session, and is gone at the next sign-in once the
+//! person has left the group.
+
+use super::{free_port, portcullis, Idp, Visitor};
+use crate::audit::rows;
+use crate::harness::{Portcullis, CLUSTER};
+use crate::rbac::{cli_ok, id_after};
+use crate::support::eventually;
+use portcullis::audit::query::Filter;
+use portcullis::identity::{Grant, Principal};
+use std::time::Duration;
+
+const PODS: &str = "/clusters/sim/api/v1/namespaces/shop/pods";
+
+/// An admin adds the rule `devs` → viewer in `shop`; its id.
+fn devs_may_view_shop(env: &Portcullis) -> String {
+    let root = Principal::person("root");
+    env.store.add_principal(&root, false).unwrap();
+    env.store.set_admin(&root, true).unwrap();
+    let out = cli_ok(
+        env,
+        &[
+            "group-rule",
+            "add",
+            "--group",
+            "devs",
+            "--cluster",
+            CLUSTER,
+            "--role",
+            "viewer",
+            "--namespace",
+            "shop",
+            "--by",
+            "root",
+        ],
+    );
+    id_after(&out, "group rule ")
+}
+
+/// `login`'s grants in effect on the cluster.
+fn grants_in_effect(env: &Portcullis, login: &str) -> Vec<Grant> {
+    let now = env.gateway.grant_clock().now();
+    let all = env.store.grants_of(&Principal::person(login), CLUSTER).unwrap();
+    all.into_iter().filter(|g| g.in_effect(now)).collect()
+}
+
+/// A kubeconfig-style credential of `login`'s own, not the session's.
+fn laptop_token(env: &Portcullis, login: &str) -> String {
+    let person = Principal::person(login);
+    env.store.issue_credential(&person, "laptop", None).unwrap().1
+}
+
+/// Wait until listing shop's pods with `token` answers `code`.
+async fn pods_answer(env: &Portcullis, token: &str, code: u16) {
+    eventually(&format!("listing pods to answer {code}"), async || {
+        let status = env.raw().get(PODS, token).await.status.as_u16();
+        if status == code {
+            Ok(())
+        } else {
+            Err(status)
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signed_in_with_a_ruled_group_holds_its_grant_until_they_sign_in_without_the_group() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let rule = devs_may_view_shop(&env);
+    let listed = cli_ok(&env, &["group-rule", "list"]);
+    assert!(listed.contains(&rule) && listed.contains("devs"), "{listed}");
+
+    assert_eq!(Visitor::new(&env).sign_in("ana").await.status, 200);
+    let held = grants_in_effect(&env, "ana");
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(
+        (
+            held[0].granted_by.as_str(),
+            held[0].role.as_str(),
+            held[0].namespace.as_deref()
+        ),
+        (format!("rule:{rule}").as_str(), "viewer", Some("shop"))
+    );
+    env.reconcile().await;
+    let token = laptop_token(&env, "ana");
+    pods_answer(&env, &token, 200).await;
+
+    // Signing in again keeps the one grant (an agent given it keeps it).
+    assert_eq!(Visitor::new(&env).sign_in("ana").await.status, 200);
+    assert_eq!(grants_in_effect(&env, "ana")[0].id, held[0].id);
+
+    idp.set_groups("ana", &[]).await;
+    assert_eq!(Visitor::new(&env).sign_in("ana").await.status, 200);
+    assert!(grants_in_effect(&env, "ana").is_empty());
+    pods_answer(&env, &token, 403).await;
+
+    let audited: Vec<String> = rows(
+        &env,
+        Filter {
+            resource: Some("grants".into()),
+            ..Filter::default()
+        },
+    )
+    .into_iter()
+    .map(|r| format!("{} {} {}", r.row.verb, r.row.login, r.row.name))
+    .collect();
+    let id = &held[0].id;
+    assert_eq!(
+        audited,
+        [
+            format!("grant ana {id}"),
+            format!("extend ana {id}"),
+            format!("revoke ana {id}")
+        ]
+    );
+    let rule_rows = rows(
+        &env,
+        Filter {
+            resource: Some("grouprules".into()),
+            ..Filter::default()
+        },
+    );
+    assert_eq!(
+        (rule_rows[0].row.verb.as_str(), rule_rows[0].row.login.as_str()),
+        ("create", "root")
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_grant_ends_with_the_sign_in_session_and_with_its_rule() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let rule = devs_may_view_shop(&env);
+    assert_eq!(Visitor::new(&env).sign_in("carol").await.status, 200);
+    let grant = grants_in_effect(&env, "carol").pop().expect("carol is in devs");
+    let carol = Principal::person("carol");
+    let session_credential = env.store.list_credentials(Some(&carol)).unwrap().pop().unwrap();
+    let session_ends = session_credential.expires_at.unwrap();
+    assert!(
+        (session_ends - grant.expires_at).num_seconds().abs() <= 5,
+        "the grant ends with the session: {} vs {session_ends}",
+        grant.expires_at
+    );
+    env.reconcile().await;
+    let token = laptop_token(&env, "carol");
+    pods_answer(&env, &token, 200).await;
+
+    env.gateway
+        .grant_clock()
+        .advance(env.config.sessions.lifetime + Duration::from_secs(60));
+    pods_answer(&env, &token, 403).await;
+
+    let out = cli_ok(&env, &["group-rule", "remove", &rule, "--by", "root"]);
+    assert!(out.contains("1 grant(s) revoked"), "{out}");
+    assert!(env
+        .store
+        .grants_of(&carol, CLUSTER)
+        .unwrap()
+        .iter()
+        .all(|g| g.revoked_at.is_some()));
+    env.stop().await;
+}
