@@ -49,6 +49,10 @@ pub enum Page<'a> {
     List,
     /// `/approvals/<id>`.
     Held(&'a str),
+    /// `/` and `/console`: the signed-in person's console.
+    Console,
+    /// `/console/<action>`: the console's forms and its kubeconfig.
+    ConsoleAction(&'a str),
 }
 
 /// Route `path` (the raw, undecoded path of the request URI).
@@ -63,7 +67,20 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         "/login/callback" => return Ok(Route::Web(Page::LoginCallback)),
         "/logout" => return Ok(Route::Web(Page::Logout)),
         "/approvals" => return Ok(Route::Web(Page::List)),
+        "/" | "/console" => return Ok(Route::Web(Page::Console)),
         _ => {}
+    }
+    if let Some(action) = path.strip_prefix("/console/") {
+        // Form paths are ids and words: anything else is simply not found.
+        let valid = action.len() <= 120
+            && action
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'/');
+        return Ok(if valid {
+            Route::Web(Page::ConsoleAction(action))
+        } else {
+            Route::NotFound
+        });
     }
     if let Some(id) = path.strip_prefix("/approvals/") {
         // Held write ids are UUIDs: anything else is simply not found.

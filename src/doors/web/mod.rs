@@ -17,6 +17,7 @@
 //! `nosniff`, no referrer and no caching. Decisions go through
 //! [`crate::approvals::decide`], so they are checked and audited like the CLI's.
 
+pub mod console;
 pub mod pages;
 pub mod session;
 pub mod signin;
@@ -61,6 +62,13 @@ pub async fn serve(
     };
     let session = signed_in(approvals, request.headers(), row).await;
     let method = request.method().clone();
+    if let Page::Console | Page::ConsoleAction(_) = page {
+        return match session {
+            Some(s) => console::serve(approvals, authenticator, web.config(), &s, page, request, row).await,
+            None if method == Method::GET => redirect("/login?next=/console", None),
+            None => signin::sign_in_first(),
+        };
+    }
     if let Some(signin) = web.provider() {
         match (page, &method, &session) {
             (Page::Login | Page::LoginCallback, _, _) => {
@@ -249,12 +257,23 @@ async fn logout(approvals: &Approvals, s: Session) -> Response<Body> {
 
 async fn list(approvals: &Approvals, s: &Session) -> Response<Body> {
     let (store, login) = (approvals.store.clone(), s.login.clone());
-    let found = tokio::task::spawn_blocking(move || decide::waiting_on(&store, &Principal::person(login))).await;
+    let found = tokio::task::spawn_blocking(move || {
+        let waiting = decide::waiting_on(&store, &Principal::person(login))?;
+        Ok::<_, DecideError>((waiting, agent_names(&store)))
+    })
+    .await;
     let csrf = approvals.key.as_ref().map(|k| session::csrf(k, s)).unwrap_or_default();
     match found {
-        Ok(Ok(waiting)) => html(StatusCode::OK, pages::list(&s.login, &csrf, &waiting)),
+        Ok(Ok((waiting, agents))) => html(StatusCode::OK, pages::list(&s.login, &csrf, &waiting, &agents)),
         _ => unavailable(),
     }
+}
+
+/// Agents' names by id (empty if the store cannot say: the pages then
+/// say the agent was removed rather than fail). Blocking (the store).
+fn agent_names(store: &crate::store::Store) -> pages::AgentNames {
+    let agents = store.list_agents().unwrap_or_default();
+    agents.into_iter().map(|a| (a.id, a.name)).collect()
 }
 
 async fn show(approvals: &Approvals, s: &Session, id: &str) -> Response<Body> {
@@ -266,22 +285,23 @@ async fn show(approvals: &Approvals, s: &Session, id: &str) -> Response<Body> {
     );
     let found = tokio::task::spawn_blocking(move || {
         let held = wait::current(&store, &id)?;
+        let agents = agent_names(&store);
         Ok::<_, DecideError>(held.map(|h| {
             let may = decide::may_decide(&store, &h, &Principal::person(&login), Some(&credential));
-            (h, may)
+            (h, may, agents)
         }))
     })
     .await;
     let csrf = approvals.key.as_ref().map(|k| session::csrf(k, s)).unwrap_or_default();
     match found {
-        Ok(Ok(Some((held, may)))) => {
+        Ok(Ok(Some((held, may, agents)))) => {
             // Seen by those who may decide it, and by the person who asked.
             let asker = held.request.requester == Principal::person(&s.login).to_string();
             if may.is_err() && !asker {
                 let why = may.err().unwrap_or_default();
                 return html(StatusCode::FORBIDDEN, pages::message("Not yours to see", &why));
             }
-            html(StatusCode::OK, pages::held(&s.login, &csrf, &held, may))
+            html(StatusCode::OK, pages::held(&s.login, &csrf, &held, may, &agents))
         }
         Ok(Ok(None)) => html(
             StatusCode::NOT_FOUND,
@@ -405,6 +425,7 @@ pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
 /// Only our own approval pages are places to go after signing in.
 pub fn safe_next(next: &str) -> String {
     let ok = next == "/approvals"
+        || next == "/console"
         || next
             .strip_prefix("/approvals/")
             .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));

@@ -1,15 +1,31 @@
 //! The approval pages' HTML: server-rendered, one small inline style sheet
 //! (allowed by its hash in the CSP), no script, readable on a phone.
 
-use crate::approvals::{preview, rfc3339, HeldState, HeldWrite};
+use super::console::time::time;
+use crate::approvals::{preview, HeldState, HeldWrite};
+use chrono::Utc;
+use std::collections::HashMap;
+
+/// Agents' names by id, so pages name them as their people do.
+pub type AgentNames = HashMap<String, String>;
 use sha2::{Digest, Sha256};
 
 /// The one style sheet.
-pub const STYLE: &str = "body{font:16px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#1b1b1b}\
-h1{font-size:1.3rem}pre{overflow-x:auto;background:#f4f4f4;padding:.6rem;font-size:.85rem}\
-.add{color:#0a5d0a}.del{color:#a30d0d}table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.3rem;\
-border-bottom:1px solid #ddd;vertical-align:top}form{margin:1rem 0}textarea,input[type=password]{width:100%;box-sizing:border-box}\
-button{font-size:1rem;padding:.5rem 1rem;margin:.3rem .3rem 0 0}.state{font-weight:bold}";
+pub const STYLE: &str = ":root{color-scheme:light dark;--bg:#fff;--fg:#1b1b1b;--muted:#555;--line:#ccc;--code:#f2f2f2;\
+--add:#0a5d0a;--del:#a30d0d;--link:#0645ad;--btn:#0b5cad}\
+@media (prefers-color-scheme:dark){:root{--bg:#15171a;--fg:#e8e8e8;--muted:#b4b4b4;--line:#444;--code:#23272c;\
+--add:#8fe08f;--del:#ffa3a3;--link:#9cc0ff;--btn:#2f6fbd}}\
+body{font:16px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;background:var(--bg);color:var(--fg);\
+overflow-wrap:anywhere}a{color:var(--link)}h1{font-size:1.3rem}h2{font-size:1.1rem;margin-top:1.6rem}h3{font-size:1rem}\
+pre{overflow-x:auto;background:var(--code);padding:.6rem;font-size:.85rem}code{word-break:break-all}\
+.add{color:var(--add)}.del{color:var(--del)}.muted{color:var(--muted)}table{border-collapse:collapse;width:100%}\
+td,th{text-align:left;padding:.3rem;border-bottom:1px solid var(--line);vertical-align:top}form{margin:1rem 0}\
+form.inline{display:inline;margin:0}label{display:block;margin-top:.6rem}\
+textarea,input,select{width:100%;box-sizing:border-box;font:inherit;background:var(--bg);color:var(--fg);\
+border:1px solid var(--muted);padding:.35rem}input[type=checkbox]{width:auto}\
+button{font-size:1rem;padding:.45rem 1rem;margin:.3rem .3rem 0 0;background:var(--btn);color:#fff;border:0;border-radius:4px}\
+.state{font-weight:bold}ul.items{list-style:none;padding:0}ul.items li{border-bottom:1px solid var(--line);padding:.5rem 0}\
+nav a{margin-right:1rem}";
 
 /// The Content-Security-Policy of every page: nothing but this style
 /// sheet, forms posting to this origin, no framing.
@@ -41,7 +57,8 @@ pub fn escape(text: &str) -> String {
 pub fn page(title: &str, signed_in: Option<(&str, &str)>, body: &str) -> String {
     let header = match signed_in {
         Some((login, csrf)) => format!(
-            "<p>Signed in as <b>{}</b> · <a href=\"/approvals\">Approvals</a></p>\
+            "<nav><a href=\"/console\">Console</a><a href=\"/approvals\">Approvals</a></nav>\
+             <p>Signed in as <b>{}</b></p>\
              <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form>",
             escape(login),
             escape(csrf)
@@ -51,7 +68,7 @@ pub fn page(title: &str, signed_in: Option<(&str, &str)>, body: &str) -> String 
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · portcullis</title><style>{STYLE}</style></head><body>{header}{body}</body></html>",
+         <title>{} · portcullis</title><style>{STYLE}</style></head><body><header>{header}</header><main>{body}</main></body></html>",
         escape(title)
     )
 }
@@ -132,7 +149,8 @@ pub fn signed_out() -> String {
 }
 
 /// The list of held writes waiting on the signed-in person.
-pub fn list(login: &str, csrf: &str, waiting: &[HeldWrite]) -> String {
+pub fn list(login: &str, csrf: &str, waiting: &[HeldWrite], agents: &AgentNames) -> String {
+    let now = Utc::now();
     let rows: String = waiting
         .iter()
         .map(|h| {
@@ -140,8 +158,8 @@ pub fn list(login: &str, csrf: &str, waiting: &[HeldWrite]) -> String {
                 "<tr><td><a href=\"/approvals/{id}\">{what}</a></td><td>{who}</td><td>{expires}</td></tr>",
                 id = escape(&h.id),
                 what = escape(&h.request.summary()),
-                who = escape(&asker(h)),
-                expires = rfc3339(h.expires_at)
+                who = escape(&asker(h, agents)),
+                expires = time(h.expires_at, now)
             )
         })
         .collect();
@@ -155,8 +173,8 @@ pub fn list(login: &str, csrf: &str, waiting: &[HeldWrite]) -> String {
 
 /// One held write: who asked, what, where, the diff and the dry-run result,
 /// and (when `may_decide` is `Ok`) the decision form.
-pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), String>) -> String {
-    let r = &held.request;
+pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), String>, agents: &AgentNames) -> String {
+    let (r, now) = (&held.request, Utc::now());
     let mut body = format!(
         "<h1>{}</h1><table>\
          <tr><th>State</th><td class=\"state\" id=\"state\">{}</td></tr>\
@@ -165,7 +183,7 @@ pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), St
          <tr><th>Held at</th><td>{}</td></tr><tr><th>Expires at</th><td>{}</td></tr>",
         escape(&r.summary()),
         state_text(held),
-        escape(&asker(held)),
+        escape(&asker(held, agents)),
         escape(&r.method),
         escape(&r.path),
         escape(&if r.query.is_empty() {
@@ -173,8 +191,8 @@ pub fn held(login: &str, csrf: &str, held: &HeldWrite, may_decide: Result<(), St
         } else {
             format!("?{}", r.query)
         }),
-        rfc3339(held.created_at),
-        rfc3339(held.expires_at),
+        time(held.created_at, now),
+        time(held.expires_at, now),
     );
     body.push_str("</table><h2>Change</h2>");
     if !r.preview.current_note.is_empty() {
@@ -239,11 +257,12 @@ fn diff_html(diff: &str) -> String {
         .collect()
 }
 
-fn asker(held: &HeldWrite) -> String {
+fn asker(held: &HeldWrite, agents: &AgentNames) -> String {
     let r = &held.request;
     let mut who = r.requester.clone();
     if let Some(agent) = &r.agent_id {
-        who.push_str(&format!(", agent {agent}"));
+        let name = agents.get(agent).map_or("(removed)", String::as_str);
+        who.push_str(&format!(", agent {name}"));
     }
     if !r.tool.is_empty() {
         who.push_str(&format!(", tool {}", r.tool));

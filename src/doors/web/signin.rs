@@ -58,6 +58,11 @@ impl Web {
     pub fn lifetime(&self) -> Duration {
         self.lifetime
     }
+
+    /// The configuration (the console's clusters, roles, public URL).
+    pub fn config(&self) -> &std::sync::Arc<Config> {
+        &self.config
+    }
 }
 
 /// Mark `row` as a sign-in act (`signin`, `signout`).

@@ -22,6 +22,11 @@ impl Chromium {
     /// machine, no first-run, no sync), trusting any certificate (the test
     /// portcullis's own CA is not the system's).
     pub async fn start() -> Chromium {
+        Self::start_with(&[]).await
+    }
+
+    /// [`Self::start`], with more Chromium flags (e.g. a colour scheme).
+    pub async fn start_with(extra: &[&str]) -> Chromium {
         let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -30,7 +35,7 @@ impl Chromium {
             .spawn()
             .expect("chromedriver runs (scripts/setup installs chromium-driver)");
         let profile = tempfile::tempdir().unwrap();
-        let args = [
+        let mut args = vec![
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -38,8 +43,10 @@ impl Chromium {
             "--disable-component-update",
             "--disable-sync",
             "--no-first-run",
-            &format!("--user-data-dir={}", profile.path().display()),
         ];
+        let profile_arg = format!("--user-data-dir={}", profile.path().display());
+        args.push(&profile_arg);
+        args.extend_from_slice(extra);
         let mut capabilities = serde_json::Map::new();
         capabilities.insert("acceptInsecureCerts".into(), true.into());
         capabilities.insert(

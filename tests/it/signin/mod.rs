@@ -6,6 +6,7 @@
 
 mod api;
 mod browser;
+mod console;
 mod fake_issuer;
 mod flow;
 mod groups;

@@ -1,0 +1,265 @@
+//! The console's HTML: one page of sections, each a list that wraps on a
+//! phone (no wide tables), times relative with the exact UTC time on hover,
+//! agents and clients by name. Every form carries the session's CSRF token.
+
+use super::time::time;
+use crate::doors::web::pages::{escape, page};
+use crate::identity::{Agent, Credential, Grant};
+use crate::store::{AccessRequest, GroupRule, HeldWrite};
+use chrono::{DateTime, Utc};
+
+/// What the console shows the signed-in person.
+#[derive(Debug, Default)]
+pub struct View {
+    /// Their login.
+    pub login: String,
+    /// The session's CSRF token.
+    pub csrf: String,
+    /// Now, for relative times.
+    pub now: DateTime<Utc>,
+    /// Their grants in effect.
+    pub grants: Vec<Grant>,
+    /// The group rules (to name where a grant came from).
+    pub rules: Vec<GroupRule>,
+    /// Configured clusters.
+    pub clusters: Vec<String>,
+    /// Roles one may ask for.
+    pub roles: Vec<String>,
+    /// Their own access requests, newest first.
+    pub mine: Vec<AccessRequest>,
+    /// Pending access requests they may decide.
+    pub to_decide: Vec<AccessRequest>,
+    /// Held writes waiting on them.
+    pub held: Vec<HeldWrite>,
+    /// Their credentials not revoked.
+    pub credentials: Vec<Credential>,
+    /// The session's own credential (not offered for revocation here).
+    pub session_credential: String,
+    /// Their agents.
+    pub agents: Vec<Agent>,
+}
+
+/// The console page.
+pub fn console(view: &View) -> String {
+    let body = [
+        format!("<h1>Console</h1>{}", grants(view)),
+        request_form(view),
+        my_requests(view),
+        waiting(view),
+        credentials(view),
+        agents(view),
+    ]
+    .concat();
+    page("Console", Some((&view.login, &view.csrf)), &body)
+}
+
+fn grants(view: &View) -> String {
+    let items: String = view
+        .grants
+        .iter()
+        .map(|g| {
+            let from = match g.granted_by.strip_prefix("rule:") {
+                Some(id) => {
+                    let group = view.rules.iter().find(|r| r.id == id).map_or("?", |r| r.group.as_str());
+                    format!("from group {}", escape(group))
+                }
+                None => format!("granted by {}", escape(&g.granted_by)),
+            };
+            format!(
+                "<li><b>{}</b> on {} · ends {} · <span class=\"muted\">{from}</span></li>",
+                escape(&g.role),
+                scope(&g.cluster, g.namespace.as_deref()),
+                time(g.expires_at, view.now)
+            )
+        })
+        .collect();
+    let list = if items.is_empty() {
+        "<p>You hold no grant now. Ask for access below.</p>".to_string()
+    } else {
+        format!("<ul class=\"items\" id=\"grants\">{items}</ul>")
+    };
+    let download = if view.grants.is_empty() {
+        String::new()
+    } else {
+        "<p><a id=\"kubeconfig\" href=\"/console/kubeconfig\">Download a kubeconfig</a> \
+         <span class=\"muted\">(kubectl signs in through <code>portcullis credential-plugin</code>)</span></p>"
+            .to_string()
+    };
+    format!("<h2>My access</h2>{list}{download}")
+}
+
+fn scope(cluster: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("{} / {}", escape(cluster), escape(ns)),
+        None => format!("{} (whole cluster)", escape(cluster)),
+    }
+}
+
+fn options(values: &[String]) -> String {
+    values
+        .iter()
+        .map(|v| format!("<option>{}</option>", escape(v)))
+        .collect()
+}
+
+fn request_form(view: &View) -> String {
+    format!(
+        "<h2>Request access</h2><form method=\"post\" action=\"/console/access\">{csrf}\
+         <label for=\"role\">Role</label><select id=\"role\" name=\"role\">{roles}</select>\
+         <label for=\"cluster\">Cluster</label><select id=\"cluster\" name=\"cluster\">{clusters}</select>\
+         <label for=\"namespace\">Namespace (empty for the whole cluster)</label>\
+         <input id=\"namespace\" name=\"namespace\" autocomplete=\"off\">\
+         <label for=\"duration\">For</label><select id=\"duration\" name=\"duration\">\
+         <option value=\"1h\">1 hour</option><option value=\"4h\">4 hours</option>\
+         <option value=\"8h\" selected>8 hours</option><option value=\"24h\">1 day</option></select>\
+         <label for=\"reason\">Reason</label><textarea id=\"reason\" name=\"reason\" rows=\"2\" maxlength=\"1000\" required></textarea>\
+         <button type=\"submit\" id=\"ask\">Ask</button></form>",
+        csrf = csrf_field(&view.csrf),
+        roles = options(&view.roles),
+        clusters = options(&view.clusters),
+    )
+}
+
+fn my_requests(view: &View) -> String {
+    if view.mine.is_empty() {
+        return String::new();
+    }
+    let items: String = view
+        .mine
+        .iter()
+        .map(|r| {
+            let decided = r
+                .decided_by
+                .as_deref()
+                .map(|by| format!(" by {}", escape(by)))
+                .unwrap_or_default();
+            let why = r
+                .decision_reason
+                .as_deref()
+                .map(|why| format!(": {}", escape(why)))
+                .unwrap_or_default();
+            format!(
+                "<li><b>{}</b> on {} · asked {} · <span class=\"state\">{}</span>{decided}{why}</li>",
+                escape(&r.role),
+                scope(&r.cluster, r.namespace.as_deref()),
+                time(r.created_at, view.now),
+                r.state.as_str()
+            )
+        })
+        .collect();
+    format!("<h2>My requests</h2><ul class=\"items\" id=\"requests\">{items}</ul>")
+}
+
+fn waiting(view: &View) -> String {
+    let held: String = view
+        .held
+        .iter()
+        .map(|h| {
+            format!(
+                "<li><a href=\"/approvals/{}\">{}</a> · expires {}</li>",
+                escape(&h.id),
+                escape(&h.request.summary()),
+                time(h.expires_at, view.now)
+            )
+        })
+        .collect();
+    let access: String = view.to_decide.iter().map(|r| decide_item(view, r)).collect();
+    if held.is_empty() && access.is_empty() {
+        return "<h2>Waiting on me</h2><p>Nothing waits on you.</p>".into();
+    }
+    let held = if held.is_empty() {
+        String::new()
+    } else {
+        format!("<h3>Held writes</h3><ul class=\"items\" id=\"held\">{held}</ul>")
+    };
+    let access = if access.is_empty() {
+        String::new()
+    } else {
+        format!("<h3>Access requests</h3><ul class=\"items\" id=\"to-decide\">{access}</ul>")
+    };
+    format!("<h2>Waiting on me</h2>{held}{access}")
+}
+
+fn decide_item(view: &View, r: &AccessRequest) -> String {
+    let id = escape(&r.id);
+    format!(
+        "<li><b>{who}</b> asks for <b>{role}</b> on {scope} for {duration} · asked {asked}\
+         <p>{reason}</p><form method=\"post\" action=\"/console/access/{id}\">{csrf}\
+         <label for=\"reason-{id}\">Your reason (optional)</label>\
+         <input id=\"reason-{id}\" name=\"reason\" maxlength=\"1000\" autocomplete=\"off\">\
+         <button type=\"submit\" name=\"decision\" value=\"approve\">Approve</button>\
+         <button type=\"submit\" name=\"decision\" value=\"deny\">Deny</button></form></li>",
+        who = escape(&r.requester.name),
+        role = escape(&r.role),
+        scope = scope(&r.cluster, r.namespace.as_deref()),
+        duration = humantime::format_duration(r.duration),
+        asked = time(r.created_at, view.now),
+        reason = escape(&r.reason),
+        csrf = csrf_field(&view.csrf),
+    )
+}
+
+fn credentials(view: &View) -> String {
+    let items: String = view
+        .credentials
+        .iter()
+        .map(|c| {
+            let used = c.last_used_at.map_or("never".into(), |t| time(t, view.now));
+            let expires = c.expires_at.map_or("never".into(), |t| time(t, view.now));
+            let action = if c.id == view.session_credential {
+                "<span class=\"muted\">this sign-in</span>".to_string()
+            } else {
+                revoke_form(&format!("/console/credentials/{}/revoke", c.id), &view.csrf, &c.name)
+            };
+            format!(
+                "<li><b>{}</b> <code>{}</code> · created {} · last used {used} · expires {expires} {action}</li>",
+                escape(&c.name),
+                escape(&c.display_prefix),
+                time(c.created_at, view.now)
+            )
+        })
+        .collect();
+    format!("<h2>My credentials</h2><ul class=\"items\" id=\"credentials\">{items}</ul>")
+}
+
+fn agents(view: &View) -> String {
+    if view.agents.is_empty() {
+        return "<h2>My agents</h2><p>No agent acts for you.</p>".into();
+    }
+    let items: String = view
+        .agents
+        .iter()
+        .map(|a| {
+            let state = if a.disabled {
+                "<span class=\"state\">revoked</span>".to_string()
+            } else {
+                revoke_form(&format!("/console/agents/{}/revoke", a.id), &view.csrf, &a.name)
+            };
+            let writes = if a.writes_need_approval {
+                "its writes wait for approval"
+            } else {
+                "writes directly"
+            };
+            let grants = a.grant_ids.as_ref().map_or(0, Vec::len);
+            format!(
+                "<li><b>{}</b> · {grants} grant(s) · {writes} {state}</li>",
+                escape(&a.name)
+            )
+        })
+        .collect();
+    format!("<h2>My agents</h2><ul class=\"items\" id=\"agents\">{items}</ul>")
+}
+
+fn revoke_form(action: &str, csrf: &str, name: &str) -> String {
+    format!(
+        "<form class=\"inline\" method=\"post\" action=\"{}\">{}\
+         <button type=\"submit\" aria-label=\"Revoke {}\">Revoke</button></form>",
+        escape(action),
+        csrf_field(csrf),
+        escape(name)
+    )
+}
+
+fn csrf_field(csrf: &str) -> String {
+    format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", escape(csrf))
+}
