@@ -81,6 +81,11 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resourc
         .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
+/// Whether any resource of `group` is served (the core group, `""`, is).
+pub fn group_served(group: &str) -> bool {
+    RESOURCES.iter().any(|r| r.group == group)
+}
+
 /// Look up a resource type by group and kind (any served version).
 pub fn find_kind(group: &str, kind: &str) -> Option<&'static ResourceType> {
     RESOURCES.iter().find(|r| r.group == group && r.kind == kind)

@@ -227,7 +227,7 @@ async fn protobuf_delete_options_carry_preconditions() {
     assert!(
         answer.json()["message"]
             .as_str()
-            .is_some_and(|m| m.contains("Precondition failed: UID in precondition: not-the-uid,")),
+            .is_some_and(|m| m.contains("the UID in the precondition (not-the-uid) does not match the UID in record (")),
         "{}",
         answer.json()
     );

@@ -176,7 +176,7 @@ async fn an_apply_with_a_stale_resource_version_and_a_delete_with_a_wrong_uid_ar
     assert!(answer.json()["message"]
         .as_str()
         .unwrap()
-        .contains("Precondition failed: UID in precondition: not-it"));
+        .contains("the UID in the precondition (not-it) does not match the UID in record ("));
     assert_eq!(get(&sim, "guarded").await, 200);
     sim.shutdown().await;
 }

@@ -229,6 +229,39 @@ pub(crate) fn bytes_response(code: StatusCode, content_type: &'static str, bytes
     response
 }
 
+/// What kube-apiserver answers for a path nothing serves. The API's own
+/// handlers (everything under `/api`, a served group's `/apis/<g>` and
+/// `/version`) answer a JSON NotFound Status; the rest falls through to
+/// the server's mux, whose Go `http.NotFound` writes a plain-text
+/// `404 page not found` (an unknown group included, as in a cluster
+/// without that group's CRD or APIService).
+pub fn not_found(path: &str) -> Response<Body> {
+    if answered_by_the_api(path) {
+        return status_response(Status::path_not_found());
+    }
+    let mut response = bytes_response(
+        StatusCode::NOT_FOUND,
+        "text/plain; charset=utf-8",
+        Bytes::from_static(b"404 page not found\n"),
+    );
+    response
+        .headers_mut()
+        .insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// Whether a kube-apiserver handler that writes Statuses owns `path`.
+fn answered_by_the_api(path: &str) -> bool {
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    let mut segments = path.trim_start_matches('/').split('/');
+    match (segments.next(), segments.next()) {
+        (Some("api"), _) => true,
+        (Some("version"), Some(_)) => true,
+        (Some("apis"), Some(group)) if !group.is_empty() => super::registry::group_served(group),
+        _ => false,
+    }
+}
+
 /// A Status error as a response with our body type.
 pub(crate) fn status_response(status: Status) -> Response<Body> {
     status.into_response::<Bytes>().map(body::full)

@@ -232,3 +232,38 @@ fn openapi_schema_names_follow_kube_apiserver() {
     assert!(doc["components"]["schemas"]["com.example.stable.v1.CronTab"].is_object());
     assert!(doc["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"]["patch"].is_object());
 }
+
+#[tokio::test]
+async fn a_path_outside_the_api_or_in_an_unknown_group_is_go_s_plain_text_404() {
+    for path in [
+        "/nope",
+        "/healthz/nope",
+        "/apis/nope.example.com",
+        "/apis/nope.example.com/v1/foos",
+    ] {
+        let response = not_found(path);
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/plain; charset=utf-8",
+            "{path}"
+        );
+        assert_eq!(response.headers()["x-content-type-options"], "nosniff", "{path}");
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(&bytes[..], b"404 page not found\n", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_path_under_the_api_a_served_group_or_version_is_a_not_found_status() {
+    for path in ["/api/v2", "/api/v1/nopes", "/apis/apps/v9", "/version/x"] {
+        let response = not_found(path);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json", "{path}");
+        let body = json_of(response).await;
+        assert_eq!(
+            (&body["code"], &body["reason"]),
+            (&json!(404), &json!("NotFound")),
+            "{path}"
+        );
+    }
+}

@@ -19,6 +19,21 @@ fn cluster() -> Arc<Store> {
 }
 
 async fn call(store: &Arc<Store>, method: Method, uri: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let (code, headers, bytes) = call_raw(store, method, uri, headers, body).await;
+    Answer {
+        code,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+async fn call_raw(
+    store: &Arc<Store>,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, HeaderMap, Bytes) {
     let (path, query) = uri.split_once('?').map_or((uri, None), |(p, q)| (p, Some(q)));
     let info = classify(&method, path, query).expect("the path classifies");
     let mut builder = Request::builder().method(method).uri(uri);
@@ -29,11 +44,7 @@ async fn call(store: &Arc<Store>, method: Method, uri: &str, headers: &[(&str, &
     let response = handle(store, &Settings::default(), request, &info).await;
     let (parts, body) = response.into_parts();
     let bytes = body.collect().await.unwrap().to_bytes();
-    Answer {
-        code: parts.status,
-        headers: parts.headers,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
+    (parts.status, parts.headers, bytes)
 }
 
 const CMS: &str = "/api/v1/namespaces/shop/configmaps";
@@ -170,7 +181,18 @@ async fn delete_preconditions_are_checked() {
     assert_eq!(wrong.code, StatusCode::CONFLICT);
     assert_eq!(
         wrong.body["message"],
-        format!("Operation cannot be fulfilled on configmaps \"a\": Precondition failed: UID in precondition: nope, UID in object meta: {}", uid.as_str().unwrap())
+        format!("Operation cannot be fulfilled on ConfigMap \"a\": the UID in the precondition (nope) does not match the UID in record ({}). The object might have been deleted and then recreated", uid.as_str().unwrap())
+    );
+    assert_eq!(wrong.body["details"], json!({"name": "a", "kind": "ConfigMap"}));
+    let stale = json!({"preconditions": {"resourceVersion": "1"}}).to_string();
+    let stale = call(&store, Method::DELETE, &format!("{CMS}/a"), &[], &stale).await;
+    let rv = store
+        .get(registry::find("", "v1", "configmaps").unwrap(), "shop", "a")
+        .unwrap()["metadata"]["resourceVersion"]
+        .clone();
+    assert_eq!(
+        stale.body["message"],
+        format!("Operation cannot be fulfilled on ConfigMap \"a\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({}). The object might have been modified", rv.as_str().unwrap())
     );
     let body = json!({"preconditions": {"uid": uid}}).to_string();
     let deleted = call(&store, Method::DELETE, &format!("{CMS}/a"), &[], &body).await;
@@ -398,4 +420,34 @@ async fn typed_list_items_carry_no_kind_or_api_version_but_custom_resource_items
     let custom = call(&store, Method::GET, crontabs, &[], "").await.body;
     assert_eq!(custom["items"][0]["kind"], "CronTab");
     assert_eq!(custom["items"][0]["apiVersion"], "stable.example.com/v1");
+}
+
+#[tokio::test]
+async fn send_initial_events_needs_not_older_than_but_no_longer_bookmarks() {
+    let store = cluster();
+    call(&store, Method::POST, CMS, &[], &configmap("a")).await;
+    let watch = format!("{CMS}?watch=1&sendInitialEvents=true&timeoutSeconds=1");
+    let refused = call(&store, Method::GET, &watch, &[], "").await;
+    assert_eq!(refused.code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        refused.body["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    );
+    let types = |bytes: &Bytes| -> Vec<String> {
+        let text = String::from_utf8_lossy(bytes);
+        let events = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap());
+        events.map(|e| e["type"].as_str().unwrap().to_string()).collect()
+    };
+    let plain = call_raw(
+        &store,
+        Method::GET,
+        &format!("{watch}&resourceVersionMatch=NotOlderThan"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!((plain.0, types(&plain.2)), (StatusCode::OK, vec!["ADDED".to_string()]));
+    let marked = format!("{watch}&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true");
+    let marked = call_raw(&store, Method::GET, &marked, &[], "").await;
+    assert_eq!(types(&marked.2)[..2], ["ADDED", "BOOKMARK"]);
 }

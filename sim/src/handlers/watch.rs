@@ -4,8 +4,8 @@
 //! Without a resourceVersion (or with `0`) the stream starts with ADDED for
 //! every existing object; from a resourceVersion it replays later events
 //! (410 before streaming when they are no longer retained). With
-//! `sendInitialEvents=true` the initial ADDEDs end with a BOOKMARK annotated
-//! `k8s.io/initial-events-end: "true"`. `allowWatchBookmarks=true` adds a
+//! `sendInitialEvents=true` and `allowWatchBookmarks=true` the initial
+//! ADDEDs end with a BOOKMARK annotated `k8s.io/initial-events-end: "true"`. `allowWatchBookmarks=true` adds a
 //! BOOKMARK every [`super::Settings::bookmark_interval`]. The stream ends
 //! after `timeoutSeconds` (default: a random 30–60 minutes, as
 //! kube-apiserver), or with an ERROR event when the watcher falls too far
@@ -42,8 +42,8 @@ fn plan(ctx: &Ctx<'_>) -> Result<Plan, Status> {
     let q = &ctx.query;
     let send_initial = q.get("sendInitialEvents").map(|_| q.flag("sendInitialEvents"));
     let bookmarks = q.flag("allowWatchBookmarks");
-    if let Some(send_initial) = send_initial {
-        check_initial_events(ctx, send_initial, bookmarks)?;
+    if send_initial.is_some() {
+        check_initial_events(ctx)?;
     }
     let parsed = resource_version(q.get("resourceVersion").filter(|v| !v.is_empty()))?;
     let (since, initial_events) = match send_initial {
@@ -58,33 +58,26 @@ fn plan(ctx: &Ctx<'_>) -> Result<Plan, Status> {
     Ok(Plan {
         since,
         initial_events,
-        initial_end_bookmark: send_initial == Some(true),
+        initial_end_bookmark: send_initial == Some(true) && bookmarks,
         bookmarks: bookmarks.then_some(ctx.settings.bookmark_interval),
         timeout,
     })
 }
 
-/// `sendInitialEvents` (a watch-list) needs `resourceVersionMatch=NotOlderThan`
-/// and, when true, bookmarks to carry its end marker.
-fn check_initial_events(ctx: &Ctx<'_>, send_initial: bool, bookmarks: bool) -> Result<(), Status> {
-    let mut errors = Vec::new();
-    if ctx.query.get("resourceVersionMatch") != Some("NotOlderThan") {
-        errors.push(FieldError::new(
-            ErrorType::Forbidden,
-            "resourceVersionMatch",
-            String::new(),
-            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-        ));
+/// `sendInitialEvents` (a watch-list) needs `resourceVersionMatch=NotOlderThan`.
+/// kube-apiserver 1.37 no longer requires `allowWatchBookmarks` with it:
+/// without bookmarks the initial events simply carry no end marker.
+fn check_initial_events(ctx: &Ctx<'_>) -> Result<(), Status> {
+    if ctx.query.get("resourceVersionMatch") == Some("NotOlderThan") {
+        return Ok(());
     }
-    if send_initial && !bookmarks {
-        errors.push(FieldError::new(
-            ErrorType::Forbidden,
-            "allowWatchBookmarks",
-            String::new(),
-            "allowWatchBookmarks must be set to true when sendInitialEvents is specified",
-        ));
-    }
-    validate::options("ListOptions", &errors)
+    let error = FieldError::new(
+        ErrorType::Forbidden,
+        "resourceVersionMatch",
+        String::new(),
+        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+    );
+    validate::options("ListOptions", &[error])
 }
 
 /// The resourceVersion to watch from; `None` (and `0`) means "from now,

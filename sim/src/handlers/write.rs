@@ -45,6 +45,29 @@ pub(super) fn precondition_failed(ctx: &Ctx<'_>, name: &str, what: &str, wanted:
     .with_details(StatusDetails { name: name.into(), group: ctx.rt.group.into(), kind: ctx.rt.plural.into(), ..Default::default() })
 }
 
+/// 409 Conflict for a failed delete precondition (`what` is `UID` or
+/// `ResourceVersion`), worded as kube-apiserver 1.37's delete: the kind
+/// (group-qualified) and both values.
+fn delete_precondition_failed(ctx: &Ctx<'_>, name: &str, what: &str, wanted: &str, actual: &str) -> Status {
+    let (kind, group) = (ctx.rt.kind, ctx.rt.group);
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let why = if what == "UID" {
+        "deleted and then recreated"
+    } else {
+        "modified"
+    };
+    Status::failure(
+        409,
+        "Conflict",
+        format!("Operation cannot be fulfilled on {qualified} \"{name}\": the {what} in the precondition ({wanted}) does not match the {what} in record ({actual}). The object might have been {why}"),
+    )
+    .with_details(StatusDetails { name: name.into(), group: group.into(), kind: kind.into(), ..Default::default() })
+}
+
 /// A `metadata.resourceVersion` (or uid) the client sent is a precondition.
 fn check_preconditions(ctx: &Ctx<'_>, current: &Value, sent: &Value) -> Result<(), Status> {
     let name = meta_str(current, "name");
@@ -289,7 +312,7 @@ pub(super) fn delete(ctx: &Ctx<'_>, body: &Bytes) -> Result<Response<Body>, Stat
                 if let Some(wanted) = preconditions[field].as_str() {
                     let actual = meta_str(current, field);
                     if wanted != actual {
-                        return Err(precondition_failed(ctx, name, what, wanted, actual));
+                        return Err(delete_precondition_failed(ctx, name, what, wanted, actual));
                     }
                 }
             }

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::patch::test_types::{CONFIGMAP, DEPLOYMENT};
+use crate::patch::test_types::{CONFIGMAP, DEPLOYMENT, ROLE_BINDING};
 
 const T1: &str = "2026-01-01T00:00:00Z";
 const T2: &str = "2026-01-01T00:05:00Z";
@@ -364,4 +364,20 @@ fn two_appliers_labels_merge_their_atomic_rules_conflict_and_an_empty_apply_rele
     assert_eq!(out["metadata"]["labels"], json!({"managed-by": "tool", "b": "true"}));
     assert_eq!(out["rules"], both["rules"], "tool-b still owns them");
     assert!(entry_of(&out, "tool-a").is_none(), "an emptied entry is dropped");
+}
+
+#[test]
+fn a_bindings_role_ref_and_subjects_are_owned_whole_by_apply_and_update() {
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "readers", "namespace": "shop"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "ann"}]
+    });
+    let applied = apply(&ROLE_BINDING, None, &binding, "me", false, T1).unwrap();
+    let owned = json!({"f:roleRef": {}, "f:subjects": {}});
+    assert_eq!(entry_of(&applied, "me").unwrap()["fieldsV1"], owned);
+    let mut created = binding.clone();
+    record_update(&ROLE_BINDING, None, &mut created, "curl", T1);
+    assert_eq!(entry_of(&created, "curl").unwrap()["fieldsV1"], owned);
 }

@@ -166,6 +166,10 @@ const SELECTOR_SPEC: Node = Node::Struct(&[
     ("status", &CONDITIONS),
 ]);
 
+/// `roleRef` is `structType=atomic` (a binding's role cannot change field
+/// by field); `subjects` is an atomic list, as any list not listed.
+const BINDING: Node = Node::Struct(&[("metadata", &OBJECT_META), ("roleRef", &Node::Atomic)]);
+
 const WITH_CONDITIONS: Node = Node::Struct(&[("metadata", &OBJECT_META), ("status", &CONDITIONS)]);
 
 /// Any other object: only `metadata` is known.
@@ -217,6 +221,7 @@ pub fn root(rt: &ResourceType) -> &'static Node {
         "PodTemplate" => &POD_TEMPLATE_KIND,
         "Service" => &SERVICE,
         "NetworkPolicy" | "PodDisruptionBudget" => &SELECTOR_SPEC,
+        "RoleBinding" | "ClusterRoleBinding" => &BINDING,
         "Node"
         | "Namespace"
         | "PersistentVolumeClaim"

@@ -37,3 +37,4 @@ pub const POD: ResourceType = rt("", "Pod", "pods", &[STATUS]);
 pub const SERVICE: ResourceType = rt("", "Service", "services", &[STATUS]);
 pub const CONFIGMAP: ResourceType = rt("", "ConfigMap", "configmaps", &[]);
 pub const WIDGET: ResourceType = rt("example.com", "Widget", "widgets", &[]);
+pub const ROLE_BINDING: ResourceType = rt("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", &[]);

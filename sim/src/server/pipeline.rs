@@ -6,7 +6,7 @@ use crate::body::{self, Body};
 use crate::faults::{self, FaultAction};
 use crate::request_info::{classify, RequestInfo, Unclassifiable};
 use crate::status::Status;
-use crate::{auth, discovery, handlers, rbac, reviews, streams, UserInfo};
+use crate::{auth, discovery, handlers, rbac, registry, reviews, streams, UserInfo};
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -84,7 +84,10 @@ async fn dispatch(state: &State, user: &UserInfo, req: Request<Incoming>, info: 
         let discovery = matches!(*req.method(), http::Method::GET | http::Method::HEAD)
             .then(|| discovery::handle(req.uri().path(), req.headers()))
             .flatten();
-        return discovery.unwrap_or_else(|| error(Status::path_not_found()));
+        return discovery.unwrap_or_else(|| discovery::not_found(req.uri().path()));
+    }
+    if !registry::group_served(&info.api_group) {
+        return discovery::not_found(req.uri().path());
     }
     if info.is_review() {
         return review(state, user, req, &info).await;

@@ -14,6 +14,9 @@
 //!
 //! - Deletion is immediate: no `deletionTimestamp`, graceful periods or
 //!   finalizers. Deleting a namespace deletes its objects at once.
+//!
+//! A new namespace gets its `default` ServiceAccount at once, where
+//! kube-controller-manager's ServiceAccount controller adds it moments later.
 //! - Objects are stored per group + plural, not per version: an object
 //!   written through one version is read back through another unchanged
 //!   (apart from `apiVersion`, which the handlers rewrite).
@@ -247,8 +250,37 @@ impl Store {
                 revision,
             };
             self.commit(key, (namespace, name), Some(&object), event);
+            if created && key == NAMESPACES {
+                self.add_default_service_account(&object);
+            }
         }
         Written { object, created }
+    }
+
+    /// kube-controller-manager's ServiceAccount controller gives every new
+    /// namespace a `default` ServiceAccount (pods cannot be created before
+    /// it exists); here it is there as soon as the namespace is, as old as
+    /// the namespace, and like the controller's it has no managedFields.
+    fn add_default_service_account(&self, namespace: &Value) {
+        let ns = meta_str(namespace, "name");
+        if self
+            .list_key(SERVICE_ACCOUNTS, Some(ns))
+            .0
+            .iter()
+            .any(|sa| meta_str(sa, "name") == "default")
+        {
+            return;
+        }
+        let account = serde_json::json!({
+            "kind": "ServiceAccount",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": "default",
+                "namespace": ns,
+                "creationTimestamp": namespace["metadata"]["creationTimestamp"],
+            },
+        });
+        self.put_locked(SERVICE_ACCOUNTS, (ns, "default"), None, account, true, false);
     }
 
     /// Delete `current` (write lock held), and with a namespace everything
@@ -384,6 +416,8 @@ impl Store {
 
 /// Where namespaces live.
 const NAMESPACES: TypeKey = ("", "namespaces");
+/// Where ServiceAccounts live.
+const SERVICE_ACCOUNTS: TypeKey = ("", "serviceaccounts");
 
 /// Find the type, namespace and name of a whole object.
 fn locate(obj: &Value) -> Result<(&'static ResourceType, String, String), Status> {

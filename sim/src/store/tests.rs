@@ -147,3 +147,34 @@ fn a_watch_without_a_version_starts_from_every_object() {
     assert_eq!(sub.initial.len(), 1);
     assert_eq!(sub.revision, store.current_revision());
 }
+
+#[test]
+fn a_new_namespace_has_a_default_service_account_as_old_as_itself() {
+    let store = Store::new();
+    let created = put(&store, &NS, "", "a", json!({"metadata": {"name": "a"}}))
+        .unwrap()
+        .object;
+    let accounts = store.list_key(SERVICE_ACCOUNTS, Some("a")).0;
+    assert_eq!(accounts.len(), 1);
+    let account = &accounts[0];
+    assert_eq!(
+        (account["kind"].as_str(), account["apiVersion"].as_str()),
+        (Some("ServiceAccount"), Some("v1"))
+    );
+    assert_eq!(
+        (meta_str(account, "name"), meta_str(account, "namespace")),
+        ("default", "a")
+    );
+    assert_eq!(
+        account["metadata"]["creationTimestamp"],
+        created["metadata"]["creationTimestamp"]
+    );
+    assert!(account["metadata"]["uid"].is_string() && account["metadata"].get("managedFields").is_none());
+    let dry = store.write(&NS, "", "b", true, |_| {
+        Ok(Change::Put(json!({"metadata": {"name": "b"}})))
+    });
+    assert!(
+        dry.is_ok() && store.list_key(SERVICE_ACCOUNTS, Some("b")).0.is_empty(),
+        "a dry run creates nothing"
+    );
+}
