@@ -80,6 +80,7 @@ impl App {
         // stops being sent.
         let clock = doors.pipeline().grant_clock().clone();
         let reconciler = Arc::new(Reconciler::new(config, kept.clone(), clock)?);
+        doors.bind_with(reconciler.clone());
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| AppError::Bind {

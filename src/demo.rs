@@ -181,6 +181,8 @@ fn write_client_files(
         &kubeconfig(url, ca_pem, "assistant", &tokens.agent, "shop"),
     )?;
     write(&dir.join("agent.token"), &format!("{}\n", tokens.agent))?;
+    // ana's own commands (approvals, access) go to the server as her.
+    write(&dir.join("person.token"), &format!("{}\n", tokens.ana))?;
     write(&dir.join("mcp.json"), &mcp_json(public_url, &tokens.agent))
 }
 
@@ -248,11 +250,13 @@ fn print_usage(dir: &Path, url: &str) {
     kubectl --kubeconfig {d}/agent.kubeconfig create configmap demo   # held: the answer gives the approval link
   ana approves the agent's writes:
     open {url_base}/approvals and sign in with ana's token (the `token:` in {d}/person.kubeconfig);
-    or: portcullis --config {d}/portcullis.toml approvals list / approvals approve ID --by ana
+    or, as ana, through the server's API with her credential:
+      export PORTCULLIS_SERVER={url_base} PORTCULLIS_CA_FILE={d}/portcullis-ca.pem
+      PORTCULLIS_TOKEN=$(cat {d}/person.token) portcullis approvals list    # then: approvals approve ID
   straight to the simulated cluster, for comparison:
     kubectl --kubeconfig {d}/admin.kubeconfig get pods -A
-  administration, against the running demo:
-    portcullis --config {d}/portcullis.toml grant list
+  operator commands, on the running demo's store:
+    portcullis --config {d}/portcullis.toml admin grant list
 
 Ctrl-C stops everything."
     );

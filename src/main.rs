@@ -2,6 +2,8 @@
 //! start tracing, run.
 
 use clap::Parser;
+use portcullis::cli::person::PersonCommand;
+use portcullis::cli::remote::{PersonEnv, RemoteArgs};
 use portcullis::cli::{Cli, Command};
 use portcullis::config::Config;
 use std::process::ExitCode;
@@ -45,10 +47,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::Ok(())
             })?;
         }
+        Command::Whoami => person(&runtime, &cli.remote, PersonCommand::Whoami)?,
+        Command::Access(c) => person(&runtime, &cli.remote, PersonCommand::Access(c))?,
+        Command::Approvals(c) => person(&runtime, &cli.remote, PersonCommand::Approvals(c))?,
+        Command::Credential(c) => person(&runtime, &cli.remote, PersonCommand::Credential(c))?,
         admin => {
             let config = Config::load(&cli.config, std::env::vars())?;
             portcullis::cli::admin(&config, admin)?;
         }
     }
     Ok(())
+}
+
+/// A person command, against the server; the environment is read here,
+/// once.
+fn person(runtime: &tokio::runtime::Runtime, remote: &RemoteArgs, command: PersonCommand) -> anyhow::Result<()> {
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let env = PersonEnv::from_vars(std::env::vars(), interactive);
+    Ok(runtime.block_on(portcullis::cli::person::run(remote, &env, command))?)
 }

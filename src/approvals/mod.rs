@@ -10,7 +10,8 @@
 //! - [`wait`]: a caller waiting for the decision, and expiry.
 //! - The pages for people (`/login`, `/approvals`, `/approvals/<id>`) are
 //!   a door, `crate::doors::web`, built on [`decide`] and [`preview`].
-//! - `portcullis approvals list|show|approve|deny` is `crate::cli::approvals`.
+//! - `portcullis approvals list|show|approve|deny` is `crate::cli::approvals`,
+//!   through the person API (`crate::doors::api`); [`text`] is what it shows.
 //!
 //! The stage that holds and runs them is `crate::gateway::hold`, on the one
 //! request path every door shares.
@@ -19,6 +20,7 @@ pub mod decide;
 pub mod diff;
 pub mod preview;
 pub mod seal;
+pub mod text;
 pub mod wait;
 
 use crate::identity::{Principal, PrincipalKind};

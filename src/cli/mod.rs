@@ -1,17 +1,24 @@
-//! The `portcullis` command line: serve, demo, and the administration
-//! commands that work on the store named by the configuration.
+//! The `portcullis` command line: serve, demo; the person commands
+//! (`whoami`, `access`, `approvals`, `credential list|revoke`), run on a
+//! person's own machine as that person through the server's person API
+//! ([`person`], [`remote`]); and the operator commands (`admin …`,
+//! [`admin`]), run on the server, that work on the store named by the
+//! configuration.
 //!
 //! One file per noun beside this one (`access`, `approvals`, `audit`,
-//! `cluster`, `grant`); the principal, credential and agent commands are
-//! here.
+//! `cluster`, `grant`); the operator's principal, credential and agent
+//! commands are here.
 //! The CLI sits on top: it calls the domain modules, and nothing below
 //! imports it.
 
 pub mod access;
+pub mod admin;
 pub mod approvals;
 pub mod audit;
 pub mod cluster;
 pub mod grant;
+pub mod person;
+pub mod remote;
 pub mod group_rule;
 
 use crate::config::Config;
@@ -33,6 +40,9 @@ pub struct Cli {
     /// Configuration file.
     #[arg(long, global = true, env = "PORTCULLIS_CONFIG", default_value = "portcullis.toml")]
     pub config: PathBuf,
+    /// Where the person commands find the server.
+    #[command(flatten)]
+    pub remote: remote::RemoteArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -66,33 +76,22 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:8443")]
         listen: String,
     },
-    /// Manage people.
+    /// Operator commands, run on the server: they open the store directly
+    /// (the first admin, people, bots, credentials handed over, grants,
+    /// agents, the audit, the clusters' status).
     #[command(subcommand)]
-    Person(PrincipalCommand),
-    /// Manage bots (CI jobs, automation).
-    #[command(subcommand)]
-    Bot(PrincipalCommand),
-    /// Issue, list and revoke credentials.
-    #[command(subcommand)]
-    Credential(CredentialCommand),
-    /// Give, list and revoke grants.
-    #[command(subcommand)]
-    Grant(grant::GrantCommand),
-    /// Add, list and disable AI agents.
-    #[command(subcommand)]
-    Agent(AgentCommand),
-    /// Query the audit (`--json` for JSON lines), or `audit verify` its
-    /// hash chain.
-    Audit(audit::AuditCommand),
-    /// Ask for access, list requests, approve or deny them.
+    Admin(admin::AdminCommand),
+    /// Who you are signed in as, and your grants.
+    Whoami,
+    /// Ask for access, list your requests, approve or deny them as yourself.
     #[command(subcommand)]
     Access(access::AccessCommand),
-    /// The clusters' RBAC reconcile status.
-    #[command(subcommand)]
-    Cluster(cluster::ClusterCommand),
-    /// Held writes: list, show, approve, deny.
+    /// Held writes waiting on you: list, show, approve, deny as yourself.
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Your own credentials: list, revoke.
+    #[command(subcommand)]
+    Credential(person::CredentialCommand),
     /// Rules giving people in an identity provider's group a role while
     /// signed in: add, list, remove.
     #[command(subcommand)]
@@ -260,23 +259,20 @@ pub fn open_store(config: &Config) -> Result<Store, CliError> {
 pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
     let store = open_store(config)?;
     match command {
-        Command::Person(c) => principal_command(&store, PrincipalKind::Person, c),
-        Command::Bot(c) => principal_command(&store, PrincipalKind::Bot, c),
-        Command::Credential(c) => credential_command(&store, c),
-        Command::Grant(c) => grant::run(config, &store, c),
-        Command::Agent(c) => agent_command(&store, c),
-        Command::Audit(c) => audit::run(&store, c, &mut std::io::stdout().lock()),
-        Command::Access(c) => access::run(config, &store, c, &mut std::io::stdout().lock()),
-        Command::Cluster(c) => cluster::run(config, &store, c, &mut std::io::stdout().lock()),
-        Command::Approvals(c) => approvals::run(&store, c, &mut std::io::stdout().lock()),
+        Command::Admin(c) => admin::run(config, &store, c),
         Command::GroupRule(c) => group_rule::run(config, &store, c, &mut std::io::stdout().lock()),
-        Command::Serve | Command::Certs { .. } => Err(CliError::Message("not an administration command".into())),
+        Command::Serve
+        | Command::Certs { .. }
+        | Command::Whoami
+        | Command::Access(_)
+        | Command::Approvals(_)
+        | Command::Credential(_) => Err(CliError::Message("not an administration command".into())),
         #[cfg(feature = "demo")]
         Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
     }
 }
 
-fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalCommand) -> Result<(), CliError> {
+pub(crate) fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalCommand) -> Result<(), CliError> {
     let make = |name: String| Principal { kind, name };
     match command {
         PrincipalCommand::Add {
@@ -317,7 +313,7 @@ fn principal_command(store: &Store, kind: PrincipalKind, command: PrincipalComma
     Ok(())
 }
 
-fn credential_command(store: &Store, command: CredentialCommand) -> Result<(), CliError> {
+pub(crate) fn credential_command(store: &Store, command: CredentialCommand) -> Result<(), CliError> {
     match command {
         CredentialCommand::Issue {
             owner,
@@ -381,7 +377,7 @@ fn list_credentials(store: &Store) -> Result<(), CliError> {
     Ok(())
 }
 
-fn agent_command(store: &Store, command: AgentCommand) -> Result<(), CliError> {
+pub(crate) fn agent_command(store: &Store, command: AgentCommand) -> Result<(), CliError> {
     match command {
         AgentCommand::Add {
             name,

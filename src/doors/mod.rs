@@ -9,6 +9,9 @@
 //! - `/login`, `/login/callback`, `/logout`, `/approvals…` ([`web`]):
 //!   sign-in (with the identity provider, `crate::signin`) and the approval
 //!   pages for people, deciding through `crate::approvals`;
+//! - `/api/portcullis/v1/…` ([`api`]): the JSON API people's command line
+//!   uses, as the authenticated person, deciding through `crate::access`
+//!   and `crate::approvals`;
 //! - `/audit` ([`audit`]): the audit for admins, read through
 //!   `crate::audit::read`;
 //! - `/healthz`, `/readyz`, `/metrics` ([`health`]).
@@ -18,6 +21,7 @@
 //! one log line and one audit row per request, probes and scrapes aside. The doors hold an `Arc` of the pipeline; the
 //! pipeline holds nothing of theirs.
 
+pub mod api;
 pub mod audit;
 mod health;
 mod kube;
@@ -52,6 +56,8 @@ pub struct Doors {
     web: web::Web,
     /// `/mcp`: the MCP server for AI agents.
     mcp: crate::mcp::Endpoint,
+    /// `/api/portcullis/v1/…`: the person API.
+    api: api::Api,
 }
 
 impl Doors {
@@ -62,10 +68,17 @@ impl Doors {
         Ok(Doors {
             mcp: crate::mcp::Endpoint::new(pipeline.clone(), config, store.clone()),
             pipeline,
-            authenticator: Authenticator::new(store),
+            authenticator: Authenticator::new(store.clone()),
             trusted_proxies: config.trusted_proxies.clone(),
             web: web::Web::new(config)?,
+            api: api::Api::new(config, store.clone()),
         })
+    }
+
+    /// Approved grants are bound through `reconciler` before the person API
+    /// answers (it is built after the doors, on the pipeline's clock).
+    pub fn bind_with(&self, reconciler: Arc<crate::reconcile::Reconciler>) {
+        self.api.set_reconciler(reconciler);
     }
 
     /// The request path behind the doors.
@@ -136,6 +149,12 @@ impl Doors {
             Route::Audit => Box::pin(self.audit_request(request, trace)).await,
             Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
             Route::Web(_) => Box::pin(self.web_request(request, trace)).await,
+            Route::Api(rest) => {
+                let rest = rest.to_string();
+                trace.row.path = bounded(request.uri().path());
+                let api = self.api.serve(&self.authenticator, &rest, request, &mut trace.row);
+                Ok(Box::pin(api).await)
+            }
             Route::Cluster { name, path } => {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);

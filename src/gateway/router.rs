@@ -29,6 +29,10 @@ pub enum Route<'a> {
     Audit,
     /// `/mcp`: the MCP server for AI agents (`crate::mcp`).
     Mcp,
+    /// `/api/portcullis/v1/<rest>`: the JSON API people's command line
+    /// uses, as the person (`crate::doors::api`); `rest` is what follows
+    /// the prefix, unchecked.
+    Api(&'a str),
     /// `/login`, `/logout`, `/approvals`, `/approvals/<id>`: the approval
     /// pages for people (`crate::doors::web`).
     Web(Page<'a>),
@@ -54,6 +58,10 @@ pub enum Page<'a> {
     /// `/console/<action>`: the console's forms and its kubeconfig.
     ConsoleAction(&'a str),
 }
+
+/// Where the person-facing JSON API lives: apart from `/clusters/`, `/mcp`
+/// and the pages, so that no cluster or page path can ever mean it.
+pub const API_PREFIX: &str = "/api/portcullis/v1/";
 
 /// Route `path` (the raw, undecoded path of the request URI).
 pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
@@ -81,6 +89,9 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         } else {
             Route::NotFound
         });
+    }
+    if let Some(rest) = path.strip_prefix(API_PREFIX) {
+        return Ok(Route::Api(rest));
     }
     if let Some(id) = path.strip_prefix("/approvals/") {
         // Held write ids are UUIDs: anything else is simply not found.
@@ -195,5 +206,7 @@ mod tests {
         let id = "0190a0b0-0000-7000-8000-000000000001";
         assert_eq!(route(&format!("/approvals/{id}")).unwrap(), Route::Web(Page::Held(id)));
         assert_eq!(route("/approvals/../x").unwrap(), Route::NotFound);
+        assert_eq!(route("/api/portcullis/v1/whoami").unwrap(), Route::Api("whoami"));
+        assert_eq!(route("/api/portcullis/v1").unwrap(), Route::NotFound);
     }
 }

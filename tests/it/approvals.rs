@@ -1,5 +1,6 @@
 //! Held writes with kubectl: a bot whose writes need approval is answered
-//! at once with where to approve; a person decides (here with the CLI);
+//! at once with where to approve; a person decides (here with the CLI, as
+//! themselves, through the server's API);
 //! running the same command again runs the write exactly once.
 
 use crate::harness::{Kubectl, Portcullis};
@@ -73,8 +74,9 @@ pub fn real_writes(env: &Portcullis, user: &str, verb: &str) -> usize {
         .count()
 }
 
-pub fn cli_ok(env: &Portcullis, args: &[&str]) -> String {
-    let out = env.cli(args);
+/// A person command run as the holder of `token`; its stdout.
+pub fn person_ok(env: &Portcullis, token: &str, args: &[&str]) -> String {
+    let out = env.person_cli(token, args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -114,7 +116,7 @@ async fn a_held_apply_runs_once_and_only_once_after_approval() {
         row.request.preview.diff
     );
 
-    assert!(cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]).contains("approved"));
+    assert!(person_ok(&env, &ana_token, &["approvals", "approve", &id]).contains("approved"));
     let ran = bot.ok(&apply);
     assert!(ran.contains("configmap/flags serverside-applied"), "{ran}");
     assert!(ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]) == "on");
@@ -142,21 +144,14 @@ async fn a_held_apply_runs_once_and_only_once_after_approval() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_write_answers_denied_with_the_reason_and_changes_nothing() {
     let env = Portcullis::start().await;
-    let (bot, _ana) = careful_bot(&env, "developer");
+    let (bot, ana) = careful_bot(&env, "developer");
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
-    cli_ok(
+    person_ok(
         &env,
-        &[
-            "approvals",
-            "deny",
-            &id,
-            "--by",
-            "ana",
-            "--reason",
-            "not during the sale",
-        ],
+        &ana,
+        &["approvals", "deny", &id, "--reason", "not during the sale"],
     );
     let denied = bot.fails(&apply);
     assert!(
@@ -171,7 +166,7 @@ async fn a_denied_write_answers_denied_with_the_reason_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_held_write_keeps_no_body_and_answers_expired() {
     let env = Portcullis::start().await;
-    let (bot, _ana) = careful_bot(&env, "developer");
+    let (bot, ana) = careful_bot(&env, "developer");
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
@@ -194,7 +189,7 @@ async fn an_expired_held_write_keeps_no_body_and_answers_expired() {
         None,
         "an expired write keeps no body"
     );
-    let refused = env.cli(&["approvals", "approve", &id, "--by", "ana"]);
+    let refused = env.person_cli(&ana, &["approvals", "approve", &id]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is expired, not pending"));
     env.stop().await;
 }
@@ -218,7 +213,7 @@ async fn a_write_changed_underneath_answers_409_and_the_held_write_ends_with_it(
         .resource_version
         .is_some());
     ana.ok(&["label", "configmap", "flags", "changed=meanwhile"]);
-    cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
+    person_ok(&env, &ana_token, &["approvals", "approve", &id]);
     let conflict = bot.fails(&apply);
     assert!(conflict.contains("the object has been modified"), "{conflict}");
     let held = env.store.held(&id).unwrap().unwrap();
@@ -267,28 +262,36 @@ async fn a_dry_run_rejection_is_answered_without_holding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_asker_and_people_without_admin_cannot_approve() {
     let env = Portcullis::start().await;
-    let (bot, _ana) = careful_bot(&env, "developer");
-    env.person("bob", &[("developer", Some("shop"))]);
+    let (bot_token, _ana) = careful_bot_in(&env, "shop", "developer");
+    let bot = env.kubectl(&bot_token, "shop");
+    let bob = env.person("bob", &[("developer", Some("shop"))]);
     let file = manifest(&env, FLAGS);
     let id = held_id(&bot.fails(&["apply", "--server-side", "-f", file.as_str()]));
-    for by in ["deployer", "bob"] {
-        let out = env.cli(&["approvals", "approve", &id, "--by", by]);
-        assert!(!out.status.success());
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not allowed"), "{by}");
-    }
+    // The bot asked: its credential cannot even reach the person API.
+    let out = env.person_cli(&bot_token, &["approvals", "approve", &id]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("the portcullis API is for people"), "{said}");
+    let out = env.person_cli(&bob, &["approvals", "approve", &id]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("not allowed: person:bob is not admin of namespace shop"), "{said}");
     let held = env.store.held(&id).unwrap().unwrap();
     assert_eq!(held.state, HeldState::Pending);
     let refused = audit_rows(&env).await;
     assert!(refused
         .iter()
         .any(|r| r.resource == "heldwrites" && r.refused == "not_approver" && r.login == "bob"));
+    assert!(refused
+        .iter()
+        .any(|r| r.path.starts_with("/api/portcullis/v1/") && r.refused == "not_person" && r.login == "deployer"));
     env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_keeps_held_requests() {
     let mut env = Portcullis::start().await;
-    let (bot, _ana) = careful_bot(&env, "developer");
+    let (bot, ana) = careful_bot(&env, "developer");
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
@@ -298,7 +301,7 @@ async fn a_restart_keeps_held_requests() {
         .unwrap()
         .1;
     env.restart().await;
-    cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
+    person_ok(&env, &ana, &["approvals", "approve", &id]);
     let bot = env.kubectl(&token, "shop");
     assert!(bot.ok(&apply).contains("serverside-applied"));
     assert_eq!(env.store.held(&id).unwrap().unwrap().state, HeldState::Executed);
@@ -325,7 +328,7 @@ async fn the_preview_shows_a_changed_secret_value_as_changed_without_its_value()
     let preview = env.store.held(&id).unwrap().unwrap().request.preview;
     assert_eq!(preview.result["data"]["key"], "<redacted, 7 bytes, changed>");
     assert_eq!(preview.result["data"]["user"], "<redacted, 5 bytes>");
-    let shown = cli_ok(&env, &["approvals", "show", &id]);
+    let shown = person_ok(&env, &ana_token, &["approvals", "show", &id]);
     assert!(shown.contains("key: <redacted, 7 bytes, changed>"), "{shown}");
     let stored = serde_json::to_string(&preview).unwrap() + &shown;
     for value in ["hunter2", "hunter3", "aHVudGVy"] {
@@ -343,11 +346,11 @@ async fn the_preview_shows_a_changed_secret_value_as_changed_without_its_value()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_write_whose_caller_goes_away_midway_never_stays_running() {
     let env = Portcullis::start().await;
-    let (bot, _) = careful_bot(&env, "developer");
+    let (bot, ana) = careful_bot(&env, "developer");
     let file = manifest(&env, FLAGS);
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
-    cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
+    person_ok(&env, &ana, &["approvals", "approve", &id]);
     // The cluster is slow to take the real write; the caller gives up first.
     env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: Some(http::Method::PATCH),

@@ -5,6 +5,7 @@
 //! last-applied annotation (which holds the values in clear). A dry-run
 //! answer whose values cannot be hidden is refused, not held.
 
+use portcullis::identity::Principal;
 use crate::approvals::{careful_bot, held_id, manifest};
 use crate::harness::{Kubectl, Portcullis};
 use base64::Engine;
@@ -33,7 +34,7 @@ fn secret_values() -> Vec<String> {
 
 /// ana's session cookie for the approval pages, signed in with the sign-in
 /// form as a browser would (its pre-session cookie and CSRF token).
-async fn session(env: &Portcullis, token: &str) -> String {
+pub async fn session(env: &Portcullis, token: &str) -> String {
     let raw = env.raw();
     let form = raw.send(Method::GET, "/login", &[], Vec::new()).await;
     let cookies = |headers: &http::HeaderMap| -> Vec<String> {
@@ -120,7 +121,8 @@ async fn assert_no_value_shows(env: &Portcullis, id: &str, cookie: &str) -> Stri
     let page = String::from_utf8_lossy(&page.body).into_owned();
     assert!(page.contains("Dry-run result") && page.contains("redacted, "), "{page}");
 
-    let out = env.cli(&["approvals", "show", id]);
+    let ana = env.store.issue_credential(&Principal::person("ana"), "cli", None).unwrap().1;
+    let out = env.person_cli(&ana, &["approvals", "show", id]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(shown.contains("<redacted, "), "{shown}");

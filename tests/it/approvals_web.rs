@@ -209,7 +209,7 @@ async fn a_session_ends_in_the_store_on_sign_out_and_when_its_person_is_disabled
 
     let session = sign_in(&env, "ana").await;
     assert_eq!(list_status(&env, &session).await, 200);
-    let out = env.cli(&["person", "disable", "ana"]);
+    let out = env.cli(&["admin", "person", "disable", "ana"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         env.store.web_session_count("ana").unwrap(),

@@ -14,17 +14,18 @@ fn stdout(out: &Output) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() {
     let env = Portcullis::start().await;
-    assert!(stdout(&env.cli(&["person", "add", "bea"])).contains("added person bea"));
-    assert!(stdout(&env.cli(&["bot", "add", "ci", "--writes-need-approval"])).contains("added bot ci"));
-    let people = stdout(&env.cli(&["person", "list"]));
+    assert!(stdout(&env.cli(&["admin", "person", "add", "bea"])).contains("added person bea"));
+    assert!(stdout(&env.cli(&["admin", "bot", "add", "ci", "--writes-need-approval"])).contains("added bot ci"));
+    let people = stdout(&env.cli(&["admin", "person", "list"]));
     assert!(people.lines().any(|l| l.starts_with("bea ")), "{people}");
-    let bots = stdout(&env.cli(&["bot", "list"]));
+    let bots = stdout(&env.cli(&["admin", "bot", "list"]));
     assert!(
         bots.lines().any(|l| l.starts_with("ci ") && l.contains("true")),
         "{bots}"
     );
 
     let granted = stdout(&env.cli(&[
+        "admin",
         "grant",
         "add",
         "--person",
@@ -40,6 +41,7 @@ async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() 
     ]));
     assert!(granted.contains("bea") && granted.contains("viewer"), "{granted}");
     let issued = env.cli(&[
+        "admin",
         "credential",
         "issue",
         "--person",
@@ -51,7 +53,7 @@ async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() 
     ]);
     let token = stdout(&issued).trim().to_string();
     assert!(token.starts_with("pcl_"), "only the token goes to stdout: {token}");
-    let listed = stdout(&env.cli(&["credential", "list"]));
+    let listed = stdout(&env.cli(&["admin", "credential", "list"]));
     assert!(
         listed.contains("laptop") && !listed.contains(&token),
         "a list never shows a token: {listed}"
@@ -67,7 +69,7 @@ async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() 
         .next()
         .unwrap()
         .to_string();
-    assert!(stdout(&env.cli(&["credential", "revoke", &id])).contains("revoked"));
+    assert!(stdout(&env.cli(&["admin", "credential", "revoke", &id])).contains("revoked"));
     // Another process revoked it: the credential cache learns it within its lifetime.
     eventually("a revoked credential refused", async || {
         env.raw().get(&path, &token).await.status == 401
@@ -79,13 +81,14 @@ async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() 
         .issue_credential(&portcullis::identity::Principal::person("bea"), "other", None)
         .unwrap();
     assert_eq!(env.raw().get(&path, &second).await.status, 200);
-    assert!(stdout(&env.cli(&["person", "disable", "bea"])).contains("disabled"));
+    assert!(stdout(&env.cli(&["admin", "person", "disable", "bea"])).contains("disabled"));
     eventually("a disabled person's credentials refused", async || {
         env.raw().get(&path, &second).await.status == 401
     })
     .await;
 
     let refused = env.cli(&[
+        "admin",
         "grant",
         "add",
         "--person",
@@ -103,6 +106,7 @@ async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() 
         "cluster-admin has a short maximum"
     );
     let protected = env.cli(&[
+        "admin",
         "grant",
         "add",
         "--person",
@@ -126,7 +130,7 @@ fn a_bad_configuration_is_refused_with_the_field_named() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .arg("--config")
         .arg(&path)
-        .args(["person", "list"])
+        .args(["admin", "person", "list"])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -135,7 +139,7 @@ fn a_bad_configuration_is_refused_with_the_field_named() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .arg("--config")
         .arg(&path)
-        .args(["person", "list"])
+        .args(["admin", "person", "list"])
         .env("PORTCULLIS_LISTEN", "127.0.0.1:9443")
         .env("PORTCULLIS_LIMITS__RESPONSE_BYTES", "lots")
         .output()
@@ -151,14 +155,15 @@ fn a_bad_configuration_is_refused_with_the_field_named() {
 async fn agents_are_added_for_a_person_with_their_grants_or_for_a_bot() {
     let env = Portcullis::start().await;
     let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
-    let delegated = stdout(&env.cli(&["agent", "add", "helper", "--person", "ana", "--grant", &grants[0].id]));
+    let delegated = stdout(&env.cli(&["admin", "agent", "add", "helper", "--person", "ana", "--grant", &grants[0].id]));
     let delegated = delegated.trim().to_string();
     assert!(delegated.starts_with("pcl_"), "{delegated}");
-    let other = env.cli(&["agent", "add", "greedy", "--person", "ana", "--grant", "not-hers"]);
+    let other = env.cli(&["admin", "agent", "add", "greedy", "--person", "ana", "--grant", "not-hers"]);
     assert!(!other.status.success(), "an agent gets only its person's grants");
 
-    stdout(&env.cli(&["bot", "add", "ci"]));
+    stdout(&env.cli(&["admin", "bot", "add", "ci"]));
     stdout(&env.cli(&[
+        "admin",
         "grant",
         "add",
         "--bot",
@@ -172,10 +177,10 @@ async fn agents_are_added_for_a_person_with_their_grants_or_for_a_bot() {
         "--duration",
         "1h",
     ]));
-    let bot_agent = stdout(&env.cli(&["agent", "add", "runner", "--bot", "ci"]))
+    let bot_agent = stdout(&env.cli(&["admin", "agent", "add", "runner", "--bot", "ci"]))
         .trim()
         .to_string();
-    let listed = stdout(&env.cli(&["agent", "list"]));
+    let listed = stdout(&env.cli(&["admin", "agent", "list"]));
     assert!(
         listed.contains("helper") && listed.contains("runner") && listed.contains("bot:ci"),
         "{listed}"
@@ -223,7 +228,7 @@ async fn control_characters_in_a_request_show_escaped_in_the_audit_table() {
         row.name
     );
 
-    let table = stdout(&env.cli(&["audit", "--id", &id]));
+    let table = stdout(&env.cli(&["admin", "audit", "--id", &id]));
     assert_eq!(table.lines().count(), 2, "a header and one line for the row: {table:?}");
     assert!(!table.contains(['\r', '\x1b']), "{table:?}");
     assert!(

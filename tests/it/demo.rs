@@ -104,13 +104,21 @@ async fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() 
     assert!(std::fs::read_to_string(dir.path().join("portcullis.toml"))
         .unwrap()
         .contains("[approvals]"));
+    // ana approves it from her terminal, through the server, as the demo says.
+    let id = said.split("/approvals/").nth(1).unwrap().chars().take(36).collect::<String>();
+    let approved = ana_command(dir.path(), &["approvals", "approve", &id]);
+    assert!(
+        String::from_utf8_lossy(&approved.stdout).contains(&format!("approved {id}")),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
     let admin = kubectl(&dir.path().join("admin.kubeconfig"), &["get", "namespaces"]);
     assert!(String::from_utf8_lossy(&admin.stdout).contains("payments"));
 
     let grants = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .arg("--config")
         .arg(dir.path().join("portcullis.toml"))
-        .args(["grant", "list"])
+        .args(["admin", "grant", "list"])
         .output()
         .unwrap();
     let listed = String::from_utf8_lossy(&grants.stdout);
@@ -120,6 +128,30 @@ async fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() 
         String::from_utf8_lossy(&grants.stderr)
     );
     interrupt_and_expect_a_clean_exit(demo).await;
+}
+
+/// A person command as ana, with the demo's printed variables: the server
+/// (from her kubeconfig), its CA, her token; no login file.
+fn ana_command(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let kubeconfig = std::fs::read_to_string(dir.join("person.kubeconfig")).unwrap();
+    let server = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .unwrap()
+        .split("/clusters/")
+        .next()
+        .unwrap()
+        .to_string();
+    let token = std::fs::read_to_string(dir.join("person.token")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(args)
+        .env("PORTCULLIS_SERVER", server)
+        .env("PORTCULLIS_CA_FILE", dir.join("portcullis-ca.pem"))
+        .env("PORTCULLIS_TOKEN", token.trim())
+        .env("HOME", dir)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap()
 }
 
 /// Ctrl-C (SIGINT) stops everything: the process exits 0 within seconds.

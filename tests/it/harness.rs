@@ -196,6 +196,25 @@ impl Portcullis {
             .expect("portcullis runs")
     }
 
+    /// Run a person command (`whoami`, `access …`, `approvals …`,
+    /// `credential …`) as the binary a person runs on their machine: against
+    /// this server's API with `token`, trusting its CA, with a home of its
+    /// own (no login file unless a test writes one).
+    pub fn person_cli(&self, token: &str, args: &[&str]) -> Output {
+        let ca = self.dir.path().join("portcullis-ca.pem");
+        std::fs::write(&ca, &self.ca_pem).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(args)
+            .env("PORTCULLIS_SERVER", format!("https://{}", self.addr))
+            .env("PORTCULLIS_CA_FILE", &ca)
+            .env("PORTCULLIS_TOKEN", token)
+            .env("HOME", self.dir.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("PORTCULLIS_CONFIG")
+            .output()
+            .expect("portcullis runs")
+    }
+
     /// The simulated cluster (not there in front of the real one).
     pub fn sim(&self) -> &Sim {
         self.sim.as_ref().expect("portcullis is in front of the simulated cluster")

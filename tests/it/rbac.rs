@@ -58,6 +58,7 @@ async fn grant_add_binds_before_returning_and_the_role_applies_only_in_its_names
     let out = cli_ok(
         &env,
         &[
+            "admin",
             "grant",
             "add",
             "--person",
@@ -108,6 +109,7 @@ async fn grant_revoke_removes_the_binding_and_access_ends() {
     let out = cli_ok(
         &env,
         &[
+            "admin",
             "grant",
             "add",
             "--person",
@@ -125,7 +127,7 @@ async fn grant_revoke_removes_the_binding_and_access_ends() {
     let id = id_after(&out, "grant ");
     let kubectl = env.kubectl(&token, "shop");
     kubectl.ok(&["get", "pods"]);
-    let out = cli_ok(&env, &["grant", "revoke", &id]);
+    let out = cli_ok(&env, &["admin", "grant", "revoke", &id]);
     assert!(out.contains("1 removed"), "{out}");
     assert!(!bound(&env, "shop", &id).await);
     let err = kubectl.fails(&["get", "pods"]);
@@ -220,7 +222,7 @@ async fn a_stray_labelled_binding_is_removed_and_unlabelled_objects_are_left_alo
 async fn cluster_status_shows_reachability_the_last_reconcile_and_counts_in_step() {
     let env = Portcullis::start().await;
     env.person("ana", &[("viewer", Some("shop")), ("developer", Some("payments"))]);
-    let out = cli_ok(&env, &["cluster", "status"]);
+    let out = cli_ok(&env, &["admin", "cluster", "status"]);
     let line = out
         .lines()
         .find(|l| l.starts_with("sim "))
@@ -251,7 +253,7 @@ async fn a_cluster_that_is_down_is_retried_and_reconciled_once_it_answers() {
     // Down from the start: portcullis serves the other cluster regardless.
     let down = env.reconciler.pass_now("down").await.unwrap();
     assert!(!down.outcome.reachable, "{:?}", down.outcome);
-    let out = cli_ok(&env, &["cluster", "status"]);
+    let out = cli_ok(&env, &["admin", "cluster", "status"]);
     let line = out
         .lines()
         .find(|l| l.starts_with("down "))
@@ -263,6 +265,7 @@ async fn a_cluster_that_is_down_is_retried_and_reconciled_once_it_answers() {
 
     env.store.add_principal(&Principal::person("bo"), false).unwrap();
     let args = [
+        "admin",
         "grant",
         "add",
         "--person",

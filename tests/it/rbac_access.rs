@@ -1,22 +1,24 @@
-//! Access requests through the CLI: asked, approved (the grant is bound and
+//! Access requests through the CLI, each person as themselves through the
+//! server's API: asked, approved (the grant is bound and
 //! works), denied, expired; the requester never decides its own.
 
 use crate::harness::{Portcullis, CLUSTER};
+use crate::approvals::person_ok;
 use crate::rbac::{bound, cli_ok, id_after};
 use crate::support::eventually;
 use std::time::Duration;
 
-/// bo (no grants) asks to be developer in shop; ana is admin of shop.
-fn ask(env: &Portcullis) -> (String, String) {
-    env.person("ana", &[("admin", Some("shop"))]);
+/// bo (no grants) asks, from his terminal, to be developer in shop; ana
+/// is admin of shop. Returns the request's id, bo's token and ana's.
+fn ask(env: &Portcullis) -> (String, String, String) {
+    let ana = env.person("ana", &[("admin", Some("shop"))]);
     let bo = env.person("bo", &[]);
-    let out = cli_ok(
+    let out = person_ok(
         env,
+        &bo,
         &[
             "access",
             "request",
-            "--person",
-            "bo",
             "--cluster",
             CLUSTER,
             "--role",
@@ -29,11 +31,11 @@ fn ask(env: &Portcullis) -> (String, String) {
             "ship the hotfix",
         ],
     );
-    (id_after(&out, "access request "), bo)
+    (id_after(&out, "access request "), bo, ana)
 }
 
 fn state_of(env: &Portcullis, id: &str) -> String {
-    let list = cli_ok(env, &["access", "list"]);
+    let list = cli_ok(env, &["admin", "access", "list"]);
     let line = list
         .lines()
         .find(|l| l.starts_with(id))
@@ -44,7 +46,7 @@ fn state_of(env: &Portcullis, id: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_request_is_bound_and_works_and_every_step_is_audited() {
     let env = Portcullis::start().await;
-    let (id, token) = ask(&env);
+    let (id, token, ana) = ask(&env);
     assert_eq!(state_of(&env, &id), "pending");
     let kubectl = env.kubectl(&token, "shop");
     assert_eq!(
@@ -52,14 +54,14 @@ async fn an_approved_request_is_bound_and_works_and_every_step_is_audited() {
         "no"
     );
 
-    let own = env.cli(&["access", "approve", &id, "--by", "bo"]);
+    let own = env.person_cli(&token, &["access", "approve", &id]);
     assert!(!own.status.success());
     assert!(
         String::from_utf8_lossy(&own.stderr).contains("cannot decide"),
         "{}",
         String::from_utf8_lossy(&own.stderr)
     );
-    let out = cli_ok(&env, &["access", "approve", &id, "--by", "ana"]);
+    let out = person_ok(&env, &ana, &["access", "approve", &id]);
     assert!(out.contains("approved") && out.contains("cluster sim in step"), "{out}");
     let grant = id_after(&out, "grant ");
     assert!(bound(&env, "shop", &grant).await);
@@ -70,7 +72,7 @@ async fn an_approved_request_is_bound_and_works_and_every_step_is_audited() {
     };
     eventually("bo may create deployments", can_create).await;
 
-    let audit = cli_ok(&env, &["audit", "--resource", "accessrequests"]);
+    let audit = cli_ok(&env, &["admin", "audit", "--resource", "accessrequests"]);
     let steps: Vec<(&str, &str)> = audit
         .lines()
         .filter(|l| l.contains(&id))
@@ -95,14 +97,11 @@ async fn an_approved_request_is_bound_and_works_and_every_step_is_audited() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_request_grants_nothing() {
     let env = Portcullis::start().await;
-    let (id, token) = ask(&env);
-    let out = cli_ok(
-        &env,
-        &["access", "deny", &id, "--by", "ana", "--reason", "use the pipeline"],
-    );
+    let (id, token, ana) = ask(&env);
+    let out = person_ok(&env, &ana, &["access", "deny", &id, "--reason", "use the pipeline"]);
     assert!(out.contains("denied"), "{out}");
     assert_eq!(state_of(&env, &id), "denied");
-    let again = env.cli(&["access", "approve", &id, "--by", "ana"]);
+    let again = env.person_cli(&ana, &["access", "approve", &id]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("is denied, not pending"));
     assert!(env
         .store
@@ -120,11 +119,11 @@ async fn a_denied_request_grants_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecided_request_expires_and_can_no_longer_be_approved() {
     let env = Portcullis::start_with(|c| c.access.request_ttl = Duration::from_secs(1)).await;
-    let (id, _) = ask(&env);
+    let (id, _, ana) = ask(&env);
     eventually("the request to expire", async || state_of(&env, &id) == "expired").await;
-    let late = env.cli(&["access", "approve", &id, "--by", "ana"]);
+    let late = env.person_cli(&ana, &["access", "approve", &id]);
     assert!(String::from_utf8_lossy(&late.stderr).contains("is expired, not pending"));
-    let audit = cli_ok(&env, &["audit", "--resource", "accessrequests", "--verb", "expire"]);
+    let audit = cli_ok(&env, &["admin", "audit", "--resource", "accessrequests", "--verb", "expire"]);
     assert!(audit.contains(&id), "{audit}");
     env.stop().await;
 }

@@ -188,7 +188,7 @@ async fn a_role_two_installations_define_differently_is_reported_not_fought_over
     let role = api.get("portcullis:logs").await.unwrap();
     assert_eq!(role.rules.as_ref().unwrap()[0].verbs, ["get"], "staging's rules stay");
     assert!(role.metadata.labels.unwrap().contains_key(&mark(&production)));
-    let status = cli_ok(&production, &["cluster", "status"]);
+    let status = cli_ok(&production, &["admin", "cluster", "status"]);
     assert!(status.contains(&conflict), "{status}");
     production.stop().await;
     staging.stop().await;
@@ -236,14 +236,14 @@ async fn bindings_from_before_instance_ids_are_adopted_only_by_the_installation_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_status_shows_the_instance_id_made_by_the_store_or_configured() {
     let env = Portcullis::start().await;
-    let status = cli_ok(&env, &["cluster", "status"]);
+    let status = cli_ok(&env, &["admin", "cluster", "status"]);
     let line = format!("instance {} (made by the store)", env.reconciler.instance());
     assert!(status.starts_with(&line), "{status}");
     assert_eq!(env.reconciler.instance().id(), env.store.instance_id().unwrap());
 
     let named = Portcullis::start_beside(&env, |c| c.reconcile.instance = Some("staging".into())).await;
     assert_eq!(named.reconciler.instance().id(), "staging");
-    let status = cli_ok(&named, &["cluster", "status"]);
+    let status = cli_ok(&named, &["admin", "cluster", "status"]);
     assert!(
         status.starts_with("instance staging ([reconcile] instance)"),
         "{status}"

@@ -129,6 +129,7 @@ async fn cluster_admin_beyond_its_maximum_duration_is_refused() {
         .add_principal(&portcullis::identity::Principal::person("ana"), false)
         .unwrap();
     let out = env.cli(&[
+        "admin",
         "grant",
         "add",
         "--person",
@@ -149,6 +150,7 @@ async fn cluster_admin_beyond_its_maximum_duration_is_refused() {
     let ok = cli_ok(
         &env,
         &[
+            "admin",
             "grant",
             "add",
             "--person",

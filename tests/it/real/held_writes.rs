@@ -5,7 +5,7 @@
 //! server's own 409 ends it. Whether a write reached the cluster for real
 //! is read from the API server's audit log, not from portcullis.
 
-use crate::approvals::{careful_bot_in, cli_ok, held_id, manifest};
+use crate::approvals::{careful_bot_in, held_id, manifest, person_ok};
 use crate::harness::{Portcullis, Raw};
 use crate::support::eventually;
 use http::Method;
@@ -115,7 +115,7 @@ async fn the_real_api_servers_422_at_the_dry_run_is_the_answer_and_nothing_is_he
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_create_previews_the_real_dry_run_and_runs_once_creating_what_was_shown() {
-    let (env, ns, bot_token, _) = careful_bot("held-create", "developer").await;
+    let (env, ns, bot_token, ana) = careful_bot("held-create", "developer").await;
     let bot = env.kubectl(&bot_token, &ns);
     let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: registry.example/web:1\n";
     let file = manifest(&env, yaml);
@@ -137,7 +137,7 @@ async fn a_held_create_previews_the_real_dry_run_and_runs_once_creating_what_was
     );
     assert!(super::shared().admin(&["get", "deployment", "web", "-n", &ns]).is_err());
 
-    cli_ok(&env, &["approvals", "approve", &id, "--by", "ana"]);
+    person_ok(&env, &ana, &["approvals", "approve", &id]);
     assert!(bot.ok(&apply).contains("deployment.apps/web serverside-applied"));
     let created = admin_get("deployment", "web", &ns);
     assert_eq!(created["spec"], shown["spec"], "the object created is the one shown");
@@ -292,7 +292,7 @@ async fn an_approved_delete_runs_with_the_uid_shown_and_a_replaced_object_answer
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_secret_write_previews_the_real_dry_run_without_a_value() {
-    let (env, ns, bot_token, _) = careful_bot("held-secret", "admin").await;
+    let (env, ns, bot_token, ana) = careful_bot("held-secret", "admin").await;
     let (old, new) = (super::secrets::distinctive(), super::secrets::distinctive());
     super::secrets::plant(&ns, "api", &old);
     let yaml = format!(
@@ -307,7 +307,7 @@ async fn a_held_secret_write_previews_the_real_dry_run_without_a_value() {
         held.request.preview.result["data"]["password"],
         "<redacted, 24 bytes, changed>"
     );
-    let shown = cli_ok(&env, &["approvals", "show", &id]);
+    let shown = person_ok(&env, &ana, &["approvals", "show", &id]);
     assert!(shown.contains("password: <redacted, 24 bytes, changed>"), "{shown}");
     let stored = serde_json::to_string(&held.request.preview).unwrap() + &shown;
     super::secrets::assert_hidden("the preview", stored.as_bytes(), &[&old, &new]);

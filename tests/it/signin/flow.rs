@@ -85,7 +85,7 @@ async fn people_must_exist_unless_added_at_sign_in_and_disabling_one_ends_their_
     let visitor = Visitor::new(&env);
     assert_eq!(visitor.sign_in("carol").await.status, 200);
     assert_eq!(page(&visitor, "/approvals").await.status, 200);
-    let out = env.cli(&["person", "disable", "carol"]);
+    let out = env.cli(&["admin", "person", "disable", "carol"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(page(&visitor, "/approvals").await.status, 303, "the session ended");
     let credentials = env.store.list_credentials(Some(&Principal::person("carol"))).unwrap();

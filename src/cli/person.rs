@@ -1,0 +1,136 @@
+//! The commands a person runs on their own machine, as themselves: each
+//! one a call to the server's person API (`crate::doors::api`) with the
+//! person's own credential ([`super::remote`]), never the store. The server
+//! decides who may do what, as on the web pages.
+
+use super::access::{io, s, AccessCommand};
+use super::approvals::ApprovalsCommand;
+use super::remote::{PersonEnv, Remote, RemoteArgs};
+use super::CliError;
+use crate::text::escape_control as esc;
+use clap::Subcommand;
+use serde_json::json;
+use std::io::Write;
+
+/// `credential …`, for one's own credentials.
+#[derive(Debug, Subcommand)]
+pub enum CredentialCommand {
+    /// Your credentials (never their tokens).
+    List,
+    /// Revoke one of your credentials at once.
+    Revoke {
+        /// Credential id.
+        id: String,
+    },
+}
+
+/// A person command.
+#[derive(Debug)]
+pub enum PersonCommand {
+    /// `whoami`.
+    Whoami,
+    /// `access …`.
+    Access(AccessCommand),
+    /// `approvals …`.
+    Approvals(ApprovalsCommand),
+    /// `credential …`.
+    Credential(CredentialCommand),
+}
+
+/// Run `command` against the server `args` and `env` name, printing to
+/// stdout.
+pub async fn run(args: &RemoteArgs, env: &PersonEnv, command: PersonCommand) -> Result<(), CliError> {
+    let remote = Remote::resolve(args, env)?;
+    let out = &mut std::io::stdout().lock();
+    match command {
+        PersonCommand::Whoami => whoami(&remote, out).await,
+        PersonCommand::Access(c) => super::access::run(&remote, c, out).await,
+        PersonCommand::Approvals(c) => super::approvals::run(&remote, c, out).await,
+        PersonCommand::Credential(c) => credential(&remote, c, out).await,
+    }
+}
+
+async fn whoami(remote: &Remote, out: &mut dyn Write) -> Result<(), CliError> {
+    let me = remote.get("whoami").await?;
+    let admin = if me["admin"].as_bool() == Some(true) {
+        " (admin)"
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "{}{admin}, {} on clusters",
+        esc(s(&me["login"])),
+        esc(s(&me["user"]))
+    )
+    .map_err(io)?;
+    let expires = me["credential"]["expires_at"].as_str().unwrap_or("never");
+    writeln!(
+        out,
+        "credential {} expires {}",
+        esc(s(&me["credential"]["id"])),
+        esc(expires)
+    )
+    .map_err(io)?;
+    for g in me["grants"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "grant {}: {} on {} in {} until {}",
+            esc(s(&g["id"])),
+            esc(s(&g["role"])),
+            esc(s(&g["cluster"])),
+            esc(g["namespace"]
+                .as_str()
+                .map_or("the whole cluster".into(), |ns| format!("namespace {ns}"))
+                .as_str()),
+            esc(s(&g["expires_at"]))
+        )
+        .map_err(io)?;
+    }
+    Ok(())
+}
+
+async fn credential(remote: &Remote, command: CredentialCommand, out: &mut dyn Write) -> Result<(), CliError> {
+    match command {
+        CredentialCommand::List => {
+            let answer = remote.get("credentials").await?;
+            writeln!(
+                out,
+                "{:<38} {:<16} {:<12} {:<22} {:<22} STATE",
+                "ID", "NAME", "PREFIX", "EXPIRES", "LAST USED"
+            )
+            .map_err(io)?;
+            for c in answer["credentials"].as_array().into_iter().flatten() {
+                let expired = c["expires_at"]
+                    .as_str()
+                    .and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+                    .is_some_and(|t| t <= chrono::Utc::now());
+                let state = match (c["revoked_at"].is_null(), expired) {
+                    (false, _) => "revoked",
+                    (true, true) => "expired",
+                    (true, false) => "active",
+                };
+                writeln!(
+                    out,
+                    "{:<38} {:<16} {:<12} {:<22} {:<22} {state}",
+                    esc(s(&c["id"])),
+                    esc(s(&c["name"])),
+                    esc(s(&c["display_prefix"])),
+                    esc(c["expires_at"].as_str().unwrap_or("never")),
+                    esc(c["last_used_at"].as_str().unwrap_or("never")),
+                )
+                .map_err(io)?;
+            }
+            Ok(())
+        }
+        CredentialCommand::Revoke { id } => {
+            let answer = remote.post(&format!("credentials/{id}/revoke"), json!({})).await?;
+            writeln!(
+                out,
+                "revoked credential {}: refused from now on",
+                esc(s(&answer["revoked"]))
+            )
+            .map_err(io)
+        }
+    }
+}

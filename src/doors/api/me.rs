@@ -1,0 +1,71 @@
+//! `whoami` and the person's own credentials.
+
+use super::{Api, ApiError, Call};
+use crate::identity::{Credential, Identity};
+use crate::store::Store;
+use chrono::Utc;
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+
+/// `GET whoami`: who the credential is, whether they are an admin, and
+/// their grants in effect on every cluster.
+pub(super) async fn whoami(api: &Api, identity: &Identity, call: &Call<'_>) -> Result<Value, ApiError> {
+    if call.method != Method::GET {
+        return Err(ApiError::not_found());
+    }
+    let (person, credential) = (identity.principal.clone(), identity.credential_id.clone());
+    api.blocking(move |store, config| {
+        let admin = store.is_admin(&person).map_err(ApiError::unavailable)?;
+        let now = Utc::now();
+        let mut grants = Vec::new();
+        for cluster in &config.clusters {
+            let found = store.grants_of(&person, &cluster.name).map_err(ApiError::unavailable)?;
+            grants.extend(found.into_iter().filter(|g| g.in_effect(now)));
+        }
+        let expires = own(store, &person, &credential)?.and_then(|c| c.expires_at);
+        Ok(json!({
+            "login": person.name,
+            "user": person.kube_user(),
+            "credential": {"id": credential, "expires_at": expires},
+            "admin": admin,
+            "grants": grants,
+        }))
+    })
+    .await
+}
+
+/// `GET credentials` and `POST credentials/<id>/revoke`: only the caller's
+/// own; another person's id is not found, as if it did not exist.
+pub(super) async fn credentials(api: &Api, identity: &Identity, call: &Call<'_>) -> Result<Value, ApiError> {
+    let person = identity.principal.clone();
+    match (&call.method, call.segments.as_slice()) {
+        (&Method::GET, [_]) => {
+            api.blocking(move |store, _| {
+                let mine = store.list_credentials(Some(&person)).map_err(ApiError::unavailable)?;
+                Ok(json!({"credentials": mine}))
+            })
+            .await
+        }
+        (&Method::POST, [_, id, "revoke"]) => {
+            let id = id.to_string();
+            let revoked = api
+                .blocking(move |store, _| {
+                    let found = own(store, &person, &id)?
+                        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("you have no credential {id}")))?;
+                    store.revoke_credential(&found.id).map_err(ApiError::unavailable)?;
+                    Ok(found.id)
+                })
+                .await?;
+            // Refused at once by this process; by others within the cache's life.
+            call.authenticator.forget(&revoked);
+            Ok(json!({"revoked": revoked}))
+        }
+        _ => Err(ApiError::not_found()),
+    }
+}
+
+/// `person`'s credential `id`, if it is theirs.
+fn own(store: &Store, person: &crate::identity::Principal, id: &str) -> Result<Option<Credential>, ApiError> {
+    let mine = store.list_credentials(Some(person)).map_err(ApiError::unavailable)?;
+    Ok(mine.into_iter().find(|c| c.id == id))
+}

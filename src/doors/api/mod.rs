@@ -1,0 +1,270 @@
+//! The person API: JSON under `/api/portcullis/v1/`, for the command line
+//! a person runs on their own machine (`portcullis whoami`, `access …`,
+//! `approvals …`, `credential list|revoke`).
+//!
+//! Every call is authenticated with the person's own bearer credential;
+//! an agent's or a bot's is refused (403, `not_person` in the audit). The
+//! caller is the decider: decisions go through [`crate::access`] and
+//! [`crate::approvals::decide`] with the authenticated person, exactly as
+//! the web pages decide, so a person refused there is refused here with
+//! the same words. Every call is its request's audit row (the door sits
+//! inside the record layer); decisions add their own rows, as on the web.
+//! Errors are JSON: `{"error": "<message>", "code": <status>}`.
+//!
+//! | call | what |
+//! | --- | --- |
+//! | `GET whoami` | the person, their credential, admin or not, grants in effect |
+//! | `GET access-requests` | their own requests and those they may decide |
+//! | `POST access-requests` | ask: `{cluster, role, namespace?, duration_seconds, reason}` |
+//! | `POST access-requests/<id>/approve` | approve; the grant is bound before the answer |
+//! | `POST access-requests/<id>/deny` | deny: `{reason?}` |
+//! | `GET held-writes[?pending=true]` | held writes waiting on them, and their own |
+//! | `GET held-writes/<id>` | one, with its text (diff, dry run) |
+//! | `POST held-writes/<id>/approve`, `…/deny` | decide: `{reason?}` |
+//! | `GET credentials` | their own credentials (never a token) |
+//! | `POST credentials/<id>/revoke` | revoke one of their own |
+
+mod access;
+mod held;
+mod me;
+
+use crate::audit::refusal::Refusal;
+use crate::audit::row::AuditRow;
+use crate::body::{self, Body};
+use crate::config::Config;
+use crate::identity::authenticate::Authenticator;
+use crate::identity::{Identity, PrincipalKind};
+use crate::reconcile::Reconciler;
+use crate::store::Store;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{json, Value};
+use std::sync::{Arc, OnceLock};
+
+/// The largest request body accepted.
+const BODY_LIMIT: usize = 16 * 1024;
+
+/// What the API needs: the store, the configuration (roles, limits) and,
+/// once the server has one, the reconciler that binds approved grants.
+#[derive(Debug)]
+pub struct Api {
+    store: Store,
+    config: Arc<Config>,
+    reconciler: OnceLock<Arc<Reconciler>>,
+}
+
+/// A refused or failed call: its status, the message for the person, and
+/// the refusal for the audit row when portcullis refused it.
+#[derive(Debug)]
+pub struct ApiError {
+    code: StatusCode,
+    message: String,
+    refusal: Option<Refusal>,
+}
+
+impl ApiError {
+    fn new(code: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+            refusal: None,
+        }
+    }
+
+    fn refused(code: StatusCode, message: impl Into<String>, refusal: Refusal) -> ApiError {
+        ApiError {
+            refusal: Some(refusal),
+            ..ApiError::new(code, message)
+        }
+    }
+
+    fn not_found() -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "no such call in the portcullis API")
+    }
+
+    /// The store or a worker failed: said plainly, the cause logged.
+    fn unavailable(cause: impl std::fmt::Display) -> ApiError {
+        tracing::warn!(%cause, "person API call failed");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "portcullis cannot answer now; try again",
+        )
+    }
+}
+
+/// One call, parsed: the method, the path after the prefix split at `/`,
+/// the query and the JSON body (`null` when there was none), and the
+/// authenticator (whose cache a revocation clears at once).
+pub(crate) struct Call<'a> {
+    authenticator: &'a Authenticator,
+    method: Method,
+    segments: Vec<&'a str>,
+    query: Option<String>,
+    body: Value,
+}
+
+impl Api {
+    /// The API over `store` with `config`'s roles and clusters.
+    pub fn new(config: &Config, store: Store) -> Api {
+        Api {
+            store,
+            config: Arc::new(config.clone()),
+            reconciler: OnceLock::new(),
+        }
+    }
+
+    /// Bind approved grants through `reconciler` before answering (the
+    /// server sets it once it has built one).
+    pub fn set_reconciler(&self, reconciler: Arc<Reconciler>) {
+        let _ = self.reconciler.set(reconciler);
+    }
+
+    /// Serve `rest` (the path after `/api/portcullis/v1/`); `row` is the
+    /// request's audit row.
+    pub async fn serve(
+        &self,
+        authenticator: &Authenticator,
+        rest: &str,
+        request: Request<Incoming>,
+        row: &mut AuditRow,
+    ) -> Response<Body> {
+        row.verb = request.method().as_str().to_ascii_lowercase();
+        let result = self.answer(authenticator, rest, request, row).await;
+        match result {
+            Ok(value) => json(StatusCode::OK, &value),
+            Err(error) => {
+                if let Some(why) = error.refusal {
+                    row.refuse(why);
+                }
+                json(
+                    error.code,
+                    &json!({"error": error.message, "code": error.code.as_u16()}),
+                )
+            }
+        }
+    }
+
+    async fn answer(
+        &self,
+        authenticator: &Authenticator,
+        rest: &str,
+        request: Request<Incoming>,
+        row: &mut AuditRow,
+    ) -> Result<Value, ApiError> {
+        let identity = person(authenticator, request.headers(), row).await?;
+        let method = request.method().clone();
+        let query = request.uri().query().map(str::to_string);
+        let body = read_json(request).await?;
+        let call = Call {
+            authenticator,
+            method,
+            segments: rest.split('/').collect(),
+            query,
+            body,
+        };
+        if let Some(id) = call.segments.get(1) {
+            row.name = crate::audit::row::bounded(id);
+        }
+        self.dispatch(&identity, &call).await
+    }
+
+    async fn dispatch(&self, identity: &Identity, call: &Call<'_>) -> Result<Value, ApiError> {
+        let segments = call.segments.as_slice();
+        match (&call.method, segments.first().copied().unwrap_or_default()) {
+            (_, "whoami") if segments.len() == 1 => me::whoami(self, identity, call).await,
+            (_, "credentials") => me::credentials(self, identity, call).await,
+            (_, "access-requests") => access::serve(self, identity, call).await,
+            (_, "held-writes") => held::serve(self, identity, call).await,
+            _ => Err(ApiError::not_found()),
+        }
+    }
+
+    /// Run `work` on the store off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Store, &Config) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let (store, config) = (self.store.clone(), self.config.clone());
+        tokio::task::spawn_blocking(move || work(&store, &config))
+            .await
+            .map_err(ApiError::unavailable)?
+    }
+}
+
+/// The caller, if they are a person with their own credential; an agent's
+/// or a bot's credential, or none, is refused and noted in `row`.
+async fn person(
+    authenticator: &Authenticator,
+    headers: &http::HeaderMap,
+    row: &mut AuditRow,
+) -> Result<Identity, ApiError> {
+    let identity = match authenticator.authenticate(headers).await {
+        Ok(identity) => identity,
+        Err(error) => {
+            row.credential_prefix = error.prefix().unwrap_or_default().into();
+            let why = Refusal::from(&error);
+            let message = format!("not signed in: {error}; run `portcullis login`");
+            return Err(ApiError::refused(StatusCode::UNAUTHORIZED, message, why));
+        }
+    };
+    row.identify(&identity);
+    if identity.principal.kind != PrincipalKind::Person || identity.is_agent() {
+        let what = if identity.is_agent() { "an agent's" } else { "a bot's" };
+        let message = format!("the portcullis API is for people: this is {what} credential");
+        return Err(ApiError::refused(StatusCode::FORBIDDEN, message, Refusal::NotPerson));
+    }
+    Ok(identity)
+}
+
+async fn read_json(request: Request<Incoming>) -> Result<Value, ApiError> {
+    let bytes: Bytes = Limited::new(request.into_body(), BODY_LIMIT)
+        .collect()
+        .await
+        .map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"))?
+        .to_bytes();
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("the request body is not JSON: {e}")))
+}
+
+/// A string field of a JSON body, if set and not blank.
+fn text_field<'v>(body: &'v Value, name: &str) -> Option<&'v str> {
+    body.get(name).and_then(Value::as_str).filter(|s| !s.trim().is_empty())
+}
+
+/// The query parameter `name` of `call`.
+fn query_param(call: &Call<'_>, name: &str) -> Option<String> {
+    crate::doors::web::query_param(call.query.as_deref(), name)
+}
+
+fn json(code: StatusCode, value: &Value) -> Response<Body> {
+    let mut response = Response::new(body::full(value.to_string()));
+    *response.status_mut() = code;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_names_its_status_and_says_why_in_json() {
+        let error = ApiError::refused(StatusCode::FORBIDDEN, "no", Refusal::NotPerson);
+        let response = json(
+            error.code,
+            &json!({"error": error.message, "code": error.code.as_u16()}),
+        );
+        assert_eq!(response.status(), 403);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(text_field(&json!({"reason": "  "}), "reason"), None);
+        assert_eq!(text_field(&json!({"reason": "why"}), "reason"), Some("why"));
+    }
+}
