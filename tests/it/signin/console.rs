@@ -98,7 +98,7 @@ fn set_up(env: &Portcullis) {
     .unwrap();
     env.store.add_grant(&admin).unwrap();
     env.store
-        .add_agent(&ana, "deploy-helper", &[admin.id.clone()], true)
+        .add_agent(&ana, "deploy-helper", std::slice::from_ref(&admin.id), true)
         .unwrap();
     let carol = Principal::person("carol");
     env.store.add_principal(&carol, false).unwrap();
