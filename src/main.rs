@@ -51,6 +51,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Access(c) => person(&runtime, &cli.remote, PersonCommand::Access(c))?,
         Command::Approvals(c) => person(&runtime, &cli.remote, PersonCommand::Approvals(c))?,
         Command::Credential(c) => person(&runtime, &cli.remote, PersonCommand::Credential(c))?,
+        Command::Kubeconfig => person(&runtime, &cli.remote, PersonCommand::Kubeconfig)?,
+        Command::CredentialPlugin => {
+            let env = person_env();
+            portcullis::cli::plugin::run(&cli.remote, &env, &mut std::io::stdout().lock())?
+        }
         admin => {
             let config = Config::load(&cli.config, std::env::vars())?;
             portcullis::cli::admin(&config, admin)?;
@@ -62,7 +67,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// A person command, against the server; the environment is read here,
 /// once.
 fn person(runtime: &tokio::runtime::Runtime, remote: &RemoteArgs, command: PersonCommand) -> anyhow::Result<()> {
-    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
-    let env = PersonEnv::from_vars(std::env::vars(), interactive);
+    let env = person_env();
     Ok(runtime.block_on(portcullis::cli::person::run(remote, &env, command))?)
+}
+
+/// What the person commands read of the environment.
+fn person_env() -> PersonEnv {
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    PersonEnv::from_vars(std::env::vars(), interactive)
 }

@@ -17,7 +17,9 @@ pub mod approvals;
 pub mod audit;
 pub mod cluster;
 pub mod grant;
+pub mod kubeconfig;
 pub mod person;
+pub mod plugin;
 pub mod remote;
 pub mod group_rule;
 
@@ -92,6 +94,13 @@ pub enum Command {
     /// Your own credentials: list, revoke.
     #[command(subcommand)]
     Credential(person::CredentialCommand),
+    /// Add a context `portcullis-<cluster>` for each cluster you have a
+    /// grant on to your kubeconfig (`$KUBECONFIG`'s first file, else
+    /// `~/.kube/config`), leaving its other entries as they are.
+    Kubeconfig,
+    /// kubectl's exec credential plugin: prints your signed-in credential
+    /// as an `ExecCredential` (the kubeconfig runs it; not for people).
+    CredentialPlugin,
     /// Rules giving people in an identity provider's group a role while
     /// signed in: add, list, remove.
     #[command(subcommand)]
@@ -266,7 +275,9 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         | Command::Whoami
         | Command::Access(_)
         | Command::Approvals(_)
-        | Command::Credential(_) => Err(CliError::Message("not an administration command".into())),
+        | Command::Credential(_)
+        | Command::Kubeconfig
+        | Command::CredentialPlugin => Err(CliError::Message("not an administration command".into())),
         #[cfg(feature = "demo")]
         Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
     }

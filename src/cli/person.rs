@@ -35,6 +35,8 @@ pub enum PersonCommand {
     Approvals(ApprovalsCommand),
     /// `credential …`.
     Credential(CredentialCommand),
+    /// `kubeconfig`.
+    Kubeconfig,
 }
 
 /// Run `command` against the server `args` and `env` name, printing to
@@ -47,6 +49,7 @@ pub async fn run(args: &RemoteArgs, env: &PersonEnv, command: PersonCommand) -> 
         PersonCommand::Access(c) => super::access::run(&remote, c, out).await,
         PersonCommand::Approvals(c) => super::approvals::run(&remote, c, out).await,
         PersonCommand::Credential(c) => credential(&remote, c, out).await,
+        PersonCommand::Kubeconfig => super::kubeconfig::run(&remote, env, out).await,
     }
 }
 

@@ -28,6 +28,11 @@ pub struct PersonEnv {
     pub config_dir: Option<PathBuf>,
     /// A person at a terminal can answer a browser sign-in.
     pub interactive: bool,
+    /// The kubeconfig `portcullis kubeconfig` merges into: `$KUBECONFIG`'s
+    /// first file, else `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `KUBERNETES_EXEC_INFO`, set by kubectl for the credential plugin.
+    pub exec_info: Option<String>,
 }
 
 impl PersonEnv {
@@ -40,10 +45,15 @@ impl PersonEnv {
             .map(PathBuf::from)
             .or_else(|| set("HOME").map(|home| Path::new(&home).join(".config")))
             .map(|dir| dir.join("portcullis"));
+        let kubeconfig = set("KUBECONFIG")
+            .and_then(|list| std::env::split_paths(&list).find(|p| !p.as_os_str().is_empty()))
+            .or_else(|| set("HOME").map(|home| Path::new(&home).join(".kube/config")));
         PersonEnv {
             token: set("PORTCULLIS_TOKEN"),
             config_dir,
             interactive,
+            kubeconfig,
+            exec_info: set("KUBERNETES_EXEC_INFO"),
         }
     }
 
@@ -125,6 +135,7 @@ pub struct RemoteArgs {
 pub struct Remote {
     base: String,
     token: String,
+    ca_file: Option<PathBuf>,
     http: HttpClient,
 }
 
@@ -172,8 +183,19 @@ impl Remote {
         Ok(Remote {
             base: server.trim_end_matches('/').to_string(),
             token: token.to_string(),
+            ca_file: ca_file.map(Path::to_path_buf),
             http,
         })
+    }
+
+    /// The server's URL, without a trailing `/`.
+    pub fn server(&self) -> &str {
+        &self.base
+    }
+
+    /// The private CA trusted for the server, if one is.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.ca_file.as_deref()
     }
 
     /// `GET` an API path (after `/api/portcullis/v1/`).
@@ -245,6 +267,14 @@ mod tests {
         let env = PersonEnv::from_vars(vars(&[("HOME", "/h")]), false);
         assert_eq!(env.login_file().unwrap(), Path::new("/h/.config/portcullis/login.json"));
         assert!(PersonEnv::from_vars(vars(&[]), false).login_file().is_err());
+    }
+
+    #[test]
+    fn the_kubeconfig_is_kubeconfigs_first_file_else_the_one_under_home() {
+        let env = PersonEnv::from_vars(vars(&[("KUBECONFIG", ":/a/one:/b/two"), ("HOME", "/h")]), false);
+        assert_eq!(env.kubeconfig.unwrap(), Path::new("/a/one"));
+        let env = PersonEnv::from_vars(vars(&[("HOME", "/h")]), false);
+        assert_eq!(env.kubeconfig.unwrap(), Path::new("/h/.kube/config"));
     }
 
     #[test]

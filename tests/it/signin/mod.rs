@@ -10,6 +10,7 @@ mod console;
 mod fake_issuer;
 mod flow;
 mod groups;
+mod kubectl_plugin;
 mod refusals;
 mod tokens;
 
