@@ -371,7 +371,9 @@ mod tests {
             Some("body_too_deep")
         );
         assert_eq!(
-            RequestError::RequestTooLarge { limit: 1 }.refused().map(Refusal::as_str),
+            RequestError::RequestTooLarge { limit: 1 }
+                .refused()
+                .map(Refusal::as_str),
             Some("body_too_large")
         );
         assert_eq!(RequestError::UpstreamFailed { cluster: "c".into() }.refused(), None);

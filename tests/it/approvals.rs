@@ -275,7 +275,10 @@ async fn the_asker_and_people_without_admin_cannot_approve() {
     let out = env.person_cli(&bob, &["approvals", "approve", &id]);
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("not allowed: person:bob is not admin of namespace shop"), "{said}");
+    assert!(
+        said.contains("not allowed: person:bob is not admin of namespace shop"),
+        "{said}"
+    );
     let held = env.store.held(&id).unwrap().unwrap();
     assert_eq!(held.state, HeldState::Pending);
     let refused = audit_rows(&env).await;

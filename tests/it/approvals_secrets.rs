@@ -5,11 +5,11 @@
 //! last-applied annotation (which holds the values in clear). A dry-run
 //! answer whose values cannot be hidden is refused, not held.
 
-use portcullis::identity::Principal;
 use crate::approvals::{careful_bot, held_id, manifest};
 use crate::harness::{Kubectl, Portcullis};
 use base64::Engine;
 use http::Method;
+use portcullis::identity::Principal;
 
 /// A new value the writes send.
 const NEW_PASSWORD: &str = "n3w-Pa55w0rd-held";
@@ -121,7 +121,11 @@ async fn assert_no_value_shows(env: &Portcullis, id: &str, cookie: &str) -> Stri
     let page = String::from_utf8_lossy(&page.body).into_owned();
     assert!(page.contains("Dry-run result") && page.contains("redacted, "), "{page}");
 
-    let ana = env.store.issue_credential(&Principal::person("ana"), "cli", None).unwrap().1;
+    let ana = env
+        .store
+        .issue_credential(&Principal::person("ana"), "cli", None)
+        .unwrap()
+        .1;
     let out = env.person_cli(&ana, &["approvals", "show", id]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();

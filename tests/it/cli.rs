@@ -155,10 +155,21 @@ fn a_bad_configuration_is_refused_with_the_field_named() {
 async fn agents_are_added_for_a_person_with_their_grants_or_for_a_bot() {
     let env = Portcullis::start().await;
     let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
-    let delegated = stdout(&env.cli(&["admin", "agent", "add", "helper", "--person", "ana", "--grant", &grants[0].id]));
+    let delegated = stdout(&env.cli(&[
+        "admin",
+        "agent",
+        "add",
+        "helper",
+        "--person",
+        "ana",
+        "--grant",
+        &grants[0].id,
+    ]));
     let delegated = delegated.trim().to_string();
     assert!(delegated.starts_with("pcl_"), "{delegated}");
-    let other = env.cli(&["admin", "agent", "add", "greedy", "--person", "ana", "--grant", "not-hers"]);
+    let other = env.cli(&[
+        "admin", "agent", "add", "greedy", "--person", "ana", "--grant", "not-hers",
+    ]);
     assert!(!other.status.success(), "an agent gets only its person's grants");
 
     stdout(&env.cli(&["admin", "bot", "add", "ci"]));

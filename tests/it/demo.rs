@@ -105,7 +105,13 @@ async fn the_demo_writes_working_kubeconfigs_and_a_configuration_the_cli_uses() 
         .unwrap()
         .contains("[approvals]"));
     // ana approves it from her terminal, through the server, as the demo says.
-    let id = said.split("/approvals/").nth(1).unwrap().chars().take(36).collect::<String>();
+    let id = said
+        .split("/approvals/")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take(36)
+        .collect::<String>();
     let approved = ana_command(dir.path(), &["approvals", "approve", &id]);
     assert!(
         String::from_utf8_lossy(&approved.stdout).contains(&format!("approved {id}")),

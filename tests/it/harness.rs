@@ -217,7 +217,9 @@ impl Portcullis {
 
     /// The simulated cluster (not there in front of the real one).
     pub fn sim(&self) -> &Sim {
-        self.sim.as_ref().expect("portcullis is in front of the simulated cluster")
+        self.sim
+            .as_ref()
+            .expect("portcullis is in front of the simulated cluster")
     }
 
     /// `https://127.0.0.1:<port>/clusters/sim`.

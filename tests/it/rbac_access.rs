@@ -2,8 +2,8 @@
 //! server's API: asked, approved (the grant is bound and
 //! works), denied, expired; the requester never decides its own.
 
-use crate::harness::{Portcullis, CLUSTER};
 use crate::approvals::person_ok;
+use crate::harness::{Portcullis, CLUSTER};
 use crate::rbac::{bound, cli_ok, id_after};
 use crate::support::eventually;
 use std::time::Duration;
@@ -123,7 +123,10 @@ async fn an_undecided_request_expires_and_can_no_longer_be_approved() {
     eventually("the request to expire", async || state_of(&env, &id) == "expired").await;
     let late = env.person_cli(&ana, &["access", "approve", &id]);
     assert!(String::from_utf8_lossy(&late.stderr).contains("is expired, not pending"));
-    let audit = cli_ok(&env, &["admin", "audit", "--resource", "accessrequests", "--verb", "expire"]);
+    let audit = cli_ok(
+        &env,
+        &["admin", "audit", "--resource", "accessrequests", "--verb", "expire"],
+    );
     assert!(audit.contains(&id), "{audit}");
     env.stop().await;
 }

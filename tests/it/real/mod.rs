@@ -21,7 +21,10 @@ pub fn shared() -> &'static RealCluster {
         let parent = std::env::temp_dir().join("portcullis-tests");
         match RealCluster::start(&Tools::of_repository(root), &parent) {
             Ok(cluster) => {
-                eprintln!("real control plane ready in {:.1?} at {}", cluster.started_in, cluster.url);
+                eprintln!(
+                    "real control plane ready in {:.1?} at {}",
+                    cluster.started_in, cluster.url
+                );
                 cluster
             }
             Err(err) => panic!("the real control plane did not start: {err}"),
@@ -29,15 +32,15 @@ pub fn shared() -> &'static RealCluster {
     })
 }
 
-mod fixture;
-mod instances;
-mod secrets;
-mod held_writes;
-mod mcp;
 mod audit_join;
-mod grants;
-mod kubectl;
 mod differential;
 mod differential_cases;
 mod differential_cases_more;
 mod differential_shape;
+mod fixture;
+mod grants;
+mod held_writes;
+mod instances;
+mod kubectl;
+mod mcp;
+mod secrets;
