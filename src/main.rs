@@ -51,6 +51,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Access(c) => person(&runtime, &cli.remote, PersonCommand::Access(c))?,
         Command::Approvals(c) => person(&runtime, &cli.remote, PersonCommand::Approvals(c))?,
         Command::Credential(c) => person(&runtime, &cli.remote, PersonCommand::Credential(c))?,
+        Command::Login { url, no_browser } => {
+            let (env, ca) = (person_env(), cli.remote.ca_file.as_deref());
+            let out = &mut std::io::stderr().lock();
+            runtime.block_on(portcullis::cli::login::login(&url, ca, &env, !no_browser, out))?
+        }
+        Command::Logout => {
+            let env = person_env();
+            runtime.block_on(portcullis::cli::login::logout(&env, &mut std::io::stderr().lock()))?
+        }
         Command::Kubeconfig => person(&runtime, &cli.remote, PersonCommand::Kubeconfig)?,
         Command::CredentialPlugin => {
             let env = person_env();

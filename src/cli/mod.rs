@@ -18,6 +18,7 @@ pub mod audit;
 pub mod cluster;
 pub mod grant;
 pub mod kubeconfig;
+pub mod login;
 pub mod person;
 pub mod plugin;
 pub mod remote;
@@ -83,6 +84,18 @@ pub enum Command {
     /// agents, the audit, the clusters' status).
     #[command(subcommand)]
     Admin(admin::AdminCommand),
+    /// Sign in to a portcullis server through your browser; the credential
+    /// (12 h at most, never beyond your web sign-in) is kept in your config
+    /// directory, readable by you only.
+    Login {
+        /// The server, e.g. `https://portcullis.example.com`.
+        url: String,
+        /// Do not try to open a browser: print the URL to open instead.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Revoke your command line credential at the server and forget it.
+    Logout,
     /// Who you are signed in as, and your grants.
     Whoami,
     /// Ask for access, list your requests, approve or deny them as yourself.
@@ -277,7 +290,9 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         | Command::Approvals(_)
         | Command::Credential(_)
         | Command::Kubeconfig
-        | Command::CredentialPlugin => Err(CliError::Message("not an administration command".into())),
+        | Command::CredentialPlugin
+        | Command::Login { .. }
+        | Command::Logout => Err(CliError::Message("not an administration command".into())),
         #[cfg(feature = "demo")]
         Command::Demo { .. } => Err(CliError::Message("not an administration command".into())),
     }

@@ -49,6 +49,10 @@ pub enum Page<'a> {
     LoginCallback,
     /// `/logout`.
     Logout,
+    /// `/login/cli`: the person lets `portcullis login` sign in.
+    CliLogin,
+    /// `/login/cli/token`: `portcullis login` exchanges its code.
+    CliToken,
     /// `/approvals`.
     List,
     /// `/approvals/<id>`.
@@ -74,6 +78,8 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         "/login" => return Ok(Route::Web(Page::Login)),
         "/login/callback" => return Ok(Route::Web(Page::LoginCallback)),
         "/logout" => return Ok(Route::Web(Page::Logout)),
+        "/login/cli" => return Ok(Route::Web(Page::CliLogin)),
+        "/login/cli/token" => return Ok(Route::Web(Page::CliToken)),
         "/approvals" => return Ok(Route::Web(Page::List)),
         "/" | "/console" => return Ok(Route::Web(Page::Console)),
         _ => {}

@@ -17,6 +17,7 @@
 //! `nosniff`, no referrer and no caching. Decisions go through
 //! [`crate::approvals::decide`], so they are checked and audited like the CLI's.
 
+pub mod cli_login;
 pub mod console;
 pub mod pages;
 pub mod session;
@@ -62,6 +63,9 @@ pub async fn serve(
     };
     let session = signed_in(approvals, request.headers(), row).await;
     let method = request.method().clone();
+    if let Page::CliLogin | Page::CliToken = page {
+        return cli_login::serve(approvals, web, key, page, session, request, row).await;
+    }
     if let Page::Console | Page::ConsoleAction(_) = page {
         return match session {
             Some(s) => console::serve(approvals, authenticator, web.config(), &s, page, request, row).await,
@@ -422,10 +426,16 @@ pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-/// Only our own approval pages are places to go after signing in.
+/// Only our own approval pages (and the command line's sign-in, with a
+/// plain query) are places to go after signing in.
 pub fn safe_next(next: &str) -> String {
     let ok = next == "/approvals"
         || next == "/console"
+        || next.strip_prefix("/login/cli?").is_some_and(|query| {
+            query
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.~%&=+".contains(&b))
+        })
         || next
             .strip_prefix("/approvals/")
             .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));

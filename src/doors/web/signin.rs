@@ -31,6 +31,8 @@ pub struct Web {
     lifetime: Duration,
     /// For the group rules' grants (roles, clusters) at each sign-in.
     config: std::sync::Arc<Config>,
+    /// `portcullis login`'s codes waiting for their exchange.
+    cli_codes: super::cli_login::Codes,
 }
 
 impl Web {
@@ -46,6 +48,7 @@ impl Web {
             limiter: RateLimiter::new(rate, rate),
             lifetime: config.sessions.lifetime,
             config: std::sync::Arc::new(config.clone()),
+            cli_codes: Default::default(),
         })
     }
 
@@ -57,6 +60,11 @@ impl Web {
     /// How long a session lasts.
     pub fn lifetime(&self) -> Duration {
         self.lifetime
+    }
+
+    /// The codes given to `portcullis login`, not yet exchanged.
+    pub fn cli_codes(&self) -> &super::cli_login::Codes {
+        &self.cli_codes
     }
 
     /// The configuration (the console's clusters, roles, public URL).

@@ -6,6 +6,7 @@
 
 mod api;
 mod browser;
+mod cli_login;
 mod console;
 mod fake_issuer;
 mod flow;

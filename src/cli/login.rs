@@ -1,0 +1,248 @@
+//! `portcullis login <url>` and `portcullis logout`.
+//!
+//! Login works as `gh auth login` and `gcloud auth login` do (RFC 8252):
+//! the command listens on a loopback port, the browser opens portcullis's
+//! `/login/cli` (signing the person in with the identity provider first if
+//! need be), and after the person allows it the browser brings a one-time
+//! code back to the loopback port; the command exchanges it with its PKCE
+//! verifier (S256) for a credential lasting at most 12 hours and never
+//! beyond the sign-in session, kept in the login file (0600,
+//! [`super::remote::Login`]). Logout revokes that credential at the server
+//! and deletes the file.
+
+use super::remote::{client, Login, PersonEnv, Remote};
+use super::CliError;
+use crate::doors::web::cli_login::challenge_of;
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use http::{header, Method, Request};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How long the command waits for the person in the browser.
+const WAIT: Duration = Duration::from_secs(600);
+/// The largest request the loopback port reads.
+const REQUEST_LIMIT: usize = 16 * 1024;
+
+/// Sign in to `server` through the browser and keep the credential;
+/// progress goes to `out` (stderr when the credential plugin runs it).
+pub async fn login(
+    server: &str,
+    ca_file: Option<&Path>,
+    env: &PersonEnv,
+    open_browser: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let server = server.trim_end_matches('/');
+    if !server.starts_with("https://") {
+        return Err(CliError::Message(format!("{server} is not an https:// URL")));
+    }
+    let path = env.login_file()?;
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| fail("listen on a loopback port", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| fail("listen on a loopback port", e))?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let (verifier, state) = (random(), random());
+    let url = format!(
+        "{server}/login/cli?redirect_uri={}&code_challenge={}&code_challenge_method=S256&state={state}",
+        encode(&redirect_uri),
+        challenge_of(&verifier)
+    );
+    let say = |out: &mut dyn Write, text: &str| writeln!(out, "{text}").map_err(|e| fail("write", e));
+    say(
+        out,
+        "Sign in to portcullis in your browser; if it does not open, open this URL:",
+    )?;
+    say(out, &url)?;
+    if open_browser {
+        open(&url);
+    }
+    let code = tokio::time::timeout(WAIT, receive(&listener, &state))
+        .await
+        .map_err(|_| {
+            CliError::Message("no sign-in came back within 10 minutes: run `portcullis login` again".into())
+        })??;
+    let answer = exchange(server, ca_file, &code, &verifier, &redirect_uri).await?;
+    let expires_at: DateTime<Utc> = serde_json::from_value(answer["expires_at"].clone())
+        .map_err(|_| CliError::Message("portcullis answered the sign-in without an expiry".into()))?;
+    let ca_file = ca_file.map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+    let login = Login {
+        server: server.to_string(),
+        token: text(&answer["token"]),
+        credential_id: text(&answer["credential_id"]),
+        expires_at,
+        ca_file,
+    };
+    login.write(&path)?;
+    let login_name = text(&answer["login"]);
+    let who = crate::text::escape_control(&login_name);
+    say(
+        out,
+        &format!("signed in to {server} as {who} until {}", super::when(&expires_at)),
+    )
+}
+
+/// Revoke the login file's credential at its server, then delete the file.
+pub async fn logout(env: &PersonEnv, out: &mut dyn Write) -> Result<(), CliError> {
+    let path = env.login_file()?;
+    let Some(login) = Login::read(&path)? else {
+        return Err(CliError::Message(
+            "not signed in: there is nothing to log out of".into(),
+        ));
+    };
+    let remote = Remote::new(&login.server, &login.token, login.ca_file.as_deref())?;
+    let revoked = match remote
+        .post(&format!("credentials/{}/revoke", login.credential_id), json!({}))
+        .await
+    {
+        Ok(_) => "revoked",
+        // An expired or already revoked credential needs no revoking.
+        Err(_) if login.expires_at <= Utc::now() => "already expired",
+        Err(e) => {
+            return Err(CliError::Message(format!(
+                "could not revoke your credential, still signed in: {e}"
+            )))
+        }
+    };
+    std::fs::remove_file(&path).map_err(|e| fail(&format!("delete {}", path.display()), e))?;
+    writeln!(
+        out,
+        "logged out of {}: credential {revoked}, {} deleted",
+        login.server,
+        path.display()
+    )
+    .map_err(|e| fail("write", e))
+}
+
+/// Wait on the loopback port for the browser bringing the code for
+/// `state`; anything else gets a 404 and is waited past.
+async fn receive(listener: &TcpListener, state: &str) -> Result<String, CliError> {
+    loop {
+        let (mut stream, _) = listener.accept().await.map_err(|e| fail("accept the browser", e))?;
+        let Some(target) = request_target(&mut stream).await else {
+            continue;
+        };
+        let Some(query) = target.strip_prefix("/callback?") else {
+            let _ = respond(&mut stream, "404 Not Found", "Not found.").await;
+            continue;
+        };
+        let param = |name: &str| crate::doors::web::query_param(Some(query), name);
+        if param("state").as_deref() != Some(state) {
+            let _ = respond(
+                &mut stream,
+                "400 Bad Request",
+                "This sign-in is not the one the command waits for.",
+            )
+            .await;
+            continue;
+        }
+        if let Some(error) = param("error") {
+            let _ = respond(&mut stream, "400 Bad Request", "Not signed in.").await;
+            return Err(CliError::Message(format!("portcullis refused the sign-in: {error}")));
+        }
+        if let Some(code) = param("code") {
+            let done = "Signed in to portcullis. You can close this tab and go back to the terminal.";
+            let _ = respond(&mut stream, "200 OK", done).await;
+            return Ok(code);
+        }
+    }
+}
+
+/// The request target of the first request on `stream`.
+async fn request_target(stream: &mut TcpStream) -> Option<String> {
+    let mut read = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !read.windows(4).any(|w| w == b"\r\n\r\n") && read.len() < REQUEST_LIMIT {
+        let n = stream.read(&mut buffer).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        read.extend_from_slice(&buffer[..n]);
+    }
+    let line = std::str::from_utf8(&read).ok()?.lines().next()?.to_string();
+    let mut parts = line.split(' ');
+    (parts.next() == Some("GET")).then_some(())?;
+    parts.next().map(str::to_string)
+}
+
+async fn respond(stream: &mut TcpStream, status: &str, text: &str) -> std::io::Result<()> {
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>portcullis</title><p>{text}</p></html>"
+    );
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
+         Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// The code and verifier for a credential, at `/login/cli/token`.
+async fn exchange(
+    server: &str,
+    ca_file: Option<&Path>,
+    code: &str,
+    verifier: &str,
+    redirect_uri: &str,
+) -> Result<Value, CliError> {
+    let form: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("code", code)
+        .append_pair("code_verifier", verifier)
+        .append_pair("redirect_uri", redirect_uri)
+        .finish();
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("{server}/login/cli/token"))
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form.into_bytes())
+        .map_err(|e| CliError::Message(format!("bad server URL {server}: {e}")))?;
+    let answer = client(ca_file)?
+        .send(request)
+        .await
+        .map_err(|e| CliError::Message(format!("portcullis at {server}: {e}")))?;
+    let value: Value = serde_json::from_slice(answer.body()).unwrap_or(Value::Null);
+    if answer.status().is_success() && value["token"].is_string() {
+        return Ok(value);
+    }
+    Err(CliError::Message(match value["error_description"].as_str() {
+        Some(why) => format!("portcullis refused the sign-in: {why}"),
+        None => format!("portcullis at {server} answered {}", answer.status()),
+    }))
+}
+
+/// Open `url` in the person's browser, if this machine has a way to.
+fn open(url: &str) {
+    let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+    let _ = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}
+
+fn random() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
+}
+
+fn encode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_string()
+}
+
+fn fail(what: &str, e: std::io::Error) -> CliError {
+    CliError::Message(format!("cannot {what}: {e}"))
+}

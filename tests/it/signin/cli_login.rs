@@ -1,0 +1,157 @@
+//! `portcullis login` through the browser (issue 18, item 4): the command
+//! listens on a loopback port, Chromium signs the person in at the
+//! provider and allows it, the command exchanges the code with its PKCE
+//! verifier and keeps a short-lived credential; `portcullis logout`
+//! revokes it.
+
+use super::browser::Chromium;
+use super::{free_port, portcullis, Idp};
+use crate::approvals::audit_rows;
+use crate::harness::Portcullis;
+use crate::support::eventually;
+use chrono::{TimeDelta, Utc};
+use fantoccini::Locator;
+use http::Method;
+use portcullis::cli::remote::Login;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_portcullis");
+
+/// `portcullis <args>` on a person's machine whose home is `home`.
+fn person_command(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("PORTCULLIS_TOKEN")
+        .env_remove("PORTCULLIS_SERVER")
+        .env_remove("PORTCULLIS_CA_FILE")
+        .env_remove("PORTCULLIS_CONFIG")
+        .stdin(Stdio::null());
+    command
+}
+
+/// Lines the child writes to stderr, as they come.
+fn lines_of(stderr: std::process::ChildStderr) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+async fn allow_in_chromium(browser: &Chromium, url: &str) {
+    let client = &browser.client;
+    client.goto(url).await.unwrap();
+    let login = client.wait().for_element(Locator::Id("login")).await.unwrap();
+    login.send_keys("ana").await.unwrap();
+    client.find(Locator::Id("signin")).await.unwrap().click().await.unwrap();
+    let allow = client.wait().for_element(Locator::Id("allow")).await.unwrap();
+    assert!(browser.text().await.contains("Sign in the command line?"));
+    allow.click().await.unwrap();
+    browser
+        .wait_for_text("Signed in to portcullis. You can close this tab")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_revokes_its_credential() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let home = tempfile::tempdir().unwrap();
+    let ca = home.path().join("ca.pem");
+    std::fs::write(&ca, &env.ca_pem).unwrap();
+    let server = format!("https://127.0.0.1:{port}");
+    let mut child = person_command(
+        home.path(),
+        &["login", &server, "--no-browser", "--ca-file", ca.to_str().unwrap()],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let lines = lines_of(child.stderr.take().unwrap());
+    let prefix = format!("{server}/login/cli?");
+    let url = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the command prints its URL");
+        if line.starts_with(&prefix) {
+            break line;
+        }
+    };
+    let browser = Chromium::start().await;
+    allow_in_chromium(&browser, &url).await;
+    let status = eventually("portcullis login to finish", async || child.try_wait().unwrap()).await;
+    let said: Vec<String> = lines.try_iter().collect();
+    assert!(status.success(), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.starts_with(&format!("signed in to {server} as ana until "))),
+        "{said:?}"
+    );
+
+    let file = home.path().join(".config/portcullis/login.json");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let login = Login::read(&file).unwrap().expect("the login is kept");
+    assert_eq!(login.server, server);
+    assert!(login.expires_at <= Utc::now() + TimeDelta::hours(12));
+    assert!(login.expires_at > Utc::now() + TimeDelta::hours(11));
+    let whoami = person_command(home.path(), &["whoami"]).output().unwrap();
+    assert!(whoami.status.success(), "{}", String::from_utf8_lossy(&whoami.stderr));
+    assert!(String::from_utf8_lossy(&whoami.stdout).starts_with("ana"));
+    let rows = audit_rows(&env).await;
+    let logins: Vec<_> = rows.iter().filter(|r| r.verb == "login").collect();
+    assert_eq!(logins.len(), 1, "{logins:?}");
+    assert_eq!((logins[0].login.as_str(), logins[0].code), ("ana", 200));
+    assert_eq!(logins[0].credential_id, login.credential_id);
+
+    let out = person_command(home.path(), &["logout"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!file.exists(), "the login file is deleted");
+    let after = env.raw().get("/api/portcullis/v1/whoami", &login.token).await;
+    assert_eq!(after.status, 401, "the credential is revoked");
+    browser.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_not_given_out_or_a_redirect_off_this_machine_is_refused_and_audited() {
+    let env = Portcullis::start().await;
+    let raw = env.raw();
+    let off = "/login/cli?redirect_uri=https%3A%2F%2Fevil.example%2Fcb&code_challenge_method=S256\
+               &code_challenge=E9Melhoa2OwvFrEMTJguCQ0oW6gcQIAq4hKFGrIRKaM&state=s";
+    assert_eq!(raw.send(Method::GET, off, &[], Vec::new()).await.status, 400);
+    let form = b"code=made-up&code_verifier=v&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback".to_vec();
+    let refused = raw
+        .send(
+            Method::POST,
+            "/login/cli/token",
+            &[("content-type", "application/x-www-form-urlencoded")],
+            form,
+        )
+        .await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.json()["error"], "invalid_grant");
+    let rows = audit_rows(&env).await;
+    let row = rows
+        .iter()
+        .find(|r| r.verb == "login")
+        .expect("the exchange is audited");
+    assert_eq!((row.code, row.refused.as_str()), (400, "signin_code_refused"));
+    env.stop().await;
+}
