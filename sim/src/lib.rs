@@ -35,7 +35,8 @@
 //!   `discovery`: `/version`, `/api`, `/apis`, OpenAPI stubs. `table`:
 //!   `meta.k8s.io/v1` Tables.
 //! - `store`: in-memory objects, resourceVersions, watch fan-out.
-//!   `handlers`: the verbs. `patch`: merge, JSON and strategic merge patches
+//!   `handlers`: the verbs. `defaults`: what decoding a write fills in.
+//!   `patch`: merge, JSON and strategic merge patches
 //!   and server-side apply. `validate`: names, immutable fields, strict
 //!   field validation.
 //! - `streams`: pods/log, exec, attach, port-forward over WebSocket and SPDY.
@@ -49,6 +50,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod defaults;
 pub mod discovery;
 pub mod faults;
 pub mod handlers;

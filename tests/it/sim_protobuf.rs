@@ -84,7 +84,12 @@ async fn kubectl_creates_a_deployment_a_service_and_a_job_with_their_specs() {
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
         (&container["name"], &container["image"], &container["ports"]),
-        (&json!("nginx"), &json!("nginx:1.27"), &json!([{"containerPort": 80}]))
+        // kube-apiserver defaults a container port's protocol.
+        (
+            &json!("nginx"),
+            &json!("nginx:1.27"),
+            &json!([{"containerPort": 80, "protocol": "TCP"}])
+        )
     );
     let service = get(&kubectl, &["service", "shop"]);
     assert_eq!(service["spec"]["type"], json!("ClusterIP"));

@@ -4,19 +4,38 @@
 //! `kubectl rollout status` to see a healthy cluster.
 
 use crate::registry::ResourceType;
-use crate::store::{meta_str, next_generation, now_timestamp};
+use crate::store::{next_generation, now_timestamp};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Fill in what controllers would have set on `obj` (about to replace
-/// `old`, if any).
+/// Fill in everything the API server and the controllers would have set on
+/// `obj` (about to replace `old`, if any): for objects that are not
+/// written through the API (seeding).
 pub fn settle(rt: &ResourceType, old: Option<&Value>, obj: &mut Value) {
+    crate::defaults::decode(rt.group, rt.kind, old, obj);
+    settle_decoded(rt, obj);
+    settle_written(rt, old, obj);
+}
+
+/// What decoding a write does beyond defaulting, before the field manager
+/// records it (so the writer owns the result).
+pub(super) fn settle_decoded(rt: &ResourceType, obj: &mut Value) {
+    if (rt.group, rt.kind) == ("", "Secret") {
+        settle_secret(obj);
+    }
+}
+
+/// What the registries, admission and the controllers add once the write
+/// was recorded: no one owns these fields.
+pub(super) fn settle_written(rt: &ResourceType, old: Option<&Value>, obj: &mut Value) {
+    if old.is_none() {
+        crate::defaults::admit(rt.group, rt.kind, obj);
+    }
     match (rt.group, rt.kind) {
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => settle_workload(old, obj),
         ("", "Pod") => settle_pod(obj),
         ("", "Service") => settle_service(old, obj),
         ("", "Namespace") => settle_namespace(obj),
-        ("", "Secret") => settle_secret(obj),
         _ => {}
     }
 }
@@ -121,14 +140,24 @@ fn cluster_ip() -> String {
     format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 2)
 }
 
+/// The Service registry allocates the cluster IP and its family; the
+/// status carries an empty `loadBalancer`.
 fn settle_service(old: Option<&Value>, obj: &mut Value) {
     let kept = old.and_then(|o| o["spec"]["clusterIP"].as_str()).map(str::to_string);
     let external_name = obj["spec"]["type"] == "ExternalName";
+    if let Some(status) = object_mut(obj, "status") {
+        status.entry("loadBalancer").or_insert_with(|| json!({}));
+    }
     let Some(spec) = object_mut(obj, "spec") else { return };
     if !spec.contains_key("type") {
         spec.insert("type".into(), json!("ClusterIP"));
     }
-    if external_name || spec.get("clusterIP").is_some_and(Value::is_string) {
+    if external_name {
+        return;
+    }
+    spec.entry("ipFamilies").or_insert_with(|| json!(["IPv4"]));
+    spec.entry("ipFamilyPolicy").or_insert_with(|| json!("SingleStack"));
+    if spec.get("clusterIP").is_some_and(Value::is_string) {
         return;
     }
     // An update without a clusterIP keeps the allocated one, as the API
@@ -138,13 +167,9 @@ fn settle_service(old: Option<&Value>, obj: &mut Value) {
     spec.insert("clusterIPs".into(), json!([ip]));
 }
 
+/// The namespace registry adds the `kubernetes` finalizer; the name label
+/// is a default (`sim::defaults`).
 fn settle_namespace(obj: &mut Value) {
-    let name = meta_str(obj, "name").to_string();
-    if let Some(meta) = object_mut(obj, "metadata") {
-        if let Some(labels) = meta.entry("labels").or_insert_with(|| json!({})).as_object_mut() {
-            labels.insert("kubernetes.io/metadata.name".into(), json!(name));
-        }
-    }
     if let Some(spec) = object_mut(obj, "spec") {
         spec.entry("finalizers").or_insert_with(|| json!(["kubernetes"]));
     }

@@ -113,10 +113,11 @@ pub(super) fn finish_update(
             None => remove_field(&mut new, "status"),
         }
     }
-    validate::update(ctx.rt.group, ctx.rt.kind, old, &new)?;
     if !status_write {
-        controllers::settle(ctx.rt, Some(old), &mut new);
+        crate::defaults::decode(ctx.rt.group, ctx.rt.kind, Some(old), &mut new);
+        controllers::settle_decoded(ctx.rt, &mut new);
     }
+    validate::update(ctx.rt.group, ctx.rt.kind, old, &new)?;
     if !apply {
         patch_api::record_update_subresource(
             ctx.rt,
@@ -126,6 +127,9 @@ pub(super) fn finish_update(
             &now_timestamp(),
             super::patching::subresource(ctx),
         );
+    }
+    if !status_write {
+        controllers::settle_written(ctx.rt, Some(old), &mut new);
     }
     if unchanged(old, &new) {
         return Ok(Change::Keep);
@@ -192,13 +196,17 @@ pub(super) fn prepare_create(
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
     }
-    validate::create(ctx.rt.group, ctx.rt.kind, obj)?;
+    validate::decode(ctx.rt.group, ctx.rt.kind, obj)?;
     let warnings = validate::check_fields(opts.validation, ctx.rt.group, ctx.rt.kind, obj)
         .map_err(|status| decoding_error(ctx, status, apply))?;
-    controllers::settle(ctx.rt, None, obj);
+    // As kube-apiserver: decoded (and defaulted), then validated.
+    crate::defaults::decode(ctx.rt.group, ctx.rt.kind, None, obj);
+    validate::create(ctx.rt.group, ctx.rt.kind, obj)?;
+    controllers::settle_decoded(ctx.rt, obj);
     if !apply {
         patch_api::record_update_subresource(ctx.rt, None, obj, &opts.manager, &now_timestamp(), None);
     }
+    controllers::settle_written(ctx.rt, None, obj);
     Ok(warnings)
 }
 

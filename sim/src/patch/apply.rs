@@ -206,12 +206,18 @@ pub fn record_update_subresource(
     if !own.is_empty() {
         let api_version = rt.api_version();
         let sub = subresource.unwrap_or_default();
+        // kube's scale handler maps a Scale's entries onto the workload
+        // without their time: the entry has none, and so sorts first.
+        let time = (sub != "scale").then(|| now.to_string());
         match entries.iter_mut().find(|e| e.is(manager, UPDATE, &api_version, sub)) {
             Some(e) => {
                 e.set = e.set.union(&own);
-                e.time = Some(now.to_string());
+                e.time = time;
             }
-            None => entries.push(entry(manager, UPDATE, rt, now, subresource, own)),
+            None => entries.push(Entry {
+                time,
+                ..entry(manager, UPDATE, rt, now, subresource, own)
+            }),
         }
     }
     entries.retain(|e| !e.set.is_empty());

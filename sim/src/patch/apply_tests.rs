@@ -381,3 +381,20 @@ fn a_bindings_role_ref_and_subjects_are_owned_whole_by_apply_and_update() {
     record_update(&ROLE_BINDING, None, &mut created, "curl", T1);
     assert_eq!(entry_of(&created, "curl").unwrap()["fieldsV1"], owned);
 }
+
+#[test]
+fn a_scale_write_takes_the_replicas_in_an_entry_without_time_that_sorts_first() {
+    let mut created = deployment(2, json!({"app": "web"}));
+    record_update(&DEPLOYMENT, None, &mut created, "curl", T1);
+    let mut scaled = created.clone();
+    scaled["spec"]["replicas"] = json!(3);
+    record_update_subresource(&DEPLOYMENT, Some(&created), &mut scaled, "curl", T2, Some("scale"));
+    let entries = entries(&scaled);
+    assert_eq!(
+        entries[0],
+        json!({"manager": "curl", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}}, "subresource": "scale"})
+    );
+    assert_eq!(entries[1]["time"], T1);
+    assert!(entries[1]["fieldsV1"]["f:spec"].get("f:replicas").is_none());
+}

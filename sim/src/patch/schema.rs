@@ -242,10 +242,13 @@ pub fn zero_object(rt: &ResourceType) -> Value {
     if !is_built_in(rt) {
         return Value::Object(zero);
     }
-    let pod_template = || serde_json::json!({"metadata": {}, "spec": {}});
+    // `containers` has no `omitempty`: a zero pod spec carries it as null,
+    // so a create's entry shows no `.` for it (unlike `volumes`, say).
+    let pod_spec = || serde_json::json!({"containers": null});
+    let pod_template = || serde_json::json!({"metadata": {}, "spec": pod_spec()});
     let spec = match rt.kind {
-        "Pod"
-        | "Service"
+        "Pod" => Some(pod_spec()),
+        "Service"
         | "Namespace"
         | "Node"
         | "PersistentVolumeClaim"

@@ -155,6 +155,11 @@ fn present(value: Option<&Value>) -> Option<&Value> {
 }
 
 fn compare_at(node: &Node, old: Option<&Value>, new: Option<&Value>, path: &mut Path, out: &mut Comparison) {
+    // A list that was null (a Go slice without `omitempty`, as a zero
+    // pod's `containers`) is there already: only its items are added.
+    if let (Some(Value::Null), Some(new @ Value::Array(_))) = (old, new) {
+        return compare_both(node, &Value::Array(Vec::new()), new, path, out);
+    }
     match (present(old), present(new)) {
         (None, None) => {}
         (None, Some(new)) => {

@@ -285,8 +285,7 @@ impl Drop for Sim {
 /// Create the system namespaces, then `objects` (namespaces first), as the
 /// controllers would have left them.
 fn seed_store(store: &Store, objects: &[serde_json::Value]) -> io::Result<()> {
-    let system = ["default", "kube-system", "kube-public", "kube-node-lease"]
-        .map(|name| serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
+    let system = ["default", "kube-system", "kube-public", "kube-node-lease"].map(system_namespace);
     let (namespaces, others): (Vec<_>, Vec<_>) = objects
         .iter()
         .partition(|o| o["kind"] == "Namespace" && o["apiVersion"] == "v1");
@@ -309,6 +308,18 @@ fn seed_store(store: &Store, objects: &[serde_json::Value]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A namespace kube-apiserver creates itself at start: written by
+/// `kube-apiserver`, so its name label is that manager's.
+fn system_namespace(name: &str) -> serde_json::Value {
+    let mut namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    crate::defaults::decode("", "Namespace", None, &mut namespace);
+    if let Some(rt) = registry::find("", "v1", "namespaces") {
+        let now = crate::store::now_timestamp();
+        crate::patch::record_update(rt, None, &mut namespace, "kube-apiserver", &now);
+    }
+    namespace
 }
 
 async fn accept_loop(
@@ -388,5 +399,24 @@ where
 {
     fn shut_down_gracefully(self: std::pin::Pin<&mut Self>) {
         self.graceful_shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_system_namespace_s_name_label_is_managed_by_kube_apiserver() {
+        let namespace = system_namespace("kube-public");
+        let entry = &namespace["metadata"]["managedFields"][0];
+        assert_eq!(
+            (&entry["manager"], &entry["operation"]),
+            (&serde_json::json!("kube-apiserver"), &serde_json::json!("Update"))
+        );
+        assert_eq!(
+            entry["fieldsV1"],
+            serde_json::json!({"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}}}})
+        );
     }
 }

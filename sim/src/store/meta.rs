@@ -72,10 +72,34 @@ pub(super) fn stamp(obj: &mut Value, old: Option<&Value>, revision: Option<u64>,
 /// create, bumped when `spec` changes, none for objects without `spec`.
 pub fn next_generation(old: Option<&Value>, new: &Value) -> Option<i64> {
     new.get("spec")?;
+    if !sets_generation(new) {
+        return None;
+    }
     let old_generation = old.and_then(|o| o["metadata"]["generation"].as_i64());
     Some(match (old, old_generation) {
         (Some(old), Some(g)) if old.get("spec") == new.get("spec") => g,
         (Some(_), Some(g)) => g + 1,
         _ => 1,
     })
+}
+
+/// Whether kube-apiserver's strategy for the object's kind keeps a
+/// `generation`: not for these kinds, whose spec changes are not tracked.
+fn sets_generation(obj: &Value) -> bool {
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let untracked = match obj["apiVersion"].as_str().unwrap_or_default() {
+        "v1" => matches!(
+            kind,
+            "Namespace"
+                | "Service"
+                | "PersistentVolumeClaim"
+                | "PersistentVolume"
+                | "ResourceQuota"
+                | "LimitRange"
+                | "Node"
+        ),
+        "coordination.k8s.io/v1" => kind == "Lease",
+        _ => false,
+    };
+    !untracked
 }

@@ -11,12 +11,18 @@
 //!   most 128 printable characters), `force` (apply only),
 //!   `fieldValidation`.
 //! - Strict field validation from the small schema in [`schema`].
+//! - Fields (`kinds`): label keys and values, RBAC rules' verbs, the keys a
+//!   Secret's type requires and its immutable type, base64 Secret data,
+//!   Service port numbers, a Pod's containers and the spec fields a Pod
+//!   update may change, a workload's selector and template labels.
 //!
 //! # Known differences from kube-apiserver
 //!
-//! - Only names, the immutable fields above and unknown top-level, `spec`
-//!   and `metadata` fields are validated; a Deployment without containers is
-//!   accepted.
+//! - Only the fields above are validated; a Deployment without containers,
+//!   say, is accepted. Several invalid labels are reported in key order
+//!   (kube iterates a Go map).
+//! - A forbidden Pod update's message leaves out the diff of kube's
+//!   internal Pod struct that kube-apiserver appends.
 //! - Unknown fields deeper than `spec.<field>` (say in a pod template) are
 //!   not detected, nor are duplicate fields.
 //! - `field is immutable` errors show the value as JSON where the API server
@@ -26,6 +32,7 @@
 // parts; the error path is cold, so boxing would buy nothing.
 #![allow(clippy::result_large_err)]
 
+mod kinds;
 pub mod schema;
 
 use crate::status::{Status, StatusCause, StatusDetails};
@@ -77,6 +84,7 @@ impl FieldError {
     pub fn message(&self) -> String {
         let (value, detail) = (&self.value, &self.detail);
         match self.kind {
+            ErrorType::Required if detail.is_empty() => "Required value".to_string(),
             ErrorType::Required => format!("Required value: {detail}"),
             ErrorType::Invalid => format!("Invalid value: {value}: {detail}"),
             ErrorType::Forbidden => format!("Forbidden: {detail}"),
@@ -192,10 +200,11 @@ pub fn name_errors(group: &str, kind: &str, name: &str) -> Vec<FieldError> {
     }
 }
 
-/// Validate an object about to be created: 422 on a bad name.
+/// Validate an object about to be created: 422 on a bad name or field.
 pub fn create(group: &str, kind: &str, obj: &Value) -> Result<(), Status> {
     let name = crate::store::meta_str(obj, "name");
-    let errors = name_errors(group, kind, name);
+    let mut errors = name_errors(group, kind, name);
+    errors.extend(kinds::create_errors(group, kind, obj));
     if errors.is_empty() {
         Ok(())
     } else {
@@ -203,10 +212,25 @@ pub fn create(group: &str, kind: &str, obj: &Value) -> Result<(), Status> {
     }
 }
 
-/// Validate an update of `old` to `new`: immutable fields.
+/// A body that fails to decode as its kind (400), as the API server's
+/// decoder words it: so far a Secret's `data` that is not base64.
+pub fn decode(group: &str, kind: &str, obj: &Value) -> Result<(), Status> {
+    match (group, kind) {
+        ("", "Secret") => match kinds::secret_data_error(obj) {
+            Some(error) => Err(Status::bad_request(format!(
+                "Secret in version \"v1\" cannot be handled as a Secret: {error}"
+            ))),
+            None => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Validate an update of `old` to `new`: its fields and the immutable ones.
 pub fn update(group: &str, kind: &str, old: &Value, new: &Value) -> Result<(), Status> {
     let name = crate::store::meta_str(new, "name");
-    let errors = update_errors(group, kind, old, new);
+    let mut errors = kinds::update_errors(group, kind, old, new);
+    errors.extend(update_errors(group, kind, old, new));
     if errors.is_empty() {
         Ok(())
     } else {
@@ -423,5 +447,7 @@ pub fn field_validation(options_kind: &str, value: Option<&str>) -> Result<Field
     }
 }
 
+#[cfg(test)]
+mod kinds_tests;
 #[cfg(test)]
 mod tests;

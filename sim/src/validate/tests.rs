@@ -19,7 +19,14 @@ fn a_missing_name_is_a_required_value() {
 
 #[test]
 fn an_invalid_name_is_named_with_the_group_qualified_kind() {
-    let status = create("apps", "Deployment", &json!({"metadata": {"name": "Web_1"}})).unwrap_err();
+    let spec =
+        json!({"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}}});
+    let status = create(
+        "apps",
+        "Deployment",
+        &json!({"metadata": {"name": "Web_1"}, "spec": spec}),
+    )
+    .unwrap_err();
     assert!(
         status.message.starts_with("Deployment.apps \"Web_1\" is invalid: metadata.name: Invalid value: \"Web_1\": a lowercase RFC 1123 subdomain"),
         "{}",
