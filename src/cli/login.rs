@@ -7,7 +7,9 @@
 //! code back to the loopback port; the command exchanges it with its PKCE
 //! verifier (S256) for a credential lasting at most 12 hours and never
 //! beyond the sign-in session, kept in the login file (0600,
-//! [`super::remote::Login`]). Logout revokes that credential at the server
+//! [`super::remote::Login`]). Without a browser (`--no-browser`) it is the
+//! device authorization grant (RFC 8628): the person allows a short code
+//! on any device while the command polls. Logout revokes that credential at the server
 //! and deletes the file.
 
 use super::remote::{client, Login, PersonEnv, Remote};
@@ -28,7 +30,8 @@ const WAIT: Duration = Duration::from_secs(600);
 /// The largest request the loopback port reads.
 const REQUEST_LIMIT: usize = 16 * 1024;
 
-/// Sign in to `server` through the browser and keep the credential;
+/// Sign in to `server` through the browser (here, or on another device
+/// without `open_browser`) and keep the credential;
 /// progress goes to `out` (stderr when the credential plugin runs it).
 pub async fn login(
     server: &str,
@@ -42,35 +45,11 @@ pub async fn login(
         return Err(CliError::Message(format!("{server} is not an https:// URL")));
     }
     let path = env.login_file()?;
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| fail("listen on a loopback port", e))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| fail("listen on a loopback port", e))?
-        .port();
-    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-    let (verifier, state) = (random(), random());
-    let url = format!(
-        "{server}/login/cli?redirect_uri={}&code_challenge={}&code_challenge_method=S256&state={state}",
-        encode(&redirect_uri),
-        challenge_of(&verifier)
-    );
-    let say = |out: &mut dyn Write, text: &str| writeln!(out, "{text}").map_err(|e| fail("write", e));
-    say(
-        out,
-        "Sign in to portcullis in your browser; if it does not open, open this URL:",
-    )?;
-    say(out, &url)?;
-    if open_browser {
-        open(&url);
-    }
-    let code = tokio::time::timeout(WAIT, receive(&listener, &state))
-        .await
-        .map_err(|_| {
-            CliError::Message("no sign-in came back within 10 minutes: run `portcullis login` again".into())
-        })??;
-    let answer = exchange(server, ca_file, &code, &verifier, &redirect_uri).await?;
+    let answer = if open_browser {
+        through_loopback(server, ca_file, env, out).await?
+    } else {
+        through_device(server, ca_file, out).await?
+    };
     let expires_at: DateTime<Utc> = serde_json::from_value(answer["expires_at"].clone())
         .map_err(|_| CliError::Message("portcullis answered the sign-in without an expiry".into()))?;
     let ca_file = ca_file.map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
@@ -88,6 +67,84 @@ pub async fn login(
         out,
         &format!("signed in to {server} as {who} until {}", super::when(&expires_at)),
     )
+}
+
+/// The browser on this machine brings a code to a loopback port; the code
+/// and its PKCE verifier are exchanged for the credential.
+async fn through_loopback(
+    server: &str,
+    ca_file: Option<&Path>,
+    env: &PersonEnv,
+    out: &mut dyn Write,
+) -> Result<Value, CliError> {
+    let listen = |e| fail("listen on a loopback port", e);
+    let listener = TcpListener::bind("127.0.0.1:0").await.map_err(listen)?;
+    let port = listener.local_addr().map_err(listen)?.port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let (verifier, state) = (random(), random());
+    let url = format!(
+        "{server}/login/cli?redirect_uri={}&code_challenge={}&code_challenge_method=S256&state={state}",
+        encode(&redirect_uri),
+        challenge_of(&verifier)
+    );
+    say(
+        out,
+        "Sign in to portcullis in your browser; if it does not open, open this URL:",
+    )?;
+    say(out, &url)?;
+    open(env.browser.as_deref(), &url);
+    let code = tokio::time::timeout(WAIT, receive(&listener, &state))
+        .await
+        .map_err(|_| {
+            CliError::Message("no sign-in came back within 10 minutes: run `portcullis login` again".into())
+        })??;
+    let pairs = [
+        ("code", code.as_str()),
+        ("code_verifier", &verifier),
+        ("redirect_uri", &redirect_uri),
+    ];
+    let (ok, answer) = post_form(server, ca_file, "/login/cli/token", &pairs).await?;
+    if ok && answer["token"].is_string() {
+        return Ok(answer);
+    }
+    Err(refused(server, &answer))
+}
+
+/// The device authorization grant (RFC 8628): the person allows the user
+/// code on any device while the command polls.
+async fn through_device(server: &str, ca_file: Option<&Path>, out: &mut dyn Write) -> Result<Value, CliError> {
+    let (ok, asked) = post_form(server, ca_file, "/login/device/code", &[]).await?;
+    let device_code = text(&asked["device_code"]);
+    if !ok || device_code.is_empty() {
+        return Err(refused(server, &asked));
+    }
+    let esc = |v: &Value| crate::text::escape_control(&text(v)).into_owned();
+    say(
+        out,
+        &format!(
+            "On any device, open {} and enter the code {}, or open:",
+            esc(&asked["verification_uri"]),
+            esc(&asked["user_code"])
+        ),
+    )?;
+    say(out, &esc(&asked["verification_uri_complete"]))?;
+    let mut interval = asked["interval"].as_u64().unwrap_or(5).max(1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(asked["expires_in"].as_u64().unwrap_or(600));
+    let grant = "urn:ietf:params:oauth:grant-type:device_code";
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(interval)).await;
+        let pairs = [("grant_type", grant), ("device_code", device_code.as_str())];
+        let (ok, answer) = post_form(server, ca_file, "/login/device/token", &pairs).await?;
+        match answer["error"].as_str() {
+            _ if ok && answer["token"].is_string() => return Ok(answer),
+            Some("authorization_pending") => {}
+            Some("slow_down") => interval += 5,
+            _ => return Err(refused(server, &answer)),
+        }
+    }
+    Err(CliError::Message(
+        "no one allowed the code within 10 minutes: run `portcullis login` again".into(),
+    ))
 }
 
 /// Revoke the login file's credential at its server, then delete the file.
@@ -187,22 +244,20 @@ async fn respond(stream: &mut TcpStream, status: &str, text: &str) -> std::io::R
     stream.shutdown().await
 }
 
-/// The code and verifier for a credential, at `/login/cli/token`.
-async fn exchange(
+/// POST `pairs` as a form to `path` on `server`: whether it succeeded,
+/// and the JSON answer.
+async fn post_form(
     server: &str,
     ca_file: Option<&Path>,
-    code: &str,
-    verifier: &str,
-    redirect_uri: &str,
-) -> Result<Value, CliError> {
-    let form: String = form_urlencoded::Serializer::new(String::new())
-        .append_pair("code", code)
-        .append_pair("code_verifier", verifier)
-        .append_pair("redirect_uri", redirect_uri)
+    path: &str,
+    pairs: &[(&str, &str)],
+) -> Result<(bool, Value), CliError> {
+    let form = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
         .finish();
     let request = Request::builder()
         .method(Method::POST)
-        .uri(format!("{server}/login/cli/token"))
+        .uri(format!("{server}{path}"))
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(form.into_bytes())
         .map_err(|e| CliError::Message(format!("bad server URL {server}: {e}")))?;
@@ -210,20 +265,23 @@ async fn exchange(
         .send(request)
         .await
         .map_err(|e| CliError::Message(format!("portcullis at {server}: {e}")))?;
-    let value: Value = serde_json::from_slice(answer.body()).unwrap_or(Value::Null);
-    if answer.status().is_success() && value["token"].is_string() {
-        return Ok(value);
-    }
-    Err(CliError::Message(match value["error_description"].as_str() {
-        Some(why) => format!("portcullis refused the sign-in: {why}"),
-        None => format!("portcullis at {server} answered {}", answer.status()),
-    }))
+    let value = serde_json::from_slice(answer.body()).unwrap_or(Value::Null);
+    Ok((answer.status().is_success(), value))
 }
 
-/// Open `url` in the person's browser, if this machine has a way to.
-fn open(url: &str) {
-    let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
-    let _ = std::process::Command::new(opener)
+/// Why the server refused, in its words.
+fn refused(server: &str, answer: &Value) -> CliError {
+    CliError::Message(match answer["error_description"].as_str() {
+        Some(why) => format!("portcullis refused the sign-in: {}", crate::text::escape_control(why)),
+        None => format!("portcullis at {server} did not sign you in"),
+    })
+}
+
+/// Open `url` with `browser` (`$BROWSER`), else the system's opener, if
+/// this machine has one; the URL is printed either way.
+fn open(browser: Option<&str>, url: &str) {
+    let system = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+    let _ = std::process::Command::new(browser.unwrap_or(system))
         .arg(url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -237,6 +295,10 @@ fn random() -> String {
 
 fn encode(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+fn say(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
+    writeln!(out, "{text}").map_err(|e| fail("write", e))
 }
 
 fn text(value: &Value) -> String {

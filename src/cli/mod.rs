@@ -17,12 +17,12 @@ pub mod approvals;
 pub mod audit;
 pub mod cluster;
 pub mod grant;
+pub mod group_rule;
 pub mod kubeconfig;
 pub mod login;
 pub mod person;
 pub mod plugin;
 pub mod remote;
-pub mod group_rule;
 
 use crate::config::Config;
 use crate::identity::{Principal, PrincipalKind};
@@ -90,7 +90,8 @@ pub enum Command {
     Login {
         /// The server, e.g. `https://portcullis.example.com`.
         url: String,
-        /// Do not try to open a browser: print the URL to open instead.
+        /// No browser here: sign in on another device with a code (the
+        /// device authorization grant, RFC 8628).
         #[arg(long)]
         no_browser: bool,
     },

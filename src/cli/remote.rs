@@ -33,6 +33,9 @@ pub struct PersonEnv {
     pub kubeconfig: Option<PathBuf>,
     /// `KUBERNETES_EXEC_INFO`, set by kubectl for the credential plugin.
     pub exec_info: Option<String>,
+    /// `BROWSER`: the command `portcullis login` opens its URL with
+    /// (else `xdg-open`, or `open` on macOS).
+    pub browser: Option<String>,
 }
 
 impl PersonEnv {
@@ -54,6 +57,7 @@ impl PersonEnv {
             interactive,
             kubeconfig,
             exec_info: set("KUBERNETES_EXEC_INFO"),
+            browser: set("BROWSER"),
         }
     }
 

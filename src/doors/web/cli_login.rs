@@ -225,10 +225,22 @@ async fn exchange(approvals: &Approvals, web: &Web, request: Request<Incoming>, 
         let why = "the code is unknown, used, expired, or not for this verifier and redirect URI";
         return json(StatusCode::BAD_REQUEST, &oauth_error("invalid_grant", why));
     };
+    credential_for(approvals, pending.login, pending.session, row).await
+}
+
+/// The answer giving `login` (signed in on the web with the session whose
+/// id hashes to `session`) a credential for the command line; the row
+/// names them.
+pub(super) async fn credential_for(
+    approvals: &Approvals,
+    login: String,
+    session: String,
+    row: &mut AuditRow,
+) -> Response<Body> {
     row.principal_kind = "person".into();
-    row.login = pending.login.clone();
+    row.login = login.clone();
     let store = approvals.store.clone();
-    let issued = tokio::task::spawn_blocking(move || issue(&store, &pending)).await;
+    let issued = tokio::task::spawn_blocking(move || issue(&store, &login, &session)).await;
     match issued {
         Ok(Ok(Some((answer, credential_id)))) => {
             row.credential_id = credential_id;
@@ -246,15 +258,16 @@ async fn exchange(approvals: &Approvals, web: &Web, request: Request<Incoming>, 
     }
 }
 
-/// A credential for the pending login, ending with its session at the
-/// latest; `None` when the session has ended or the person is disabled.
+/// A credential for `login`, ending with their session at the latest;
+/// `None` when the session has ended or the person is disabled.
 /// Blocking (the store).
 fn issue(
     store: &crate::store::Store,
-    pending: &Pending,
+    login: &str,
+    session: &str,
 ) -> Result<Option<(serde_json::Value, String)>, crate::store::StoreError> {
-    let person = Principal::person(&pending.login);
-    let Some(session) = store.web_session(&pending.session)? else {
+    let person = Principal::person(login);
+    let Some(session) = store.web_session(session)? else {
         return Ok(None);
     };
     if store.principal_disabled(&person)? != Some(false) {
@@ -263,7 +276,7 @@ fn issue(
     let ends = (Utc::now() + CLI_LIFETIME).min(session.expires_at);
     let (credential, token) = store.issue_credential(&person, "command line", Some(ends))?;
     let answer = serde_json::json!({
-        "login": pending.login,
+        "login": login,
         "token": token,
         "credential_id": credential.id,
         "expires_at": ends,
@@ -276,11 +289,11 @@ pub fn challenge_of(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
-fn oauth_error(error: &str, description: &str) -> serde_json::Value {
+pub(super) fn oauth_error(error: &str, description: &str) -> serde_json::Value {
     serde_json::json!({"error": error, "error_description": description})
 }
 
-fn json(code: StatusCode, value: &serde_json::Value) -> Response<Body> {
+pub(super) fn json(code: StatusCode, value: &serde_json::Value) -> Response<Body> {
     let mut response = Response::new(body::full(value.to_string()));
     *response.status_mut() = code;
     let headers = response.headers_mut();
@@ -289,7 +302,7 @@ fn json(code: StatusCode, value: &serde_json::Value) -> Response<Body> {
     response
 }
 
-fn random() -> String {
+pub(super) fn random() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
 }
 

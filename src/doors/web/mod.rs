@@ -19,6 +19,7 @@
 
 pub mod cli_login;
 pub mod console;
+pub mod device;
 pub mod pages;
 pub mod session;
 pub mod signin;
@@ -65,6 +66,9 @@ pub async fn serve(
     let method = request.method().clone();
     if let Page::CliLogin | Page::CliToken = page {
         return cli_login::serve(approvals, web, key, page, session, request, row).await;
+    }
+    if let Page::DeviceLogin | Page::DeviceCode | Page::DeviceToken = page {
+        return device::serve(approvals, web, key, page, session, request, row).await;
     }
     if let Page::Console | Page::ConsoleAction(_) = page {
         return match session {
@@ -426,15 +430,17 @@ pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-/// Only our own approval pages (and the command line's sign-in, with a
-/// plain query) are places to go after signing in.
+/// Only our own approval pages (and the command line's sign-in pages,
+/// with a plain query) are places to go after signing in.
 pub fn safe_next(next: &str) -> String {
     let ok = next == "/approvals"
         || next == "/console"
-        || next.strip_prefix("/login/cli?").is_some_and(|query| {
-            query
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.~%&=+".contains(&b))
+        || ["/login/cli?", "/login/device?"].iter().any(|p| {
+            next.strip_prefix(p).is_some_and(|query| {
+                query
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.~%&=+".contains(&b))
+            })
         })
         || next
             .strip_prefix("/approvals/")

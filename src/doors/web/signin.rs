@@ -33,6 +33,8 @@ pub struct Web {
     config: std::sync::Arc<Config>,
     /// `portcullis login`'s codes waiting for their exchange.
     cli_codes: super::cli_login::Codes,
+    /// `portcullis login --no-browser`'s device codes.
+    devices: super::device::Devices,
 }
 
 impl Web {
@@ -49,6 +51,7 @@ impl Web {
             lifetime: config.sessions.lifetime,
             config: std::sync::Arc::new(config.clone()),
             cli_codes: Default::default(),
+            devices: Default::default(),
         })
     }
 
@@ -65,6 +68,11 @@ impl Web {
     /// The codes given to `portcullis login`, not yet exchanged.
     pub fn cli_codes(&self) -> &super::cli_login::Codes {
         &self.cli_codes
+    }
+
+    /// The device codes given to `portcullis login --no-browser`.
+    pub fn devices(&self) -> &super::device::Devices {
+        &self.devices
     }
 
     /// The configuration (the console's clusters, roles, public URL).

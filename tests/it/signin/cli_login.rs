@@ -1,8 +1,9 @@
 //! `portcullis login` through the browser (issue 18, item 4): the command
 //! listens on a loopback port, Chromium signs the person in at the
 //! provider and allows it, the command exchanges the code with its PKCE
-//! verifier and keeps a short-lived credential; `portcullis logout`
-//! revokes it.
+//! verifier and keeps a short-lived credential; without a browser, the
+//! person allows the command's code from a second browser; `portcullis
+//! logout` revokes it.
 
 use super::browser::Chromium;
 use super::{free_port, portcullis, Idp};
@@ -72,14 +73,13 @@ async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_
     let ca = home.path().join("ca.pem");
     std::fs::write(&ca, &env.ca_pem).unwrap();
     let server = format!("https://127.0.0.1:{port}");
-    let mut child = person_command(
-        home.path(),
-        &["login", &server, "--no-browser", "--ca-file", ca.to_str().unwrap()],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut child = person_command(home.path(), &["login", &server, "--ca-file", ca.to_str().unwrap()])
+        // The URL is opened by the test's Chromium, not this machine's browser.
+        .env("BROWSER", "true")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let lines = lines_of(child.stderr.take().unwrap());
     let prefix = format!("{server}/login/cli?");
     let url = loop {
@@ -153,5 +153,70 @@ async fn a_code_not_given_out_or_a_redirect_off_this_machine_is_refused_and_audi
         .find(|r| r.verb == "login")
         .expect("the exchange is audited");
     assert_eq!((row.code, row.refused.as_str()), (400, "signin_code_refused"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portcullis_login_without_a_browser_is_allowed_with_its_code_from_a_second_browser() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let home = tempfile::tempdir().unwrap();
+    let ca = home.path().join("ca.pem");
+    std::fs::write(&ca, &env.ca_pem).unwrap();
+    let server = format!("https://127.0.0.1:{port}");
+    let mut child = person_command(
+        home.path(),
+        &["login", &server, "--no-browser", "--ca-file", ca.to_str().unwrap()],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let lines = lines_of(child.stderr.take().unwrap());
+    let first = lines
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the command prints the code");
+    let code = first
+        .rsplit("enter the code ")
+        .next()
+        .unwrap()
+        .trim_end_matches(", or open:");
+    assert_eq!(code.len(), 9, "{first}");
+    let page = lines.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(page, format!("{server}/login/device?user_code={code}"));
+
+    // The second browser: the page opened without the code, typed by hand.
+    let browser = Chromium::start().await;
+    let client = &browser.client;
+    client.goto(&format!("{server}/login/device")).await.unwrap();
+    let login = client.wait().for_element(Locator::Id("login")).await.unwrap();
+    login.send_keys("ana").await.unwrap();
+    client.find(Locator::Id("signin")).await.unwrap().click().await.unwrap();
+    let field = client.wait().for_element(Locator::Id("user_code")).await.unwrap();
+    field.send_keys(&code.to_lowercase()).await.unwrap();
+    client.find(Locator::Id("allow")).await.unwrap().click().await.unwrap();
+    browser
+        .wait_for_text("Allowed: the command line on your other device")
+        .await;
+
+    let status = eventually("portcullis login to finish", async || child.try_wait().unwrap()).await;
+    let said: Vec<String> = lines.try_iter().collect();
+    assert!(status.success(), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.starts_with(&format!("signed in to {server} as ana until "))),
+        "{said:?}"
+    );
+    let login = Login::read(&home.path().join(".config/portcullis/login.json"))
+        .unwrap()
+        .unwrap();
+    let me = env.raw().get("/api/portcullis/v1/whoami", &login.token).await;
+    assert_eq!(me.json()["login"], "ana");
+    let rows = audit_rows(&env).await;
+    let granted: Vec<_> = rows.iter().filter(|r| r.verb == "login" && r.code == 200).collect();
+    assert_eq!(granted.len(), 1, "{granted:?}");
+    assert_eq!(granted[0].credential_id, login.credential_id);
+    browser.stop().await;
     env.stop().await;
 }

@@ -1,0 +1,364 @@
+//! `portcullis login --no-browser`: the device authorization grant
+//! (RFC 8628), served by portcullis. The command asks
+//! `POST /login/device/code` for a device code and a short user code, and
+//! prints the user code with `/login/device`; the person opens that page on
+//! any device, signs in (with the identity provider, as on the web), checks
+//! the code and allows or denies it (under the session's CSRF token); the
+//! command polls `POST /login/device/token` and receives a credential as
+//! `portcullis login` does through the loopback ([`super::cli_login`]).
+//!
+//! Device codes live ten minutes in this process's memory; a user code
+//! names one device code, and each is used once. Polling faster than the
+//! interval is answered `slow_down`. Every poll is its request's audit
+//! row with verb `login`; a denied or unknown device code with its refusal.
+
+use super::cli_login::{credential_for, json, oauth_error, random};
+use super::signin::mark;
+use super::{encode, field, html, pages, query_param, read_form, redirect, session, Session, Web};
+use crate::approvals::{seal, Approvals};
+use crate::audit::refusal::Refusal;
+use crate::audit::row::AuditRow;
+use crate::body::Body;
+use crate::gateway::router::Page;
+use crate::identity::credential;
+use chrono::{DateTime, TimeDelta, Utc};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// How long a device code waits for the person.
+const DEVICE_LIFETIME: TimeDelta = TimeDelta::minutes(10);
+/// How often the command may poll, in seconds.
+const INTERVAL: i64 = 3;
+/// User codes use letters that are hard to mistake for one another.
+const ALPHABET: &[u8] = b"BCDFGHJKLMNPQRSTVWXZ";
+
+/// The device codes given out, by their SHA-256.
+#[derive(Debug, Default)]
+pub struct Devices(Mutex<HashMap<String, Device>>);
+
+#[derive(Debug, Clone)]
+struct Device {
+    user_code: String,
+    expires_at: DateTime<Utc>,
+    interval: i64,
+    last_poll: Option<DateTime<Utc>>,
+    decision: Decision,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Decision {
+    Waiting,
+    /// Allowed by `login`, signed in with the session hashing to `session`.
+    Allowed {
+        login: String,
+        session: String,
+    },
+    Denied,
+}
+
+/// What a poll finds.
+#[derive(Debug, PartialEq)]
+enum Poll {
+    Unknown,
+    Pending,
+    SlowDown,
+    Denied,
+    Allowed { login: String, session: String },
+}
+
+impl Devices {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Device>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new device code and its user code.
+    fn give(&self, now: DateTime<Utc>) -> (String, String) {
+        let (device_code, user_code) = (random(), user_code());
+        let mut devices = self.lock();
+        devices.retain(|_, d| d.expires_at > now);
+        devices.insert(
+            credential::hash(&device_code),
+            Device {
+                user_code: user_code.clone(),
+                expires_at: now + DEVICE_LIFETIME,
+                interval: INTERVAL,
+                last_poll: None,
+                decision: Decision::Waiting,
+            },
+        );
+        (device_code, user_code)
+    }
+
+    /// Record the person's decision on the waiting `user_code`; false when
+    /// no waiting device has it.
+    fn decide(&self, user_code: &str, decision: Decision, now: DateTime<Utc>) -> bool {
+        let wanted = normalise(user_code);
+        let mut devices = self.lock();
+        let found = devices
+            .values_mut()
+            .find(|d| d.user_code == wanted && d.expires_at > now && d.decision == Decision::Waiting);
+        match found {
+            Some(device) => {
+                device.decision = decision;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn poll(&self, device_code: &str, now: DateTime<Utc>) -> Poll {
+        let key = credential::hash(device_code);
+        let mut devices = self.lock();
+        let Some(device) = devices.get_mut(&key).filter(|d| d.expires_at > now) else {
+            devices.remove(&key);
+            return Poll::Unknown;
+        };
+        let early = device
+            .last_poll
+            .is_some_and(|t| now < t + TimeDelta::seconds(device.interval));
+        device.last_poll = Some(now);
+        match device.decision.clone() {
+            Decision::Waiting if early => {
+                device.interval += 5;
+                Poll::SlowDown
+            }
+            Decision::Waiting => Poll::Pending,
+            Decision::Denied => {
+                devices.remove(&key);
+                Poll::Denied
+            }
+            Decision::Allowed { login, session } => {
+                devices.remove(&key);
+                Poll::Allowed { login, session }
+            }
+        }
+    }
+}
+
+/// `BCDF-GHJK`: eight letters, 20^8 codes.
+fn user_code() -> String {
+    let letters: String = rand::random::<[u8; 8]>()
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect();
+    format!("{}-{}", &letters[..4], &letters[4..])
+}
+
+/// A user code as typed: any case, with or without the dash or spaces.
+fn normalise(typed: &str) -> String {
+    let letters: String = typed
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    if letters.len() == 8 {
+        format!("{}-{}", &letters[..4], &letters[4..])
+    } else {
+        letters
+    }
+}
+
+/// `/login/device/code`, `/login/device` and `/login/device/token`.
+pub async fn serve(
+    approvals: &Approvals,
+    web: &Web,
+    key: &seal::Key,
+    page: Page<'_>,
+    session: Option<Session>,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    match (page, request.method().clone(), session) {
+        (Page::DeviceCode, Method::POST, _) => authorization(web, row),
+        (Page::DeviceToken, Method::POST, _) => token(approvals, web, request, row).await,
+        (Page::DeviceLogin, Method::GET, Some(s)) => {
+            let typed = query_param(request.uri().query(), "user_code").unwrap_or_default();
+            html(
+                StatusCode::OK,
+                device_page(&s, &session::csrf(key, &s), &normalise(&typed), None),
+            )
+        }
+        (Page::DeviceLogin, Method::GET, None) => {
+            let typed = query_param(request.uri().query(), "user_code").unwrap_or_default();
+            let here = format!("/login/device?user_code={}", encode(&normalise(&typed)));
+            redirect(&format!("/login?next={}", encode(&here)), None)
+        }
+        (Page::DeviceLogin, Method::POST, Some(s)) => decide(web, key, &s, request, row).await,
+        (Page::DeviceLogin, Method::POST, None) => super::signin::sign_in_first(),
+        _ => html(
+            StatusCode::METHOD_NOT_ALLOWED,
+            pages::message("Not allowed", "Use the page's own links and buttons."),
+        ),
+    }
+}
+
+/// The device authorization response (RFC 8628 §3.2).
+fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
+    mark(row, "device-authorization");
+    let (device_code, user_code) = web.devices().give(Utc::now());
+    let page = format!("{}/login/device", web.config().public_url.trim_end_matches('/'));
+    json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "device_code": device_code,
+            "user_code": user_code,
+            "verification_uri": page,
+            "verification_uri_complete": format!("{page}?user_code={}", encode(&user_code)),
+            "expires_in": DEVICE_LIFETIME.num_seconds(),
+            "interval": INTERVAL,
+        }),
+    )
+}
+
+fn device_page(s: &Session, csrf: &str, user_code: &str, said: Option<&str>) -> String {
+    let e = pages::escape;
+    let said = said.map(|t| format!("<p id=\"said\">{}</p>", e(t))).unwrap_or_default();
+    pages::page(
+        "Sign in a device",
+        Some((&s.login, csrf)),
+        &format!(
+            "<h1>Sign in the command line on another device</h1>{said}<p>Allow it only if the code matches the \
+             one your <code>portcullis login</code> shows; it then acts as you for up to 12 hours.</p>\
+             <form method=\"post\" action=\"/login/device\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+             <label for=\"user_code\">Code</label>\
+             <input id=\"user_code\" name=\"user_code\" value=\"{}\" autocomplete=\"off\" required>\
+             <button type=\"submit\" name=\"decision\" value=\"allow\" id=\"allow\">Allow</button> \
+             <button type=\"submit\" name=\"decision\" value=\"deny\" id=\"deny\">Deny</button></form>",
+            e(csrf),
+            e(user_code)
+        ),
+    )
+}
+
+async fn decide(
+    web: &Web,
+    key: &seal::Key,
+    s: &Session,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    mark(row, "device-decision");
+    let Some(form) = read_form(request).await else {
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::message("Refused", "The form could not be read."),
+        );
+    };
+    let csrf = session::csrf(key, s);
+    if !session::csrf_ok(key, s, field(&form, "csrf")) {
+        row.refuse(Refusal::Csrf);
+        return html(
+            StatusCode::FORBIDDEN,
+            pages::message("Refused", "The form expired; reload the page."),
+        );
+    }
+    let typed = field(&form, "user_code");
+    let (decision, done) = match field(&form, "decision") {
+        "allow" => (
+            Decision::Allowed {
+                login: s.login.clone(),
+                session: credential::hash(&s.cookie),
+            },
+            "Allowed: the command line on your other device is signed in as you.",
+        ),
+        _ => (
+            Decision::Denied,
+            "Denied: the command line on the other device is not signed in.",
+        ),
+    };
+    if web.devices().decide(typed, decision, Utc::now()) {
+        html(StatusCode::OK, pages::message("Done", done))
+    } else {
+        let why = "No command line waits with this code: check it, or run portcullis login again.";
+        html(
+            StatusCode::NOT_FOUND,
+            device_page(s, &csrf, &normalise(typed), Some(why)),
+        )
+    }
+}
+
+/// The device access token request (RFC 8628 §3.4, §3.5).
+async fn token(approvals: &Approvals, web: &Web, request: Request<Incoming>, row: &mut AuditRow) -> Response<Body> {
+    mark(row, "login");
+    let form = read_form(request).await.unwrap_or_default();
+    if field(&form, "grant_type") != "urn:ietf:params:oauth:grant-type:device_code" {
+        return json(
+            StatusCode::BAD_REQUEST,
+            &oauth_error("unsupported_grant_type", "only the device code grant is served here"),
+        );
+    }
+    let refused = |error: &str, why: &str| json(StatusCode::BAD_REQUEST, &oauth_error(error, why));
+    match web.devices().poll(field(&form, "device_code"), Utc::now()) {
+        Poll::Pending => refused("authorization_pending", "the person has not allowed it yet"),
+        Poll::SlowDown => refused("slow_down", "polled faster than the interval"),
+        Poll::Unknown => {
+            row.refuse(Refusal::SignInCodeRefused);
+            refused(
+                "expired_token",
+                "the device code is unknown, used or expired: run portcullis login again",
+            )
+        }
+        Poll::Denied => {
+            row.refuse(Refusal::SignInCodeRefused);
+            refused("access_denied", "the person denied this sign-in")
+        }
+        Poll::Allowed { login, session } => credential_for(approvals, login, session, row).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_is_pending_until_allowed_then_gives_its_person_once() {
+        let devices = Devices::default();
+        let now = Utc::now();
+        let (code, user) = devices.give(now);
+        assert_eq!(devices.poll(&code, now), Poll::Pending);
+        assert_eq!(devices.poll(&code, now + TimeDelta::seconds(1)), Poll::SlowDown);
+        let allowed = Decision::Allowed {
+            login: "ana".into(),
+            session: "s".into(),
+        };
+        assert!(devices.decide(&user.to_lowercase().replace('-', " "), allowed.clone(), now));
+        assert!(!devices.decide(&user, Decision::Denied, now), "decided once");
+        let later = now + TimeDelta::seconds(60);
+        assert_eq!(
+            devices.poll(&code, later),
+            Poll::Allowed {
+                login: "ana".into(),
+                session: "s".into()
+            }
+        );
+        assert_eq!(devices.poll(&code, later + TimeDelta::seconds(60)), Poll::Unknown);
+    }
+
+    #[test]
+    fn a_denied_or_expired_device_gives_nothing() {
+        let devices = Devices::default();
+        let now = Utc::now();
+        let (code, user) = devices.give(now);
+        assert!(devices.decide(&user, Decision::Denied, now));
+        assert_eq!(devices.poll(&code, now), Poll::Denied);
+        let (code, user) = devices.give(now);
+        let late = now + DEVICE_LIFETIME + TimeDelta::seconds(1);
+        assert!(!devices.decide(&user, Decision::Denied, late));
+        assert_eq!(devices.poll(&code, late), Poll::Unknown);
+        assert_eq!(devices.poll("made-up", now), Poll::Unknown);
+    }
+
+    #[test]
+    fn user_codes_are_eight_unambiguous_letters_read_in_any_case() {
+        let code = user_code();
+        assert_eq!(code.len(), 9);
+        assert!(code
+            .chars()
+            .filter(|c| *c != '-')
+            .all(|c| ALPHABET.contains(&(c as u8))));
+        assert_eq!(normalise("bcdf ghjk"), "BCDF-GHJK");
+        assert_eq!(normalise(&code), code);
+    }
+}
