@@ -61,6 +61,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(portcullis::cli::login::logout(&env, &mut std::io::stderr().lock()))?
         }
         Command::Kubeconfig => person(&runtime, &cli.remote, PersonCommand::Kubeconfig)?,
+        Command::GroupRule(c) => person(&runtime, &cli.remote, PersonCommand::GroupRule(c))?,
         Command::CredentialPlugin => {
             let env = person_env();
             portcullis::cli::plugin::run(&cli.remote, &env, &mut std::io::stdout().lock())?

@@ -44,6 +44,10 @@ pub enum AdminCommand {
     /// The clusters' RBAC reconcile status.
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// Group rules, on the store as the operator (to bootstrap; admins use
+    /// `portcullis group-rule` as themselves).
+    #[command(subcommand)]
+    GroupRule(super::group_rule::GroupRuleCommand),
 }
 
 /// `admin access …`.
@@ -65,6 +69,7 @@ pub fn run(config: &Config, store: &Store, command: AdminCommand) -> Result<(), 
         AdminCommand::Audit(c) => audit::run(store, c, out),
         AdminCommand::Access(AdminAccessCommand::List) => list_access(store, out),
         AdminCommand::Cluster(c) => cluster::run(config, store, c, out),
+        AdminCommand::GroupRule(c) => super::group_rule::run_operator(config, store, c, out),
     }
 }
 

@@ -37,6 +37,8 @@ pub enum PersonCommand {
     Credential(CredentialCommand),
     /// `kubeconfig`.
     Kubeconfig,
+    /// `group-rule …` (admins).
+    GroupRule(super::group_rule::GroupRuleCommand),
 }
 
 /// Run `command` against the server `args` and `env` name, printing to
@@ -50,6 +52,7 @@ pub async fn run(args: &RemoteArgs, env: &PersonEnv, command: PersonCommand) -> 
         PersonCommand::Approvals(c) => super::approvals::run(&remote, c, out).await,
         PersonCommand::Credential(c) => credential(&remote, c, out).await,
         PersonCommand::Kubeconfig => super::kubeconfig::run(&remote, env, out).await,
+        PersonCommand::GroupRule(c) => super::group_rule::run(&remote, c, out).await,
     }
 }
 

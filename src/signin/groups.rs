@@ -8,7 +8,8 @@
 //! and an agent gets one only if its person chooses it.
 //!
 //! Rules are added and removed by administrators ([`add_rule`],
-//! [`remove_rule`]: the CLI, the API); every change, and every grant a rule
+//! [`remove_rule`]: the person API as the signed-in admin, or the operator
+//! on the server, [`Actor`]); every change, and every grant a rule
 //! makes, extends or ends, is an audit row (resources `grouprules` and
 //! `grants` of `portcullis.dev`) through [`crate::audit::commit_event`].
 
@@ -34,6 +35,34 @@ pub struct RuleAsk {
     pub role: String,
 }
 
+/// Who changes a rule, as the audit records them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// An admin, authenticated by the server (the person API).
+    Person(Principal),
+    /// The operator on the server, through the store (`portcullis admin
+    /// group-rule`), recorded as `cli` as the other operator commands are.
+    Operator,
+}
+
+impl Actor {
+    /// The kind the audit row records.
+    fn kind(&self) -> &str {
+        match self {
+            Actor::Person(p) => p.kind.as_str(),
+            Actor::Operator => "operator",
+        }
+    }
+
+    /// The name the audit row and the rule record.
+    pub fn name(&self) -> &str {
+        match self {
+            Actor::Person(p) => &p.name,
+            Actor::Operator => "cli",
+        }
+    }
+}
+
 /// Why a rule could not be changed, or a sign-in's grants brought in step.
 #[derive(Debug, thiserror::Error)]
 pub enum RuleError {
@@ -53,7 +82,7 @@ pub enum RuleError {
 
 /// Add a rule, checked as a grant is (the role and cluster exist, the
 /// namespace is not protected), by `actor`; audited.
-pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Principal) -> Result<GroupRule, RuleError> {
+pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Actor) -> Result<GroupRule, RuleError> {
     let group = ask.group.trim();
     if group.is_empty() || group.len() > 256 || group.chars().any(char::is_control) {
         return Err(RuleError::InvalidGroup(ask.group));
@@ -61,7 +90,7 @@ pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Principal)
     // The same checks as any grant; the duration is judged at each sign-in.
     new_grant(
         config,
-        actor.clone(),
+        Principal::person(actor.name()),
         &ask.cluster,
         &ask.role,
         ask.namespace.clone(),
@@ -74,7 +103,7 @@ pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Principal)
         cluster: ask.cluster,
         namespace: ask.namespace,
         role: ask.role,
-        created_by: actor.name.clone(),
+        created_by: actor.name().to_string(),
         created_at: Utc::now(),
     };
     store.add_group_rule(&rule)?;
@@ -84,7 +113,7 @@ pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Principal)
 
 /// Remove rule `id` and revoke its grants at once, by `actor`; audited.
 /// Returns the rule and the grants revoked.
-pub fn remove_rule(store: &Store, id: &str, actor: &Principal) -> Result<(GroupRule, Vec<Grant>), RuleError> {
+pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<(GroupRule, Vec<Grant>), RuleError> {
     let (rule, revoked) = store.remove_group_rule(id)?;
     crate::audit::commit_event(store, rule_row("delete", &rule, actor))?;
     for grant in &revoked {
@@ -105,6 +134,7 @@ pub fn apply(
     session_ends: DateTime<Utc>,
 ) -> Result<Vec<RuleGrantChange>, RuleError> {
     let person = Principal::person(login);
+    let actor = Actor::Person(person.clone());
     let rules = store.group_rules()?;
     let wanted: Vec<(String, Grant)> = rules
         .iter()
@@ -121,7 +151,7 @@ pub fn apply(
         let rule_id = grant.granted_by.strip_prefix("rule:").unwrap_or_default();
         let rule = rules.iter().find(|r| r.id == rule_id);
         if let Some(rule) = rule {
-            crate::audit::commit_event(store, grant_row(verb, grant, rule, &person))?;
+            crate::audit::commit_event(store, grant_row(verb, grant, rule, &actor))?;
         }
     }
     Ok(changes)
@@ -159,7 +189,7 @@ fn wanted_grant(
     }
 }
 
-fn rule_row(verb: &str, rule: &GroupRule, actor: &Principal) -> AuditRow {
+fn rule_row(verb: &str, rule: &GroupRule, actor: &Actor) -> AuditRow {
     let mut query = form_urlencoded::Serializer::new(String::new());
     query.append_pair("group", &rule.group).append_pair("role", &rule.role);
     let mut row = event(
@@ -176,7 +206,7 @@ fn rule_row(verb: &str, rule: &GroupRule, actor: &Principal) -> AuditRow {
 
 /// A rule grant's row: the rule and group it came from, its subject and
 /// its end in the query.
-fn grant_row(verb: &str, grant: &Grant, rule: &GroupRule, actor: &Principal) -> AuditRow {
+fn grant_row(verb: &str, grant: &Grant, rule: &GroupRule, actor: &Actor) -> AuditRow {
     let mut query = form_urlencoded::Serializer::new(String::new());
     query
         .append_pair("rule", &rule.id)
@@ -198,19 +228,12 @@ fn grant_row(verb: &str, grant: &Grant, rule: &GroupRule, actor: &Principal) -> 
 
 /// A row on a resource of portcullis's own; every one changes who may do
 /// what, so it is on record as a write.
-fn event(
-    verb: &str,
-    resource: &str,
-    actor: &Principal,
-    cluster: &str,
-    namespace: Option<&str>,
-    name: &str,
-) -> AuditRow {
+fn event(verb: &str, resource: &str, actor: &Actor, cluster: &str, namespace: Option<&str>, name: &str) -> AuditRow {
     let now = Utc::now();
     let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
     row.cluster = cluster.into();
-    row.principal_kind = actor.kind.as_str().into();
-    row.login = actor.name.clone();
+    row.principal_kind = actor.kind().into();
+    row.login = actor.name().into();
     row.path = format!("/{resource}/{name}");
     row.verb = verb.into();
     row.api_group = "portcullis.dev".into();

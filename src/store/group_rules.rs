@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// People signed in with `group` hold `role` on `cluster`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GroupRule {
     /// Stable id; its grants say `granted_by = rule:<id>`.
     pub id: String,

@@ -23,10 +23,14 @@
 //! | `POST held-writes/<id>/approve`, `…/deny` | decide: `{reason?}` |
 //! | `GET credentials` | their own credentials (never a token) |
 //! | `POST credentials/<id>/revoke` | revoke one of their own |
+//! | `GET group-rules` | admins only: the group rules |
+//! | `POST group-rules` | admins only: add `{group, cluster, role, namespace?}` |
+//! | `POST group-rules/<id>/remove` | admins only: remove; its grants are revoked |
 
 mod access;
 mod held;
 mod me;
+mod rules;
 
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
@@ -177,6 +181,7 @@ impl Api {
             (_, "credentials") => me::credentials(self, identity, call).await,
             (_, "access-requests") => access::serve(self, identity, call).await,
             (_, "held-writes") => held::serve(self, identity, call).await,
+            (_, "group-rules") => rules::serve(self, identity, call).await,
             _ => Err(ApiError::not_found()),
         }
     }

@@ -106,6 +106,19 @@ fn no_person_command_takes_a_decider_by_name() {
         &["approvals", "deny", "x", "--by", "ana"],
         &["access", "approve", "x", "--by", "ana"],
         &["access", "deny", "x", "--by", "ana"],
+        &[
+            "group-rule",
+            "add",
+            "--group",
+            "g",
+            "--cluster",
+            "c",
+            "--role",
+            "r",
+            "--by",
+            "ana",
+        ],
+        &["group-rule", "remove", "x", "--by", "ana"],
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
             .args(args)

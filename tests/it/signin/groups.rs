@@ -4,6 +4,7 @@
 //! person has left the group.
 
 use super::{free_port, portcullis, Idp, Visitor};
+use crate::approvals::{audit_rows, person_ok};
 use crate::audit::rows;
 use crate::harness::{Portcullis, CLUSTER};
 use crate::rbac::{cli_ok, id_after};
@@ -14,29 +15,32 @@ use std::time::Duration;
 
 const PODS: &str = "/clusters/sim/api/v1/namespaces/shop/pods";
 
-/// An admin adds the rule `devs` → viewer in `shop`; its id.
-fn devs_may_view_shop(env: &Portcullis) -> String {
-    let root = Principal::person("root");
-    env.store.add_principal(&root, false).unwrap();
-    env.store.set_admin(&root, true).unwrap();
-    let out = cli_ok(
-        env,
-        &[
-            "group-rule",
-            "add",
-            "--group",
-            "devs",
-            "--cluster",
-            CLUSTER,
-            "--role",
-            "viewer",
-            "--namespace",
-            "shop",
-            "--by",
-            "root",
-        ],
-    );
-    id_after(&out, "group rule ")
+const ADD_DEVS_AS_VIEWERS_OF_SHOP: [&str; 10] = [
+    "group-rule",
+    "add",
+    "--group",
+    "devs",
+    "--cluster",
+    CLUSTER,
+    "--role",
+    "viewer",
+    "--namespace",
+    "shop",
+];
+
+/// root, an admin, with a credential of their own; the token.
+fn root_admin(env: &Portcullis) -> String {
+    let token = env.person("root", &[]);
+    env.store.set_admin(&Principal::person("root"), true).unwrap();
+    token
+}
+
+/// The admin root adds the rule `devs` → viewer in `shop`, signed in as
+/// themselves; the rule's id and root's token.
+fn devs_may_view_shop(env: &Portcullis) -> (String, String) {
+    let root = root_admin(env);
+    let out = person_ok(env, &root, &ADD_DEVS_AS_VIEWERS_OF_SHOP);
+    (id_after(&out, "group rule "), root)
 }
 
 /// `login`'s grants in effect on the cluster.
@@ -70,8 +74,8 @@ async fn a_person_signed_in_with_a_ruled_group_holds_its_grant_until_they_sign_i
     let port = free_port();
     let idp = Idp::start(port);
     let env = portcullis(&idp.issuer, port, |_| {}).await;
-    let rule = devs_may_view_shop(&env);
-    let listed = cli_ok(&env, &["group-rule", "list"]);
+    let (rule, root) = devs_may_view_shop(&env);
+    let listed = person_ok(&env, &root, &["group-rule", "list"]);
     assert!(listed.contains(&rule) && listed.contains("devs"), "{listed}");
 
     assert_eq!(Visitor::new(&env).sign_in("ana").await.status, 200);
@@ -136,7 +140,7 @@ async fn a_group_grant_ends_with_the_sign_in_session_and_with_its_rule() {
     let port = free_port();
     let idp = Idp::start(port);
     let env = portcullis(&idp.issuer, port, |_| {}).await;
-    let rule = devs_may_view_shop(&env);
+    let (rule, root) = devs_may_view_shop(&env);
     assert_eq!(Visitor::new(&env).sign_in("carol").await.status, 200);
     let grant = grants_in_effect(&env, "carol").pop().expect("carol is in devs");
     let carol = Principal::person("carol");
@@ -156,7 +160,7 @@ async fn a_group_grant_ends_with_the_sign_in_session_and_with_its_rule() {
         .advance(env.config.sessions.lifetime + Duration::from_secs(60));
     pods_answer(&env, &token, 403).await;
 
-    let out = cli_ok(&env, &["group-rule", "remove", &rule, "--by", "root"]);
+    let out = person_ok(&env, &root, &["group-rule", "remove", &rule]);
     assert!(out.contains("1 grant(s) revoked"), "{out}");
     assert!(env
         .store
@@ -164,5 +168,72 @@ async fn a_group_grant_ends_with_the_sign_in_session_and_with_its_rule() {
         .unwrap()
         .iter()
         .all(|g| g.revoked_at.is_some()));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_admin_manages_group_rules_through_the_api_and_others_get_a_json_refusal_on_record() {
+    let env = Portcullis::start().await;
+    let ana = env.person("ana", &[("admin", Some("shop"))]);
+    let refused = env.person_cli(&ana, &ADD_DEVS_AS_VIEWERS_OF_SHOP);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("person:ana is not an admin"), "{said}");
+    let raw = env.raw().get("/api/portcullis/v1/group-rules", &ana).await;
+    assert_eq!(raw.status, 403);
+    assert_eq!(raw.json()["code"], 403);
+    assert!(env.store.group_rules().unwrap().is_empty());
+
+    let root = root_admin(&env);
+    let listed = env.raw().get("/api/portcullis/v1/group-rules", &root).await;
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.json()["rules"], serde_json::json!([]));
+    let rule = id_after(&person_ok(&env, &root, &ADD_DEVS_AS_VIEWERS_OF_SHOP), "group rule ");
+    assert_eq!(env.store.group_rules().unwrap()[0].created_by, "root");
+    let unknown = env.person_cli(&root, &["group-rule", "remove", "no-such-rule"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no group rule no-such-rule"));
+
+    let rows = audit_rows(&env).await;
+    let api: Vec<_> = rows
+        .iter()
+        .filter(|r| r.path.starts_with("/api/portcullis/v1/group-rules"))
+        .collect();
+    assert_eq!(
+        api.iter()
+            .filter(|r| r.login == "ana" && r.code == 403 && r.refused == "not_admin")
+            .count(),
+        2,
+        "{api:?}"
+    );
+    let changes = rows.iter().filter(|r| r.resource == "grouprules");
+    let changes: Vec<_> = changes
+        .map(|r| (r.verb.as_str(), r.login.as_str(), r.name.as_str()))
+        .collect();
+    assert_eq!(changes, [("create", "root", rule.as_str())]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_bootstraps_group_rules_on_the_store_recorded_as_the_cli() {
+    let env = Portcullis::start().await;
+    let mut args = vec!["admin"];
+    args.extend(ADD_DEVS_AS_VIEWERS_OF_SHOP);
+    let rule = id_after(&cli_ok(&env, &args), "group rule ");
+    assert!(cli_ok(&env, &["admin", "group-rule", "list"]).contains(&rule));
+    assert_eq!(env.store.group_rules().unwrap()[0].created_by, "cli");
+    let out = cli_ok(&env, &["admin", "group-rule", "remove", &rule]);
+    assert!(out.contains("0 grant(s) revoked"), "{out}");
+    let recorded: Vec<_> = rows(
+        &env,
+        Filter {
+            resource: Some("grouprules".into()),
+            ..Filter::default()
+        },
+    )
+    .into_iter()
+    .map(|r| (r.row.verb, r.row.principal_kind, r.row.login))
+    .collect();
+    let by_cli = |verb: &str| (verb.to_string(), "operator".to_string(), "cli".to_string());
+    assert_eq!(recorded, [by_cli("create"), by_cli("delete")]);
     env.stop().await;
 }
