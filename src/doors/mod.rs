@@ -76,8 +76,10 @@ impl Doors {
     }
 
     /// Approved grants are bound through `reconciler` before the person API
-    /// answers (it is built after the doors, on the pipeline's clock).
+    /// or the console answers (it is built after the doors, on the
+    /// pipeline's clock).
     pub fn bind_with(&self, reconciler: Arc<crate::reconcile::Reconciler>) {
+        self.web.set_reconciler(reconciler.clone());
         self.api.set_reconciler(reconciler);
     }
 

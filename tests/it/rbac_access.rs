@@ -130,3 +130,51 @@ async fn an_undecided_request_expires_and_can_no_longer_be_approved() {
     assert!(audit.contains(&id), "{audit}");
     env.stop().await;
 }
+
+/// Approve request `id` on the console, signed in with `token`; the
+/// answer's status.
+async fn approve_on_console(env: &Portcullis, token: &str, id: &str) -> u16 {
+    let cookie = crate::approvals_secrets::session(env, token).await;
+    let raw = env.raw();
+    let page = raw
+        .send(http::Method::GET, "/console", &[("cookie", &cookie)], Vec::new())
+        .await;
+    let html = String::from_utf8_lossy(&page.body).into_owned();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the console has a form");
+    let form = format!("csrf={csrf}&decision=approve&reason=on+call");
+    let headers = [
+        ("cookie", cookie.as_str()),
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    let path = format!("/console/access/{id}");
+    raw.send(http::Method::POST, &path, &headers, form.into_bytes())
+        .await
+        .status
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_approved_on_the_console_is_bound_before_the_answer_and_works_at_once() {
+    let env = Portcullis::start().await;
+    let (id, token, ana) = ask(&env);
+    assert_eq!(approve_on_console(&env, &ana, &id).await, 303);
+    assert_eq!(state_of(&env, &id), "approved");
+    let bo = portcullis::identity::Principal::person("bo");
+    let grant = env.store.grants_of(&bo, CLUSTER).unwrap().pop().expect("bo's grant");
+    assert!(
+        bound(&env, "shop", &grant.id).await,
+        "bound when the approval answers, not at the next resync"
+    );
+    let kubectl = env.kubectl(&token, "shop");
+    let can_create = || async {
+        String::from_utf8_lossy(&kubectl.run(&["auth", "can-i", "create", "deployments.apps"]).stdout).trim() == "yes"
+    };
+    let started = std::time::Instant::now();
+    eventually("bo may create deployments", can_create).await;
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    env.stop().await;
+}

@@ -72,7 +72,7 @@ pub async fn serve(
     }
     if let Page::Console | Page::ConsoleAction(_) = page {
         return match session {
-            Some(s) => console::serve(approvals, authenticator, web.config(), &s, page, request, row).await,
+            Some(s) => console::serve(approvals, authenticator, web, &s, page, request, row).await,
             None if method == Method::GET => redirect("/login?next=/console", None),
             None => signin::sign_in_first(),
         };

@@ -35,6 +35,9 @@ pub struct Web {
     cli_codes: super::cli_login::Codes,
     /// `portcullis login --no-browser`'s device codes.
     devices: super::device::Devices,
+    /// Binds a grant the console approves before the answer (set once
+    /// the server has built it, as for the person API).
+    reconciler: std::sync::OnceLock<std::sync::Arc<crate::reconcile::Reconciler>>,
 }
 
 impl Web {
@@ -52,7 +55,18 @@ impl Web {
             config: std::sync::Arc::new(config.clone()),
             cli_codes: Default::default(),
             devices: Default::default(),
+            reconciler: Default::default(),
         })
+    }
+
+    /// Bind approved grants through `reconciler` before answering.
+    pub fn set_reconciler(&self, reconciler: std::sync::Arc<crate::reconcile::Reconciler>) {
+        let _ = self.reconciler.set(reconciler);
+    }
+
+    /// The reconciler, once the server has one.
+    pub fn reconciler(&self) -> Option<&std::sync::Arc<crate::reconcile::Reconciler>> {
+        self.reconciler.get()
     }
 
     /// The identity provider, when people sign in with one.

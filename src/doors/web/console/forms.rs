@@ -22,6 +22,8 @@ pub struct Noted {
     name: String,
     /// The credential revoked, to forget from the authenticator's cache.
     pub revoked_credential: Option<String>,
+    /// The cluster of a grant just approved, to bind before the answer.
+    pub bind_cluster: Option<String>,
 }
 
 impl Noted {
@@ -117,7 +119,13 @@ fn ask(store: &Store, config: &Config, login: &str, form: &Form) -> Result<Noted
 fn decide(store: &Store, config: &Config, login: &str, id: &str, form: &Form) -> Result<Noted, Refused> {
     let reason = form.get("reason").map(|r| r.trim()).filter(|r| !r.is_empty());
     match form.get("decision").map(String::as_str) {
-        Some("approve") => access::approve(store, config, id, login).map(|_| Noted::default())?,
+        Some("approve") => {
+            let (_, grant) = access::approve(store, config, id, login)?;
+            return Ok(Noted {
+                bind_cluster: Some(grant.cluster),
+                ..Noted::default()
+            });
+        }
         Some("deny") => access::deny(store, id, login, reason).map(|_| Noted::default())?,
         _ => return Err(Refused::new(StatusCode::BAD_REQUEST, "Choose Approve or Deny.")),
     };
@@ -136,6 +144,7 @@ fn revoke_credential(store: &Store, login: &str, id: &str) -> Result<Noted, Refu
         resource: "credentials",
         name: id.into(),
         revoked_credential: Some(id.into()),
+        ..Noted::default()
     })
 }
 
@@ -150,6 +159,6 @@ fn revoke_agent(store: &Store, login: &str, id: &str) -> Result<Noted, Refused> 
     Ok(Noted {
         resource: "agents",
         name: id.into(),
-        revoked_credential: None,
+        ..Noted::default()
     })
 }

@@ -35,12 +35,13 @@ use render::View;
 pub async fn serve(
     approvals: &Approvals,
     authenticator: &Authenticator,
-    config: &std::sync::Arc<Config>,
+    web: &super::signin::Web,
     s: &Session,
     page: Page<'_>,
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
+    let config = web.config();
     let action = match page {
         Page::ConsoleAction(action) => action.to_string(),
         _ => String::new(),
@@ -49,7 +50,7 @@ pub async fn serve(
     match (method, action.as_str()) {
         (Method::GET, "") => show(approvals, config, s).await,
         (Method::GET, "kubeconfig") => download(approvals, config, s).await,
-        (Method::POST, _) => act(approvals, authenticator, config, s, &action, request, row).await,
+        (Method::POST, _) => act(approvals, authenticator, web, s, &action, request, row).await,
         _ => html(
             StatusCode::NOT_FOUND,
             pages::message("Not found", "There is no such console page."),
@@ -165,7 +166,7 @@ async fn download(approvals: &Approvals, config: &std::sync::Arc<Config>, s: &Se
 async fn act(
     approvals: &Approvals,
     authenticator: &Authenticator,
-    config: &std::sync::Arc<Config>,
+    web: &super::signin::Web,
     s: &Session,
     action: &str,
     request: Request<Incoming>,
@@ -187,7 +188,7 @@ async fn act(
             pages::message("Refused", "The form expired; reload the page."),
         );
     }
-    let (store, config, login) = (approvals.store.clone(), config.clone(), s.login.clone());
+    let (store, config, login) = (approvals.store.clone(), web.config().clone(), s.login.clone());
     let action = action.to_string();
     let done = tokio::task::spawn_blocking(move || forms::run(&store, &config, &login, &action, &form)).await;
     match done {
@@ -196,10 +197,24 @@ async fn act(
                 authenticator.forget(id);
             }
             noted.note(row);
+            if let (Some(cluster), Some(reconciler)) = (&noted.bind_cluster, web.reconciler()) {
+                bind(reconciler, cluster).await;
+            }
             redirect("/console", None)
         }
         Ok(Err(refused)) => refused.page(row),
         Err(_) => super::unavailable(),
+    }
+}
+
+/// Bind an approved grant in `cluster` before the answer, as the person
+/// API does, so the requester can use it at once; if the pass fails the
+/// reconciler's next resync binds it.
+async fn bind(reconciler: &crate::reconcile::Reconciler, cluster: &str) {
+    match reconciler.pass_now(cluster).await {
+        Ok(report) if report.outcome.ok() => {}
+        Ok(report) => tracing::warn!(%cluster, errors = ?report.outcome.errors, "approved grant not bound yet"),
+        Err(error) => tracing::warn!(%cluster, %error, "approved grant not bound yet"),
     }
 }
 
