@@ -28,7 +28,6 @@ fn group_discovery(group: &str, versions: &[&str]) -> Value {
     if !group.is_empty() {
         metadata.insert("name".into(), json!(group));
     }
-    metadata.insert("creationTimestamp".into(), Value::Null);
     let versions: Vec<Value> = versions
         .iter()
         .map(|version| {

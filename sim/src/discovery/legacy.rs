@@ -69,12 +69,19 @@ pub(super) fn resource_list(group: &str, version: &str) -> Option<Value> {
     } else {
         format!("{group}/{version}")
     };
-    Some(json!({
+    let mut list = json!({
         "kind": "APIResourceList",
         "apiVersion": "v1",
         "groupVersion": group_version,
         "resources": entries,
-    }))
+    });
+    // kube-apiserver's core `/api/v1` list is the one without `apiVersion`.
+    if group.is_empty() {
+        if let Some(map) = list.as_object_mut() {
+            map.remove("apiVersion");
+        }
+    }
+    Some(list)
 }
 
 /// One `APIResource` for the resource itself.

@@ -267,3 +267,15 @@ async fn a_missing_path_under_the_api_a_served_group_or_version_is_a_not_found_s
         );
     }
 }
+
+#[tokio::test]
+async fn only_the_core_resource_list_leaves_out_api_version_and_aggregated_groups_have_no_null_timestamp() {
+    let core = json_of(handle("/api/v1", &HeaderMap::new()).expect("served")).await;
+    assert_eq!(core["kind"], "APIResourceList");
+    assert!(core.get("apiVersion").is_none());
+    let apps = json_of(handle("/apis/apps/v1", &HeaderMap::new()).expect("served")).await;
+    assert_eq!(apps["apiVersion"], "v1");
+    let aggregated = json_of(handle("/apis", &accept(KUBECTL_ACCEPT)).expect("served")).await;
+    let metadata = aggregated["items"][0]["metadata"].as_object().expect("metadata");
+    assert!(!metadata.contains_key("creationTimestamp"), "{metadata:?}");
+}

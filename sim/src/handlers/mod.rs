@@ -142,13 +142,14 @@ fn dispatch(ctx: &Ctx<'_>, body: &Bytes) -> Result<Response<Body>, Status> {
     }
 }
 
-/// 405 MethodNotAllowed, kube-apiserver's wording.
-fn method_not_allowed() -> Status {
+/// 405 MethodNotAllowed, kube-apiserver's wording (and its empty details).
+pub(crate) fn method_not_allowed() -> Status {
     Status::failure(
         405,
         "MethodNotAllowed",
         "the server does not allow this method on the requested resource",
     )
+    .with_details(crate::status::StatusDetails::default())
 }
 
 /// The stored type the request is about, checking verb and scope.

@@ -78,7 +78,11 @@ fn include_object(value: Option<&str>) -> IncludeObject {
 pub fn shape_object(rt: &ResourceType, object: &Arc<Value>, shape: Shape) -> Value {
     match shape {
         Shape::Json => (**object).clone(),
-        Shape::Table(include) => table::table(rt, std::slice::from_ref(object), include, serde_json::json!({})),
+        // A Table of one object carries that object's resourceVersion.
+        Shape::Table(include) => {
+            let metadata = serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+            table::table(rt, std::slice::from_ref(object), include, metadata)
+        }
         Shape::Metadata => table::partial_object_metadata(object),
     }
 }

@@ -357,6 +357,7 @@ async fn a_post_to_a_name_and_an_update_or_patch_of_a_collection_are_not_allowed
         let answer = call(&store, method.clone(), &uri, headers, &configmap("a")).await;
         assert_eq!(answer.code, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
         assert_eq!(answer.body["reason"], "MethodNotAllowed");
+        assert_eq!(answer.body["details"], json!({}), "kube sends empty details");
     }
 }
 
@@ -450,4 +451,21 @@ async fn send_initial_events_needs_not_older_than_but_no_longer_bookmarks() {
     let marked = format!("{watch}&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true");
     let marked = call_raw(&store, Method::GET, &marked, &[], "").await;
     assert_eq!(types(&marked.2)[..2], ["ADDED", "BOOKMARK"]);
+    let text = String::from_utf8_lossy(&marked.2).into_owned();
+    let bookmark: Value = serde_json::from_str(text.lines().nth(1).expect("a bookmark")).unwrap();
+    let metadata = bookmark["object"]["metadata"].as_object().expect("metadata");
+    assert!(metadata.contains_key("resourceVersion") && !metadata.contains_key("creationTimestamp"));
+}
+
+#[tokio::test]
+async fn a_table_of_one_object_carries_its_resource_version() {
+    let store = cluster();
+    let created = call(&store, Method::POST, CMS, &[], &configmap("a")).await.body;
+    let accept = [("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
+    let table = call(&store, Method::GET, &format!("{CMS}/a"), &accept, "").await.body;
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(
+        table["metadata"],
+        json!({"resourceVersion": created["metadata"]["resourceVersion"]})
+    );
 }

@@ -5,8 +5,8 @@
 //! every existing object; from a resourceVersion it replays later events
 //! (410 before streaming when they are no longer retained). With
 //! `sendInitialEvents=true` and `allowWatchBookmarks=true` the initial
-//! ADDEDs end with a BOOKMARK annotated `k8s.io/initial-events-end: "true"`. `allowWatchBookmarks=true` adds a
-//! BOOKMARK every [`super::Settings::bookmark_interval`]. The stream ends
+//! ADDEDs end with a BOOKMARK annotated `k8s.io/initial-events-end: "true"`.
+//! `allowWatchBookmarks=true` adds a BOOKMARK every [`super::Settings::bookmark_interval`]. The stream ends
 //! after `timeoutSeconds` (default: a random 30–60 minutes, as
 //! kube-apiserver), or with an ERROR event when the watcher falls too far
 //! behind.
@@ -178,7 +178,7 @@ impl Stream {
         let mut object = json!({
             "kind": self.rt.kind,
             "apiVersion": self.rt.api_version(),
-            "metadata": {"resourceVersion": revision.to_string(), "creationTimestamp": null},
+            "metadata": {"resourceVersion": revision.to_string()},
         });
         if initial_end {
             object["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});

@@ -101,11 +101,7 @@ async fn dispatch(state: &State, user: &UserInfo, req: Request<Incoming>, info: 
 /// Review resources answer a create (201) and store nothing.
 async fn review(state: &State, user: &UserInfo, req: Request<Incoming>, info: &RequestInfo) -> Response<Body> {
     if info.verb != "create" {
-        return error(Status::failure(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        ));
+        return error(handlers::method_not_allowed());
     }
     // kubectl sends reviews (auth whoami, auth can-i) as protobuf.
     let protobuf = crate::protobuf::is_protobuf(req.headers());

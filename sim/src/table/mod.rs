@@ -76,7 +76,9 @@ pub fn table_at(
             let mut row = Map::new();
             row.insert("cells".into(), Value::Array(printer.cells(object, now)));
             match include {
-                IncludeObject::None => {}
+                IncludeObject::None => {
+                    row.insert("object".into(), Value::Null);
+                }
                 IncludeObject::Metadata => {
                     row.insert("object".into(), partial_object_metadata(object));
                 }

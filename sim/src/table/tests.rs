@@ -107,7 +107,17 @@ fn deployments_and_services_print_their_real_columns() {
     let cells = table["rows"][0]["cells"].as_array().expect("cells");
     assert_eq!(cells[..4], [json!("web"), json!("2/2"), json!(2), json!(2)]);
     assert_eq!(cells[5..], [json!("web"), json!("nginx:1.27.3"), json!("app=web")]);
-    assert!(table["rows"][0].get("object").is_none());
+    // includeObject=None: kube sends the row's object as null.
+    assert!(table["rows"][0].get("object").is_some_and(Value::is_null));
+    let types: Vec<&Value> = table["columnDefinitions"].as_array().expect("columns")[1..4]
+        .iter()
+        .map(|c| &c["type"])
+        .collect();
+    assert_eq!(
+        types,
+        [&json!("string"); 3],
+        "kube 1.37 declares Ready, Up-to-date and Available strings"
+    );
 
     let (services, rt) = seeded("", "services", "kube-system");
     let table = super::table(rt, &services, IncludeObject::Metadata, json!({}));

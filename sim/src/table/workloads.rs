@@ -154,8 +154,9 @@ pub(super) fn deployment_columns() -> Vec<Column> {
     vec![
         NAME,
         col("Ready", "string", "Number of the pod with ready state"),
-        col("Up-to-date", "integer", "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-        col("Available", "integer", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+        // kube 1.37 declares these `string`, though the cells are numbers.
+        col("Up-to-date", "string", "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+        col("Available", "string", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
         AGE,
         CONTAINERS,
         IMAGES,
