@@ -1,22 +1,34 @@
-//! The approval pages: in headless Chromium (sign in, open the link, see
-//! the diff, approve, and the agent's waiting call returns the result), and
+//! The approval pages: in headless Chromium over WebDriver (sign in, open
+//! the link, see the diff, approve, and the agent's waiting call returns
+//! the result; the page at phone width, light and dark, through axe-core), and
 //! their security with a raw client (headers, cookie, CSRF, who may sign in).
 
 use crate::approvals_mcp::{apply_flags, careful_agent, pending};
-use crate::cdp::Browser;
 use crate::harness::Portcullis;
 use crate::mcp::{connect, stateless};
+use crate::signin::browser::{Chromium, SCHEMES};
+use fantoccini::Locator;
 use http::Method;
 
-/// base64 SHA-256 of the serving key's SubjectPublicKeyInfo, for
-/// `--ignore-certificate-errors-spki-list`: Chromium trusts this one key.
-fn spki_hash(env: &Portcullis) -> String {
-    use base64::Engine;
-    use rcgen::PublicKeyData;
-    use sha2::Digest;
-    let pem = std::fs::read_to_string(&env.config.tls.key_file).unwrap();
-    let key = rcgen::KeyPair::from_pem(&pem).unwrap();
-    base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(key.subject_public_key_info()))
+/// Sign in with `token` on the sign-in page the browser was sent to, and
+/// wait to land back on `path` with `element` shown.
+async fn sign_in_with_token(browser: &Chromium, token: &str, path: &str, element: &str) {
+    let field = browser.client.wait().for_element(Locator::Id("token")).await.unwrap();
+    assert_eq!(browser.client.current_url().await.unwrap().path(), "/login");
+    field.send_keys(token).await.unwrap();
+    browser
+        .client
+        .find(Locator::Css("form[action='/login'] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_until(&format!(
+            "location.pathname === '{path}' && document.querySelector('{element}')"
+        ))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,47 +48,86 @@ async fn a_person_approves_in_chromium_and_the_agents_waiting_call_returns_the_r
         (client, result)
     });
 
-    let profile = tempfile::tempdir().unwrap();
-    let mut browser = Browser::start(profile.path(), &spki_hash(&env)).await;
+    let browser = Chromium::start().await;
     let base = format!("https://{}", env.addr);
     let id = env.store.list_held().unwrap()[0].id.clone();
-    browser.open(&format!("{base}/approvals/{id}")).await;
+    browser.client.goto(&format!("{base}/approvals/{id}")).await.unwrap();
+    sign_in_with_token(&browser, &ana, &format!("/approvals/{id}"), "#diff").await;
+    let diff = browser
+        .client
+        .find(Locator::Id("diff"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(diff.contains("+   checkout: on"), "{diff}");
+    let cookies = browser.client.execute("return document.cookie", vec![]).await.unwrap();
+    assert_eq!(cookies, "", "the session cookie is HttpOnly");
     browser
-        .wait_for("location.pathname === '/login' && document.querySelector('#token')")
-        .await;
+        .client
+        .find(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     browser
-        .eval(&format!(
-            "document.querySelector('#token').value = '{ana}'; document.querySelector('form[action=\"/login\"]').submit(); true"
-        ))
-        .await;
-    browser
-        .wait_for(&format!(
-            "location.pathname === '/approvals/{id}' && document.querySelector('#diff')"
-        ))
-        .await;
-    let diff = browser.eval("document.querySelector('#diff').textContent").await;
-    assert!(diff.as_str().unwrap().contains("+   checkout: on"), "{diff}");
-    assert_eq!(
-        browser.eval("document.cookie").await,
-        "",
-        "the session cookie is HttpOnly"
-    );
-    browser
-        .eval("document.querySelector('#confirm').checked = true; document.querySelector('#approve').click(); true")
-        .await;
+        .client
+        .find(Locator::Id("approve"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     // The page after the approval is a snapshot: the agent's waiting call
     // may already be running the write ("executing by ana") when it renders.
-    browser.wait_for("document.querySelector('#state') && /^(approved|executing|executed)/.test(document.querySelector('#state').textContent)").await;
+    browser
+        .wait_until("document.querySelector('#state') && /^(approved|executing|executed)/.test(document.querySelector('#state').textContent)")
+        .await;
 
     let (client, result) = waiting.await.unwrap();
     assert!(result.starts_with("approved by ana at 20"), "{result}");
     assert!(result.contains("applied configmaps/flags in shop"), "{result}");
     drop(client);
     // The list shows nothing waiting any more.
-    browser.open(&format!("{base}/approvals")).await;
-    browser
-        .wait_for("document.body.textContent.includes('Nothing waits on you')")
-        .await;
+    browser.client.goto(&format!("{base}/approvals")).await.unwrap();
+    browser.wait_for_text("Nothing waits on you").await;
+    browser.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_writes_page_fits_a_phone_and_passes_axe_in_light_and_dark() {
+    let env = Portcullis::start().await;
+    let agent = careful_agent(&env);
+    let ana = env
+        .store
+        .issue_credential(&portcullis::identity::Principal::person("ana"), "browser", None)
+        .unwrap()
+        .1;
+    let client = connect(&env, &agent, stateless()).await;
+    let id = pending(&client, apply_flags(None)).await;
+    let path = format!("/approvals/{id}");
+    for &(scheme, flags, background) in SCHEMES {
+        let browser = Chromium::start_with(flags).await;
+        browser.client.set_window_size(390, 844).await.unwrap();
+        browser
+            .client
+            .goto(&format!("https://{}{path}", env.addr))
+            .await
+            .unwrap();
+        sign_in_with_token(&browser, &ana, &path, "#diff").await;
+        let text = browser.text().await;
+        assert!(text.contains("checkout: on"), "{scheme}: the diff is shown: {text}");
+        let overflow = browser.overflow(390).await;
+        assert_eq!(overflow, 0, "{scheme}: {overflow} px wider than a phone");
+        assert_eq!(browser.background().await, background, "{scheme}");
+        let violations = browser.axe_violations().await;
+        assert!(violations.is_empty(), "{scheme}: {violations:#?}");
+        browser.stop().await;
+    }
+    drop(client);
     env.stop().await;
 }
 

@@ -10,7 +10,6 @@ mod approvals_secrets;
 mod approvals_web;
 mod audit;
 mod audit_query;
-mod cdp;
 mod cli;
 mod demo;
 mod document_limits;

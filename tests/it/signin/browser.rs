@@ -17,6 +17,21 @@ pub struct Chromium {
     _profile: tempfile::TempDir,
 }
 
+/// The colour schemes the pages follow: a name, the Chromium flags that
+/// choose it, and the body's background in it.
+pub const SCHEMES: &[(&str, &[&str], &str)] = &[
+    (
+        "light",
+        &["--blink-settings=preferredColorScheme=1"],
+        "rgb(255, 255, 255)",
+    ),
+    (
+        "dark",
+        &["--blink-settings=preferredColorScheme=0", "--force-dark-mode"],
+        "rgb(21, 23, 26)",
+    ),
+];
+
 impl Chromium {
     /// Start chromedriver and a headless Chromium (no network beyond this
     /// machine, no first-run, no sync), trusting any certificate (the test
@@ -27,6 +42,19 @@ impl Chromium {
 
     /// [`Self::start`], with more Chromium flags (e.g. a colour scheme).
     pub async fn start_with(extra: &[&str]) -> Chromium {
+        Self::start_with_prefs(extra, serde_json::json!({})).await
+    }
+
+    /// [`Self::start`], saving downloads in `dir` without asking.
+    pub async fn start_downloading_to(dir: &std::path::Path) -> Chromium {
+        let prefs = serde_json::json!({
+            "download.default_directory": dir,
+            "download.prompt_for_download": false,
+        });
+        Self::start_with_prefs(&[], prefs).await
+    }
+
+    async fn start_with_prefs(extra: &[&str], prefs: serde_json::Value) -> Chromium {
         let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -51,7 +79,7 @@ impl Chromium {
         capabilities.insert("acceptInsecureCerts".into(), true.into());
         capabilities.insert(
             "goog:chromeOptions".into(),
-            serde_json::json!({"binary": "/usr/bin/chromium", "args": args}),
+            serde_json::json!({"binary": "/usr/bin/chromium", "args": args, "prefs": prefs}),
         );
         let url = format!("http://127.0.0.1:{port}");
         let client = eventually("chromedriver to take a session", async || {
@@ -89,6 +117,64 @@ impl Chromium {
             }
         })
         .await;
+    }
+
+    /// Wait until `script` (an expression) is true in the page.
+    pub async fn wait_until(&self, script: &str) {
+        let check = format!("return document.readyState === 'complete' && !!({script})");
+        eventually(&format!("the page to satisfy {script}"), async || {
+            match self.client.execute(&check, vec![]).await {
+                Ok(serde_json::Value::Bool(true)) => Ok(()),
+                _ => Err(self.text().await),
+            }
+        })
+        .await;
+    }
+
+    /// The number `script` returns.
+    pub async fn number(&self, script: &str) -> i64 {
+        self.client.execute(script, vec![]).await.unwrap().as_i64().unwrap()
+    }
+
+    /// How wide the page is beyond a `width` px viewport (0 when it fits),
+    /// after checking the viewport is that narrow.
+    pub async fn overflow(&self, width: i64) -> i64 {
+        let viewport = self.number("return document.documentElement.clientWidth").await;
+        assert!(viewport <= width, "the viewport is {width} px or less ({viewport})");
+        let scroll = self.number("return document.scrollingElement.scrollWidth").await;
+        (scroll - viewport).max(0)
+    }
+
+    /// The body's computed background colour.
+    pub async fn background(&self) -> String {
+        let found = self
+            .client
+            .execute("return getComputedStyle(document.body).backgroundColor", vec![])
+            .await
+            .unwrap();
+        found.as_str().unwrap().to_string()
+    }
+
+    /// axe-core's serious and critical violations on the current page.
+    pub async fn axe_violations(&self) -> Vec<String> {
+        let axe = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/node_modules/axe-core/axe.min.js"
+        ))
+        .expect("scripts/setup installs axe-core into tests/node_modules");
+        self.client.execute(&axe, vec![]).await.unwrap();
+        let found = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 axe.run(document).then(r => done(r.violations\
+                   .filter(v => v.impact === 'serious' || v.impact === 'critical')\
+                   .map(v => v.id + ': ' + v.nodes.map(n => n.html).join(' | '))));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        serde_json::from_value(found).unwrap()
     }
 
     /// End the session (and, dropped, chromedriver).

@@ -4,7 +4,7 @@
 //! scrolling, follows the system's dark mode, and axe-core finds no serious
 //! or critical violation on it or on the approval pages.
 
-use super::browser::Chromium;
+use super::browser::{Chromium, SCHEMES};
 use super::{free_port, portcullis, Idp};
 use crate::harness::{Portcullis, CLUSTER};
 use fantoccini::Locator;
@@ -16,48 +16,13 @@ use std::time::Duration;
 const PAGES: &[&str] = &["/console", "/approvals"];
 
 /// Sign `person` in through the provider, landing on the console.
-async fn sign_in(browser: &Chromium, port: u16, person: &str) {
+pub async fn sign_in(browser: &Chromium, port: u16, person: &str) {
     let client = &browser.client;
     client.goto(&format!("https://127.0.0.1:{port}/console")).await.unwrap();
     let login = client.wait().for_element(Locator::Id("login")).await.unwrap();
     login.send_keys(person).await.unwrap();
     client.find(Locator::Id("signin")).await.unwrap().click().await.unwrap();
     browser.wait_for_text("My access").await;
-}
-
-/// axe-core's serious and critical violations on the current page.
-async fn axe_violations(browser: &Chromium) -> Vec<String> {
-    let axe = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/node_modules/axe-core/axe.min.js"
-    ))
-    .expect("scripts/setup installs axe-core into tests/node_modules");
-    browser.client.execute(&axe, vec![]).await.unwrap();
-    let found = browser
-        .client
-        .execute_async(
-            "const done = arguments[arguments.length - 1];\
-             axe.run(document).then(r => done(r.violations\
-               .filter(v => v.impact === 'serious' || v.impact === 'critical')\
-               .map(v => v.id + ': ' + v.nodes.map(n => n.html).join(' | '))));",
-            vec![],
-        )
-        .await
-        .unwrap();
-    serde_json::from_value(found).unwrap()
-}
-
-async fn number(browser: &Chromium, script: &str) -> i64 {
-    browser.client.execute(script, vec![]).await.unwrap().as_i64().unwrap()
-}
-
-async fn body_background(browser: &Chromium) -> String {
-    let found = browser
-        .client
-        .execute("return getComputedStyle(document.body).backgroundColor", vec![])
-        .await
-        .unwrap();
-    found.as_str().unwrap().to_string()
 }
 
 /// ana: in group devs (a rule gives viewer in shop), admin of shop, with
@@ -122,19 +87,8 @@ async fn the_console_names_things_gives_relative_times_fits_a_phone_and_passes_a
     let idp = Idp::start(port);
     let env = portcullis(&idp.issuer, port, |_| {}).await;
     set_up(&env);
-    for (scheme, flags, background) in [
-        (
-            "light",
-            vec!["--blink-settings=preferredColorScheme=1"],
-            "rgb(255, 255, 255)",
-        ),
-        (
-            "dark",
-            vec!["--blink-settings=preferredColorScheme=0", "--force-dark-mode"],
-            "rgb(21, 23, 26)",
-        ),
-    ] {
-        let browser = Chromium::start_with(&flags).await;
+    for &(scheme, flags, background) in SCHEMES {
+        let browser = Chromium::start_with(flags).await;
         browser.client.set_window_size(390, 844).await.unwrap();
         sign_in(&browser, port, "ana").await;
         let text = browser.text().await;
@@ -160,18 +114,10 @@ async fn the_console_names_things_gives_relative_times_fits_a_phone_and_passes_a
                 .await
                 .unwrap();
             browser.wait_for_text("Signed in as ana").await;
-            let viewport = number(&browser, "return document.documentElement.clientWidth").await;
-            assert!(
-                viewport <= 390,
-                "{scheme} {page}: the viewport is a phone's ({viewport})"
-            );
-            let width = number(&browser, "return document.scrollingElement.scrollWidth").await;
-            assert!(
-                width <= viewport,
-                "{scheme} {page}: {width} px wide in a {viewport} px viewport"
-            );
-            assert_eq!(body_background(&browser).await, background, "{scheme} {page}");
-            let violations = axe_violations(&browser).await;
+            let overflow = browser.overflow(390).await;
+            assert_eq!(overflow, 0, "{scheme} {page}: {overflow} px wider than a phone");
+            assert_eq!(browser.background().await, background, "{scheme} {page}");
+            let violations = browser.axe_violations().await;
             assert!(violations.is_empty(), "{scheme} {page}: {violations:#?}");
         }
         browser.stop().await;

@@ -5,9 +5,10 @@
 //! mints the ID tokens a certified provider never would ([`tokens`]).
 
 mod api;
-mod browser;
+pub mod browser;
 mod cli_login;
 mod console;
+mod console_actions;
 mod fake_issuer;
 mod flow;
 mod groups;
