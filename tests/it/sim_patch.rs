@@ -142,10 +142,12 @@ async fn a_json_patch_whose_test_fails_is_422_and_stores_nothing() {
         (status["code"].as_u64(), status["reason"].as_str()),
         (Some(422), Some("Invalid"))
     );
+    // As kube-apiserver: a generic message and empty details.
     assert_eq!(
-        status["details"]["causes"][0]["message"],
-        "testing value /data/k failed: test failed"
+        status["message"],
+        "the server rejected our request due to an error in our request"
     );
+    assert_eq!(status["details"], serde_json::json!({}));
     assert_eq!(api.get("c").await.unwrap().data.unwrap()["k"], "1");
     sim.shutdown().await;
 }

@@ -29,11 +29,12 @@ fn patch_type(media: &str) -> Result<PatchType, Status> {
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
         "application/apply-patch+yaml" | "application/apply-patch+cbor" => Ok(PatchType::Apply),
-        _ => Err(Status::failure(
-            415,
-            "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {media})"),
-        )),
+        // go-restful refuses a type the PATCH route does not consume with
+        // its generic text, before kube-apiserver's handler runs.
+        _ => Err(
+            Status::failure(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+                .with_details(crate::status::StatusDetails::default()),
+        ),
     }
 }
 

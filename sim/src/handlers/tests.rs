@@ -343,6 +343,9 @@ async fn merge_patches_change_and_apply_creates_then_conflicts() {
     )
     .await;
     assert_eq!(unsupported.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // go-restful's generic text, as kube-apiserver answers.
+    assert_eq!(unsupported.body["message"], "415: Unsupported Media Type");
+    assert_eq!(unsupported.body["details"], json!({}));
 }
 
 #[tokio::test]

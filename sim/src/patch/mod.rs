@@ -92,19 +92,13 @@ impl PatchError {
     /// The `metav1.Status` kube-apiserver answers with for this error.
     pub fn to_status(&self) -> Status {
         match self {
-            PatchError::Invalid(detail) => Status::failure(
+            // kube-apiserver's generic answer: the reason stays in its log.
+            PatchError::Invalid(_) => Status::failure(
                 422,
                 "Invalid",
                 "the server rejected our request due to an error in our request",
             )
-            .with_details(StatusDetails {
-                causes: vec![StatusCause {
-                    reason: "UnexpectedServerResponse".into(),
-                    message: detail.clone(),
-                    field: String::new(),
-                }],
-                ..Default::default()
-            }),
+            .with_details(StatusDetails::default()),
             PatchError::Conflicts(causes) => {
                 Status::failure(409, "Conflict", conflict_message(causes)).with_details(StatusDetails {
                     causes: causes.clone(),
@@ -235,10 +229,7 @@ mod tests {
         let status = PatchError::Internal("x".into()).to_status();
         assert_eq!((status.code, status.reason.as_str()), (500, ""));
         let json = serde_json::to_value(PatchError::Invalid("boom".into()).to_status()).unwrap();
-        assert_eq!(
-            json["details"]["causes"][0],
-            json!({"reason": "UnexpectedServerResponse", "message": "boom"})
-        );
+        assert_eq!(json["details"], json!({}), "kube names no cause");
     }
 }
 
