@@ -73,6 +73,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0007_settings.sql"),
     include_str!("migrations/0008_sign_in.sql"),
     include_str!("migrations/0009_group_rules.sql"),
+    include_str!("migrations/0010_session_groups.sql"),
 ];
 
 /// A person or bot as listed.

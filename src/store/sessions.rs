@@ -18,6 +18,23 @@ pub struct WebSession {
     /// session's own, revoked when it ends (otherwise it is the person's
     /// token's, left alone).
     pub oidc: bool,
+    /// The groups claim the provider sign-in came with (none for a token
+    /// sign-in).
+    pub groups: Vec<String>,
+}
+
+const SESSION_SELECT: &str =
+    "SELECT login, credential_id, expires_at, signed_in_with = 'oidc', groups FROM web_sessions";
+
+fn session_row(r: &rusqlite::Row) -> rusqlite::Result<WebSession> {
+    let groups: Option<String> = r.get(4)?;
+    Ok(WebSession {
+        login: r.get(0)?,
+        credential_id: r.get(1)?,
+        expires_at: r.get(2)?,
+        oidc: r.get(3)?,
+        groups: groups.and_then(|g| serde_json::from_str(&g).ok()).unwrap_or_default(),
+    })
 }
 
 impl Store {
@@ -26,11 +43,14 @@ impl Store {
     /// of people signed in).
     pub fn insert_web_session(&self, id_sha256: &str, session: &WebSession) -> Result<(), StoreError> {
         let now = Utc::now();
+        let groups = session
+            .oidc
+            .then(|| serde_json::Value::from(session.groups.clone()).to_string());
         self.with(|c| {
             c.execute("DELETE FROM web_sessions WHERE expires_at <= ?1", params![now])?;
             c.execute(
-                "INSERT INTO web_sessions (id_sha256, login, credential_id, created_at, expires_at, signed_in_with) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![id_sha256, session.login, session.credential_id, now, session.expires_at, if session.oidc { "oidc" } else { "token" }],
+                "INSERT INTO web_sessions (id_sha256, login, credential_id, created_at, expires_at, signed_in_with, groups) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![id_sha256, session.login, session.credential_id, now, session.expires_at, if session.oidc { "oidc" } else { "token" }, groups],
             )?;
             Ok(())
         })
@@ -40,18 +60,20 @@ impl Store {
     pub fn web_session(&self, id_sha256: &str) -> Result<Option<WebSession>, StoreError> {
         self.with(|c| {
             Ok(c.query_row(
-                "SELECT login, credential_id, expires_at, signed_in_with = 'oidc' FROM web_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                &format!("{SESSION_SELECT} WHERE id_sha256 = ?1 AND expires_at > ?2"),
                 params![id_sha256, Utc::now()],
-                |r| {
-                    Ok(WebSession {
-                        login: r.get(0)?,
-                        credential_id: r.get(1)?,
-                        expires_at: r.get(2)?,
-                        oidc: r.get(3)?,
-                    })
-                },
+                session_row,
             )
             .optional()?)
+        })
+    }
+
+    /// `login`'s unexpired sessions.
+    pub fn web_sessions_of(&self, login: &str) -> Result<Vec<WebSession>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!("{SESSION_SELECT} WHERE login = ?1 AND expires_at > ?2"))?;
+            let rows = stmt.query_map(params![login, Utc::now()], session_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
         })
     }
 
@@ -99,6 +121,7 @@ mod tests {
             credential_id: "c1".into(),
             expires_at,
             oidc: false,
+            groups: Vec::new(),
         };
         let later = Utc::now() + chrono::TimeDelta::hours(1);
         store.insert_web_session("h1", &session(later)).unwrap();
@@ -128,12 +151,15 @@ mod tests {
             login: "ana".into(),
             credential_id: credential_id.into(),
             expires_at: later,
+            groups: if oidc { vec!["devs".into()] } else { Vec::new() },
             oidc,
         };
         store
             .insert_web_session("token", &session(&kubeconfig.id, false))
             .unwrap();
         store.insert_web_session("oidc", &session(&own.id, true)).unwrap();
+        assert_eq!(store.web_session("oidc").unwrap().unwrap().groups, ["devs"]);
+        assert_eq!(store.web_sessions_of("ana").unwrap().len(), 2);
         store.delete_web_session("token").unwrap();
         store.delete_web_session("oidc").unwrap();
         let revoked = |id: &str| {

@@ -225,22 +225,23 @@ async fn exchange(approvals: &Approvals, web: &Web, request: Request<Incoming>, 
         let why = "the code is unknown, used, expired, or not for this verifier and redirect URI";
         return json(StatusCode::BAD_REQUEST, &oauth_error("invalid_grant", why));
     };
-    credential_for(approvals, pending.login, pending.session, row).await
+    credential_for(approvals, web, pending.login, pending.session, row).await
 }
 
 /// The answer giving `login` (signed in on the web with the session whose
-/// id hashes to `session`) a credential for the command line; the row
-/// names them.
+/// id hashes to `session`) a credential for the command line, their group
+/// rules re-applied from that sign-in first; the row names them.
 pub(super) async fn credential_for(
     approvals: &Approvals,
+    web: &Web,
     login: String,
     session: String,
     row: &mut AuditRow,
 ) -> Response<Body> {
     row.principal_kind = "person".into();
     row.login = login.clone();
-    let store = approvals.store.clone();
-    let issued = tokio::task::spawn_blocking(move || issue(&store, &login, &session)).await;
+    let (store, config) = (approvals.store.clone(), web.config().clone());
+    let issued = tokio::task::spawn_blocking(move || issue(&store, &config, &login, &session)).await;
     match issued {
         Ok(Ok(Some((answer, credential_id)))) => {
             row.credential_id = credential_id;
@@ -251,27 +252,37 @@ pub(super) async fn credential_for(
             let why = "your sign-in session has ended or you are disabled: sign in again";
             json(StatusCode::BAD_REQUEST, &oauth_error("invalid_grant", why))
         }
-        _ => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &oauth_error("temporarily_unavailable", "portcullis cannot read its store now"),
-        ),
+        failed => {
+            if let Ok(Err(error)) = failed {
+                tracing::warn!(%error, "no command line credential issued");
+            }
+            json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &oauth_error("temporarily_unavailable", "portcullis cannot read its store now"),
+            )
+        }
     }
 }
 
 /// A credential for `login`, ending with their session at the latest;
-/// `None` when the session has ended or the person is disabled.
-/// Blocking (the store).
+/// `None` when the session has ended or the person is disabled. A provider
+/// session's groups are matched against the rules as they are now, so a
+/// rule added or removed since the web sign-in counts. Blocking (the store).
 fn issue(
     store: &crate::store::Store,
+    config: &crate::config::Config,
     login: &str,
     session: &str,
-) -> Result<Option<(serde_json::Value, String)>, crate::store::StoreError> {
+) -> Result<Option<(serde_json::Value, String)>, crate::signin::groups::RuleError> {
     let person = Principal::person(login);
     let Some(session) = store.web_session(session)? else {
         return Ok(None);
     };
     if store.principal_disabled(&person)? != Some(false) {
         return Ok(None);
+    }
+    if session.oidc {
+        crate::signin::groups::apply(config, store, login, &session.groups, session.expires_at)?;
     }
     let ends = (Utc::now() + CLI_LIFETIME).min(session.expires_at);
     let (credential, token) = store.issue_credential(&person, "command line", Some(ends))?;

@@ -304,7 +304,7 @@ async fn token(approvals: &Approvals, web: &Web, request: Request<Incoming>, row
             row.refuse(Refusal::SignInCodeRefused);
             refused("access_denied", "the person denied this sign-in")
         }
-        Poll::Allowed { login, session } => credential_for(approvals, login, session, row).await,
+        Poll::Allowed { login, session } => credential_for(approvals, web, login, session, row).await,
     }
 }
 

@@ -93,7 +93,7 @@ pub async fn serve(
             login_page(key, StatusCode::OK, request.headers(), &safe_next(&next), None)
         }
         (Page::Login, Method::POST, _) => login(approvals, key, authenticator, web, request, row).await,
-        (Page::Logout, Method::POST, Some(s)) => logout_form(approvals, key, s, request, row).await,
+        (Page::Logout, Method::POST, Some(s)) => logout_form(approvals, web, key, s, request, row).await,
         (Page::List, Method::GET, Some(s)) => list(approvals, &s).await,
         (Page::Held(id), Method::GET, Some(s)) => show(approvals, &s, id).await,
         (Page::Held(id), Method::POST, Some(s)) => decide_form(approvals, &s, id, request, row).await,
@@ -235,6 +235,7 @@ async fn start_session(
 /// The sign-out button: only under the session's own CSRF token.
 async fn logout_form(
     approvals: &Approvals,
+    web: &Web,
     key: &seal::Key,
     s: Session,
     request: Request<Incoming>,
@@ -242,7 +243,7 @@ async fn logout_form(
 ) -> Response<Body> {
     signin::mark(row, "signout");
     match read_form(request).await {
-        Some(form) if session::csrf_ok(key, &s, field(&form, "csrf")) => logout(approvals, s).await,
+        Some(form) if session::csrf_ok(key, &s, field(&form, "csrf")) => logout(approvals, web, s).await,
         _ => html(
             StatusCode::FORBIDDEN,
             pages::message("Refused", "The form expired; reload the page."),
@@ -252,9 +253,9 @@ async fn logout_form(
 
 /// Sign out: the session ends in the store, so its cookie is refused even
 /// if the browser (or someone who copied it) keeps it.
-async fn logout(approvals: &Approvals, s: Session) -> Response<Body> {
-    let store = approvals.store.clone();
-    match tokio::task::spawn_blocking(move || session::end(&store, &s)).await {
+async fn logout(approvals: &Approvals, web: &Web, s: Session) -> Response<Body> {
+    let (store, config) = (approvals.store.clone(), web.config().clone());
+    match tokio::task::spawn_blocking(move || session::sign_out(&store, &config, &s)).await {
         Ok(Ok(())) => redirect(
             "/login?signed_out=1",
             Some(&session::set_cookie("", std::time::Duration::ZERO)),

@@ -56,18 +56,24 @@ pub struct Session {
 /// `credential_id`; returns the cookie value (the session id), which is not
 /// kept anywhere else. Blocking (the store).
 pub fn start(store: &Store, login: &str, credential_id: &str, lifetime: Duration) -> Result<String, StoreError> {
-    insert(store, login, credential_id, lifetime, false)
+    insert(store, login, credential_id, lifetime, None)
 }
 
 /// Start a session for `login`, signed in through the identity provider,
-/// with a credential of its own that ends with it; returns the cookie value
-/// and the credential's id. Blocking (the store).
-pub fn start_signed_in(store: &Store, login: &str, lifetime: Duration) -> Result<(String, String), StoreError> {
+/// with a credential of its own that ends with it, and the `groups` it came
+/// with (for the group rules at a command line login and at sign-out);
+/// returns the cookie value and the credential's id. Blocking (the store).
+pub fn start_signed_in(
+    store: &Store,
+    login: &str,
+    lifetime: Duration,
+    groups: &[String],
+) -> Result<(String, String), StoreError> {
     let person = Principal::person(login);
     let ends = Utc::now() + chrono::TimeDelta::from_std(lifetime).unwrap_or(chrono::TimeDelta::hours(12));
     // The token is dropped here: the session is the only way to use it.
     let (credential, _) = store.issue_credential(&person, "web sign-in", Some(ends))?;
-    let id = insert(store, login, &credential.id, lifetime, true)?;
+    let id = insert(store, login, &credential.id, lifetime, Some(groups))?;
     Ok((id, credential.id))
 }
 
@@ -76,14 +82,15 @@ fn insert(
     login: &str,
     credential_id: &str,
     lifetime: Duration,
-    oidc: bool,
+    provider_groups: Option<&[String]>,
 ) -> Result<String, StoreError> {
     let id = random_id();
     let session = WebSession {
         login: login.to_string(),
         credential_id: credential_id.to_string(),
         expires_at: Utc::now() + chrono::TimeDelta::from_std(lifetime).unwrap_or(chrono::TimeDelta::hours(12)),
-        oidc,
+        oidc: provider_groups.is_some(),
+        groups: provider_groups.unwrap_or_default().to_vec(),
     };
     store.insert_web_session(&credential::hash(&id), &session)?;
     Ok(id)
@@ -93,6 +100,36 @@ fn insert(
 /// Blocking (the store).
 pub fn end(store: &Store, session: &Session) -> Result<(), StoreError> {
     store.delete_web_session(&credential::hash(&session.cookie))
+}
+
+/// Sign `session` out ([`end`]), then bring the person's group rule grants
+/// in step with the sessions left ([`regroup_after_sign_out`]). Blocking
+/// (the store).
+pub fn sign_out(store: &Store, config: &crate::config::Config, session: &Session) -> Result<(), StoreError> {
+    end(store, session)?;
+    // The session has ended either way; a rule grant left behind still ends
+    // with the session it was last extended for.
+    if let Err(error) = regroup_after_sign_out(store, config, &session.login) {
+        tracing::warn!(login = %session.login, %error, "group grants not brought in step at sign-out");
+    }
+    Ok(())
+}
+
+/// After `login` signed out: their group rule grants follow the provider
+/// sessions they still have (the groups those came with, until the last
+/// ends), so a grant no other session holds ends now. Blocking (the store).
+pub fn regroup_after_sign_out(
+    store: &Store,
+    config: &crate::config::Config,
+    login: &str,
+) -> Result<(), crate::signin::groups::RuleError> {
+    let left: Vec<WebSession> = store.web_sessions_of(login)?.into_iter().filter(|s| s.oidc).collect();
+    let mut groups: Vec<String> = left.iter().flat_map(|s| s.groups.iter().cloned()).collect();
+    groups.sort();
+    groups.dedup();
+    let ends = left.iter().map(|s| s.expires_at).max().unwrap_or_else(Utc::now);
+    crate::signin::groups::apply(config, store, login, &groups, ends)?;
+    Ok(())
 }
 
 /// The `Set-Cookie` header value for `value`, living `lifetime` (empty and

@@ -198,7 +198,7 @@ async fn callback(
         crate::signin::groups::apply(&config, &store, &login, &seen.groups, ends)
             .map_err(|e| (login.clone(), SignInError::Groups(e.to_string())))?;
         let (cookie, credential) =
-            session::start_signed_in(&store, &login, lifetime).map_err(|e| (login.clone(), e.into()))?;
+            session::start_signed_in(&store, &login, lifetime, &seen.groups).map_err(|e| (login.clone(), e.into()))?;
         Ok::<_, (String, SignInError)>((login, cookie, credential))
     })
     .await;

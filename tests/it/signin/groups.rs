@@ -237,3 +237,54 @@ async fn the_operator_bootstraps_group_rules_on_the_store_recorded_as_the_cli() 
     assert_eq!(recorded, [by_cli("create"), by_cli("delete")]);
     env.stop().await;
 }
+
+/// `visitor` (signed in) logs the command line in the way `portcullis
+/// login` does, with a loopback code and its PKCE verifier; the answer.
+async fn cli_login(visitor: &Visitor) -> serde_json::Value {
+    let verifier = "v".repeat(50);
+    let challenge = portcullis::doors::web::cli_login::challenge_of(&verifier);
+    let redirect = "http://127.0.0.1:1/cb";
+    let query = format!("redirect_uri={redirect}&code_challenge={challenge}&code_challenge_method=S256&state=s1");
+    let page = visitor.get(&format!("/login/cli?{query}")).await;
+    let csrf = page.body.split("name=\"csrf\" value=\"").nth(1).unwrap();
+    let csrf = csrf.split('"').next().unwrap();
+    let allowed = visitor.post("/login/cli", &format!("csrf={csrf}&{query}")).await;
+    let code = allowed.body.split("code=").nth(1).unwrap().split('&').next().unwrap();
+    let token = visitor
+        .post(
+            "/login/cli/token",
+            &format!("code={code}&code_verifier={verifier}&redirect_uri={redirect}"),
+        )
+        .await;
+    assert_eq!(token.status, 200, "{}", token.body);
+    serde_json::from_str(&token.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_line_login_applies_the_group_rules_as_they_are_now_and_signing_out_ends_their_grants() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let visitor = Visitor::new(&env);
+    assert_eq!(visitor.sign_in("ana").await.status, 200);
+    assert!(grants_in_effect(&env, "ana").is_empty(), "no rule yet");
+
+    let (rule, _root) = devs_may_view_shop(&env);
+    let answer = cli_login(&visitor).await;
+    let held = grants_in_effect(&env, "ana");
+    assert_eq!(held.len(), 1, "the rule added since the web sign-in: {held:?}");
+    assert_eq!(held[0].granted_by, format!("rule:{rule}"));
+    env.reconcile().await;
+    pods_answer(&env, answer["token"].as_str().unwrap(), 200).await;
+
+    let console = visitor.get("/console").await;
+    let csrf = console.body.split("name=\"csrf\" value=\"").nth(1).unwrap();
+    let csrf = csrf.split('"').next().unwrap().to_string();
+    let out = visitor.post("/logout", &format!("csrf={csrf}")).await;
+    assert_eq!(out.status, 303, "{}", out.body);
+    assert!(
+        grants_in_effect(&env, "ana").is_empty(),
+        "the grant depended on the one session, which ended"
+    );
+    env.stop().await;
+}
