@@ -40,9 +40,11 @@ impl SqliteAuditStore {
     /// Open the database at `path` (migrating it if needed).
     pub fn open(path: &Path) -> Result<Self, AuditError> {
         let conn = Connection::open(path)?;
+        // First: switching to WAL takes a lock, and without a busy timeout
+        // a second connection opening while the first writes fails at once.
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         crate::store::migrate(&conn).map_err(|e| AuditError::Store(e.to_string()))?;
         let intents = {
             let mut stmt = conn.prepare("SELECT id FROM audit_intents")?;

@@ -95,9 +95,11 @@ impl Store {
     /// Open (creating if needed) the SQLite database at `path` and migrate it.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let conn = Connection::open(path)?;
+        // First: switching to WAL takes a lock, and without a busy timeout
+        // a second connection opening while the first writes fails at once.
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         migrate(&conn)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
