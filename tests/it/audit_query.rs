@@ -25,7 +25,7 @@ fn portcullis(env: &Portcullis, args: &[&str]) -> (bool, String, String) {
 
 /// The ids `portcullis audit --json <filters>` lists, in order.
 fn cli_ids(env: &Portcullis, filters: &[&str]) -> Vec<String> {
-    let (ok, out, err) = portcullis(env, &[&["audit", "--json"], filters].concat());
+    let (ok, out, err) = portcullis(env, &[&["admin", "audit", "--json"], filters].concat());
     assert!(ok, "{err}");
     out.lines()
         .map(|l| serde_json::from_str::<ChainedRow>(l).unwrap().row.id)
@@ -90,7 +90,7 @@ async fn filters_return_exactly_the_matching_rows() {
     assert_eq!(cli_ids(&env, &["--session", "s1"]), ids(&[]));
     assert_eq!(cli_ids(&env, &["--limit", "2"]), ids(&[4, 5]));
 
-    let (ok, table, _) = portcullis(&env, &["audit", "--login", "ben"]);
+    let (ok, table, _) = portcullis(&env, &["admin", "audit", "--login", "ben"]);
     assert!(ok);
     let lines: Vec<&str> = table.lines().collect();
     assert!(lines[0].starts_with("TIME") && lines[0].contains("OUTCOME"), "{table}");
@@ -156,22 +156,22 @@ async fn audit_verify_names_an_edited_and_a_deleted_row() {
     for id in &ids {
         row(&env, id).await;
     }
-    let (ok, out, err) = portcullis(&env, &["audit", "verify"]);
+    let (ok, out, err) = portcullis(&env, &["admin", "audit", "verify"]);
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "audit chain intact: 5 rows verified");
 
     let db = rusqlite::Connection::open(env.store.path()).unwrap();
     db.execute("UPDATE audit SET code = 500 WHERE id = ?1", [&ids[3]])
         .unwrap();
-    let (ok, _, err) = portcullis(&env, &["audit", "verify"]);
+    let (ok, _, err) = portcullis(&env, &["admin", "audit", "verify"]);
     assert!(!ok, "an edit is caught");
     assert!(err.contains(&format!("row 4 ({}) was edited", ids[3])), "{err}");
     db.execute("UPDATE audit SET code = 200 WHERE id = ?1", [&ids[3]])
         .unwrap();
-    assert!(portcullis(&env, &["audit", "verify"]).0, "restored");
+    assert!(portcullis(&env, &["admin", "audit", "verify"]).0, "restored");
 
     db.execute("DELETE FROM audit WHERE id = ?1", [&ids[1]]).unwrap();
-    let (ok, _, err) = portcullis(&env, &["audit", "verify"]);
+    let (ok, _, err) = portcullis(&env, &["admin", "audit", "verify"]);
     assert!(!ok, "a deletion is caught");
     assert!(err.contains("row 2 was removed") && err.contains(&ids[2]), "{err}");
     env.stop().await;
