@@ -6,10 +6,11 @@
 //! logout` revokes it.
 
 use super::browser::Chromium;
+use super::kubectl_plugin::{said, Machine};
 use super::{free_port, portcullis, Idp};
 use crate::approvals::audit_rows;
 use crate::harness::Portcullis;
-use crate::support::eventually;
+use crate::support::{eventually, Kubectl};
 use chrono::{TimeDelta, Utc};
 use fantoccini::Locator;
 use http::Method;
@@ -64,16 +65,10 @@ async fn allow_in_chromium(browser: &Chromium, url: &str) {
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_revokes_its_credential() {
-    let port = free_port();
-    let idp = Idp::start(port);
-    let env = portcullis(&idp.issuer, port, |_| {}).await;
-    let home = tempfile::tempdir().unwrap();
-    let ca = home.path().join("ca.pem");
-    std::fs::write(&ca, &env.ca_pem).unwrap();
-    let server = format!("https://127.0.0.1:{port}");
-    let mut child = person_command(home.path(), &["login", &server, "--ca-file", ca.to_str().unwrap()])
+/// `portcullis login <server>` on the machine whose home is `home`,
+/// allowed as ana in `browser`; asserts that it signs in.
+async fn login_through_chromium(browser: &Chromium, home: &Path, server: &str, ca: &Path) {
+    let mut child = person_command(home, &["login", server, "--ca-file", ca.to_str().unwrap()])
         // The URL is opened by the test's Chromium, not this machine's browser.
         .env("BROWSER", "true")
         .stdout(Stdio::null())
@@ -90,8 +85,7 @@ async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_
             break line;
         }
     };
-    let browser = Chromium::start().await;
-    allow_in_chromium(&browser, &url).await;
+    allow_in_chromium(browser, &url).await;
     let status = eventually("portcullis login to finish", async || child.try_wait().unwrap()).await;
     let said: Vec<String> = lines.try_iter().collect();
     assert!(status.success(), "{said:?}");
@@ -100,6 +94,19 @@ async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_
             .any(|l| l.starts_with(&format!("signed in to {server} as ana until "))),
         "{said:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_revokes_its_credential() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let home = tempfile::tempdir().unwrap();
+    let ca = home.path().join("ca.pem");
+    std::fs::write(&ca, &env.ca_pem).unwrap();
+    let server = format!("https://127.0.0.1:{port}");
+    let browser = Chromium::start().await;
+    login_through_chromium(&browser, home.path(), &server, &ca).await;
 
     let file = home.path().join(".config/portcullis/login.json");
     #[cfg(unix)]
@@ -125,6 +132,53 @@ async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_
     assert!(!file.exists(), "the login file is deleted");
     let after = env.raw().get("/api/portcullis/v1/whoami", &login.token).await;
     assert_eq!(after.status, 401, "the credential is revoked");
+    browser.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_portcullis_login_in_chromium_kubectl_through_the_exec_plugin_lists_pods_as_the_person_until_the_credential_is_revoked(
+) {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    // ana exists with a grant before she signs in; the harness token is never used.
+    env.person("ana", &[("viewer", Some("shop"))]);
+    Kubectl::admin(env.sim()).ok(&["-n", "shop", "run", "web", "--image=nginx"]);
+    let machine = Machine {
+        home: tempfile::tempdir().unwrap(),
+        server: format!("https://127.0.0.1:{port}"),
+    };
+    let ca = machine.home.path().join("ca.pem");
+    std::fs::write(&ca, &env.ca_pem).unwrap();
+    let browser = Chromium::start().await;
+    login_through_chromium(&browser, machine.home.path(), &machine.server, &ca).await;
+    let login = Login::read(&machine.home.path().join(".config/portcullis/login.json"))
+        .unwrap()
+        .expect("the login is kept");
+
+    let wrote = machine.portcullis(&["kubeconfig"]);
+    assert!(wrote.status.success(), "{}", said(&wrote));
+    let kubeconfig = std::fs::read_to_string(machine.kubeconfig()).unwrap();
+    assert!(!kubeconfig.contains(&login.token), "no token in the kubeconfig");
+    let get_pods = ["--context", "portcullis-sim", "-n", "shop", "get", "pods", "-o", "name"];
+    let listed = machine.kubectl(&get_pods);
+    assert!(listed.status.success(), "{}", said(&listed));
+    let names = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(names.lines().any(|l| l == "pod/web"), "{names}");
+    let rows = audit_rows(&env).await;
+    let list = rows
+        .iter()
+        .find(|r| r.path.ends_with("/namespaces/shop/pods"))
+        .expect("the list is audited");
+    assert_eq!((list.login.as_str(), list.code), ("ana", 200));
+    assert_eq!(list.credential_id, login.credential_id, "the login's credential");
+
+    let revoked = machine.portcullis(&["credential", "revoke", &login.credential_id]);
+    assert!(revoked.status.success(), "{}", said(&revoked));
+    let refused = machine.kubectl(&get_pods);
+    assert!(!refused.status.success(), "{}", said(&refused));
+    assert!(said(&refused).contains("Unauthorized"), "{}", said(&refused));
     browser.stop().await;
     env.stop().await;
 }

@@ -14,9 +14,9 @@ use std::process::{Command, Output};
 
 /// A person's machine: a home with a login file and a kubeconfig, and
 /// `portcullis` on the PATH as the kubeconfig's plugin expects.
-struct Machine {
-    home: tempfile::TempDir,
-    server: String,
+pub(super) struct Machine {
+    pub(super) home: tempfile::TempDir,
+    pub(super) server: String,
 }
 
 impl Machine {
@@ -45,7 +45,7 @@ impl Machine {
         Machine { home, server }
     }
 
-    fn kubeconfig(&self) -> PathBuf {
+    pub(super) fn kubeconfig(&self) -> PathBuf {
         self.home.path().join(".kube/config")
     }
 
@@ -69,7 +69,7 @@ impl Machine {
     }
 
     /// `portcullis <args>` as the person.
-    fn portcullis(&self, args: &[&str]) -> Output {
+    pub(super) fn portcullis(&self, args: &[&str]) -> Output {
         self.command(Path::new(env!("CARGO_BIN_EXE_portcullis")))
             .args(args)
             .output()
@@ -77,7 +77,7 @@ impl Machine {
     }
 
     /// kubectl with the person's kubeconfig (no terminal: not interactive).
-    fn kubectl(&self, args: &[&str]) -> Output {
+    pub(super) fn kubectl(&self, args: &[&str]) -> Output {
         self.command(&kubectl_path())
             .arg("--cache-dir")
             .arg(self.home.path().join("kube-cache"))
@@ -87,7 +87,8 @@ impl Machine {
     }
 }
 
-fn said(out: &Output) -> String {
+/// What `out` wrote, stdout then stderr.
+pub(super) fn said(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
