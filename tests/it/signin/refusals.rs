@@ -1,6 +1,7 @@
 //! The callback's own checks against the real provider: a reused code, a
-//! missing or wrong `state`, and a code issued for another PKCE challenge
-//! are each refused, with a message and an audit row.
+//! missing or wrong `state`, a code issued for another PKCE challenge and
+//! an answer naming another issuer are each refused, with a message and an
+//! audit row.
 
 use super::{free_port, param, portcullis, Idp, Visitor};
 use crate::audit::row;
@@ -85,5 +86,39 @@ async fn a_code_issued_for_another_sign_ins_pkce_challenge_is_refused() {
         env.store.list_credentials(None).unwrap().is_empty(),
         "no one was signed in"
     );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_whose_iss_names_another_issuer_is_refused_before_its_code_is_spent() {
+    let (env, idp) = pair().await;
+    let visitor = Visitor::new(&env);
+    let callback = visitor.to_callback("ana").await;
+    let attempt = visitor.cookies.lock().unwrap().get(ATTEMPT).cloned().unwrap();
+    // A mix-up (RFC 9207): the browser comes back saying another provider
+    // answered, so the code must not be sent to this one's token endpoint.
+    let (path, query) = callback.split_once('?').unwrap();
+    let others: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form_urlencoded::parse(query.as_bytes()).filter(|(k, _)| k != "iss"))
+        .append_pair("iss", "https://evil.example")
+        .finish();
+    let mixed_up = visitor.get(&format!("{path}?{others}")).await;
+    assert_refused(
+        &env,
+        &mixed_up,
+        401,
+        "the answer came from another identity provider",
+        "id_token_issuer",
+    )
+    .await;
+    assert!(
+        env.store.list_credentials(None).unwrap().is_empty(),
+        "no one was signed in"
+    );
+    // The code was not spent: the true answer still signs ana in.
+    visitor.cookies.lock().unwrap().insert(ATTEMPT.into(), attempt);
+    assert_eq!(param(&callback, "iss").as_deref(), Some(idp.issuer.as_str()));
+    let true_answer = visitor.get(&callback).await;
+    assert_eq!(true_answer.status, 200, "{true_answer:?}");
     env.stop().await;
 }
