@@ -160,7 +160,13 @@ fn pending_request(
 
 /// Approve request `id` as person `by`: creates the grant (bound by the
 /// reconciler) and, for a delegated agent's request, gives it to the agent.
-pub fn approve(store: &Store, config: &Config, id: &str, by: &str) -> Result<(AccessRequest, Grant), AccessError> {
+pub fn approve(
+    store: &Store,
+    config: &Config,
+    id: &str,
+    by: &str,
+    reason: Option<&str>,
+) -> Result<(AccessRequest, Grant), AccessError> {
     let (request, decider, authority) = authorize(store, id, by, record::Step::Approve)?;
     let mut grant = crate::identity::grant::new_grant(
         config,
@@ -180,7 +186,7 @@ pub fn approve(store: &Store, config: &Config, id: &str, by: &str) -> Result<(Ac
         Some(agent_id) => agent(store, agent_id)?.grant_ids.is_some().then_some(agent_id.as_str()),
         None => None,
     };
-    store.approve_access_request(&request.id, &grant, delegated, by, Utc::now())?;
+    store.approve_access_request(&request.id, &grant, delegated, by, reason, Utc::now())?;
     let approved = store
         .access_request(id)?
         .ok_or_else(|| AccessError::NotFound(id.into()))?;

@@ -83,10 +83,14 @@ fn an_approved_request_becomes_a_grant_of_the_requester_and_every_step_is_audite
     let env = env();
     let request = request_access(&env.store, &env.config, &bo(), &ask("developer", Some("shop"), 7200)).unwrap();
     assert_eq!(request.state, AccessState::Pending);
-    let (approved, grant) = approve(&env.store, &env.config, &request.id, "ana").unwrap();
+    let (approved, grant) = approve(&env.store, &env.config, &request.id, "ana", Some("on call")).unwrap();
     assert_eq!(
-        (approved.state, approved.decided_by.as_deref()),
-        (AccessState::Approved, Some("ana"))
+        (
+            approved.state,
+            approved.decided_by.as_deref(),
+            approved.decision_reason.as_deref()
+        ),
+        (AccessState::Approved, Some("ana"), Some("on call"))
     );
     assert_eq!(approved.grant_id.as_deref(), Some(grant.id.as_str()));
     assert_eq!(
@@ -105,7 +109,7 @@ fn an_approved_request_becomes_a_grant_of_the_requester_and_every_step_is_audite
         .iter()
         .any(|g| g.id == grant.id));
     assert!(matches!(
-        approve(&env.store, &env.config, &request.id, "ana"),
+        approve(&env.store, &env.config, &request.id, "ana", None),
         Err(AccessError::NotPending { .. })
     ));
     let verbs = audit_verbs(&env.store);
@@ -126,14 +130,14 @@ fn the_requester_cannot_approve_its_own_request_and_the_attempt_is_audited() {
         agent_id: None,
     };
     let request = request_access(&env.store, &env.config, &ana, &ask("viewer", Some("shop"), 600)).unwrap();
-    let err = approve(&env.store, &env.config, &request.id, "ana").unwrap_err();
+    let err = approve(&env.store, &env.config, &request.id, "ana", None).unwrap_err();
     assert!(
         matches!(&err, AccessError::NotAllowed(why) if why.contains("cannot decide")),
         "{err}"
     );
     assert!(
         matches!(
-            approve(&env.store, &env.config, &request.id, "bo"),
+            approve(&env.store, &env.config, &request.id, "bo", None),
             Err(AccessError::NotAllowed(_))
         ),
         "bo is no admin"
@@ -177,7 +181,7 @@ fn an_undecided_request_expires_once_and_can_no_longer_be_approved() {
     let listed = list(&env.store).unwrap();
     assert_eq!(listed[0].state, AccessState::Expired);
     assert!(expire_pending(&env.store).unwrap().is_empty(), "expired once");
-    let err = approve(&env.store, &env.config, &request.id, "ana").unwrap_err();
+    let err = approve(&env.store, &env.config, &request.id, "ana", None).unwrap_err();
     assert!(matches!(err, AccessError::NotPending { state: "expired", .. }), "{err}");
     assert_eq!(audit_verbs(&env.store)[1], ("expire".into(), "bo".into(), 200));
 }
@@ -233,7 +237,7 @@ fn a_delegated_agents_approved_request_is_given_to_the_agent_and_capped_by_its_p
         &ask("viewer", Some("payments"), 7200),
     )
     .unwrap();
-    let (_, grant) = approve(&env.store, &env.config, &request.id, "ana").unwrap();
+    let (_, grant) = approve(&env.store, &env.config, &request.id, "ana", None).unwrap();
     assert_eq!(grant.expires_at, hers.expires_at, "no longer than her own grant");
     let agent = env
         .store

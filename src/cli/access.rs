@@ -36,6 +36,9 @@ pub enum AccessCommand {
     Approve {
         /// Request id.
         id: String,
+        /// Why (recorded).
+        #[arg(long)]
+        reason: Option<String>,
     },
     /// Deny a request as yourself.
     Deny {
@@ -72,8 +75,10 @@ pub async fn run(remote: &Remote, command: AccessCommand, out: &mut dyn Write) -
             .map_err(io)
         }
         AccessCommand::List => list(remote, out).await,
-        AccessCommand::Approve { id } => {
-            let answer = remote.post(&format!("access-requests/{id}/approve"), json!({})).await?;
+        AccessCommand::Approve { id, reason } => {
+            let answer = remote
+                .post(&format!("access-requests/{id}/approve"), json!({"reason": reason}))
+                .await?;
             let grant = &answer["grant"];
             writeln!(
                 out,

@@ -123,6 +123,7 @@ impl Store {
         grant: &Grant,
         agent_id: Option<&str>,
         by: &str,
+        reason: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.with(|c| {
@@ -135,8 +136,8 @@ impl Store {
                 tx.execute("INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)", params![agent, grant.id])?;
             }
             let changed = tx.execute(
-                "UPDATE access_requests SET state = 'approved', decided_by = ?2, decided_at = ?3, grant_id = ?4 WHERE id = ?1 AND state = 'pending'",
-                params![id, by, at, grant.id],
+                "UPDATE access_requests SET state = 'approved', decided_by = ?2, decided_at = ?3, grant_id = ?4, decision_reason = ?5 WHERE id = ?1 AND state = 'pending'",
+                params![id, by, at, grant.id, reason],
             )?;
             if changed == 0 {
                 return Err(StoreError::Invalid(format!("access request {id} is no longer pending")));

@@ -226,7 +226,7 @@ async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes
         json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
     ok(&client, "request_access", ask).await;
     let request = env.store.list_access_requests().unwrap().remove(0);
-    portcullis::access::approve(&env.store, &env.config, &request.id, "ana").unwrap();
+    portcullis::access::approve(&env.store, &env.config, &request.id, "ana", None).unwrap();
     env.reconcile().await;
     // The agent's identity (with its grants) is cached for a while. The
     // cluster's answer to a review (never held, and it writes nothing) says

@@ -24,7 +24,10 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
             })
             .await
         }
-        (&Method::POST, [_, id, "approve"]) => approve(api, person, id.to_string()).await,
+        (&Method::POST, [_, id, "approve"]) => {
+            let reason = text_field(&call.body, "reason").map(str::to_string);
+            approve(api, person, id.to_string(), reason).await
+        }
         (&Method::POST, [_, id, "deny"]) => {
             let (id, reason) = (id.to_string(), text_field(&call.body, "reason").map(str::to_string));
             api.blocking(move |store, _| {
@@ -39,9 +42,11 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
 
 /// Approve as `person`; the grant is bound in its cluster before the
 /// answer where the server can, or the answer says it is pending.
-async fn approve(api: &Api, person: Principal, id: String) -> Result<Value, ApiError> {
+async fn approve(api: &Api, person: Principal, id: String, reason: Option<String>) -> Result<Value, ApiError> {
     let (request, grant) = api
-        .blocking(move |store, config| access::approve(store, config, &id, &person.name).map_err(refused))
+        .blocking(move |store, config| {
+            access::approve(store, config, &id, &person.name, reason.as_deref()).map_err(refused)
+        })
         .await?;
     let binding = match api.reconciler.get() {
         Some(reconciler) => match reconciler.pass_now(&grant.cluster).await {

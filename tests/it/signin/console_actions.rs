@@ -100,6 +100,8 @@ async fn a_person_asks_for_access_on_the_console_and_an_admin_approves_it_there_
             .any(|g| g.role == "developer" && g.namespace.as_deref() == Some("shop")),
         "{grants:?}"
     );
+    let decided = env.store.access_request(&request.id).unwrap().unwrap();
+    assert_eq!(decided.decision_reason.as_deref(), Some("on call this week"));
 
     carol.client.refresh().await.unwrap();
     carol.wait_for_text("approved by ana").await;

@@ -120,7 +120,7 @@ fn decide(store: &Store, config: &Config, login: &str, id: &str, form: &Form) ->
     let reason = form.get("reason").map(|r| r.trim()).filter(|r| !r.is_empty());
     match form.get("decision").map(String::as_str) {
         Some("approve") => {
-            let (_, grant) = access::approve(store, config, id, login)?;
+            let (_, grant) = access::approve(store, config, id, login, reason)?;
             return Ok(Noted {
                 bind_cluster: Some(grant.cluster),
                 ..Noted::default()

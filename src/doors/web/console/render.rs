@@ -185,7 +185,7 @@ fn decide_item(view: &View, r: &AccessRequest) -> String {
     format!(
         "<li><b>{who}</b> asks for <b>{role}</b> on {scope} for {duration} · asked {asked}\
          <p>{reason}</p><form method=\"post\" action=\"/console/access/{id}\">{csrf}\
-         <label for=\"reason-{id}\">Reason for a denial (optional; an approval records none)</label>\
+         <label for=\"reason-{id}\">Your reason (optional)</label>\
          <input id=\"reason-{id}\" name=\"reason\" maxlength=\"1000\" autocomplete=\"off\">\
          <button type=\"submit\" name=\"decision\" value=\"approve\">Approve</button>\
          <button type=\"submit\" name=\"decision\" value=\"deny\">Deny</button></form></li>",
