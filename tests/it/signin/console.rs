@@ -34,6 +34,7 @@ fn set_up(env: &Portcullis) {
     let out = crate::rbac::cli_ok(
         env,
         &[
+            "admin",
             "group-rule",
             "add",
             "--group",
@@ -44,8 +45,6 @@ fn set_up(env: &Portcullis) {
             "viewer",
             "--namespace",
             "shop",
-            "--by",
-            "root",
         ],
     );
     assert!(out.contains("group rule"), "{out}");
