@@ -25,7 +25,8 @@ pub fn run(args: &RemoteArgs, env: &PersonEnv, out: &mut dyn Write) -> Result<()
         Ok(login) => login,
         Err(why) if interactive(env) => {
             let server = args.server.clone().or(why.server).ok_or(why.message)?;
-            login_again(&server, args.ca_file.as_deref())?;
+            let ca = args.ca_file.clone().or(Login::read(&path)?.and_then(|l| l.ca_file));
+            login_again(&server, ca.as_deref())?;
             usable(Login::read(&path)?, Some(&server), Utc::now()).map_err(|why| why.message)?
         }
         Err(why) => return Err(why.message),

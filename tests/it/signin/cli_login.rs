@@ -15,7 +15,8 @@ use chrono::{TimeDelta, Utc};
 use fantoccini::Locator;
 use http::Method;
 use portcullis::cli::remote::Login;
-use std::io::BufRead;
+use portcullis::identity::Principal;
+use std::io::{BufRead, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -65,6 +66,19 @@ async fn allow_in_chromium(browser: &Chromium, url: &str) {
         .await;
 }
 
+/// The loopback login's URL at `server`, from the lines a command prints.
+fn login_url(lines: &mpsc::Receiver<String>, server: &str) -> String {
+    let prefix = format!("{server}/login/cli?");
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the command prints its URL");
+        if line.starts_with(&prefix) {
+            return line;
+        }
+    }
+}
+
 /// `portcullis login <server>` on the machine whose home is `home`,
 /// allowed as ana in `browser`; asserts that it signs in.
 async fn login_through_chromium(browser: &Chromium, home: &Path, server: &str, ca: &Path) {
@@ -76,15 +90,7 @@ async fn login_through_chromium(browser: &Chromium, home: &Path, server: &str, c
         .spawn()
         .unwrap();
     let lines = lines_of(child.stderr.take().unwrap());
-    let prefix = format!("{server}/login/cli?");
-    let url = loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the command prints its URL");
-        if line.starts_with(&prefix) {
-            break line;
-        }
-    };
+    let url = login_url(&lines, server);
     allow_in_chromium(browser, &url).await;
     let status = eventually("portcullis login to finish", async || child.try_wait().unwrap()).await;
     let said: Vec<String> = lines.try_iter().collect();
@@ -271,6 +277,83 @@ async fn portcullis_login_without_a_browser_is_allowed_with_its_code_from_a_seco
     let granted: Vec<_> = rows.iter().filter(|r| r.verb == "login" && r.code == 200).collect();
     assert_eq!(granted.len(), 1, "{granted:?}");
     assert_eq!(granted[0].credential_id, login.credential_id);
+    browser.stop().await;
+    env.stop().await;
+}
+
+/// ana, with a grant, whose login file on `machine` (trusting the
+/// server's CA, as `portcullis login --ca-file` keeps it) expired five
+/// minutes ago; the login and its file.
+fn expired_login(env: &Portcullis, machine: &Machine) -> (Login, std::path::PathBuf) {
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let credential_id = env.store.list_credentials(Some(&Principal::person("ana"))).unwrap()[0]
+        .id
+        .clone();
+    let ca = machine.home.path().join("ca.pem");
+    std::fs::write(&ca, &env.ca_pem).unwrap();
+    let file = machine.home.path().join(".config/portcullis/login.json");
+    let login = Login {
+        server: machine.server.clone(),
+        token,
+        credential_id,
+        expires_at: Utc::now() - TimeDelta::minutes(5),
+        ca_file: Some(ca),
+    };
+    login.write(&file).unwrap();
+    (login, file)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_expired_login_and_a_person_at_the_terminal_the_exec_plugin_signs_in_again_through_chromium_and_hands_kubectl_the_new_credential(
+) {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let machine = Machine {
+        home: tempfile::tempdir().unwrap(),
+        server: format!("https://127.0.0.1:{port}"),
+    };
+    let (old, file) = expired_login(&env, &machine);
+
+    // As kubectl runs the kubeconfig's plugin when it has a terminal.
+    let exec_info =
+        r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":true}}"#;
+    let mut plugin = person_command(machine.home.path(), &["credential-plugin", "--server", &machine.server])
+        .env("KUBERNETES_EXEC_INFO", exec_info)
+        .env("BROWSER", "true")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(plugin.stderr.take().unwrap());
+    let url = login_url(&lines, &machine.server);
+    let browser = Chromium::start().await;
+    allow_in_chromium(&browser, &url).await;
+    let status = eventually("the plugin to finish", async || plugin.try_wait().unwrap()).await;
+    let mut printed = String::new();
+    plugin.stdout.take().unwrap().read_to_string(&mut printed).unwrap();
+    let told: Vec<String> = lines.try_iter().collect();
+    assert!(status.success(), "{told:?}");
+
+    let credential: serde_json::Value = serde_json::from_str(&printed).expect(&printed);
+    assert_eq!(credential["apiVersion"], "client.authentication.k8s.io/v1");
+    assert_eq!(credential["kind"], "ExecCredential");
+    let token = credential["status"]["token"].as_str().unwrap();
+    assert_ne!(token, old.token, "a new credential");
+    let until = credential["status"]["expirationTimestamp"].as_str().unwrap();
+    let until: chrono::DateTime<Utc> = until.parse().unwrap();
+    assert!(until > Utc::now() + TimeDelta::hours(11), "{until}");
+    let me = env.raw().get("/api/portcullis/v1/whoami", token).await;
+    assert_eq!(me.status, 200, "the new credential works");
+    assert_eq!(me.json()["login"], "ana");
+    let login = Login::read(&file).unwrap().expect("the new login is kept");
+    assert_eq!(login.token, token);
+    let rows = audit_rows(&env).await;
+    let logins: Vec<_> = rows.iter().filter(|r| r.verb == "login").collect();
+    assert_eq!(logins.len(), 1, "{logins:?}");
+    assert_eq!((logins[0].login.as_str(), logins[0].code), ("ana", 200));
+    assert_eq!(logins[0].credential_id, login.credential_id);
+    assert_ne!(login.credential_id, old.credential_id);
     browser.stop().await;
     env.stop().await;
 }
