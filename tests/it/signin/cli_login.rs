@@ -303,6 +303,18 @@ fn expired_login(env: &Portcullis, machine: &Machine) -> (Login, std::path::Path
     (login, file)
 }
 
+/// The token of the ExecCredential the plugin printed, checked to be one
+/// that expires hours from now.
+fn fresh_exec_credential(printed: &str) -> String {
+    let credential: serde_json::Value = serde_json::from_str(printed).expect(printed);
+    assert_eq!(credential["apiVersion"], "client.authentication.k8s.io/v1");
+    assert_eq!(credential["kind"], "ExecCredential");
+    let until = credential["status"]["expirationTimestamp"].as_str().unwrap();
+    let until: chrono::DateTime<Utc> = until.parse().unwrap();
+    assert!(until > Utc::now() + TimeDelta::hours(11), "{until}");
+    credential["status"]["token"].as_str().unwrap().to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_an_expired_login_and_a_person_at_the_terminal_the_exec_plugin_signs_in_again_through_chromium_and_hands_kubectl_the_new_credential(
 ) {
@@ -335,19 +347,13 @@ async fn with_an_expired_login_and_a_person_at_the_terminal_the_exec_plugin_sign
     let told: Vec<String> = lines.try_iter().collect();
     assert!(status.success(), "{told:?}");
 
-    let credential: serde_json::Value = serde_json::from_str(&printed).expect(&printed);
-    assert_eq!(credential["apiVersion"], "client.authentication.k8s.io/v1");
-    assert_eq!(credential["kind"], "ExecCredential");
-    let token = credential["status"]["token"].as_str().unwrap();
-    assert_ne!(token, old.token, "a new credential");
-    let until = credential["status"]["expirationTimestamp"].as_str().unwrap();
-    let until: chrono::DateTime<Utc> = until.parse().unwrap();
-    assert!(until > Utc::now() + TimeDelta::hours(11), "{until}");
+    let token = &fresh_exec_credential(&printed);
+    assert_ne!(token, &old.token, "a new credential");
     let me = env.raw().get("/api/portcullis/v1/whoami", token).await;
     assert_eq!(me.status, 200, "the new credential works");
     assert_eq!(me.json()["login"], "ana");
     let login = Login::read(&file).unwrap().expect("the new login is kept");
-    assert_eq!(login.token, token);
+    assert_eq!(&login.token, token);
     let rows = audit_rows(&env).await;
     let logins: Vec<_> = rows.iter().filter(|r| r.verb == "login").collect();
     assert_eq!(logins.len(), 1, "{logins:?}");
