@@ -117,6 +117,9 @@ async fn a_held_writes_page_fits_a_phone_and_passes_axe_in_light_and_dark() {
             .goto(&format!("https://{}{path}", env.addr))
             .await
             .unwrap();
+        browser.client.wait().for_element(Locator::Id("token")).await.unwrap();
+        let sign_in = format!("{scheme}: the token sign-in page");
+        browser.assert_fits_a_phone_and_passes_axe(&sign_in).await;
         sign_in_with_token(&browser, &ana, &path, "#diff").await;
         let text = browser.text().await;
         assert!(text.contains("checkout: on"), "{scheme}: the diff is shown: {text}");

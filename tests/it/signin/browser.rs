@@ -155,6 +155,17 @@ impl Chromium {
         found.as_str().unwrap().to_string()
     }
 
+    /// The current page fits a 390 px phone without sideways scrolling and
+    /// axe-core finds no serious or critical violation on it: issue 18 asks
+    /// it of every page portcullis serves.
+    pub async fn assert_fits_a_phone_and_passes_axe(&self, page: &str) {
+        self.client.set_window_size(390, 844).await.unwrap();
+        let overflow = self.overflow(390).await;
+        assert_eq!(overflow, 0, "{page}: {overflow} px wider than a phone");
+        let violations = self.axe_violations().await;
+        assert!(violations.is_empty(), "{page}: {violations:#?}");
+    }
+
     /// axe-core's serious and critical violations on the current page.
     pub async fn axe_violations(&self) -> Vec<String> {
         let axe = std::fs::read_to_string(concat!(
@@ -236,6 +247,7 @@ async fn a_person_signs_in_on_the_web_through_the_provider_in_chromium_and_signs
         .await
         .unwrap();
     browser.wait_for_text("You are signed out").await;
+    browser.assert_fits_a_phone_and_passes_axe("the signed-out page").await;
     assert_eq!(env.store.web_session_count("ana").unwrap(), 0);
     browser.stop().await;
     env.stop().await;

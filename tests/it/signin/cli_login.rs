@@ -58,11 +58,17 @@ async fn allow_in_chromium(browser: &Chromium, url: &str) {
     let login = client.wait().for_element(Locator::Id("login")).await.unwrap();
     login.send_keys("ana").await.unwrap();
     client.find(Locator::Id("signin")).await.unwrap().click().await.unwrap();
-    let allow = client.wait().for_element(Locator::Id("allow")).await.unwrap();
+    client.wait().for_element(Locator::Id("allow")).await.unwrap();
     assert!(browser.text().await.contains("Sign in the command line?"));
-    allow.click().await.unwrap();
+    browser
+        .assert_fits_a_phone_and_passes_axe("the command-line sign-in page")
+        .await;
+    client.find(Locator::Id("allow")).await.unwrap().click().await.unwrap();
     browser
         .wait_for_text("Signed in to portcullis. You can close this tab")
+        .await;
+    browser
+        .assert_fits_a_phone_and_passes_axe("the command line's signed-in page")
         .await;
 }
 
@@ -253,11 +259,16 @@ async fn portcullis_login_without_a_browser_is_allowed_with_its_code_from_a_seco
     let login = client.wait().for_element(Locator::Id("login")).await.unwrap();
     login.send_keys("ana").await.unwrap();
     client.find(Locator::Id("signin")).await.unwrap().click().await.unwrap();
-    let field = client.wait().for_element(Locator::Id("user_code")).await.unwrap();
+    client.wait().for_element(Locator::Id("user_code")).await.unwrap();
+    browser.assert_fits_a_phone_and_passes_axe("the device code page").await;
+    let field = client.find(Locator::Id("user_code")).await.unwrap();
     field.send_keys(&code.to_lowercase()).await.unwrap();
     client.find(Locator::Id("allow")).await.unwrap().click().await.unwrap();
     browser
         .wait_for_text("Allowed: the command line on your other device")
+        .await;
+    browser
+        .assert_fits_a_phone_and_passes_axe("the device allowed page")
         .await;
 
     let status = eventually("portcullis login to finish", async || child.try_wait().unwrap()).await;
