@@ -174,6 +174,13 @@ impl Authenticator {
         self.cache.retain(|_, cached| cached.found.lookup.credential.id != id);
     }
 
+    /// Drop every cached credential of agent session `id` (after revoking
+    /// the agent here), so it is refused on its next request.
+    pub fn forget_agent(&self, id: &str) {
+        self.cache
+            .retain(|_, cached| cached.found.agent.as_ref().is_none_or(|agent| agent.id != id));
+    }
+
     async fn lookup(&self, hash: String) -> Result<Option<Found>, AuthError> {
         if let Some(cached) = self.cache.get(&hash) {
             if cached.fetched.elapsed() < CACHE_TTL {

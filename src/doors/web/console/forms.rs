@@ -22,6 +22,8 @@ pub struct Noted {
     name: String,
     /// The credential revoked, to forget from the authenticator's cache.
     pub revoked_credential: Option<String>,
+    /// The agent revoked, whose credentials the cache forgets too.
+    pub revoked_agent: Option<String>,
     /// The cluster of a grant just approved, to bind before the answer.
     pub bind_cluster: Option<String>,
 }
@@ -159,6 +161,7 @@ fn revoke_agent(store: &Store, login: &str, id: &str) -> Result<Noted, Refused> 
     Ok(Noted {
         resource: "agents",
         name: id.into(),
+        revoked_agent: Some(id.into()),
         ..Noted::default()
     })
 }

@@ -196,6 +196,9 @@ async fn act(
             if let Some(id) = &noted.revoked_credential {
                 authenticator.forget(id);
             }
+            if let Some(id) = &noted.revoked_agent {
+                authenticator.forget_agent(id);
+            }
             noted.note(row);
             if let (Some(cluster), Some(reconciler)) = (&noted.bind_cluster, web.reconciler()) {
                 bind(reconciler, cluster).await;
