@@ -13,7 +13,7 @@
 //! the refusal when refused.
 
 use super::signin::mark;
-use super::{encode, field, html, pages, query_param, read_form, redirect, session, Session, Web};
+use super::{encode, field, html, pages, query_param, read_form, redirect, session, session_form, Session, Web};
 use crate::approvals::{seal, Approvals};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
@@ -178,19 +178,10 @@ async fn allow(
     row: &mut AuditRow,
 ) -> Response<Body> {
     mark(row, "authorize");
-    let Some(form) = read_form(request).await else {
-        return html(
-            StatusCode::BAD_REQUEST,
-            pages::message("Refused", "The form could not be read."),
-        );
+    let form = match session_form(key, s, request, row).await {
+        Ok(form) => form,
+        Err(refused) => return refused,
     };
-    if !session::csrf_ok(key, s, field(&form, "csrf")) {
-        row.refuse(Refusal::Csrf);
-        return html(
-            StatusCode::FORBIDDEN,
-            pages::message("Refused", "The form expired; reload the page."),
-        );
-    }
     let ask = match Ask::from(|name| form.get(name).cloned()) {
         Ok(ask) => ask,
         Err(why) => return html(StatusCode::BAD_REQUEST, pages::message("Not signed in", why)),

@@ -14,7 +14,7 @@
 
 use super::cli_login::{credential_for, json, oauth_error, random};
 use super::signin::mark;
-use super::{encode, field, html, pages, query_param, read_form, redirect, session, Session, Web};
+use super::{encode, field, html, pages, query_param, read_form, redirect, session, session_form, Session, Web};
 use crate::approvals::{seal, Approvals};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
@@ -240,20 +240,11 @@ async fn decide(
     row: &mut AuditRow,
 ) -> Response<Body> {
     mark(row, "device-decision");
-    let Some(form) = read_form(request).await else {
-        return html(
-            StatusCode::BAD_REQUEST,
-            pages::message("Refused", "The form could not be read."),
-        );
+    let form = match session_form(key, s, request, row).await {
+        Ok(form) => form,
+        Err(refused) => return refused,
     };
     let csrf = session::csrf(key, s);
-    if !session::csrf_ok(key, s, field(&form, "csrf")) {
-        row.refuse(Refusal::Csrf);
-        return html(
-            StatusCode::FORBIDDEN,
-            pages::message("Refused", "The form expired; reload the page."),
-        );
-    }
     let typed = field(&form, "user_code");
     let (decision, done) = match field(&form, "decision") {
         "allow" => (

@@ -330,19 +330,10 @@ async fn decide_form(
     let Some(key) = approvals.key.as_ref() else {
         return unavailable();
     };
-    let Some(form) = read_form(request).await else {
-        return html(
-            StatusCode::BAD_REQUEST,
-            pages::message("Refused", "The form could not be read."),
-        );
+    let form = match session_form(key, s, request, row).await {
+        Ok(form) => form,
+        Err(refused) => return refused,
     };
-    if !session::csrf_ok(key, s, field(&form, "csrf")) {
-        row.refuse(Refusal::Csrf);
-        return html(
-            StatusCode::FORBIDDEN,
-            pages::message("Refused", "The form expired; reload the page."),
-        );
-    }
     let approve = match chosen(&form) {
         Ok(approve) => approve,
         Err(why) => return html(StatusCode::BAD_REQUEST, pages::message("Not decided", why)),
@@ -409,6 +400,31 @@ fn decided_page(
         }
         _ => unavailable(),
     }
+}
+
+/// A signed-in person's form: read, and its CSRF token checked against the
+/// session; else the page that refuses it (a forged form's refusal goes
+/// into `row`).
+pub(crate) async fn session_form(
+    key: &seal::Key,
+    s: &Session,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Result<Form, Response<Body>> {
+    let Some(form) = read_form(request).await else {
+        return Err(html(
+            StatusCode::BAD_REQUEST,
+            pages::message("Refused", "The form could not be read."),
+        ));
+    };
+    if !session::csrf_ok(key, s, field(&form, "csrf")) {
+        row.refuse(Refusal::Csrf);
+        return Err(html(
+            StatusCode::FORBIDDEN,
+            pages::message("Refused", "The form expired; reload the page."),
+        ));
+    }
+    Ok(form)
 }
 
 async fn read_form(request: Request<Incoming>) -> Option<Form> {

@@ -15,10 +15,9 @@ pub mod render;
 pub mod time;
 
 use super::session::{self, Session};
-use super::{field, html, pages, read_form, redirect};
+use super::{html, pages, redirect, session_form};
 use crate::access::{self, decide as access_decide, AccessState};
 use crate::approvals::{decide, Approvals};
-use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
 use crate::config::Config;
@@ -175,19 +174,10 @@ async fn act(
     let Some(key) = approvals.key.as_ref() else {
         return super::unavailable();
     };
-    let Some(form) = read_form(request).await else {
-        return html(
-            StatusCode::BAD_REQUEST,
-            pages::message("Refused", "The form could not be read."),
-        );
+    let form = match session_form(key, s, request, row).await {
+        Ok(form) => form,
+        Err(refused) => return refused,
     };
-    if !session::csrf_ok(key, s, field(&form, "csrf")) {
-        row.refuse(Refusal::Csrf);
-        return html(
-            StatusCode::FORBIDDEN,
-            pages::message("Refused", "The form expired; reload the page."),
-        );
-    }
     let (store, config, login) = (approvals.store.clone(), web.config().clone(), s.login.clone());
     let action = action.to_string();
     let done = tokio::task::spawn_blocking(move || forms::run(&store, &config, &login, &action, &form)).await;
