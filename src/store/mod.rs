@@ -22,6 +22,7 @@ mod agents;
 mod approvals;
 mod credentials;
 mod group_rules;
+mod migrate;
 mod people;
 mod reconcile;
 mod sessions;
@@ -29,6 +30,7 @@ mod sessions;
 pub use access::{AccessRequest, AccessState};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
+pub(crate) use migrate::migrate;
 pub use people::{ProviderPerson, SignInPerson};
 pub use reconcile::ClusterStatus;
 pub use sessions::WebSession;
@@ -63,19 +65,6 @@ impl std::fmt::Debug for Store {
     }
 }
 
-const MIGRATIONS: &[&str] = &[
-    include_str!("migrations/0001_identity.sql"),
-    include_str!("migrations/0002_audit.sql"),
-    include_str!("migrations/0003_agents.sql"),
-    include_str!("migrations/0004_reconcile_access.sql"),
-    include_str!("migrations/0005_approvals.sql"),
-    include_str!("migrations/0006_web_sessions.sql"),
-    include_str!("migrations/0007_settings.sql"),
-    include_str!("migrations/0008_sign_in.sql"),
-    include_str!("migrations/0009_group_rules.sql"),
-    include_str!("migrations/0010_session_groups.sql"),
-];
-
 /// A person or bot as listed.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PrincipalRecord {
@@ -95,8 +84,7 @@ impl Store {
     /// Open (creating if needed) the SQLite database at `path` and migrate it.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let conn = Connection::open(path)?;
-        // First: switching to WAL takes a lock, and without a busy timeout
-        // a second connection opening while the first writes fails at once.
+        // First: the WAL pragma may wait on a lock held by another connection.
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -409,21 +397,6 @@ pub(crate) fn validate_name(name: &str) -> Result<(), StoreError> {
             "invalid name {name:?}: use 1-63 lower-case letters, digits, '-', '.' or '_', starting with a letter or digit"
         )))
     }
-}
-
-/// Apply the embedded migrations not yet applied to `conn`'s database.
-pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")?;
-    let applied: i64 = conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| {
-        r.get(0)
-    })?;
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql}; INSERT INTO schema_migrations VALUES ({}); COMMIT;",
-            index + 1
-        ))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

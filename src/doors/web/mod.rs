@@ -20,6 +20,7 @@
 pub mod cli_login;
 pub mod console;
 pub mod device;
+mod form;
 pub mod pages;
 pub mod session;
 pub mod signin;
@@ -32,19 +33,12 @@ use crate::body::{self, Body};
 use crate::gateway::router::Page;
 use crate::identity::authenticate::Authenticator;
 use crate::identity::{Identity, Principal, PrincipalKind};
-use bytes::Bytes;
+pub(crate) use form::session_form;
+use form::{field, read_form, Form};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use session::Session;
 pub use signin::Web;
-use std::collections::HashMap;
-
-/// The largest form accepted.
-const FORM_LIMIT: usize = 16 * 1024;
-
-/// A submitted form's fields.
-type Form = HashMap<String, String>;
 
 /// Serve `page`; `row` is the request's audit row.
 pub async fn serve(
@@ -400,45 +394,6 @@ fn decided_page(
         }
         _ => unavailable(),
     }
-}
-
-/// A signed-in person's form: read, and its CSRF token checked against the
-/// session; else the page that refuses it (a forged form's refusal goes
-/// into `row`).
-pub(crate) async fn session_form(
-    key: &seal::Key,
-    s: &Session,
-    request: Request<Incoming>,
-    row: &mut AuditRow,
-) -> Result<Form, Response<Body>> {
-    let Some(form) = read_form(request).await else {
-        return Err(html(
-            StatusCode::BAD_REQUEST,
-            pages::message("Refused", "The form could not be read."),
-        ));
-    };
-    if !session::csrf_ok(key, s, field(&form, "csrf")) {
-        row.refuse(Refusal::Csrf);
-        return Err(html(
-            StatusCode::FORBIDDEN,
-            pages::message("Refused", "The form expired; reload the page."),
-        ));
-    }
-    Ok(form)
-}
-
-async fn read_form(request: Request<Incoming>) -> Option<Form> {
-    let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT)
-        .collect()
-        .await
-        .ok()?
-        .to_bytes();
-    Some(form_urlencoded::parse(&bytes).into_owned().collect())
-}
-
-/// A form field's value, empty when it was not sent.
-fn field<'f>(form: &'f Form, name: &str) -> &'f str {
-    form.get(name).map_or("", String::as_str)
 }
 
 pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
