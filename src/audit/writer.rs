@@ -400,6 +400,11 @@ fn keep_for_retry(mut rows: Vec<AuditRow>) -> Vec<AuditRow> {
 async fn on_blocking_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     match tokio::task::spawn_blocking(f).await {
         Ok(done) => done,
+        // The runtime was dropped without the graceful shutdown (which
+        // flushes the writer first) and took the closure before it ran;
+        // this task goes with it, as in a crash: writes were committed as
+        // intents first and are recovered at the next start.
+        Err(error) if error.is_cancelled() => std::future::pending().await,
         // The closures do not panic on any input; if one ever did, the
         // writer cannot go on without its store.
         Err(error) => panic!("audit writer thread failed: {error}"),
