@@ -31,8 +31,9 @@ async fn sign_in_with_token(browser: &Chromium, token: &str, path: &str, element
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_approves_in_chromium_and_the_agents_waiting_call_returns_the_result() {
+/// portcullis with a careful agent's apply held: the environment, ana's
+/// token for the browser, the agent's MCP client and the approval id.
+async fn held_apply() -> (Portcullis, String, crate::mcp::Client, String) {
     let env = Portcullis::start().await;
     let agent = careful_agent(&env);
     let ana = env
@@ -42,6 +43,12 @@ async fn a_person_approves_in_chromium_and_the_agents_waiting_call_returns_the_r
         .1;
     let client = connect(&env, &agent, stateless()).await;
     let id = pending(&client, apply_flags(None)).await;
+    (env, ana, client, id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_in_chromium_and_the_agents_waiting_call_returns_the_result() {
+    let (env, ana, client, id) = held_apply().await;
     // The agent calls again with the approval id: the call waits.
     let waiting = tokio::spawn(async move {
         let result = crate::mcp::ok(&client, "apply", apply_flags(Some(&id))).await;
@@ -99,15 +106,7 @@ async fn a_person_approves_in_chromium_and_the_agents_waiting_call_returns_the_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_writes_page_fits_a_phone_and_passes_axe_in_light_and_dark() {
-    let env = Portcullis::start().await;
-    let agent = careful_agent(&env);
-    let ana = env
-        .store
-        .issue_credential(&portcullis::identity::Principal::person("ana"), "browser", None)
-        .unwrap()
-        .1;
-    let client = connect(&env, &agent, stateless()).await;
-    let id = pending(&client, apply_flags(None)).await;
+    let (env, ana, client, id) = held_apply().await;
     let path = format!("/approvals/{id}");
     for &(scheme, flags, background) in SCHEMES {
         let browser = Chromium::start_with(flags).await;

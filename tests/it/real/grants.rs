@@ -3,10 +3,11 @@
 //! has ended stops applying on portcullis's side at once, while its binding
 //! is still there to be cleaned up.
 
-use crate::harness::{Portcullis, Raw, REAL_CLUSTER};
+use crate::harness::{Portcullis, Raw, RawResponse, REAL_CLUSTER};
 use crate::support::eventually;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::Api;
+use portcullis::identity::Grant;
 use portcullis::reconcile::desired::binding_name;
 use std::time::Duration;
 
@@ -167,6 +168,19 @@ async fn the_reconciler_puts_the_roles_cluster_role_and_the_grants_role_binding_
     env.stop().await;
 }
 
+/// `refused` is the API server's own 403 for ana, while the grant's binding
+/// is still there and RBAC alone would let its group in.
+async fn refused_while_bound(refused: &RawResponse, ns: &str, grant: &Grant) {
+    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(refused.json()["message"], cannot_list("user:ana", "configmaps", ns));
+    assert!(binding(ns, &grant.id).await.is_some(), "refused before any clean-up");
+    assert_eq!(
+        rbac_allows(&grant.group(), "list", ns),
+        "yes",
+        "the cluster's RBAC alone would let it in"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_grant_is_refused_on_the_next_request_while_its_binding_is_still_there() {
     let env = Portcullis::start_real().await;
@@ -180,14 +194,7 @@ async fn an_expired_grant_is_refused_on_the_next_request_while_its_binding_is_st
     // The grant's hour passes at once, however long the requests take.
     env.gateway.grant_clock().advance(HOUR);
     let refused = env.raw().get(&configmaps(&ns), &token).await;
-    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
-    assert_eq!(refused.json()["message"], cannot_list("user:ana", "configmaps", &ns));
-    assert!(binding(&ns, &grant.id).await.is_some(), "refused before any clean-up");
-    assert_eq!(
-        rbac_allows(&grant.group(), "list", &ns),
-        "yes",
-        "the cluster's RBAC alone would let it in"
-    );
+    refused_while_bound(&refused, &ns, grant).await;
     let events = events_of(&crate::audit::audit_id(&refused)).await;
     for event in &events {
         let groups = &event["impersonatedUser"]["groups"];
@@ -221,14 +228,7 @@ async fn a_revoked_grant_is_refused_while_its_binding_is_still_there() {
         }
     })
     .await;
-    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
-    assert_eq!(refused.json()["message"], cannot_list("user:ana", "configmaps", &ns));
-    assert!(binding(&ns, &grant.id).await.is_some(), "refused before any clean-up");
-    assert_eq!(
-        rbac_allows(&grant.group(), "list", &ns),
-        "yes",
-        "the cluster's RBAC alone would let it in"
-    );
+    refused_while_bound(&refused, &ns, grant).await;
     release(&ns, &grant.id);
     env.stop().await;
 }
