@@ -99,6 +99,7 @@ fn demo_config(dir: &Path, listen: &str, server: String) -> Config {
         // The demo has no identity provider: people sign in with a token.
         oidc: None,
         sessions: Default::default(),
+        oauth: Default::default(),
     }
 }
 

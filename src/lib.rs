@@ -72,6 +72,7 @@ pub mod doors;
 pub mod gateway;
 pub mod identity;
 pub mod mcp;
+pub mod oauth;
 pub mod reconcile;
 pub mod secrets;
 pub mod signin;

@@ -16,6 +16,7 @@
 //! [`roles`] and [`reconcile`].
 
 pub mod approvals;
+pub mod oauth;
 pub mod reconcile;
 pub mod roles;
 pub mod signin;
@@ -77,6 +78,9 @@ pub struct Config {
     /// Web sign-in sessions: lifetime, attempts per address.
     #[serde(default)]
     pub sessions: SessionsConfig,
+    /// OAuth for agents' MCP clients: client metadata, endpoint limits.
+    #[serde(default)]
+    pub oauth: oauth::OAuthConfig,
 }
 
 /// `[access]`: access requests.

@@ -16,6 +16,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0008_sign_in.sql"),
     include_str!("migrations/0009_group_rules.sql"),
     include_str!("migrations/0010_session_groups.sql"),
+    include_str!("migrations/0011_oauth.sql"),
+    include_str!("migrations/0012_mcp_sessions.sql"),
+    include_str!("migrations/0013_ci_trust.sql"),
 ];
 
 /// Apply the embedded migrations not yet applied to `conn`'s database.

@@ -1,0 +1,2 @@
+-- Filled in by the change that needs it; empty until then.
+SELECT 1;
