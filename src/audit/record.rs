@@ -64,6 +64,9 @@ impl AuditRow {
         self.principal_kind = identity.principal.kind.as_str().to_string();
         self.login = identity.principal.name.clone();
         self.credential_id = identity.credential_id.clone();
+        if let Some(origin) = &identity.origin {
+            self.via.clone_from(&origin.via);
+        }
     }
 }
 

@@ -91,6 +91,12 @@ pub struct AuditRow {
     pub held: bool,
     /// The write ran after a person approved it.
     pub approved: bool,
+    /// What issued the credential, when not simply handed over: the OAuth
+    /// client of an agent session, or a CI job's rule and token. Left out
+    /// of the hashed JSON when empty, so rows from before it keep their
+    /// hashes.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub via: String,
 }
 
 /// A row with its place in the hash chain.
@@ -113,7 +119,18 @@ pub const MAX_TEXT: usize = 2048;
 
 /// Query parameters whose values could be credentials: their values are
 /// replaced, the parameter names kept.
-const HIDDEN_PARAMS: &[&str] = &["access_token", "token", "password", "secret"];
+const HIDDEN_PARAMS: &[&str] = &[
+    "access_token",
+    "token",
+    "password",
+    "secret",
+    "code",
+    "device_code",
+    "refresh_token",
+    "subject_token",
+    "code_verifier",
+    "client_secret",
+];
 
 impl AuditRow {
     /// A row for a request that arrived now with id `id`.

@@ -33,8 +33,8 @@ impl std::fmt::Debug for SqliteAuditStore {
 }
 
 /// The row's columns, in [`AuditRow`] field order.
-const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\"";
-const COLUMN_COUNT: usize = 35;
+const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\", \"via\"";
+const COLUMN_COUNT: usize = 36;
 
 impl SqliteAuditStore {
     /// Open the database at `path` (migrating it if needed).
@@ -267,6 +267,7 @@ fn values_of<'a>(row: &'a AuditRow, out: &mut Vec<ToSqlOutput<'a>>) {
         flag(row.secret_revealed),
         flag(row.held),
         flag(row.approved),
+        text(&row.via),
     ]);
 }
 
@@ -315,6 +316,7 @@ fn chained_row(r: &Row) -> rusqlite::Result<ChainedRow> {
         secret_revealed: r.get(35)?,
         held: r.get(36)?,
         approved: r.get(37)?,
+        via: r.get(38)?,
     };
     Ok(ChainedRow {
         seq: r.get(0)?,

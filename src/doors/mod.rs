@@ -25,6 +25,7 @@ pub mod api;
 pub mod audit;
 mod health;
 mod kube;
+pub mod oauth;
 pub mod web;
 
 use crate::audit::row::{bounded, AuditRow};
@@ -58,6 +59,11 @@ pub struct Doors {
     mcp: crate::mcp::Endpoint,
     /// `/api/portcullis/v1/…`: the person API.
     api: api::Api,
+    /// `/.well-known/…`, `/oauth/token`, `/oauth/register`, `/oauth/revoke`.
+    oauth: oauth::OAuth,
+    /// Who an OAuth client is (shared by the consent page and the token
+    /// endpoint).
+    clients: Arc<crate::oauth::client::Clients>,
 }
 
 impl Doors {
@@ -65,7 +71,10 @@ impl Doors {
     /// inside a Tokio runtime.
     pub fn new(config: &Config, store: Store) -> Result<Doors, BuildError> {
         let pipeline = Arc::new(Pipeline::new(config, store.clone())?);
+        let clients = Arc::new(crate::oauth::client::Clients::new(config, store.clone()).map_err(BuildError::OAuth)?);
         Ok(Doors {
+            oauth: oauth::OAuth::new(config, store.clone(), clients.clone()).map_err(BuildError::OAuth)?,
+            clients,
             mcp: crate::mcp::Endpoint::new(pipeline.clone(), config, store.clone()),
             pipeline,
             authenticator: Authenticator::new(store.clone()),
@@ -80,6 +89,7 @@ impl Doors {
     /// pipeline's clock).
     pub fn bind_with(&self, reconciler: Arc<crate::reconcile::Reconciler>) {
         self.web.set_reconciler(reconciler.clone());
+        self.oauth.set_reconciler(reconciler.clone());
         self.api.set_reconciler(reconciler);
     }
 
@@ -151,6 +161,7 @@ impl Doors {
             Route::Audit => Box::pin(self.audit_request(request, trace)).await,
             Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
             Route::Web(_) => Box::pin(self.web_request(request, trace)).await,
+            Route::OAuth(_) => Box::pin(self.oauth_request(request, trace)).await,
             Route::Api(rest) => {
                 let rest = rest.to_string();
                 trace.row.path = bounded(request.uri().path());
@@ -180,6 +191,16 @@ impl Doors {
         Ok(web::serve(approvals, &self.authenticator, &self.web, page, request, &mut trace.row).await)
     }
 
+    /// The OAuth endpoints: metadata, token, registration, revocation.
+    async fn oauth_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, RequestError> {
+        let path = request.uri().path().to_string();
+        trace.row.path = bounded(&path);
+        let Ok(Route::OAuth(endpoint)) = router::route(&path) else {
+            return Err(RequestError::PathNotFound);
+        };
+        Ok(self.oauth.serve(endpoint, &self.authenticator, request, &mut trace.row).await)
+    }
+
     /// `GET /audit`: rows for admins, authenticated like any request.
     async fn audit_request(
         &self,
@@ -206,7 +227,8 @@ impl Doors {
     /// through [`Pipeline::call`].
     async fn mcp_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, RequestError> {
         trace.row.verb = request.method().as_str().to_ascii_lowercase();
-        let identity = match self.authenticator.authenticate(request.headers()).await {
+        let mcp = Some(crate::identity::Audience::Mcp);
+        let identity = match self.authenticator.authenticate_for(request.headers(), mcp).await {
             Ok(identity) => identity,
             Err(error) => {
                 let error = self.unauthorized(error, trace);

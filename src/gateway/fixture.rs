@@ -75,6 +75,7 @@ pub fn person() -> Identity {
     Identity {
         principal: Principal::person("ana"),
         credential_id: "c1".into(),
+        origin: None,
         agent: None,
     }
 }

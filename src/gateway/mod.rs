@@ -93,6 +93,10 @@ pub enum BuildError {
     /// `[oidc]` is set but unusable (its secret file, its CA bundle).
     #[error(transparent)]
     SignIn(#[from] crate::signin::SetupError),
+    /// `[oauth]` is unusable (its client metadata CA bundle), or a CI
+    /// issuer's.
+    #[error("[oauth]: {0}")]
+    OAuth(String),
 }
 
 /// What the stages after authentication need about one request, whichever

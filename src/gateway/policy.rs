@@ -210,6 +210,7 @@ mod tests {
         let ana = Identity {
             principal: Principal::person("ana"),
             credential_id: "c1".into(),
+            origin: None,
             agent: None,
         };
         let pods = classify(&http::Method::GET, "/api/v1/namespaces/shop/pods", None);
@@ -230,6 +231,7 @@ mod tests {
         Identity {
             principal: Principal::person("ana"),
             credential_id: "c1".into(),
+            origin: None,
             agent: None,
         }
     }
@@ -248,6 +250,7 @@ mod tests {
         let ana = Identity {
             principal: Principal::person("ana"),
             credential_id: "c1".into(),
+            origin: None,
             agent: None,
         };
         let Decision::Allow { groups, reveal_secrets } = policy.decide(&ana, "c", &pods).await.unwrap();

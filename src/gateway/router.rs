@@ -36,8 +36,25 @@ pub enum Route<'a> {
     /// `/login`, `/logout`, `/approvals`, `/approvals/<id>`: the approval
     /// pages for people (`crate::doors::web`).
     Web(Page<'a>),
+    /// `/.well-known/…` (the OAuth metadata documents; which ones depends
+    /// on the public URL's path, so the OAuth door matches the whole path)
+    /// and `/oauth/token`, `/oauth/register`, `/oauth/revoke`.
+    OAuth(OAuthEndpoint<'a>),
     /// Anything else.
     NotFound,
+}
+
+/// An OAuth endpoint other than the consent page (which is a page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OAuthEndpoint<'a> {
+    /// A path under `/.well-known/`: the whole path.
+    WellKnown(&'a str),
+    /// `/oauth/token`: codes, refresh tokens, the CI token exchange.
+    Token,
+    /// `/oauth/register`: Dynamic Client Registration (RFC 7591).
+    Register,
+    /// `/oauth/revoke`: token revocation (RFC 7009).
+    Revoke,
 }
 
 /// Which approval page (the pages themselves are `crate::doors::web`).
@@ -67,6 +84,8 @@ pub enum Page<'a> {
     Console,
     /// `/console/<action>`: the console's forms and its kubeconfig.
     ConsoleAction(&'a str),
+    /// `/oauth/authorize`: an agent's client asks; the person consents.
+    Authorize,
 }
 
 /// Where the person-facing JSON API lives: apart from `/clusters/`, `/mcp`
@@ -91,6 +110,10 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         "/login/device/token" => return Ok(Route::Web(Page::DeviceToken)),
         "/approvals" => return Ok(Route::Web(Page::List)),
         "/" | "/console" => return Ok(Route::Web(Page::Console)),
+        "/oauth/authorize" => return Ok(Route::Web(Page::Authorize)),
+        "/oauth/token" => return Ok(Route::OAuth(OAuthEndpoint::Token)),
+        "/oauth/register" => return Ok(Route::OAuth(OAuthEndpoint::Register)),
+        "/oauth/revoke" => return Ok(Route::OAuth(OAuthEndpoint::Revoke)),
         _ => {}
     }
     if let Some(action) = path.strip_prefix("/console/") {
@@ -104,6 +127,10 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         } else {
             Route::NotFound
         });
+    }
+    let well_known = path.starts_with("/.well-known/") || path.ends_with("/.well-known/openid-configuration");
+    if well_known && path.len() <= 300 {
+        return Ok(Route::OAuth(OAuthEndpoint::WellKnown(path)));
     }
     if let Some(rest) = path.strip_prefix(API_PREFIX) {
         return Ok(Route::Api(rest));

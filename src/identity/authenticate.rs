@@ -11,7 +11,7 @@
 //! implements: identity sits below the store and does not know how
 //! credentials are kept.
 
-use super::{credential, Agent, Credential, Identity};
+use super::{credential, Agent, Audience, Credential, Identity, Origin};
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
 use http::HeaderMap;
@@ -58,6 +58,13 @@ pub enum AuthError {
     /// The store could not be asked: fail closed.
     #[error("credential store unavailable")]
     StoreUnavailable,
+    /// Issued for another place: an OAuth access token is for `/mcp` only
+    /// (its audience), never the raw API or the pages.
+    #[error("token {prefix}… is for /mcp only")]
+    WrongAudience {
+        /// Token prefix.
+        prefix: String,
+    },
 }
 
 impl AuthError {
@@ -70,6 +77,7 @@ impl AuthError {
             AuthError::Expired { .. } => "expired",
             AuthError::Revoked { .. } => "revoked",
             AuthError::StoreUnavailable => "store_unavailable",
+            AuthError::WrongAudience { .. } => "wrong_audience",
         }
     }
 
@@ -79,7 +87,8 @@ impl AuthError {
             AuthError::Malformed { prefix }
             | AuthError::Unknown { prefix }
             | AuthError::Expired { prefix }
-            | AuthError::Revoked { prefix } => Some(prefix),
+            | AuthError::Revoked { prefix }
+            | AuthError::WrongAudience { prefix } => Some(prefix),
             AuthError::Missing | AuthError::StoreUnavailable => None,
         }
     }
@@ -92,6 +101,8 @@ pub struct CredentialLookup {
     pub credential: Credential,
     /// The owning person or bot is disabled.
     pub owner_disabled: bool,
+    /// Where it is accepted and what issued it, if it was issued so.
+    pub origin: Option<Origin>,
 }
 
 /// A failure of the credential source, kept whole for the log.
@@ -112,6 +123,7 @@ pub trait CredentialSource: Send + Sync + 'static {
 struct Found {
     lookup: CredentialLookup,
     agent: Option<Arc<Agent>>,
+    origin: Option<Arc<Origin>>,
 }
 
 struct Cached {
@@ -142,8 +154,16 @@ impl Authenticator {
         }
     }
 
-    /// Authenticate the request's bearer token.
+    /// Authenticate the request's bearer token, for any place but `/mcp`:
+    /// a token whose audience is `/mcp` is refused here.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
+        self.authenticate_for(headers, None).await
+    }
+
+    /// Authenticate the bearer token of a request to the place `audience`
+    /// names (`None`: the raw API, the pages, the person API): a token
+    /// bound to an audience is accepted there only.
+    pub async fn authenticate_for(&self, headers: &HeaderMap, audience: Option<Audience>) -> Result<Identity, AuthError> {
         let token = bearer_token(headers).ok_or(AuthError::Missing)?;
         let prefix = credential::display_prefix(token);
         credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix.clone() })?;
@@ -161,17 +181,27 @@ impl Authenticator {
         if cred.expires_at.is_some_and(|at| at <= now) {
             return Err(AuthError::Expired { prefix });
         }
+        let bound_to = found.origin.as_ref().and_then(|o| o.audience);
+        if bound_to.is_some() && bound_to != audience {
+            return Err(AuthError::WrongAudience { prefix });
+        }
         self.touch(&found.lookup, now);
         Ok(Identity {
             principal: cred.principal.clone(),
             credential_id: cred.id.clone(),
             agent: found.agent,
+            origin: found.origin,
         })
     }
 
     /// Drop every cached entry of credential `id` (after revoking it here).
     pub fn forget(&self, id: &str) {
         self.cache.retain(|_, cached| cached.found.lookup.credential.id != id);
+    }
+
+    /// Drop the cached entry of the token whose SHA-256 is `hash`.
+    pub fn forget_hash(&self, hash: &str) {
+        self.cache.remove(hash);
     }
 
     /// Drop every cached credential of agent session `id` (after revoking
@@ -192,6 +222,7 @@ impl Authenticator {
         let found = tokio::task::spawn_blocking(move || {
             let found = store.find(&key)?;
             Ok::<_, SourceError>(found.map(|(lookup, agent)| Found {
+                origin: lookup.origin.clone().map(Arc::new),
                 lookup,
                 agent: agent.map(Arc::new),
             }))

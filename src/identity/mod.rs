@@ -164,6 +164,40 @@ pub struct Agent {
     pub disabled: bool,
 }
 
+/// Where a credential may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Audience {
+    /// `/mcp` only: an OAuth access token of an agent session (RFC 8707:
+    /// its resource is portcullis's MCP server, nothing else).
+    Mcp,
+}
+
+impl Audience {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Audience::Mcp => "mcp",
+        }
+    }
+
+    /// Parse the stored form.
+    pub fn parse(s: &str) -> Option<Audience> {
+        (s == "mcp").then_some(Audience::Mcp)
+    }
+}
+
+/// How a credential came to be, when it was not simply handed over: kept
+/// with the credential, and named in the audit row of every request it makes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Origin {
+    /// Where it is accepted; `None`: wherever its owner may go.
+    pub audience: Option<Audience>,
+    /// What it was issued through, in words for the audit
+    /// (`oauth client=<id>`, `ci rule=<id> sub=… repository=… run_id=…`).
+    pub via: String,
+}
+
 /// Who a request is from: what `authenticate` proves and later stages use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -173,6 +207,9 @@ pub struct Identity {
     pub credential_id: String,
     /// Set when the credential is an agent's.
     pub agent: Option<std::sync::Arc<Agent>>,
+    /// Set when the credential was issued with an [`Origin`] (an OAuth
+    /// access token, a CI job's exchanged token).
+    pub origin: Option<std::sync::Arc<Origin>>,
 }
 
 impl Identity {

@@ -2,7 +2,7 @@
 //! person's grants) or for a bot.
 
 use super::{exists, Store, StoreError};
-use crate::identity::{Agent, Credential, Principal, PrincipalKind};
+use crate::identity::{Agent, Credential, Origin, Principal, PrincipalKind};
 use chrono::Utc;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -46,7 +46,19 @@ impl Store {
         agent: &Agent,
         expires_at: Option<chrono::DateTime<Utc>>,
     ) -> Result<(Credential, String), StoreError> {
-        let (cred, token) = self.issue_credential(&agent.principal, &format!("agent:{}", agent.name), expires_at)?;
+        self.issue_agent_credential_with(agent, expires_at, &Origin::default())
+    }
+
+    /// Issue a credential for an agent with an origin (an OAuth access
+    /// token: for `/mcp` only, naming its client).
+    pub fn issue_agent_credential_with(
+        &self,
+        agent: &Agent,
+        expires_at: Option<chrono::DateTime<Utc>>,
+        origin: &Origin,
+    ) -> Result<(Credential, String), StoreError> {
+        let name = format!("agent:{}", agent.name);
+        let (cred, token) = self.issue_credential_with(&agent.principal, &name, expires_at, origin)?;
         self.with(|c| {
             c.execute(
                 "UPDATE credentials SET agent_id = ?2 WHERE id = ?1",
@@ -145,7 +157,7 @@ fn insert_agent(c: &Connection, agent: &Agent, grant_ids: &[String]) -> Result<(
     Ok(())
 }
 
-fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, StoreError> {
+pub(super) fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, StoreError> {
     let row = c
         .query_row(
             "SELECT name, kind, owner, writes_need_approval, disabled FROM agents WHERE id = ?1",

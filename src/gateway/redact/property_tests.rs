@@ -100,6 +100,7 @@ fn agent() -> Identity {
     Identity {
         principal: Principal::person("ana"),
         credential_id: "c1".into(),
+        origin: None,
         agent: Some(Arc::new(Agent {
             id: "a1".into(),
             name: "helper".into(),

@@ -10,6 +10,7 @@ fn person() -> Identity {
     Identity {
         principal: Principal::person("ana"),
         credential_id: "c1".into(),
+        origin: None,
         agent: None,
     }
 }

@@ -1,0 +1,199 @@
+//! The OAuth door: the discovery documents (`metadata`), the one token
+//! endpoint (`token`: authorization codes, refresh tokens, and the CI token
+//! exchange of `crate::ci`), Dynamic Client Registration (`register`) and
+//! revocation (`revoke`). The consent page, `/oauth/authorize`, is a page
+//! of the web door (`crate::doors::web::consent`): it needs the person's
+//! sign-in session.
+//!
+//! Only the two documents and the token endpoint answer cross-origin
+//! requests (`Access-Control-Allow-Origin: *`, preflights included): a
+//! browser-based client must read them, and none of them acts on a cookie.
+//! Registration and token requests are rate-limited per address and per
+//! client.
+
+pub mod metadata;
+pub mod register;
+mod revoke;
+mod token;
+
+use crate::audit::refusal::Refusal;
+use crate::audit::row::AuditRow;
+use crate::body::{self, Body};
+use crate::config::Config;
+use crate::gateway::router::OAuthEndpoint;
+use crate::identity::authenticate::Authenticator;
+use crate::mcp::ratelimit::RateLimiter;
+use crate::oauth::client::Clients;
+use crate::oauth::error::OAuthError;
+use crate::reconcile::Reconciler;
+use crate::store::Store;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use metadata::{Document, Issuer};
+use std::sync::{Arc, OnceLock};
+
+/// The OAuth endpoints.
+#[derive(Debug)]
+pub struct OAuth {
+    store: Store,
+    issuer: Issuer,
+    clients: Arc<Clients>,
+    limiter: RateLimiter,
+    reconciler: OnceLock<Arc<Reconciler>>,
+    ci: crate::ci::Exchange,
+}
+
+impl OAuth {
+    /// The endpoints over `store`, with the client resolver the consent
+    /// page shares.
+    pub fn new(config: &Config, store: Store, clients: Arc<Clients>) -> Result<OAuth, String> {
+        let per_minute = config.oauth.requests_per_minute.max(1);
+        Ok(OAuth {
+            issuer: Issuer::new(&config.public_url),
+            limiter: RateLimiter::new(per_minute, per_minute),
+            ci: crate::ci::Exchange::new(config, store.clone()).map_err(|e| e.to_string())?,
+            store,
+            clients,
+            reconciler: OnceLock::new(),
+        })
+    }
+
+    /// Bind a new agent session's narrowed grants through `reconciler`
+    /// before its first token is handed out.
+    pub fn set_reconciler(&self, reconciler: Arc<Reconciler>) {
+        let _ = self.reconciler.set(reconciler);
+    }
+
+    /// Serve one request to `endpoint`.
+    pub async fn serve(
+        &self,
+        endpoint: OAuthEndpoint<'_>,
+        authenticator: &Authenticator,
+        request: Request<Incoming>,
+        row: &mut AuditRow,
+    ) -> Response<Body> {
+        row.verb = request.method().as_str().to_ascii_lowercase();
+        row.api_group = "portcullis.dev".into();
+        match endpoint {
+            OAuthEndpoint::WellKnown(path) => self.document(path, request.method()),
+            OAuthEndpoint::Token => {
+                if request.method() == Method::OPTIONS {
+                    return preflight();
+                }
+                let mut response = match self.limit(&row.client, None) {
+                    Err(error) => refused(row, error),
+                    Ok(()) => token::serve(self, authenticator, request, row).await,
+                };
+                cors(&mut response);
+                response
+            }
+            OAuthEndpoint::Register => match self.limit(&row.client, None) {
+                Err(error) => refused(row, error),
+                Ok(()) => register::serve(&self.clients, request, row).await,
+            },
+            OAuthEndpoint::Revoke => revoke::serve(self, authenticator, request, row).await,
+        }
+    }
+
+    /// One of the discovery documents, or 404.
+    fn document(&self, path: &str, method: &Method) -> Response<Body> {
+        let Some(document) = self.issuer.document(path) else {
+            return text(StatusCode::NOT_FOUND, "no such document");
+        };
+        if method == Method::OPTIONS {
+            return preflight();
+        }
+        if method != Method::GET && method != Method::HEAD {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "use GET");
+        }
+        let body = match document {
+            Document::ProtectedResource => self.issuer.protected_resource(),
+            Document::AuthorizationServer => self.issuer.authorization_server(),
+        };
+        let mut response = Response::new(body::full(body.to_string()));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+        cors(&mut response);
+        response
+    }
+
+    /// Rate limit per address and, once known, per client.
+    fn limit(&self, address: &str, client: Option<&str>) -> Result<(), OAuthError> {
+        let keys = [Some(format!("addr:{address}")), client.map(|c| format!("client:{c}"))];
+        for key in keys.iter().flatten() {
+            if let Err(wait) = self.limiter.check(key) {
+                return Err(OAuthError::rate_limited(wait.as_secs().max(1)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An OAuth error as its JSON, with `Cache-Control: no-store`.
+pub(crate) fn error(error: &OAuthError) -> Response<Body> {
+    let mut response = json(
+        StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST),
+        error.body(),
+    );
+    if error.status == 401 {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"portcullis\""),
+        );
+    }
+    response
+}
+
+/// A refusal noted in the audit row, answered as its OAuth error.
+fn refused(row: &mut AuditRow, e: OAuthError) -> Response<Body> {
+    if e.status == 429 {
+        row.refuse(Refusal::RateLimited);
+    }
+    error(&e)
+}
+
+/// A JSON answer that no cache keeps (RFC 6749 §5.1).
+pub(crate) fn json(status: StatusCode, body: String) -> Response<Body> {
+    let mut response = Response::new(body::full(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn text(status: StatusCode, message: &'static str) -> Response<Body> {
+    let mut response = Response::new(body::full(message));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn cors(response: &mut Response<Body>) {
+    response
+        .headers_mut()
+        .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+}
+
+/// The answer to a CORS preflight of a document or the token endpoint.
+fn preflight() -> Response<Body> {
+    let mut response = Response::new(body::empty());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, OPTIONS"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("authorization, content-type, mcp-protocol-version"),
+    );
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    response
+}

@@ -1,0 +1,55 @@
+//! `POST /oauth/revoke`: token revocation (RFC 7009). A refresh token ends
+//! its whole agent session; an access token is revoked alone. An unknown
+//! token is answered 200 like a known one (§2.2).
+
+use super::{error, json, OAuth};
+use crate::audit::row::AuditRow;
+use crate::body::Body;
+use crate::identity::authenticate::Authenticator;
+use crate::identity::credential;
+use crate::oauth::error::OAuthError;
+use crate::oauth::tokens;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+/// Revoke the token the form names.
+pub async fn serve(
+    oauth: &OAuth,
+    authenticator: &Authenticator,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    row.verb = "delete".into();
+    row.resource = "tokens".into();
+    if request.method() != Method::POST {
+        return error(&OAuthError::invalid_request("revoke with POST"));
+    }
+    let Ok(body) = Limited::new(request.into_body(), 16 * 1024).collect().await else {
+        return error(&OAuthError::invalid_request(
+            "the request is too large or was cut short",
+        ));
+    };
+    let bytes = body.to_bytes();
+    let Some(token) = form_urlencoded::parse(&bytes)
+        .find(|(name, _)| name == "token")
+        .map(|(_, value)| value.into_owned())
+    else {
+        return error(&OAuthError::invalid_request("token is missing"));
+    };
+    let store = oauth.store.clone();
+    let hash = credential::hash(&token);
+    let ended = tokio::task::spawn_blocking(move || tokens::revoke(&store, &token)).await;
+    match ended {
+        Ok(Ok(session)) => {
+            if let Some(session) = session {
+                row.session = session.clone();
+                authenticator.forget_agent(&session);
+            }
+            authenticator.forget_hash(&hash);
+            json(StatusCode::OK, "{}".into())
+        }
+        Ok(Err(e)) => error(&e),
+        Err(_) => error(&OAuthError::unavailable()),
+    }
+}

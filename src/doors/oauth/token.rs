@@ -1,0 +1,181 @@
+//! `POST /oauth/token`: the one token endpoint. By `grant_type`:
+//! `authorization_code` (an agent's client after its person's consent),
+//! `refresh_token` (rotated at every use), and RFC 8693 token exchange
+//! (a CI job's OIDC token, `crate::ci`). Errors are RFC 6749 §5.2 JSON.
+
+use super::{error, json, OAuth};
+use crate::audit::refusal::Refusal;
+use crate::audit::row::AuditRow;
+use crate::body::Body;
+use crate::identity::authenticate::Authenticator;
+use crate::oauth::error::OAuthError;
+use crate::oauth::tokens::{self, CodeExchange, Issued};
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use std::collections::HashMap;
+
+/// The largest token request read.
+const FORM_LIMIT: usize = 64 * 1024;
+/// RFC 8693's grant type.
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+
+/// Answer one token request.
+pub async fn serve(
+    oauth: &OAuth,
+    authenticator: &Authenticator,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    row.verb = "create".into();
+    row.resource = "tokens".into();
+    let result = match read(request).await {
+        Ok(form) => grant(oauth, authenticator, &form, row).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(body) => json(StatusCode::OK, body),
+        Err(e) => {
+            if row.refused.is_empty() {
+                row.refuse(if e.status == 429 {
+                    Refusal::RateLimited
+                } else {
+                    Refusal::OAuthToken
+                });
+            }
+            row.reason = e.description.chars().take(200).collect();
+            error(&e)
+        }
+    }
+}
+
+async fn grant(
+    oauth: &OAuth,
+    authenticator: &Authenticator,
+    form: &HashMap<String, String>,
+    row: &mut AuditRow,
+) -> Result<String, OAuthError> {
+    let field = |name: &str| form.get(name).map(String::as_str);
+    let grant_type = field("grant_type").ok_or_else(|| OAuthError::invalid_request("grant_type is missing"))?;
+    if let Some(client) = field("client_id") {
+        oauth.limit(&row.client, Some(client))?;
+    }
+    match grant_type {
+        "authorization_code" => {
+            let ask = CodeExchange {
+                code: required(form, "code")?,
+                client_id: required(form, "client_id")?,
+                redirect_uri: required(form, "redirect_uri")?,
+                code_verifier: required(form, "code_verifier")?,
+                resource: field("resource"),
+            };
+            let (store, ask) = (oauth.store.clone(), owned(ask));
+            let issued = blocking(move || tokens::exchange_code(&store, ask.borrow())).await?;
+            bind(oauth, &issued).await;
+            Ok(noted(row, &issued))
+        }
+        "refresh_token" => {
+            let token = required(form, "refresh_token")?.to_string();
+            let client = required(form, "client_id")?.to_string();
+            if field("resource").is_some_and(|r| r.trim_end_matches('/') != oauth.issuer.resource()) {
+                return Err(OAuthError::invalid_target(
+                    "the only resource here is this server's /mcp",
+                ));
+            }
+            let store = oauth.store.clone();
+            let issued = blocking(move || tokens::refresh(&store, &token, &client)).await?;
+            authenticator.forget_agent(&issued.agent.id);
+            Ok(noted(row, &issued))
+        }
+        // issue 20: token exchange
+        TOKEN_EXCHANGE => oauth.ci.exchange(form, row).await.map(|answer| answer.to_string()),
+        other => Err(OAuthError::unsupported_grant_type(other)),
+    }
+}
+
+/// The issued session in the audit row (never a token).
+fn noted(row: &mut AuditRow, issued: &Issued) -> String {
+    row.principal_kind = issued.agent.principal.kind.as_str().into();
+    row.login = issued.agent.principal.name.clone();
+    row.session = issued.agent.id.clone();
+    issued.body()
+}
+
+/// Narrowed grants are bound before the first token works with them.
+async fn bind(oauth: &OAuth, issued: &Issued) {
+    let Some(reconciler) = oauth.reconciler.get() else {
+        return;
+    };
+    for cluster in &issued.clusters {
+        if let Err(error) = reconciler.pass_now(cluster).await {
+            tracing::warn!(%error, cluster, "binding an agent session's grants is left to the reconciler");
+        }
+    }
+}
+
+fn required<'f>(form: &'f HashMap<String, String>, name: &str) -> Result<&'f str, OAuthError> {
+    form.get(name)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| OAuthError::invalid_request(format!("{name} is missing")))
+}
+
+/// A code exchange's parameters, owned, to cross onto a blocking thread.
+struct Owned([String; 4], Option<String>);
+
+fn owned(ask: CodeExchange<'_>) -> Owned {
+    let fields = [ask.code, ask.client_id, ask.redirect_uri, ask.code_verifier].map(str::to_string);
+    Owned(fields, ask.resource.map(str::to_string))
+}
+
+impl Owned {
+    fn borrow(&self) -> CodeExchange<'_> {
+        let [code, client_id, redirect_uri, code_verifier] = &self.0;
+        CodeExchange {
+            code,
+            client_id,
+            redirect_uri,
+            code_verifier,
+            resource: self.1.as_deref(),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, OAuthError> + Send + 'static,
+) -> Result<T, OAuthError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| OAuthError::unavailable())?
+}
+
+/// The form, under its limit; POST with `application/x-www-form-urlencoded`
+/// only, and no parameter twice (RFC 6749 §3.2).
+async fn read(request: Request<Incoming>) -> Result<HashMap<String, String>, OAuthError> {
+    if request.method() != Method::POST {
+        return Err(OAuthError::invalid_request("the token endpoint takes POST"));
+    }
+    let form_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
+    if !form_type {
+        return Err(OAuthError::invalid_request(
+            "send the parameters as application/x-www-form-urlencoded",
+        ));
+    }
+    let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT)
+        .collect()
+        .await
+        .map_err(|_| OAuthError::invalid_request("the request is too large or was cut short"))?
+        .to_bytes();
+    let mut form = HashMap::new();
+    for (name, value) in form_urlencoded::parse(&bytes) {
+        if form.insert(name.to_string(), value.into_owned()).is_some() {
+            return Err(OAuthError::invalid_request(format!("{name} is sent twice")));
+        }
+    }
+    Ok(form)
+}

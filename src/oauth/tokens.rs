@@ -1,0 +1,271 @@
+//! Codes, access tokens and refresh tokens of agent sessions.
+//!
+//! A consent becomes a one-use code (ten minutes). Its exchange (PKCE
+//! verified, same client, same redirect URI, same resource) makes the agent
+//! session and its first tokens: an access token — a portcullis credential
+//! of the session's agent, for `/mcp` only, valid an hour and never past
+//! the consent — and a refresh token that lasts as long as the consent and
+//! is replaced at every use. A code or refresh token presented a second
+//! time ends the whole session (OAuth 2.1 §4.3.1 and §6.1: its first use
+//! may have been an attacker's).
+
+use super::error::OAuthError;
+use crate::identity::{credential, Agent, Audience, Origin, Principal};
+use crate::store::{SessionPlan, Store, StoreError, Taken};
+use base64::Engine;
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// How long a code waits for its exchange.
+pub const CODE_LIFETIME: TimeDelta = TimeDelta::minutes(10);
+/// How long an access token works, at most.
+pub const ACCESS_LIFETIME: TimeDelta = TimeDelta::hours(1);
+/// The clock skew allowed between portcullis and a client.
+pub const SKEW: TimeDelta = TimeDelta::seconds(60);
+
+/// What the person chose on the consent page, kept with the code until its
+/// exchange (no secret in it: the PKCE challenge is a hash).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consent {
+    /// The person.
+    pub login: String,
+    /// The client's id.
+    pub client_id: String,
+    /// The client's name, as the page showed it.
+    pub client_name: String,
+    /// The person's grants handed over, each with the role chosen.
+    pub grants: Vec<(String, String)>,
+    /// When the consent ends (within the grants' own expiry).
+    pub until: DateTime<Utc>,
+    /// Writes wait for the person's approval.
+    pub writes_need_approval: bool,
+    /// Where the code went.
+    pub redirect_uri: String,
+    /// The PKCE S256 challenge.
+    pub code_challenge: String,
+    /// The resource the token is for (RFC 8707): portcullis's `/mcp`.
+    pub resource: String,
+}
+
+/// A token endpoint's answer.
+#[derive(Debug)]
+pub struct Issued {
+    /// The access token (shown to the client once).
+    pub access_token: String,
+    /// Its lifetime in seconds.
+    pub expires_in: i64,
+    /// The next refresh token.
+    pub refresh_token: String,
+    /// The agent session.
+    pub agent: Agent,
+    /// Clusters whose bindings the session changed (bind before answering).
+    pub clusters: Vec<String>,
+}
+
+impl Issued {
+    /// The RFC 6749 §5.1 JSON.
+    pub fn body(&self) -> String {
+        json!({
+            "access_token": self.access_token,
+            "token_type": "Bearer",
+            "expires_in": self.expires_in,
+            "refresh_token": self.refresh_token,
+        })
+        .to_string()
+    }
+}
+
+/// A code exchange request's parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct CodeExchange<'a> {
+    /// The code.
+    pub code: &'a str,
+    /// The client presenting it.
+    pub client_id: &'a str,
+    /// The redirect URI of the authorization request.
+    pub redirect_uri: &'a str,
+    /// The PKCE verifier.
+    pub code_verifier: &'a str,
+    /// The resource asked for, if the client says (RFC 8707).
+    pub resource: Option<&'a str>,
+}
+
+fn store_error(error: StoreError) -> OAuthError {
+    tracing::error!(%error, "oauth store call failed");
+    OAuthError::unavailable()
+}
+
+/// Keep `consent` behind a new one-use code; returns the code.
+pub fn issue_code(store: &Store, consent: &Consent) -> Result<String, OAuthError> {
+    let code = credential::mint().token;
+    let kept = serde_json::to_string(consent).map_err(|_| OAuthError::unavailable())?;
+    store
+        .put_code(&credential::hash(&code), &kept, Utc::now() + CODE_LIFETIME)
+        .map_err(store_error)?;
+    Ok(code)
+}
+
+/// Exchange a code for the session's first tokens.
+pub fn exchange_code(store: &Store, ask: CodeExchange<'_>) -> Result<Issued, OAuthError> {
+    let hash = credential::hash(ask.code);
+    let consent = match store.take_code(&hash, Utc::now()).map_err(store_error)? {
+        Taken::Fresh(kept) => serde_json::from_str::<Consent>(&kept).map_err(|_| OAuthError::unavailable())?,
+        Taken::Reused(session) => {
+            if let Some(session) = session {
+                store.end_agent_session(&session).map_err(store_error)?;
+            }
+            return Err(OAuthError::invalid_grant(
+                "this code was already used: the agent session it made has been ended",
+            ));
+        }
+        Taken::Unknown => return Err(OAuthError::invalid_grant("unknown or expired code")),
+    };
+    check_exchange(&consent, &ask)?;
+    let plan = SessionPlan {
+        person: Principal::person(&consent.login),
+        client_id: consent.client_id.clone(),
+        client_name: consent.client_name.clone(),
+        grants: consent.grants.clone(),
+        until: consent.until,
+        writes_need_approval: consent.writes_need_approval,
+    };
+    let (agent, clusters) = store.add_agent_session(&plan).map_err(|error| match error {
+        StoreError::Invalid(why) => OAuthError::invalid_grant(why),
+        other => store_error(other),
+    })?;
+    store.code_made(&hash, &agent.id).map_err(store_error)?;
+    let mut issued = tokens(store, agent, &consent.client_id, consent.until)?;
+    issued.clusters = clusters;
+    Ok(issued)
+}
+
+/// The code's exchange must come from the client it was issued to, with
+/// its redirect URI, the verifier of its challenge and its resource.
+fn check_exchange(consent: &Consent, ask: &CodeExchange<'_>) -> Result<(), OAuthError> {
+    if ask.client_id != consent.client_id {
+        return Err(OAuthError::invalid_grant("the code was issued to another client"));
+    }
+    if ask.redirect_uri != consent.redirect_uri {
+        return Err(OAuthError::invalid_grant(
+            "redirect_uri differs from the authorization request's",
+        ));
+    }
+    if !pkce_matches(ask.code_verifier, &consent.code_challenge) {
+        return Err(OAuthError::invalid_grant(
+            "code_verifier does not match the code_challenge",
+        ));
+    }
+    if ask
+        .resource
+        .is_some_and(|r| r.trim_end_matches('/') != consent.resource)
+    {
+        return Err(OAuthError::invalid_target(
+            "resource differs from the authorization request's",
+        ));
+    }
+    Ok(())
+}
+
+/// RFC 7636 §4.6 with S256: the verifier is 43–128 unreserved characters
+/// whose SHA-256, base64url without padding, is the challenge.
+pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
+    let unreserved = verifier
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+    if !(43..=128).contains(&verifier.len()) || !unreserved {
+        return false;
+    }
+    let digest = Sha256::digest(verifier.as_bytes());
+    let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+    // Both are public-length strings; compare without an early exit anyway.
+    computed.len() == challenge.len()
+        && computed
+            .bytes()
+            .zip(challenge.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// Use a refresh token: new tokens, the old one spent. A spent one ends
+/// the session.
+pub fn refresh(store: &Store, refresh_token: &str, client_id: &str) -> Result<Issued, OAuthError> {
+    let hash = credential::hash(refresh_token);
+    let (agent_id, until) = match store.take_refresh_token(&hash, Utc::now()).map_err(store_error)? {
+        Taken::Fresh(found) => found,
+        Taken::Reused(session) => {
+            if let Some(session) = session {
+                store.end_agent_session(&session).map_err(store_error)?;
+            }
+            return Err(OAuthError::invalid_grant(
+                "this refresh token was already used: the agent session has been ended",
+            ));
+        }
+        Taken::Unknown => return Err(OAuthError::invalid_grant("unknown or expired refresh token")),
+    };
+    let session = store
+        .agent_sessions_of_agent(&agent_id)
+        .map_err(store_error)?
+        .ok_or_else(|| OAuthError::invalid_grant("the agent session is gone"))?;
+    if session.client_id.as_deref() != Some(client_id) {
+        // Not the session's client: a stolen token. End the session.
+        store.end_agent_session(&agent_id).map_err(store_error)?;
+        return Err(OAuthError::invalid_grant(
+            "the refresh token was issued to another client",
+        ));
+    }
+    if session.agent.disabled {
+        return Err(OAuthError::invalid_grant("the agent session was revoked"));
+    }
+    tokens(store, session.agent, client_id, until)
+}
+
+/// A new access token and refresh token for `agent`.
+fn tokens(store: &Store, agent: Agent, client_id: &str, until: DateTime<Utc>) -> Result<Issued, OAuthError> {
+    let now = Utc::now();
+    let expires = (now + ACCESS_LIFETIME).min(until);
+    if expires <= now {
+        return Err(OAuthError::invalid_grant("the consent has ended"));
+    }
+    let origin = Origin {
+        audience: Some(Audience::Mcp),
+        via: format!("oauth client={}", crate::text::escape_control(client_id)),
+    };
+    let (_, access_token) = store
+        .issue_agent_credential_with(&agent, Some(expires), &origin)
+        .map_err(store_error)?;
+    let refresh_token = credential::mint().token;
+    store
+        .put_refresh_token(&credential::hash(&refresh_token), &agent.id, until)
+        .map_err(store_error)?;
+    Ok(Issued {
+        access_token,
+        expires_in: (expires - now).num_seconds(),
+        refresh_token,
+        agent,
+        clusters: Vec::new(),
+    })
+}
+
+/// Revoke a token (RFC 7009): a refresh token ends its session; an access
+/// token is revoked alone. Unknown tokens are not an error (§2.2). Returns
+/// the session ended, if any.
+pub fn revoke(store: &Store, token: &str) -> Result<Option<String>, OAuthError> {
+    let hash = credential::hash(token);
+    if let Some(session) = store.refresh_token_session(&hash).map_err(store_error)? {
+        store.end_agent_session(&session).map_err(store_error)?;
+        return Ok(Some(session));
+    }
+    if let Some(found) = store.lookup_credential(&hash).map_err(store_error)? {
+        let bound = found.origin.as_ref().and_then(|o| o.audience) == Some(Audience::Mcp);
+        if bound {
+            store.revoke_credential(&found.credential.id).map_err(store_error)?;
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+#[path = "tokens_tests.rs"]
+mod tests;

@@ -1,0 +1,327 @@
+//! OAuth for agents, as kept: agent sessions (the delegated agents a
+//! person's consent makes, with grants narrowed to the roles they chose),
+//! authorization codes and refresh tokens. Codes and tokens are kept only
+//! as their SHA-256; each is taken once, atomically, so a second use is
+//! seen as a reuse.
+
+use super::{Store, StoreError};
+use crate::identity::{Agent, Principal, PrincipalKind};
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// What a person's consent hands to an agent session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPlan {
+    /// The person it acts for.
+    pub person: Principal,
+    /// The OAuth client's id (a URL, or a registered id).
+    pub client_id: String,
+    /// The client's name, as shown on the consent page.
+    pub client_name: String,
+    /// Each of the person's grants handed over, with the role chosen: the
+    /// grant's own, or one whose rules are a subset of it.
+    pub grants: Vec<(String, String)>,
+    /// When the consent ends.
+    pub until: DateTime<Utc>,
+    /// Its writes wait for the person's approval.
+    pub writes_need_approval: bool,
+}
+
+/// An agent session as the person's console shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSession {
+    /// The delegated agent.
+    pub agent: Agent,
+    /// The OAuth client, for a session made by a consent.
+    pub client_id: Option<String>,
+    /// Its name.
+    pub client_name: Option<String>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When its consent ends.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When one of its credentials last authenticated a request.
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// A code or refresh token, taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken<T> {
+    /// First use: what it stood for.
+    Fresh(T),
+    /// Used before: the agent session it made (or belongs to), which a
+    /// reuse ends.
+    Reused(Option<String>),
+    /// Never issued, or expired.
+    Unknown,
+}
+
+impl Store {
+    /// Make the agent session a consent describes: the agent, and for each
+    /// narrowed role a grant derived from the person's own (ending with it,
+    /// and at the consent's end at the latest). Returns the agent and the
+    /// clusters whose bindings changed.
+    pub fn add_agent_session(&self, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
+        self.with(|c| {
+            let tx = c.unchecked_transaction()?;
+            let mut grant_ids = Vec::new();
+            let mut clusters = Vec::new();
+            for (grant_id, role) in &plan.grants {
+                let parent = own_grant(&tx, &plan.person, grant_id)?;
+                if *role == parent.role {
+                    grant_ids.push(grant_id.clone());
+                    continue;
+                }
+                let id = uuid::Uuid::now_v7().to_string();
+                tx.execute(
+                    "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, parent_id) \
+                     VALUES (?1, 'person', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![id, plan.person.name, parent.cluster, parent.namespace, role, parent.expires_at.min(plan.until),
+                        format!("consent:{}", plan.client_name), Utc::now(), grant_id],
+                )?;
+                clusters.push(parent.cluster);
+                grant_ids.push(id);
+            }
+            let agent = Agent {
+                id: uuid::Uuid::now_v7().to_string(),
+                // Unique per person, readable in lists.
+                name: format!("oauth-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+                principal: plan.person.clone(),
+                writes_need_approval: plan.writes_need_approval,
+                grant_ids: Some(grant_ids.clone()),
+                disabled: false,
+            };
+            tx.execute(
+                "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at, client_id, client_name, expires_at) \
+                 VALUES (?1, ?2, 'person', ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![agent.id, agent.name, plan.person.name, agent.writes_need_approval, Utc::now(),
+                    plan.client_id, plan.client_name, plan.until],
+            )?;
+            for grant in &grant_ids {
+                tx.execute(
+                    "INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)",
+                    params![agent.id, grant],
+                )?;
+            }
+            tx.commit()?;
+            clusters.sort();
+            clusters.dedup();
+            Ok((agent, clusters))
+        })
+    }
+
+    /// End an agent session at once: the agent disabled, every credential
+    /// and refresh token of it revoked, its derived grants revoked.
+    pub fn end_agent_session(&self, agent_id: &str) -> Result<(), StoreError> {
+        let now = Utc::now();
+        self.with(|c| {
+            let tx = c.unchecked_transaction()?;
+            tx.execute("UPDATE agents SET disabled = 1 WHERE id = ?1", params![agent_id])?;
+            tx.execute(
+                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE agent_id = ?1",
+                params![agent_id, now],
+            )?;
+            tx.execute(
+                "UPDATE oauth_refresh_tokens SET used_at = COALESCE(used_at, ?2) WHERE agent_id = ?1",
+                params![agent_id, now],
+            )?;
+            tx.execute(
+                "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE parent_id IS NOT NULL \
+                 AND id IN (SELECT grant_id FROM agent_grants WHERE agent_id = ?1)",
+                params![agent_id, now],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// The agent sessions of `person`, newest first (agents added by
+    /// `portcullis agent add` included, without a client).
+    pub fn agent_sessions_of(&self, person: &Principal) -> Result<Vec<AgentSession>, StoreError> {
+        let rows: Vec<(
+            String,
+            Option<String>,
+            Option<String>,
+            DateTime<Utc>,
+            Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
+        )> = self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT a.id, a.client_id, a.client_name, a.created_at, a.expires_at, \
+                     (SELECT MAX(last_used_at) FROM credentials WHERE agent_id = a.id) \
+                     FROM agents a WHERE a.kind = ?1 AND a.owner = ?2 ORDER BY a.created_at DESC",
+            )?;
+            let rows = stmt.query_map(params![person.kind.as_str(), person.name], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })?;
+        let mut sessions = Vec::new();
+        for (id, client_id, client_name, created_at, expires_at, last_used_at) in rows {
+            let Some(agent) = self.agent(&id)? else { continue };
+            sessions.push(AgentSession {
+                agent,
+                client_id,
+                client_name,
+                created_at,
+                expires_at,
+                last_used_at,
+            });
+        }
+        Ok(sessions)
+    }
+
+    /// The agent session of agent `id`.
+    pub fn agent_sessions_of_agent(&self, id: &str) -> Result<Option<AgentSession>, StoreError> {
+        let Some(agent) = self.agent(id)? else {
+            return Ok(None);
+        };
+        let sessions = self.agent_sessions_of(&agent.principal)?;
+        Ok(sessions.into_iter().find(|s| s.agent.id == id))
+    }
+
+    /// Keep an authorization code (its SHA-256) standing for `consent`
+    /// until `expires_at`.
+    pub fn put_code(&self, code_sha256: &str, consent: &str, expires_at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO oauth_codes (code_sha256, consent, expires_at) VALUES (?1, ?2, ?3)",
+                params![code_sha256, consent, expires_at],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Take a code: the first time, its consent; after that, the session
+    /// its first exchange made.
+    pub fn take_code(&self, code_sha256: &str, now: DateTime<Utc>) -> Result<Taken<String>, StoreError> {
+        self.with(|c| {
+            let fresh: Option<String> = c
+                .query_row(
+                    "UPDATE oauth_codes SET used_at = ?2 WHERE code_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2 \
+                     RETURNING consent",
+                    params![code_sha256, now],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(consent) = fresh {
+                return Ok(Taken::Fresh(consent));
+            }
+            let used: Option<(Option<DateTime<Utc>>, Option<String>)> = c
+                .query_row(
+                    "SELECT used_at, agent_id FROM oauth_codes WHERE code_sha256 = ?1",
+                    params![code_sha256],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            Ok(match used {
+                Some((Some(_), agent)) => Taken::Reused(agent),
+                _ => Taken::Unknown,
+            })
+        })
+    }
+
+    /// Note the agent session a code's exchange made (a reuse ends it).
+    pub fn code_made(&self, code_sha256: &str, agent_id: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE oauth_codes SET agent_id = ?2 WHERE code_sha256 = ?1",
+                params![code_sha256, agent_id],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Keep a refresh token (its SHA-256) of `agent_id`, good until
+    /// `expires_at`.
+    pub fn put_refresh_token(&self, sha256: &str, agent_id: &str, expires_at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO oauth_refresh_tokens (token_sha256, agent_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
+                params![sha256, agent_id, Utc::now(), expires_at],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Take a refresh token: the first time, its agent session and the
+    /// consent's end; after that, its session (which a reuse ends).
+    pub fn take_refresh_token(
+        &self,
+        sha256: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Taken<(String, DateTime<Utc>)>, StoreError> {
+        self.with(|c| {
+            let fresh: Option<(String, DateTime<Utc>)> = c
+                .query_row(
+                    "UPDATE oauth_refresh_tokens SET used_at = ?2 WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2 \
+                     RETURNING agent_id, expires_at",
+                    params![sha256, now],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            if let Some(fresh) = fresh {
+                return Ok(Taken::Fresh(fresh));
+            }
+            let used: Option<(Option<DateTime<Utc>>, String)> = c
+                .query_row(
+                    "SELECT used_at, agent_id FROM oauth_refresh_tokens WHERE token_sha256 = ?1",
+                    params![sha256],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            Ok(match used {
+                Some((Some(_), agent)) => Taken::Reused(Some(agent)),
+                _ => Taken::Unknown,
+            })
+        })
+    }
+
+    /// The agent session a refresh token belongs to, without taking it
+    /// (for revocation, RFC 7009).
+    pub fn refresh_token_session(&self, sha256: &str) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT agent_id FROM oauth_refresh_tokens WHERE token_sha256 = ?1",
+                params![sha256],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    /// Forget codes and refresh tokens past their end.
+    pub fn sweep_oauth(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.with(|c| {
+            let codes = c.execute("DELETE FROM oauth_codes WHERE expires_at <= ?1", params![now])?;
+            let tokens = c.execute("DELETE FROM oauth_refresh_tokens WHERE expires_at <= ?1", params![now])?;
+            Ok(codes + tokens)
+        })
+    }
+
+    /// One agent by id.
+    pub fn agent(&self, id: &str) -> Result<Option<Agent>, StoreError> {
+        self.with(|c| super::agents::load(c, id))
+    }
+}
+
+/// The person's own grant `id` (not one derived for an agent), in effect.
+fn own_grant(c: &Connection, person: &Principal, id: &str) -> Result<crate::identity::Grant, StoreError> {
+    debug_assert_eq!(person.kind, PrincipalKind::Person);
+    let grant = c
+        .query_row(
+            &format!(
+                "{} WHERE id = ?1 AND kind = 'person' AND subject = ?2 AND parent_id IS NULL",
+                super::GRANT_SELECT
+            ),
+            params![id, person.name],
+            super::grant_row,
+        )
+        .optional()?
+        .filter(|g| g.in_effect(Utc::now()));
+    grant.ok_or_else(|| StoreError::Invalid(format!("grant {id} is not {person}'s own grant in effect")))
+}
+
+#[cfg(test)]
+#[path = "oauth_tests.rs"]
+mod tests;
