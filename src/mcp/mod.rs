@@ -27,7 +27,8 @@
 //! tools), [`args`]
 //! (their arguments as JSON Schema), [`context`] (one call's way into the
 //! gateway), [`discovery`] (kind resolution), [`render`] (compact text),
-//! [`error`] (tool errors).
+//! [`error`] (tool errors), [`sessions`] (2025-11-25 sessions kept in the
+//! store, so they survive a restart and work on any replica).
 
 pub mod args;
 pub mod context;
@@ -38,6 +39,7 @@ pub mod ratelimit;
 pub mod read_tools;
 pub mod render;
 pub mod server;
+pub mod sessions;
 pub mod whoami;
 pub mod write_tools;
 
@@ -89,14 +91,17 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// The endpoint in front of `pipeline`.
     pub fn new(pipeline: Arc<Pipeline>, config: &Config, store: Store) -> Endpoint {
+        let sessions = Arc::new(sessions::StoredSessions::new(store.clone()));
         let shared = Arc::new(server::Shared::new(pipeline, store, config));
-        let rmcp_config = StreamableHttpServerConfig::default()
+        let mut rmcp_config = StreamableHttpServerConfig::default()
             // A bearer token, never a cookie, authenticates every request, so
             // a DNS-rebinding page gains nothing: allow any Host and Origin
             // (portcullis is reached under many names behind load balancers).
             .disable_allowed_hosts()
             .disable_allowed_origins()
             .with_max_request_body_bytes(usize::try_from(config.limits.request_body_bytes).unwrap_or(usize::MAX));
+        // The config is non_exhaustive and has no builder method for this.
+        rmcp_config.session_store = Some(sessions);
         let factory = move || Ok(server::Tools::new(shared.clone()));
         Endpoint {
             service: StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), rmcp_config),

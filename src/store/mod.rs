@@ -22,6 +22,7 @@ mod agents;
 mod approvals;
 mod credentials;
 mod group_rules;
+mod mcp_sessions;
 mod migrate;
 mod people;
 mod reconcile;

@@ -16,6 +16,7 @@ mod document_limits;
 mod mcp;
 mod mcp_errors;
 mod mcp_python;
+mod mcp_sessions;
 mod mcp_timeouts;
 mod mcp_tools;
 mod proxy;

@@ -1,0 +1,98 @@
+//! Sessions of the 2025-11-25 MCP revision (see `crate::mcp::sessions`), by
+//! the SHA-256 of their id only. The state is opaque JSON here: what it
+//! means is the MCP layer's business.
+
+use super::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use rusqlite::{params, OptionalExtension};
+
+impl Store {
+    /// Keep a session's state under the SHA-256 of its id (replacing what was
+    /// there), as used now.
+    pub fn save_mcp_session(&self, id_sha256: &str, state: &str) -> Result<(), StoreError> {
+        let now = Utc::now();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO mcp_sessions (id_sha256, state, created_at, last_used_at) VALUES (?1, ?2, ?3, ?3) \
+                 ON CONFLICT (id_sha256) DO UPDATE SET state = excluded.state, last_used_at = excluded.last_used_at",
+                params![id_sha256, state, now],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The state of the session whose id hashes to `id_sha256`, if it was
+    /// used after `used_after`; it counts as used now.
+    pub fn mcp_session(&self, id_sha256: &str, used_after: DateTime<Utc>) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "UPDATE mcp_sessions SET last_used_at = ?3 WHERE id_sha256 = ?1 AND last_used_at > ?2 RETURNING state",
+                params![id_sha256, used_after, Utc::now()],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    /// Forget a session (the client ended it).
+    pub fn delete_mcp_session(&self, id_sha256: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute("DELETE FROM mcp_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
+            Ok(())
+        })
+    }
+
+    /// Forget every session last used at or before `older_than`; returns how
+    /// many.
+    pub fn sweep_mcp_sessions(&self, older_than: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.with(|c| Ok(c.execute("DELETE FROM mcp_sessions WHERE last_used_at <= ?1", params![older_than])?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn a_session_is_found_until_it_is_deleted_or_unused_for_too_long() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let day_ago = Utc::now() - TimeDelta::days(1);
+        store.save_mcp_session("a", r#"{"v":1}"#).unwrap();
+        store.save_mcp_session("a", r#"{"v":2}"#).unwrap();
+        store.save_mcp_session("b", "{}").unwrap();
+        assert_eq!(store.mcp_session("a", day_ago).unwrap().as_deref(), Some(r#"{"v":2}"#));
+        assert_eq!(store.mcp_session("never", day_ago).unwrap(), None);
+        store.delete_mcp_session("a").unwrap();
+        assert_eq!(
+            store.mcp_session("a", day_ago).unwrap(),
+            None,
+            "a deleted session is gone"
+        );
+        let later = Utc::now() + TimeDelta::seconds(1);
+        assert_eq!(
+            store.mcp_session("b", later).unwrap(),
+            None,
+            "a session unused since the cutoff is not found"
+        );
+        assert_eq!(store.sweep_mcp_sessions(day_ago).unwrap(), 0, "a recent session stays");
+        assert_eq!(store.sweep_mcp_sessions(later).unwrap(), 1);
+        assert_eq!(store.mcp_session("b", day_ago).unwrap(), None);
+    }
+
+    #[test]
+    fn loading_a_session_counts_as_using_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        store.save_mcp_session("a", "{}").unwrap();
+        store.save_mcp_session("b", "{}").unwrap();
+        let between = Utc::now();
+        while Utc::now() <= between {
+            std::hint::spin_loop();
+        }
+        assert!(store.mcp_session("a", between - TimeDelta::days(1)).unwrap().is_some());
+        assert_eq!(store.sweep_mcp_sessions(between).unwrap(), 1, "only b was unused since");
+        assert!(store.mcp_session("a", between).unwrap().is_some());
+    }
+}
