@@ -99,11 +99,13 @@ async fn through_loopback(
             CliError::Message("no sign-in came back within 10 minutes: run `portcullis login` again".into())
         })??;
     let pairs = [
+        ("grant_type", "authorization_code"),
+        ("client_id", "portcullis-cli"),
         ("code", code.as_str()),
         ("code_verifier", &verifier),
         ("redirect_uri", &redirect_uri),
     ];
-    let (ok, answer) = post_form(server, ca_file, "/login/cli/token", &pairs).await?;
+    let (ok, answer) = post_form(server, ca_file, "/oauth/token", &pairs).await?;
     if ok && answer["token"].is_string() {
         return Ok(answer);
     }
@@ -134,7 +136,7 @@ async fn through_device(server: &str, ca_file: Option<&Path>, out: &mut dyn Writ
     while std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_secs(interval)).await;
         let pairs = [("grant_type", grant), ("device_code", device_code.as_str())];
-        let (ok, answer) = post_form(server, ca_file, "/login/device/token", &pairs).await?;
+        let (ok, answer) = post_form(server, ca_file, "/oauth/token", &pairs).await?;
         match answer["error"].as_str() {
             _ if ok && answer["token"].is_string() => return Ok(answer),
             Some("authorization_pending") => {}

@@ -74,12 +74,12 @@ impl Doors {
         let clients = Arc::new(crate::oauth::client::Clients::new(config, store.clone()).map_err(BuildError::OAuth)?);
         Ok(Doors {
             oauth: oauth::OAuth::new(config, store.clone(), clients.clone()).map_err(BuildError::OAuth)?,
-            clients,
+            clients: clients.clone(),
             mcp: crate::mcp::Endpoint::new(pipeline.clone(), config, store.clone()),
             pipeline,
             authenticator: Authenticator::new(store.clone()),
             trusted_proxies: config.trusted_proxies.clone(),
-            web: web::Web::new(config)?,
+            web: web::Web::new(config, clients)?,
             api: api::Api::new(config, store.clone()),
         })
     }
@@ -198,7 +198,12 @@ impl Doors {
         let Ok(Route::OAuth(endpoint)) = router::route(&path) else {
             return Err(RequestError::PathNotFound);
         };
-        Ok(self.oauth.serve(endpoint, &self.authenticator, request, &mut trace.row).await)
+        let shared = oauth::Shared {
+            authenticator: &self.authenticator,
+            approvals: self.pipeline.approvals(),
+            web: &self.web,
+        };
+        Ok(self.oauth.serve(endpoint, shared, request, &mut trace.row).await)
     }
 
     /// `GET /audit`: rows for admins, authenticated like any request.

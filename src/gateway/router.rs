@@ -68,14 +68,10 @@ pub enum Page<'a> {
     Logout,
     /// `/login/cli`: the person lets `portcullis login` sign in.
     CliLogin,
-    /// `/login/cli/token`: `portcullis login` exchanges its code.
-    CliToken,
     /// `/login/device`: the person allows a device's user code.
     DeviceLogin,
     /// `/login/device/code`: `portcullis login --no-browser` asks for codes.
     DeviceCode,
-    /// `/login/device/token`: `portcullis login --no-browser` polls.
-    DeviceToken,
     /// `/approvals`.
     List,
     /// `/approvals/<id>`.
@@ -104,10 +100,8 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         "/login/callback" => return Ok(Route::Web(Page::LoginCallback)),
         "/logout" => return Ok(Route::Web(Page::Logout)),
         "/login/cli" => return Ok(Route::Web(Page::CliLogin)),
-        "/login/cli/token" => return Ok(Route::Web(Page::CliToken)),
         "/login/device" => return Ok(Route::Web(Page::DeviceLogin)),
         "/login/device/code" => return Ok(Route::Web(Page::DeviceCode)),
-        "/login/device/token" => return Ok(Route::Web(Page::DeviceToken)),
         "/approvals" => return Ok(Route::Web(Page::List)),
         "/" | "/console" => return Ok(Route::Web(Page::Console)),
         "/oauth/authorize" => return Ok(Route::Web(Page::Authorize)),

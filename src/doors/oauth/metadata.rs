@@ -87,9 +87,11 @@ impl Issuer {
             "revocation_endpoint": format!("{i}/oauth/revoke"),
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
+            "device_authorization_endpoint": format!("{i}/login/device/code"),
             "grant_types_supported": [
                 "authorization_code",
                 "refresh_token",
+                "urn:ietf:params:oauth:grant-type:device_code",
                 "urn:ietf:params:oauth:grant-type:token-exchange",
             ],
             "code_challenge_methods_supported": ["S256"],

@@ -1,7 +1,8 @@
 //! The OAuth door: the discovery documents (`metadata`), the one token
 //! endpoint (`token`: authorization codes, refresh tokens, and the CI token
-//! exchange of `crate::ci`), Dynamic Client Registration (`register`) and
-//! revocation (`revoke`). The consent page, `/oauth/authorize`, is a page
+//! exchange of `crate::ci`; and `portcullis login`'s loopback and device
+//! codes, so there is one token endpoint), Dynamic Client Registration
+//! (`register`) and revocation (`revoke`). The consent page, `/oauth/authorize`, is a page
 //! of the web door (`crate::doors::web::consent`): it needs the person's
 //! sign-in session.
 //!
@@ -31,6 +32,19 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use metadata::{Document, Issuer};
 use std::sync::{Arc, OnceLock};
+
+/// What the OAuth door borrows from the other doors: the authenticator
+/// (to drop revoked tokens from its cache), and the web door's sign-in
+/// state (the command line's codes and devices, exchanged here too).
+#[derive(Clone, Copy)]
+pub struct Shared<'a> {
+    /// The credential cache.
+    pub authenticator: &'a Authenticator,
+    /// Held writes and the store, as the web door has them.
+    pub approvals: &'a crate::approvals::Approvals,
+    /// The web door's sign-in state.
+    pub web: &'a crate::doors::web::Web,
+}
 
 /// The OAuth endpoints.
 #[derive(Debug)]
@@ -68,10 +82,11 @@ impl OAuth {
     pub async fn serve(
         &self,
         endpoint: OAuthEndpoint<'_>,
-        authenticator: &Authenticator,
+        doors: Shared<'_>,
         request: Request<Incoming>,
         row: &mut AuditRow,
     ) -> Response<Body> {
+        let authenticator = doors.authenticator;
         row.verb = request.method().as_str().to_ascii_lowercase();
         row.api_group = "portcullis.dev".into();
         match endpoint {
@@ -82,7 +97,7 @@ impl OAuth {
                 }
                 let mut response = match self.limit(&row.client, None) {
                     Err(error) => refused(row, error),
-                    Ok(()) => token::serve(self, authenticator, request, row).await,
+                    Ok(()) => token::serve(self, doors, request, row).await,
                 };
                 cors(&mut response);
                 response

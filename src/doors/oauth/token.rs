@@ -1,12 +1,15 @@
 //! `POST /oauth/token`: the one token endpoint. By `grant_type`:
-//! `authorization_code` (an agent's client after its person's consent),
+//! `authorization_code` (an agent's client after its person's consent; or,
+//! with `client_id=portcullis-cli`, `portcullis login`'s loopback code),
+//! the device code (`portcullis login --no-browser`, RFC 8628),
 //! `refresh_token` (rotated at every use), and RFC 8693 token exchange
 //! (a CI job's OIDC token, `crate::ci`). Errors are RFC 6749 §5.2 JSON.
 
-use super::{error, json, OAuth};
+use super::{error, json, OAuth, Shared};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::body::Body;
+use crate::doors::web;
 use crate::identity::authenticate::Authenticator;
 use crate::oauth::error::OAuthError;
 use crate::oauth::tokens::{self, CodeExchange, Issued};
@@ -20,34 +23,46 @@ use std::collections::HashMap;
 const FORM_LIMIT: usize = 64 * 1024;
 /// RFC 8693's grant type.
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// RFC 8628's grant type (`portcullis login --no-browser`).
+const DEVICE_CODE: &str = "urn:ietf:params:oauth:grant-type:device_code";
+/// The client id `portcullis login` sends with its loopback code.
+pub const CLI_CLIENT: &str = "portcullis-cli";
 
 /// Answer one token request.
-pub async fn serve(
-    oauth: &OAuth,
-    authenticator: &Authenticator,
-    request: Request<Incoming>,
-    row: &mut AuditRow,
-) -> Response<Body> {
+pub async fn serve(oauth: &OAuth, doors: Shared<'_>, request: Request<Incoming>, row: &mut AuditRow) -> Response<Body> {
     row.verb = "create".into();
     row.resource = "tokens".into();
-    let result = match read(request).await {
-        Ok(form) => grant(oauth, authenticator, &form, row).await,
-        Err(e) => Err(e),
+    let form = match read(request).await {
+        Ok(form) => form,
+        Err(e) => return refused(row, e),
     };
+    let field = |name: &str| form.get(name).map(String::as_str);
+    // `portcullis login`'s own grants: its loopback code, its device code.
+    match (field("grant_type"), field("client_id")) {
+        (Some("authorization_code"), Some(CLI_CLIENT) | None) => {
+            return web::cli_login::exchange(doors.approvals, doors.web, &form, row).await
+        }
+        (Some(DEVICE_CODE), _) => return web::device::token(doors.approvals, doors.web, &form, row).await,
+        _ => {}
+    }
+    let result = grant(oauth, doors.authenticator, &form, row).await;
     match result {
         Ok(body) => json(StatusCode::OK, body),
-        Err(e) => {
-            if row.refused.is_empty() {
-                row.refuse(if e.status == 429 {
-                    Refusal::RateLimited
-                } else {
-                    Refusal::OAuthToken
-                });
-            }
-            row.reason = e.description.chars().take(200).collect();
-            error(&e)
-        }
+        Err(e) => refused(row, e),
     }
+}
+
+/// A refused token request: its reason in the row, its RFC 6749 error.
+fn refused(row: &mut AuditRow, e: OAuthError) -> Response<Body> {
+    if row.refused.is_empty() {
+        row.refuse(if e.status == 429 {
+            Refusal::RateLimited
+        } else {
+            Refusal::OAuthToken
+        });
+    }
+    row.reason = e.description.chars().take(200).collect();
+    error(&e)
 }
 
 async fn grant(

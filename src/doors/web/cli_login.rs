@@ -4,7 +4,7 @@
 //! in first if need be) confirms with a button (`POST /login/cli`, under the
 //! session's CSRF token); the browser is then sent to the loopback address
 //! with a one-time code, which the command line exchanges, with its PKCE
-//! verifier, at `POST /login/cli/token` for a credential of the person's
+//! verifier, at the token endpoint (`POST /oauth/token`, `client_id=portcullis-cli`) for a credential of the person's
 //! that ends within 12 hours and never after the sign-in session.
 //!
 //! Codes live two minutes, in this process's memory, and are used once
@@ -13,7 +13,7 @@
 //! the refusal when refused.
 
 use super::signin::mark;
-use super::{encode, field, html, pages, query_param, read_form, redirect, session, session_form, Session, Web};
+use super::{encode, field, html, pages, query_param, redirect, session, session_form, Session, Web};
 use crate::approvals::{seal, Approvals};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
@@ -110,9 +110,8 @@ pub fn loopback(uri: &str) -> bool {
         && path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b))
 }
 
-/// `/login/cli` and `/login/cli/token`.
+/// `/login/cli` (its code is exchanged at `/oauth/token`).
 pub async fn serve(
-    approvals: &Approvals,
     web: &Web,
     key: &seal::Key,
     page: Page<'_>,
@@ -121,7 +120,6 @@ pub async fn serve(
     row: &mut AuditRow,
 ) -> Response<Body> {
     match (page, request.method().clone(), session) {
-        (Page::CliToken, Method::POST, _) => exchange(approvals, web, request, row).await,
         (Page::CliLogin, Method::GET, session) => {
             let query = request.uri().query().map(str::to_string);
             let ask = match Ask::from(|name| query_param(query.as_deref(), name)) {
@@ -202,11 +200,16 @@ async fn allow(
     html(StatusCode::OK, pages::signed_in(&to))
 }
 
-/// The command line's exchange: the code, its PKCE verifier and the same
+/// The command line's exchange at the token endpoint (`/oauth/token`,
+/// `client_id=portcullis-cli`): the code, its PKCE verifier and the same
 /// redirect URI, for a credential.
-async fn exchange(approvals: &Approvals, web: &Web, request: Request<Incoming>, row: &mut AuditRow) -> Response<Body> {
+pub(crate) async fn exchange(
+    approvals: &Approvals,
+    web: &Web,
+    form: &HashMap<String, String>,
+    row: &mut AuditRow,
+) -> Response<Body> {
     mark(row, "login");
-    let form = read_form(request).await.unwrap_or_default();
     let pending = web.cli_codes().take(field(&form, "code"));
     let verifier = field(&form, "code_verifier");
     let Some(pending) =

@@ -4,7 +4,7 @@
 //! prints the user code with `/login/device`; the person opens that page on
 //! any device, signs in (with the identity provider, as on the web), checks
 //! the code and allows or denies it (under the session's CSRF token); the
-//! command polls `POST /login/device/token` and receives a credential as
+//! command polls the token endpoint (`POST /oauth/token`) and receives a credential as
 //! `portcullis login` does through the loopback ([`super::cli_login`]).
 //!
 //! Device codes live ten minutes in this process's memory; a user code
@@ -14,7 +14,7 @@
 
 use super::cli_login::{credential_for, json, oauth_error, random};
 use super::signin::mark;
-use super::{encode, field, html, pages, query_param, read_form, redirect, session, session_form, Session, Web};
+use super::{encode, field, html, pages, query_param, redirect, session, session_form, Session, Web};
 use crate::approvals::{seal, Approvals};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
@@ -160,9 +160,8 @@ fn normalise(typed: &str) -> String {
     }
 }
 
-/// `/login/device/code`, `/login/device` and `/login/device/token`.
+/// `/login/device/code` and `/login/device` (the device code is exchanged at `/oauth/token`).
 pub async fn serve(
-    approvals: &Approvals,
     web: &Web,
     key: &seal::Key,
     page: Page<'_>,
@@ -172,7 +171,6 @@ pub async fn serve(
 ) -> Response<Body> {
     match (page, request.method().clone(), session) {
         (Page::DeviceCode, Method::POST, _) => authorization(web, row),
-        (Page::DeviceToken, Method::POST, _) => token(approvals, web, request, row).await,
         (Page::DeviceLogin, Method::GET, Some(s)) => {
             let typed = query_param(request.uri().query(), "user_code").unwrap_or_default();
             html(
@@ -270,16 +268,15 @@ async fn decide(
     }
 }
 
-/// The device access token request (RFC 8628 §3.4, §3.5).
-async fn token(approvals: &Approvals, web: &Web, request: Request<Incoming>, row: &mut AuditRow) -> Response<Body> {
+/// The device access token request (RFC 8628 §3.4, §3.5), at the token
+/// endpoint (`/oauth/token`).
+pub(crate) async fn token(
+    approvals: &Approvals,
+    web: &Web,
+    form: &std::collections::HashMap<String, String>,
+    row: &mut AuditRow,
+) -> Response<Body> {
     mark(row, "login");
-    let form = read_form(request).await.unwrap_or_default();
-    if field(&form, "grant_type") != "urn:ietf:params:oauth:grant-type:device_code" {
-        return json(
-            StatusCode::BAD_REQUEST,
-            &oauth_error("unsupported_grant_type", "only the device code grant is served here"),
-        );
-    }
     let refused = |error: &str, why: &str| json(StatusCode::BAD_REQUEST, &oauth_error(error, why));
     match web.devices().poll(field(&form, "device_code"), Utc::now()) {
         Poll::Pending => refused("authorization_pending", "the person has not allowed it yet"),

@@ -18,6 +18,8 @@
 //! [`crate::approvals::decide`], so they are checked and audited like the CLI's.
 
 pub mod cli_login;
+mod consent;
+mod consent_page;
 pub mod console;
 pub mod device;
 mod form;
@@ -58,11 +60,14 @@ pub async fn serve(
     };
     let session = signed_in(approvals, request.headers(), row).await;
     let method = request.method().clone();
-    if let Page::CliLogin | Page::CliToken = page {
-        return cli_login::serve(approvals, web, key, page, session, request, row).await;
+    if let Page::CliLogin = page {
+        return cli_login::serve(web, key, page, session, request, row).await;
     }
-    if let Page::DeviceLogin | Page::DeviceCode | Page::DeviceToken = page {
-        return device::serve(approvals, web, key, page, session, request, row).await;
+    if let Page::DeviceLogin | Page::DeviceCode = page {
+        return device::serve(web, key, page, session, request, row).await;
+    }
+    if let Page::Authorize = page {
+        return consent::serve(approvals, web, key, session, request, row).await;
     }
     if let Page::Console | Page::ConsoleAction(_) = page {
         return match session {
@@ -402,12 +407,13 @@ pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-/// Only our own approval pages (and the command line's sign-in pages,
-/// with a plain query) are places to go after signing in.
+/// Only our own approval pages (and the command line's sign-in pages and
+/// the OAuth consent page, with a plain query) are places to go after
+/// signing in.
 pub fn safe_next(next: &str) -> String {
     let ok = next == "/approvals"
         || next == "/console"
-        || ["/login/cli?", "/login/device?"].iter().any(|p| {
+        || ["/login/cli?", "/login/device?", "/oauth/authorize?"].iter().any(|p| {
             next.strip_prefix(p).is_some_and(|query| {
                 query
                     .bytes()

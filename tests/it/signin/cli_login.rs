@@ -202,11 +202,11 @@ async fn a_code_not_given_out_or_a_redirect_off_this_machine_is_refused_and_audi
     let off = "/login/cli?redirect_uri=https%3A%2F%2Fevil.example%2Fcb&code_challenge_method=S256\
                &code_challenge=E9Melhoa2OwvFrEMTJguCQ0oW6gcQIAq4hKFGrIRKaM&state=s";
     assert_eq!(raw.send(Method::GET, off, &[], Vec::new()).await.status, 400);
-    let form = b"code=made-up&code_verifier=v&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback".to_vec();
+    let form = b"grant_type=authorization_code&client_id=portcullis-cli&code=made-up&code_verifier=v&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback".to_vec();
     let refused = raw
         .send(
             Method::POST,
-            "/login/cli/token",
+            "/oauth/token",
             &[("content-type", "application/x-www-form-urlencoded")],
             form,
         )

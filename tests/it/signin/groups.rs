@@ -252,8 +252,8 @@ async fn cli_login(visitor: &Visitor) -> serde_json::Value {
     let code = allowed.body.split("code=").nth(1).unwrap().split('&').next().unwrap();
     let token = visitor
         .post(
-            "/login/cli/token",
-            &format!("code={code}&code_verifier={verifier}&redirect_uri={redirect}"),
+            "/oauth/token",
+            &format!("grant_type=authorization_code&client_id=portcullis-cli&code={code}&code_verifier={verifier}&redirect_uri={redirect}"),
         )
         .await;
     assert_eq!(token.status, 200, "{}", token.body);
