@@ -108,8 +108,8 @@ impl Endpoint {
             limiter: ratelimit::RateLimiter::new(config.mcp.requests_per_minute, config.mcp.burst),
             body_limit: config.limits.request_body_bytes,
             challenge: format!(
-                "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
-                config.public_url.trim_end_matches('/')
+                "Bearer resource_metadata=\"{}\"",
+                crate::doors::oauth::metadata::Issuer::new(&config.public_url).resource_metadata_url()
             ),
         }
     }
