@@ -27,6 +27,12 @@ pub enum Refusal {
     TokenExpired,
     /// The credential was revoked, or its owner disabled.
     TokenRevoked,
+    /// The token is bound to another place (an OAuth access token, for
+    /// `/mcp` only, sent elsewhere).
+    TokenWrongAudience,
+    /// The token endpoint refused a grant (the OAuth error is the row's
+    /// reason).
+    OAuthToken,
     /// Credentials could not be checked (the store did not answer).
     CredentialsUnavailable,
     /// The audit was read by someone not an admin.
@@ -107,6 +113,55 @@ pub enum Refusal {
     PersonDisabled,
     /// The login belongs to another identity at the provider.
     LoginTaken,
+    /// OAuth: the client is unknown, or its metadata document could not be
+    /// fetched or is not acceptable.
+    OAuthClientRefused,
+    /// OAuth: a redirect URI that is not acceptable, or matches none the
+    /// client declared.
+    OAuthRedirectRefused,
+    /// OAuth: a Dynamic Client Registration request with unacceptable
+    /// metadata.
+    OAuthRegistrationRefused,
+    /// CI token exchange: the request is malformed (no subject token, or one
+    /// of another type).
+    CiRequest,
+    /// CI token exchange: the subject token is not a readable JWT.
+    CiTokenMalformed,
+    /// CI token exchange: the token is unsigned (`alg: none`).
+    CiTokenUnsigned,
+    /// CI token exchange: the token is signed with an algorithm not accepted
+    /// (an HMAC with a shared secret, or one not on the list).
+    CiTokenAlgorithm,
+    /// CI token exchange: the token's key is not one its issuer publishes.
+    CiTokenUnknownKey,
+    /// CI token exchange: the token's signature is not its key's.
+    CiTokenSignature,
+    /// CI token exchange: no trust rule trusts the token's issuer.
+    CiTokenIssuer,
+    /// CI token exchange: the token is for an audience no rule of its issuer
+    /// names.
+    CiTokenAudience,
+    /// CI token exchange: the token has expired.
+    CiTokenExpired,
+    /// CI token exchange: the token is not valid yet (`nbf`).
+    CiTokenNotYetValid,
+    /// CI token exchange: the token was issued longer ago than the rule allows.
+    CiTokenTooOld,
+    /// CI token exchange: the token was exchanged already.
+    CiTokenReplayed,
+    /// CI token exchange: the token's claims match no trust rule (or rules
+    /// of several bots).
+    CiNoRule,
+    /// CI token exchange: the rule's bot is disabled.
+    CiBotDisabled,
+    /// CI token exchange: the issuer's discovery or keys could not be fetched.
+    CiIssuerUnavailable,
+    /// OAuth: an authorization request that is malformed (response_type,
+    /// the PKCE challenge, state, resource, a repeated parameter).
+    OAuthAuthorizeInvalid,
+    /// OAuth: a consent beyond what the person may hand over (no grant, one
+    /// not their own, a role not narrower, a duration not offered).
+    OAuthConsentRefused,
 }
 
 impl Refusal {
@@ -121,6 +176,8 @@ impl Refusal {
             R::TokenUnknown => "unknown",
             R::TokenExpired => "expired",
             R::TokenRevoked => "revoked",
+            R::TokenWrongAudience => "wrong_audience",
+            R::OAuthToken => "oauth_token",
             R::CredentialsUnavailable => "store_unavailable",
             R::NotAdmin => "not_admin",
             R::AuditUnavailable => "audit_unavailable",
@@ -159,6 +216,26 @@ impl Refusal {
             R::PersonUnknown => "person_unknown",
             R::PersonDisabled => "person_disabled",
             R::LoginTaken => "login_taken",
+            R::OAuthClientRefused => "oauth_client_refused",
+            R::OAuthRedirectRefused => "oauth_redirect_refused",
+            R::OAuthRegistrationRefused => "oauth_registration_refused",
+            R::CiRequest => "ci_request",
+            R::CiTokenMalformed => "ci_token_malformed",
+            R::CiTokenUnsigned => "ci_token_unsigned",
+            R::CiTokenAlgorithm => "ci_token_algorithm",
+            R::CiTokenUnknownKey => "ci_token_unknown_key",
+            R::CiTokenSignature => "ci_token_signature",
+            R::CiTokenIssuer => "ci_token_issuer",
+            R::CiTokenAudience => "ci_token_audience",
+            R::CiTokenExpired => "ci_token_expired",
+            R::CiTokenNotYetValid => "ci_token_not_yet_valid",
+            R::CiTokenTooOld => "ci_token_too_old",
+            R::CiTokenReplayed => "ci_token_replayed",
+            R::CiNoRule => "ci_no_rule",
+            R::CiBotDisabled => "ci_bot_disabled",
+            R::CiIssuerUnavailable => "ci_issuer_unavailable",
+            R::OAuthAuthorizeInvalid => "oauth_authorize_invalid",
+            R::OAuthConsentRefused => "oauth_consent_refused",
         }
     }
 }
@@ -178,6 +255,7 @@ impl From<&AuthError> for Refusal {
             AuthError::Unknown { .. } => Refusal::TokenUnknown,
             AuthError::Expired { .. } => Refusal::TokenExpired,
             AuthError::Revoked { .. } => Refusal::TokenRevoked,
+            AuthError::WrongAudience { .. } => Refusal::TokenWrongAudience,
             AuthError::StoreUnavailable => Refusal::CredentialsUnavailable,
         }
     }
@@ -216,6 +294,7 @@ mod tests {
             AuthError::Unknown { prefix: prefix() },
             AuthError::Expired { prefix: prefix() },
             AuthError::Revoked { prefix: prefix() },
+            AuthError::WrongAudience { prefix: prefix() },
             AuthError::StoreUnavailable,
         ] {
             assert_eq!(Refusal::from(&error).as_str(), error.reason(), "{error:?}");

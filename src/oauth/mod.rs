@@ -13,4 +13,9 @@
 //! access and refresh tokens, reuse detection). The HTTP endpoints are the
 //! door `crate::doors::oauth`.
 
+pub mod client;
+pub mod consent;
 pub mod error;
+pub mod redirect;
+pub mod register;
+pub mod tokens;

@@ -11,7 +11,7 @@
 //! imports nothing above `identity`.
 
 use crate::identity::authenticate::CredentialLookup;
-use crate::identity::{credential, Credential, Grant, Principal, PrincipalKind};
+use crate::identity::{credential, Audience, Credential, Grant, Origin, Principal, PrincipalKind};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::{Path, PathBuf};
@@ -20,21 +20,28 @@ use std::sync::{Arc, Mutex};
 mod access;
 mod agents;
 mod approvals;
+mod consent;
 mod credentials;
 mod group_rules;
 mod mcp_sessions;
 mod migrate;
+mod oauth;
+mod oauth_clients;
 mod people;
 mod reconcile;
 mod sessions;
+mod trust;
 
 pub use access::{AccessRequest, AccessState};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
 pub(crate) use migrate::migrate;
+pub use oauth::{AgentSession, SessionPlan, Taken};
+pub use oauth_clients::RegisteredClient;
 pub use people::{ProviderPerson, SignInPerson};
 pub use reconcile::ClusterStatus;
 pub use sessions::WebSession;
+pub use trust::TrustRule;
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -202,6 +209,18 @@ impl Store {
         name: &str,
         expires_at: Option<DateTime<Utc>>,
     ) -> Result<(Credential, String), StoreError> {
+        self.issue_credential_with(principal, name, expires_at, &Origin::default())
+    }
+
+    /// Issue a credential with an origin: where it is accepted and what
+    /// issued it (an OAuth access token, a CI job's exchanged token).
+    pub fn issue_credential_with(
+        &self,
+        principal: &Principal,
+        name: &str,
+        expires_at: Option<DateTime<Utc>>,
+        origin: &Origin,
+    ) -> Result<(Credential, String), StoreError> {
         let new = credential::mint();
         let credential = Credential {
             id: uuid::Uuid::now_v7().to_string(),
@@ -216,8 +235,8 @@ impl Store {
         self.with(|c| {
             exists(c, principal)?;
             c.execute(
-                "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at],
+                "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at, origin.audience.map(Audience::as_str), origin.via],
             )?;
             Ok(())
         })?;
@@ -231,9 +250,22 @@ impl Store {
                 &format!("{CREDENTIAL_SELECT} WHERE c.token_sha256 = ?1"),
                 params![token_sha256],
                 |r| {
+                    let audience: Option<String> = r.get(10)?;
+                    let via: String = r.get(11)?;
+                    // An audience this release does not know fails the lookup
+                    // (closed), rather than letting the token go anywhere.
+                    let audience = match audience.as_deref().map(Audience::parse) {
+                        Some(None) => {
+                            let unknown = "unknown credential audience".into();
+                            return Err(rusqlite::Error::FromSqlConversionFailure(10, rusqlite::types::Type::Text, unknown));
+                        }
+                        parsed => parsed.flatten(),
+                    };
+                    let origin = (audience.is_some() || !via.is_empty()).then_some(Origin { audience, via });
                     Ok(CredentialLookup {
                         credential: credential_row(r)?,
                         owner_disabled: r.get(9)?,
+                        origin,
                     })
                 },
             )
@@ -326,7 +358,7 @@ impl Store {
     }
 }
 
-const CREDENTIAL_SELECT: &str = "SELECT c.id, c.kind, c.owner, c.name, c.display_prefix, c.created_at, c.expires_at, c.last_used_at, c.revoked_at, p.disabled FROM credentials c JOIN principals p ON p.kind = c.kind AND p.name = c.owner";
+const CREDENTIAL_SELECT: &str = "SELECT c.id, c.kind, c.owner, c.name, c.display_prefix, c.created_at, c.expires_at, c.last_used_at, c.revoked_at, p.disabled, c.audience, c.via FROM credentials c JOIN principals p ON p.kind = c.kind AND p.name = c.owner";
 const GRANT_SELECT: &str =
     "SELECT id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, revoked_at FROM grants";
 
