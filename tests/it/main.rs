@@ -19,6 +19,7 @@ mod mcp_python;
 mod mcp_sessions;
 mod mcp_timeouts;
 mod mcp_tools;
+mod oauth;
 mod proxy;
 mod proxy_streams;
 mod proxy_upgrades;

@@ -1,0 +1,144 @@
+//! OAuth clients registered through RFC 7591 Dynamic Client Registration
+//! (see `crate::oauth::client`). Registration is open to anyone, so a
+//! client nobody uses is deleted after a while instead of kept forever.
+
+use super::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use rusqlite::{params, OptionalExtension};
+
+/// A registered client as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredClient {
+    /// The id portcullis gave it.
+    pub client_id: String,
+    /// The name it registered with ("" when it gave none).
+    pub client_name: String,
+    /// The redirect URIs it declared.
+    pub redirect_uris: Vec<String>,
+    /// When it registered.
+    pub created_at: DateTime<Utc>,
+    /// When it was last resolved (authorize, token).
+    pub last_used_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Register a client under a new random id; the caller has checked its
+    /// metadata.
+    pub fn register_oauth_client(
+        &self,
+        client_name: &str,
+        redirect_uris: &[String],
+    ) -> Result<RegisteredClient, StoreError> {
+        let now = Utc::now();
+        let client = RegisteredClient {
+            // Random, and never an https URL (those are metadata documents).
+            client_id: format!("pcl-client-{}", uuid::Uuid::new_v4().simple()),
+            client_name: client_name.into(),
+            redirect_uris: redirect_uris.to_vec(),
+            created_at: now,
+            last_used_at: now,
+        };
+        let uris = serde_json::Value::from(redirect_uris.to_vec()).to_string();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at, last_used_at) VALUES (?1, ?2, ?3, ?4, ?4)",
+                params![client.client_id, client.client_name, uris, now],
+            )?;
+            Ok(())
+        })?;
+        Ok(client)
+    }
+
+    /// The registered client `client_id`, if there is one.
+    pub fn find_oauth_client(&self, client_id: &str) -> Result<Option<RegisteredClient>, StoreError> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT client_id, client_name, redirect_uris, created_at, last_used_at FROM oauth_clients WHERE client_id = ?1",
+                    params![client_id],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((client_id, client_name, uris, created_at, last_used_at)) = row else {
+                return Ok(None);
+            };
+            let redirect_uris = serde_json::from_str(&uris)
+                .map_err(|e| StoreError::Invalid(format!("client {client_id}'s redirect URIs are unreadable: {e}")))?;
+            Ok(Some(RegisteredClient {
+                client_id,
+                client_name,
+                redirect_uris,
+                created_at,
+                last_used_at,
+            }))
+        })
+    }
+
+    /// Note that `client_id` was used at `at`.
+    pub fn touch_oauth_client(&self, client_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE oauth_clients SET last_used_at = ?2 WHERE client_id = ?1 AND last_used_at < ?2",
+                params![client_id, at],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Delete every registered client not used since `cutoff`; returns how
+    /// many.
+    pub fn delete_oauth_clients_unused_since(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.with(|c| Ok(c.execute("DELETE FROM oauth_clients WHERE last_used_at < ?1", params![cutoff])?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_registered_client_is_found_by_its_id_with_its_redirect_uris() {
+        let (_dir, store) = store();
+        let uris = vec!["http://127.0.0.1/cb".to_string(), "cursor://x/cb".to_string()];
+        let client = store.register_oauth_client("Cursor", &uris).unwrap();
+        assert!(client.client_id.starts_with("pcl-client-"));
+        let found = store.find_oauth_client(&client.client_id).unwrap().unwrap();
+        assert_eq!(found.client_name, "Cursor");
+        assert_eq!(found.redirect_uris, uris);
+        assert_eq!(store.find_oauth_client("pcl-client-unknown").unwrap(), None);
+        let other = store.register_oauth_client("Cursor", &uris).unwrap();
+        assert_ne!(other.client_id, client.client_id, "each registration gets its own id");
+    }
+
+    #[test]
+    fn only_clients_unused_since_the_cutoff_are_deleted() {
+        let (_dir, store) = store();
+        let uris = vec!["http://127.0.0.1/cb".to_string()];
+        let idle = store.register_oauth_client("idle", &uris).unwrap();
+        let used = store.register_oauth_client("used", &uris).unwrap();
+        let later = Utc::now() + TimeDelta::days(31);
+        store.touch_oauth_client(&used.client_id, later).unwrap();
+        let deleted = store
+            .delete_oauth_clients_unused_since(later - TimeDelta::days(1))
+            .unwrap();
+        assert_eq!(deleted, 1);
+        assert_eq!(store.find_oauth_client(&idle.client_id).unwrap(), None);
+        let kept = store.find_oauth_client(&used.client_id).unwrap().unwrap();
+        assert_eq!(kept.last_used_at, later);
+    }
+}
