@@ -148,10 +148,15 @@ impl App {
     }
 
     /// The work done beside serving: the clusters' RBAC is kept in step,
-    /// undecided access requests and held writes expire, and certificates
+    /// undecided access requests and held writes expire, OAuth codes,
+    /// tokens and unused clients are forgotten, and certificates
     /// and tokens are re-read.
-    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 4] {
+    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 5] {
         [
+            tokio::spawn(crate::oauth::sweep_periodically(
+                self.store.clone(),
+                self.doors.clients().clone(),
+            )),
             tokio::spawn(self.reconciler.clone().run()),
             tokio::spawn(crate::access::expire_periodically(self.store.clone())),
             tokio::spawn(crate::approvals::wait::expire_periodically(self.store.clone())),

@@ -93,6 +93,11 @@ impl Doors {
         self.api.set_reconciler(reconciler);
     }
 
+    /// Who OAuth clients are (for the periodic sweep of unused ones).
+    pub fn clients(&self) -> &Arc<crate::oauth::client::Clients> {
+        &self.clients
+    }
+
     /// The request path behind the doors.
     pub fn pipeline(&self) -> &Arc<Pipeline> {
         &self.pipeline

@@ -19,3 +19,30 @@ pub mod error;
 pub mod redirect;
 pub mod register;
 pub mod tokens;
+
+use crate::store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Forget what OAuth keeps past its use: codes and refresh tokens past
+/// their end, registered clients unused for `[oauth] unused_client_ttl`.
+/// Runs beside serving, every ten minutes.
+pub async fn sweep_periodically(store: Store, clients: Arc<client::Clients>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(600));
+    loop {
+        tick.tick().await;
+        let (store, clients) = (store.clone(), clients.clone());
+        let swept = tokio::task::spawn_blocking(move || {
+            let tokens = store.sweep_oauth(chrono::Utc::now())?;
+            Ok::<_, crate::store::StoreError>((tokens, clients.sweep_unused()?))
+        })
+        .await;
+        match swept {
+            Ok(Ok((tokens, clients))) if tokens + clients > 0 => {
+                tracing::info!(tokens, clients, "expired OAuth codes, refresh tokens and unused clients forgotten");
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "cannot sweep OAuth codes, tokens and clients"),
+            _ => {}
+        }
+    }
+}

@@ -1,4 +1,3 @@
--- Filled in by the change that needs it; empty until then.
 -- Clients registered through RFC 7591 Dynamic Client Registration (a
 -- client with a metadata document URL is not stored: it is fetched). A
 -- client unused for `[oauth] unused_client_ttl` is deleted.
