@@ -100,6 +100,7 @@ fn demo_config(dir: &Path, listen: &str, server: String) -> Config {
         oidc: None,
         sessions: Default::default(),
         oauth: Default::default(),
+        ci: Default::default(),
     }
 }
 
@@ -249,6 +250,9 @@ fn print_usage(dir: &Path, url: &str) {
          trust {d}/portcullis-ca.pem, e.g. SSL_CERT_FILE or NODE_EXTRA_CA_CERTS)
     kubectl --kubeconfig {d}/agent.kubeconfig get secret db-credentials -o yaml
     kubectl --kubeconfig {d}/agent.kubeconfig create configmap demo   # held: the answer gives the approval link
+  your own agent, connected with OAuth (sign in with ana's token on the consent page, choose her grant):
+    claude mcp add --transport http portcullis-demo {url_base}/mcp
+    (then start `claude` with NODE_EXTRA_CA_CERTS={d}/portcullis-ca.pem and authenticate in /mcp)
   ana approves the agent's writes:
     open {url_base}/approvals and sign in with ana's token (the `token:` in {d}/person.kubeconfig);
     or, as ana, through the server's API with her credential:
