@@ -63,6 +63,7 @@ pub mod app;
 pub mod approvals;
 pub mod audit;
 pub mod body;
+pub mod ci;
 pub mod cli;
 pub mod config;
 #[cfg(feature = "demo")]

@@ -62,6 +62,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Kubeconfig => person(&runtime, &cli.remote, PersonCommand::Kubeconfig)?,
         Command::GroupRule(c) => person(&runtime, &cli.remote, PersonCommand::GroupRule(c))?,
+        Command::Bot(c) => person(&runtime, &cli.remote, PersonCommand::Bot(c))?,
+        Command::CiLogin {
+            token_file,
+            token_env,
+            clusters,
+            kubeconfig,
+        } => runtime.block_on(ci_login(&cli.remote, token_file, token_env, clusters, kubeconfig))?,
         Command::CredentialPlugin => {
             let env = person_env();
             portcullis::cli::plugin::run(&cli.remote, &env, &mut std::io::stdout().lock())?
@@ -79,6 +86,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn person(runtime: &tokio::runtime::Runtime, remote: &RemoteArgs, command: PersonCommand) -> anyhow::Result<()> {
     let env = person_env();
     Ok(runtime.block_on(portcullis::cli::person::run(remote, &env, command))?)
+}
+
+/// `ci-login`: the token and the kubeconfig's path are read here, once.
+async fn ci_login(
+    remote: &RemoteArgs,
+    token_file: Option<std::path::PathBuf>,
+    token_env: Option<String>,
+    clusters: Vec<String>,
+    kubeconfig: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    use portcullis::cli::ci_login::{self, CiLogin};
+    let token = ci_login::read_token(token_file.as_deref(), token_env.as_deref(), |name| {
+        std::env::var(name).ok()
+    })?;
+    let server = remote
+        .server
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("say which portcullis with --server or PORTCULLIS_SERVER"))?;
+    let kubeconfig = kubeconfig
+        .or(person_env().kubeconfig)
+        .ok_or_else(|| anyhow::anyhow!("neither --kubeconfig, KUBECONFIG nor HOME is set: nowhere to write"))?;
+    let login = CiLogin {
+        server,
+        ca_file: remote.ca_file.clone(),
+        token,
+        clusters,
+        kubeconfig,
+    };
+    Ok(ci_login::run(&login, &mut std::io::stderr().lock()).await?)
 }
 
 /// What the person commands read of the environment.

@@ -22,9 +22,10 @@ pub enum AdminCommand {
     /// Manage people.
     #[command(subcommand)]
     Person(PrincipalCommand),
-    /// Manage bots (CI jobs, automation).
+    /// Manage bots (CI jobs, automation), and which CI jobs' tokens they
+    /// trust (`admin bot trust`).
     #[command(subcommand)]
-    Bot(PrincipalCommand),
+    Bot(super::bot_trust::AdminBotCommand),
     /// Issue, list and revoke anyone's credentials.
     #[command(subcommand)]
     Credential(CredentialCommand),
@@ -62,7 +63,10 @@ pub fn run(config: &Config, store: &Store, command: AdminCommand) -> Result<(), 
     let out = &mut std::io::stdout().lock();
     match command {
         AdminCommand::Person(c) => principal_command(store, PrincipalKind::Person, c),
-        AdminCommand::Bot(c) => principal_command(store, PrincipalKind::Bot, c),
+        AdminCommand::Bot(super::bot_trust::AdminBotCommand::Principal(c)) => {
+            principal_command(store, PrincipalKind::Bot, c)
+        }
+        AdminCommand::Bot(super::bot_trust::AdminBotCommand::Trust(c)) => super::bot_trust::run_operator(store, c, out),
         AdminCommand::Credential(c) => credential_command(store, c),
         AdminCommand::Grant(c) => grant::run(config, store, c),
         AdminCommand::Agent(c) => agent_command(store, c),

@@ -15,6 +15,8 @@ pub mod access;
 pub mod admin;
 pub mod approvals;
 pub mod audit;
+pub mod bot_trust;
+pub mod ci_login;
 pub mod cluster;
 pub mod grant;
 pub mod group_rule;
@@ -119,6 +121,29 @@ pub enum Command {
     /// while signed in: add, list, remove, as yourself.
     #[command(subcommand)]
     GroupRule(group_rule::GroupRuleCommand),
+    /// Admins: bots' trust rules for CI jobs' tokens, as yourself.
+    #[command(subcommand)]
+    Bot(bot_trust::BotCommand),
+    /// In a CI job: exchange the job's OpenID Connect token (from
+    /// `--token-file` or `--token-env`) for a short-lived credential of the
+    /// bot that trusts it, and write a kubeconfig with a context
+    /// `portcullis-<cluster>` per cluster (`--server` names portcullis).
+    CiLogin {
+        /// A file holding the job's token.
+        #[arg(long, conflicts_with = "token_env", required_unless_present = "token_env")]
+        token_file: Option<PathBuf>,
+        /// A variable holding the job's token.
+        #[arg(long)]
+        token_env: Option<String>,
+        /// A cluster to write a context for (repeat it); default: every
+        /// cluster the bot holds a grant on.
+        #[arg(long = "cluster")]
+        clusters: Vec<String>,
+        /// The kubeconfig to write (default: `$KUBECONFIG`'s first file,
+        /// else `~/.kube/config`).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+    },
 }
 
 /// `person …` / `bot …`.
@@ -285,6 +310,8 @@ pub fn admin(config: &Config, command: Command) -> Result<(), CliError> {
         Command::Admin(c) => admin::run(config, &store, c),
         Command::Serve
         | Command::GroupRule(_)
+        | Command::Bot(_)
+        | Command::CiLogin { .. }
         | Command::Certs { .. }
         | Command::Whoami
         | Command::Access(_)

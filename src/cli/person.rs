@@ -39,6 +39,8 @@ pub enum PersonCommand {
     Kubeconfig,
     /// `group-rule …` (admins).
     GroupRule(super::group_rule::GroupRuleCommand),
+    /// `bot trust …` (admins).
+    Bot(super::bot_trust::BotCommand),
 }
 
 /// Run `command` against the server `args` and `env` name, printing to
@@ -53,6 +55,7 @@ pub async fn run(args: &RemoteArgs, env: &PersonEnv, command: PersonCommand) -> 
         PersonCommand::Credential(c) => credential(&remote, c, out).await,
         PersonCommand::Kubeconfig => super::kubeconfig::run(&remote, env, out).await,
         PersonCommand::GroupRule(c) => super::group_rule::run(&remote, c, out).await,
+        PersonCommand::Bot(c) => super::bot_trust::run(&remote, c, out).await,
     }
 }
 

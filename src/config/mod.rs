@@ -16,6 +16,7 @@
 //! [`roles`] and [`reconcile`].
 
 pub mod approvals;
+pub mod ci;
 pub mod oauth;
 pub mod reconcile;
 pub mod roles;
@@ -81,6 +82,9 @@ pub struct Config {
     /// OAuth for agents' MCP clients: client metadata, endpoint limits.
     #[serde(default)]
     pub oauth: oauth::OAuthConfig,
+    /// CI jobs' token exchange: how their issuers are reached.
+    #[serde(default)]
+    pub ci: ci::CiConfig,
 }
 
 /// `[access]`: access requests.

@@ -137,6 +137,7 @@ impl Portcullis {
             oidc: None,
             sessions: Default::default(),
             oauth: Default::default(),
+            ci: Default::default(),
         };
         adjust(&mut config);
         let store = portcullis::cli::open_store(&config).unwrap();

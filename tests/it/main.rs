@@ -10,6 +10,7 @@ mod approvals_secrets;
 mod approvals_web;
 mod audit;
 mod audit_query;
+mod ci;
 mod cli;
 mod demo;
 mod document_limits;

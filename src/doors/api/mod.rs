@@ -26,11 +26,15 @@
 //! | `GET group-rules` | admins only: the group rules |
 //! | `POST group-rules` | admins only: add `{group, cluster, role, namespace?}` |
 //! | `POST group-rules/<id>/remove` | admins only: remove; its grants are revoked |
+//! | `GET trust-rules[?bot=<bot>]` | admins only: bots' trust rules for CI tokens |
+//! | `POST trust-rules` | admins only: add `{bot, issuer, audience, claims: ["name=value"], duration_seconds?, max_token_age_seconds?}` |
+//! | `POST trust-rules/<id>/remove` | admins only: remove |
 
 mod access;
 mod held;
 mod me;
 mod rules;
+mod trust;
 
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
@@ -182,6 +186,7 @@ impl Api {
             (_, "access-requests") => access::serve(self, identity, call).await,
             (_, "held-writes") => held::serve(self, identity, call).await,
             (_, "group-rules") => rules::serve(self, identity, call).await,
+            (_, "trust-rules") => trust::serve(self, identity, call).await,
             _ => Err(ApiError::not_found()),
         }
     }

@@ -1,0 +1,251 @@
+//! Trust rules, added and removed by administrators ([`add_rule`],
+//! [`remove_rule`]: the person API as the signed-in admin, or the operator
+//! on the server, [`Actor`]); each change is an audit row (resource
+//! `trustrules` of `portcullis.dev`) through [`crate::audit::commit_event`].
+
+use super::claims;
+use crate::audit::row::AuditRow;
+use crate::audit::AuditError;
+use crate::signin::groups::Actor;
+use crate::store::{Store, StoreError, TrustRule};
+use chrono::Utc;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long an exchanged credential lasts unless the rule says.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(3600);
+/// The longest a rule may let an exchanged credential last: a CI job's
+/// access should end with the job.
+pub const MAX_DURATION: Duration = Duration::from_secs(12 * 3600);
+/// The oldest token (by `iat`) accepted unless the rule says.
+pub const DEFAULT_MAX_TOKEN_AGE: Duration = Duration::from_secs(600);
+/// The most a rule may set the oldest token accepted to.
+pub const MAX_MAX_TOKEN_AGE: Duration = Duration::from_secs(3600);
+
+/// What a new rule says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TrustAsk {
+    /// The bot.
+    pub bot: String,
+    /// The issuer URL, exactly as tokens' `iss` says it.
+    pub issuer: String,
+    /// The audience tokens must carry.
+    pub audience: String,
+    /// `name=value` conditions, all of which must hold.
+    pub claims: Vec<String>,
+    /// How long an exchanged credential lasts ([`DEFAULT_DURATION`]).
+    pub duration: Option<Duration>,
+    /// The oldest token accepted ([`DEFAULT_MAX_TOKEN_AGE`]).
+    pub max_token_age: Option<Duration>,
+}
+
+/// Why a rule could not be changed.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The rule is not usable as asked.
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed, or has no such bot or rule.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The change could not be recorded in the audit.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+}
+
+/// Add a rule for `ask.bot`, by `actor`; audited.
+pub fn add_rule(store: &Store, ask: TrustAsk, actor: &Actor) -> Result<TrustRule, TrustError> {
+    check_url("issuer", &ask.issuer)?;
+    check_text("audience", &ask.audience)?;
+    let conditions = conditions(&ask.claims)?;
+    let duration = within("duration", ask.duration.unwrap_or(DEFAULT_DURATION), MAX_DURATION)?;
+    let max_age = within(
+        "max token age",
+        ask.max_token_age.unwrap_or(DEFAULT_MAX_TOKEN_AGE),
+        MAX_MAX_TOKEN_AGE,
+    )?;
+    let rule = TrustRule {
+        id: uuid::Uuid::now_v7().to_string(),
+        bot: ask.bot,
+        issuer: ask.issuer,
+        audience: ask.audience,
+        claims: conditions,
+        duration_seconds: duration.as_secs(),
+        max_token_age_seconds: max_age.as_secs(),
+        created_at: Utc::now(),
+        created_by: actor.name().to_string(),
+    };
+    store.add_trust_rule(&rule)?;
+    crate::audit::commit_event(store, rule_row("create", &rule, actor))?;
+    Ok(rule)
+}
+
+/// Remove rule `id`, by `actor`; audited. Returns the rule.
+pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<TrustRule, TrustError> {
+    let rule = store.remove_trust_rule(id)?;
+    crate::audit::commit_event(store, rule_row("delete", &rule, actor))?;
+    Ok(rule)
+}
+
+fn conditions(given: &[String]) -> Result<BTreeMap<String, String>, TrustError> {
+    if given.is_empty() {
+        return Err(TrustError::Invalid(
+            "give at least one --claim: without one, every job the issuer serves (any repository) would be trusted"
+                .into(),
+        ));
+    }
+    if given.len() > claims::MAX_CONDITIONS {
+        return Err(TrustError::Invalid(format!(
+            "at most {} claim conditions",
+            claims::MAX_CONDITIONS
+        )));
+    }
+    let mut conditions = BTreeMap::new();
+    for text in given {
+        let (name, pattern) = claims::parse_condition(text).map_err(TrustError::Invalid)?;
+        if conditions.insert(name.clone(), pattern).is_some() {
+            return Err(TrustError::Invalid(format!("claim {name:?} is given twice")));
+        }
+    }
+    Ok(conditions)
+}
+
+fn check_url(what: &str, url: &str) -> Result<(), TrustError> {
+    check_text(what, url)?;
+    let rest = url.strip_prefix("https://").unwrap_or_default();
+    if rest.is_empty() || rest.starts_with('/') || url.contains(['?', '#', ' ']) {
+        return Err(TrustError::Invalid(format!(
+            "the {what} must be an https URL without query or fragment, exactly as its tokens' iss says it (e.g. https://token.actions.githubusercontent.com)"
+        )));
+    }
+    Ok(())
+}
+
+fn check_text(what: &str, text: &str) -> Result<(), TrustError> {
+    if text.trim().is_empty() || text.len() > 512 || text.chars().any(char::is_control) {
+        return Err(TrustError::Invalid(format!(
+            "the {what} is empty, too long or has control characters"
+        )));
+    }
+    Ok(())
+}
+
+fn within(what: &str, value: Duration, max: Duration) -> Result<Duration, TrustError> {
+    if value < Duration::from_secs(10) || value > max {
+        return Err(TrustError::Invalid(format!(
+            "the {what} must be between 10s and {}",
+            humantime::format_duration(max)
+        )));
+    }
+    Ok(value)
+}
+
+/// A rule change's row: the bot, issuer, audience and conditions in the
+/// query; on record as a write, since it changes who may act as the bot.
+fn rule_row(verb: &str, rule: &TrustRule, actor: &Actor) -> AuditRow {
+    let now = Utc::now();
+    let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("bot", &rule.bot)
+        .append_pair("issuer", &rule.issuer)
+        .append_pair("audience", &rule.audience);
+    for (name, pattern) in &rule.claims {
+        query.append_pair("claim", &format!("{name}={pattern}"));
+    }
+    row.query = crate::audit::row::bounded(&query.finish());
+    row.principal_kind = match actor {
+        Actor::Person(p) => p.kind.as_str().into(),
+        Actor::Operator => "operator".into(),
+    };
+    row.login = actor.name().into();
+    row.path = format!("/trustrules/{}", rule.id);
+    row.verb = verb.into();
+    row.api_group = "portcullis.dev".into();
+    row.api_version = "v1".into();
+    row.resource = "trustrules".into();
+    row.name = rule.id.clone();
+    row.code = if verb == "create" { 201 } else { 200 };
+    row.write = true;
+    row.finish(now);
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Principal;
+
+    fn ask(claims: &[&str]) -> TrustAsk {
+        TrustAsk {
+            bot: "deployer".into(),
+            issuer: "https://token.actions.githubusercontent.com".into(),
+            audience: "https://p.example".into(),
+            claims: claims.iter().map(|c| c.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_rule_gets_the_default_duration_and_age_and_is_audited_as_its_author_made_and_removed_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        store.add_principal(&Principal::bot("deployer"), false).unwrap();
+        let rule = add_rule(&store, ask(&["repository=acme/shop"]), &Actor::Operator).unwrap();
+        assert_eq!((rule.duration_seconds, rule.max_token_age_seconds), (3600, 600));
+        assert_eq!(rule.created_by, "cli");
+        assert_eq!(rule.claims["repository"], "acme/shop");
+        let removed = remove_rule(&store, &rule.id, &Actor::Person(Principal::person("ana"))).unwrap();
+        assert_eq!(removed, rule);
+        assert!(store.trust_rules(None).unwrap().is_empty());
+        let filter = crate::audit::query::Filter {
+            resource: Some("trustrules".into()),
+            ..Default::default()
+        };
+        let mut audit = crate::audit::sqlite::SqliteAuditStore::open(store.path()).unwrap();
+        let rows = crate::audit::store::AuditStore::query(&mut audit, &filter).unwrap();
+        let said: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|r| (r.row.verb.as_str(), r.row.login.as_str(), r.row.name.as_str()))
+            .collect();
+        assert_eq!(
+            said,
+            [("create", "cli", rule.id.as_str()), ("delete", "ana", rule.id.as_str())]
+        );
+        assert!(
+            rows[0].row.query.contains("claim=repository%3Dacme%2Fshop"),
+            "{}",
+            rows[0].row.query
+        );
+    }
+
+    #[test]
+    fn a_rule_without_conditions_or_with_a_bad_issuer_or_duration_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        store.add_principal(&Principal::bot("deployer"), false).unwrap();
+        let refused = |ask: TrustAsk| add_rule(&store, ask, &Actor::Operator).unwrap_err().to_string();
+        assert!(refused(ask(&[])).contains("at least one --claim"));
+        assert!(refused(ask(&["ref=a", "ref=b"])).contains("twice"));
+        for issuer in ["http://i.example", "https://", "https://i.example?x=1", "token.actions"] {
+            let bad = TrustAsk {
+                issuer: issuer.into(),
+                ..ask(&["repository=acme/shop"])
+            };
+            assert!(refused(bad).contains("https URL"), "{issuer}");
+        }
+        let long = TrustAsk {
+            duration: Some(Duration::from_secs(13 * 3600)),
+            ..ask(&["repository=acme/shop"])
+        };
+        assert!(refused(long).contains("duration"));
+        let ghost = TrustAsk {
+            bot: "ghost".into(),
+            ..ask(&["repository=acme/shop"])
+        };
+        assert!(matches!(
+            add_rule(&store, ghost, &Actor::Operator),
+            Err(TrustError::Store(StoreError::NotFound(_)))
+        ));
+    }
+}

@@ -1,0 +1,109 @@
+//! A CI job's token, exchanged: the credential works as the bot's, and the
+//! audit row of each of its requests names the bot, the rule, and the
+//! job's subject, repository and run; tokens signed RS256 and ES256; a
+//! rule's own duration and glob; keys rotated at the issuer.
+
+use super::issuer::Key;
+use super::{trust, Ci, BOT};
+use crate::approvals::audit_rows;
+use portcullis::audit::refusal::Refusal;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_actions_token_gives_a_bot_credential_that_kubectl_lists_pods_with_audited_as_the_job() {
+    let ci = Ci::start().await;
+    let token = ci.issuer.key("rsa-1").sign(&ci.claims("1001"));
+    let answer = ci.exchange(&token).await;
+    let body = answer.ok();
+    assert_eq!(body["token_type"], "Bearer");
+    assert_eq!(
+        body["issued_token_type"],
+        "urn:ietf:params:oauth:token-type:access_token"
+    );
+    assert_eq!(body["expires_in"], 3600);
+    assert_eq!(body["clusters"], serde_json::json!([ci.env.cluster]));
+    let credential = body["access_token"].as_str().unwrap();
+    assert!(credential.starts_with("pcl_"), "a portcullis credential");
+    let held = ci.credentials();
+    assert_eq!(held.len(), 1);
+    let lasts = held[0].expires_at.unwrap() - held[0].created_at;
+    assert!((3590..=3600).contains(&lasts.num_seconds()), "{lasts}");
+    let via = format!(
+        "ci rule={} sub=repo:acme/shop:ref:refs/heads/main repository=acme/shop run_id=1001",
+        ci.rule.id
+    );
+    assert_eq!(
+        (answer.row.login.as_str(), answer.row.via.as_str()),
+        (BOT, via.as_str())
+    );
+    assert_eq!(
+        (answer.row.refused.as_str(), answer.row.resource.as_str()),
+        ("", "tokens")
+    );
+
+    let pods = ci.env.kubectl(credential, "shop").ok(&["get", "pods", "-o", "name"]);
+    assert!(pods.contains("pod/"), "{pods}");
+    let rows = audit_rows(&ci.env).await;
+    let listed = rows
+        .iter()
+        .find(|r| r.resource == "pods" && r.verb == "list")
+        .expect("kubectl's request is audited");
+    assert_eq!(
+        (listed.principal_kind.as_str(), listed.login.as_str(), listed.code),
+        ("bot", BOT, 200)
+    );
+    assert_eq!(listed.via, via, "the row names the rule and the job");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_es256_token_meeting_a_glob_rule_gets_that_rules_duration() {
+    let ci = Ci::start().await;
+    let tags = trust(
+        &ci.env,
+        &ci.issuer,
+        &["repository=acme/*", "ref=refs/tags/v*"],
+        Some(Duration::from_secs(1800)),
+    );
+    let mut claims = ci.claims("2002");
+    claims["ref"] = "refs/tags/v1.4.0".into();
+    let answer = ci.exchange(&ci.issuer.key("ec-1").sign(&claims)).await;
+    let body = answer.ok();
+    assert_eq!(body["expires_in"], 1800);
+    assert!(
+        answer.row.via.starts_with(&format!("ci rule={} ", tags.id)),
+        "{}",
+        answer.row.via
+    );
+    let pods = ci.env.kubectl(body["access_token"].as_str().unwrap(), "shop");
+    assert!(pods.ok(&["get", "pods", "-o", "name"]).contains("pod/"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_rotated_at_the_issuer_is_picked_up_and_unknown_key_ids_refetch_at_most_once_a_minute() {
+    let ci = Ci::start().await;
+    let first = ci.exchange(&ci.issuer.key("rsa-1").sign(&ci.claims("1"))).await;
+    first.ok();
+    assert_eq!(ci.issuer.key_fetches.load(Ordering::SeqCst), 1);
+
+    let rotated = Key::rsa("rsa-2", 1);
+    ci.issuer.publish(vec![rotated.clone()]);
+    let second = ci.exchange(&rotated.sign(&ci.claims("2"))).await;
+    second.ok();
+    assert_eq!(ci.issuer.key_fetches.load(Ordering::SeqCst), 2);
+
+    let made_up = ci.exchange(&rotated.sign_as("made-up", &ci.claims("3"))).await;
+    assert_eq!(made_up.row.refused, Refusal::CiTokenUnknownKey.as_str());
+    assert_eq!(
+        ci.issuer.key_fetches.load(Ordering::SeqCst),
+        2,
+        "no refetch within a minute of the last"
+    );
+    let old = ci.exchange(&Key::rsa("rsa-1", 0).sign(&ci.claims("4"))).await;
+    assert_eq!(
+        old.row.refused,
+        Refusal::CiTokenUnknownKey.as_str(),
+        "the old key is gone"
+    );
+    assert_eq!(ci.credentials().len(), 2);
+}
