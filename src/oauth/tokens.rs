@@ -110,7 +110,8 @@ pub fn issue_code(store: &Store, consent: &Consent) -> Result<String, OAuthError
 /// Exchange a code for the session's first tokens.
 pub fn exchange_code(store: &Store, ask: CodeExchange<'_>) -> Result<Issued, OAuthError> {
     let hash = credential::hash(ask.code);
-    let consent = match store.take_code(&hash, Utc::now()).map_err(store_error)? {
+    // Judged with the skew allowed: another replica's clock may run ahead.
+    let consent = match store.take_code(&hash, Utc::now() - SKEW).map_err(store_error)? {
         Taken::Fresh(kept) => serde_json::from_str::<Consent>(&kept).map_err(|_| OAuthError::unavailable())?,
         Taken::Reused(session) => {
             if let Some(session) = session {
@@ -192,7 +193,10 @@ pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
 /// the session.
 pub fn refresh(store: &Store, refresh_token: &str, client_id: &str) -> Result<Issued, OAuthError> {
     let hash = credential::hash(refresh_token);
-    let (agent_id, until) = match store.take_refresh_token(&hash, Utc::now()).map_err(store_error)? {
+    let (agent_id, until) = match store
+        .take_refresh_token(&hash, Utc::now() - SKEW)
+        .map_err(store_error)?
+    {
         Taken::Fresh(found) => found,
         Taken::Reused(session) => {
             if let Some(session) = session {
@@ -246,6 +250,15 @@ fn tokens(store: &Store, agent: Agent, client_id: &str, until: DateTime<Utc>) ->
         agent,
         clusters: Vec::new(),
     })
+}
+
+/// The agent session a code or refresh token belongs to, if any: after a
+/// refused grant (a reuse ends the session), its cached credentials must
+/// be dropped at once.
+pub fn session_of(store: &Store, code_or_refresh_token: &str) -> Option<String> {
+    let hash = credential::hash(code_or_refresh_token);
+    let refresh = store.refresh_token_session(&hash).ok().flatten();
+    refresh.or_else(|| store.code_session(&hash).ok().flatten())
 }
 
 /// Revoke a token (RFC 7009): a refresh token ends its session; an access

@@ -169,3 +169,29 @@ fn revoking_a_refresh_token_ends_its_session_and_an_access_token_only_itself() {
     assert!(store.agent(&issued.agent.id).unwrap().unwrap().disabled);
     assert_eq!(revoke(&store, "pcl_not-a-token").unwrap(), None);
 }
+
+#[test]
+fn a_code_just_past_its_end_is_still_taken_within_the_skew_and_not_after() {
+    let (_dir, store) = setup();
+    let kept = serde_json::to_string(&consent()).unwrap();
+    store
+        .put_code(
+            &credential::hash("pcl_within"),
+            &kept,
+            Utc::now() - TimeDelta::seconds(30),
+        )
+        .unwrap();
+    store
+        .put_code(
+            &credential::hash("pcl_beyond"),
+            &kept,
+            Utc::now() - TimeDelta::seconds(90),
+        )
+        .unwrap();
+    assert!(
+        exchange_code(&store, ask("pcl_within")).is_ok(),
+        "30 s late is within the 60 s skew"
+    );
+    let error = exchange_code(&store, ask("pcl_beyond")).unwrap_err();
+    assert!(error.description.contains("expired"), "{error}");
+}

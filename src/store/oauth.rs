@@ -232,6 +232,19 @@ impl Store {
         })
     }
 
+    /// The agent session a code's exchange made, if it was exchanged.
+    pub fn code_session(&self, code_sha256: &str) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT agent_id FROM oauth_codes WHERE code_sha256 = ?1",
+                params![code_sha256],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten())
+        })
+    }
+
     /// Keep a refresh token (its SHA-256) of `agent_id`, good until
     /// `expires_at`.
     pub fn put_refresh_token(&self, sha256: &str, agent_id: &str, expires_at: DateTime<Utc>) -> Result<(), StoreError> {

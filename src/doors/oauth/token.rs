@@ -86,7 +86,9 @@ async fn grant(
                 resource: field("resource"),
             };
             let (store, ask) = (oauth.store.clone(), owned(ask));
-            let issued = blocking(move || tokens::exchange_code(&store, ask.borrow())).await?;
+            let code = ask.0[0].clone();
+            let issued = blocking(move || tokens::exchange_code(&store, ask.borrow()));
+            let issued = forgetting(oauth, authenticator, code, issued.await).await?;
             bind(oauth, &issued).await;
             Ok(noted(row, &issued))
         }
@@ -98,8 +100,9 @@ async fn grant(
                     "the only resource here is this server's /mcp",
                 ));
             }
-            let store = oauth.store.clone();
-            let issued = blocking(move || tokens::refresh(&store, &token, &client)).await?;
+            let (store, presented) = (oauth.store.clone(), token.clone());
+            let issued = blocking(move || tokens::refresh(&store, &token, &client)).await;
+            let issued = forgetting(oauth, authenticator, presented, issued).await?;
             authenticator.forget_agent(&issued.agent.id);
             Ok(noted(row, &issued))
         }
@@ -107,6 +110,24 @@ async fn grant(
         TOKEN_EXCHANGE => oauth.ci.exchange(form, row).await.map(|answer| answer.to_string()),
         other => Err(OAuthError::unsupported_grant_type(other)),
     }
+}
+
+/// A refused code or refresh token may have ended its session (a reuse):
+/// its credentials leave the cache now, not at the cache's next refresh.
+async fn forgetting(
+    oauth: &OAuth,
+    authenticator: &Authenticator,
+    presented: String,
+    result: Result<Issued, OAuthError>,
+) -> Result<Issued, OAuthError> {
+    if result.is_err() {
+        let store = oauth.store.clone();
+        let session = tokio::task::spawn_blocking(move || tokens::session_of(&store, &presented)).await;
+        if let Ok(Some(session)) = session {
+            authenticator.forget_agent(&session);
+        }
+    }
+    result
 }
 
 /// The issued session in the audit row (never a token).

@@ -269,3 +269,32 @@ async fn revoking_the_refresh_token_ends_the_session_and_its_access_token() {
     assert_eq!(again.json()["error"], "invalid_grant");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_or_refresh_token_presented_twice_ends_the_session_and_every_token_of_it() {
+    let env = Portcullis::start().await;
+    env.person("ana", &[("developer", Some("shop"))]);
+    let first = tokens_for_ana(&env, "developer").await;
+    let (access, refresh) = (
+        first["access_token"].as_str().unwrap(),
+        first["refresh_token"].as_str().unwrap(),
+    );
+    let form = |token: &str| format!("grant_type=refresh_token&refresh_token={token}&client_id={CLIENT}");
+    let second = post_form(&env, "/oauth/token", &form(refresh)).await;
+    assert_eq!(second.status, 200);
+    let newer = second.json()["access_token"].as_str().unwrap().to_string();
+    connect(&env, &newer, stateless()).await;
+    // The first refresh token again: a thief or a replay. The whole session ends.
+    let replayed = post_form(&env, "/oauth/token", &form(refresh)).await;
+    assert_eq!(replayed.json()["error"], "invalid_grant");
+    for token in [access, newer.as_str()] {
+        let refused = crate::mcp::try_connect(&env, token, stateless()).await;
+        assert!(refused.is_err(), "every access token of the session is refused");
+    }
+    let next = second.json()["refresh_token"].as_str().unwrap().to_string();
+    assert_eq!(
+        post_form(&env, "/oauth/token", &form(&next)).await.json()["error"],
+        "invalid_grant"
+    );
+    env.stop().await;
+}

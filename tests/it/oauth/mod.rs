@@ -2,4 +2,8 @@
 
 pub mod cimd;
 pub mod dcr;
+pub mod endpoints;
 pub mod python_flow;
+pub mod consent;
+pub mod consent_agents;
+pub mod consent_page;
