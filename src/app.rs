@@ -59,6 +59,8 @@ pub struct App {
     doors: Arc<Doors>,
     reconciler: Arc<Reconciler>,
     store: Store,
+    /// The bypass check's grace time and the audit's retention.
+    audit: crate::config::AuditConfig,
 }
 
 impl App {
@@ -79,7 +81,8 @@ impl App {
         // The policy stage's clock: a grant's binding goes when its group
         // stops being sent.
         let clock = doors.pipeline().grant_clock().clone();
-        let reconciler = Arc::new(Reconciler::new(config, kept.clone(), clock)?);
+        let recorder = crate::audit::forwarded::Recorder::Writer(doors.pipeline().audit().writer().clone());
+        let reconciler = Arc::new(Reconciler::new(config, kept.clone(), clock, recorder)?);
         doors.bind_with(reconciler.clone());
         let listener = TcpListener::bind(&config.listen)
             .await
@@ -94,6 +97,7 @@ impl App {
             doors,
             reconciler,
             store: kept,
+            audit: config.audit.clone(),
         })
     }
 
@@ -150,9 +154,16 @@ impl App {
     /// The work done beside serving: the clusters' RBAC is kept in step,
     /// undecided access requests and held writes expire, OAuth codes,
     /// tokens and unused clients are forgotten, and certificates
-    /// and tokens are re-read.
-    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 5] {
+    /// and tokens are re-read, and the API servers' audit events are
+    /// checked for requests that went around portcullis.
+    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 6] {
         [
+            tokio::spawn(crate::audit::bypass::check_periodically(
+                self.store.clone(),
+                self.audit.bypass_grace,
+                self.audit.retention,
+                self.doors.pipeline().metrics.bypass_alerts.clone(),
+            )),
             tokio::spawn(crate::oauth::sweep_periodically(
                 self.store.clone(),
                 self.doors.clients().clone(),
@@ -218,7 +229,7 @@ async fn refresh(pipeline: Arc<Pipeline>, certificate: Arc<ReloadingCertificate>
         tick.tick().await;
         certificate.reload_if_changed();
         for upstream in pipeline.upstreams() {
-            upstream.refresh().await;
+            upstream.refresh(pipeline.audit().writer()).await;
         }
     }
 }

@@ -86,6 +86,8 @@ fn demo_config(dir: &Path, listen: &str, server: String) -> Config {
             server,
             ca_file: dir.join("cluster-ca.pem"),
             token_file: dir.join("cluster-token"),
+            audit_webhook_token_file: None,
+            service_account: None,
         }],
         roles: Vec::new(),
         audit: Default::default(),

@@ -17,8 +17,11 @@
 //! - [`export`]: the JSON lines sink for a SIEM; [`retention`]: the hourly
 //!   sweep.
 
+pub mod apiserver;
+pub mod bypass;
 pub mod chain;
 pub mod export;
+pub mod forwarded;
 pub mod query;
 pub mod read;
 pub mod record;

@@ -34,6 +34,9 @@ pub struct Filter {
     pub tool: Option<String>,
     /// Audit id (the same as the API server's audit event id).
     pub id: Option<String>,
+    /// What the row records: `alert` for bypass alerts (see
+    /// `audit::bypass`); requests have none.
+    pub kind: Option<String>,
     /// Include discovery requests (hidden by default: every kubectl command
     /// makes several).
     pub discovery: bool,
@@ -74,7 +77,7 @@ pub enum Condition {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
     /// An unknown parameter name.
-    #[error("unknown filter {0:?}: use since, until, login, credential, cluster, namespace, verb, resource, outcome, session, tool, id, discovery, limit")]
+    #[error("unknown filter {0:?}: use since, until, login, credential, cluster, namespace, verb, resource, outcome, session, tool, id, kind, discovery, limit")]
     Unknown(String),
     /// A value that does not parse.
     #[error("filter {name}: {message}")]
@@ -108,6 +111,7 @@ impl Filter {
                 "session" => filter.session = text,
                 "tool" => filter.tool = text,
                 "id" => filter.id = text,
+                "kind" => filter.kind = text,
                 "outcome" => {
                     let outcome = <Outcome as clap::ValueEnum>::from_str(&value, true);
                     filter.outcome = Some(outcome.map_err(|_| bad("use denied, error or write".into()))?);
@@ -131,6 +135,7 @@ impl Filter {
             ("session", &self.session),
             ("tool", &self.tool),
             ("id", &self.id),
+            ("kind", &self.kind),
         ];
         for (column, value) in equals {
             if let Some(value) = value {
@@ -179,6 +184,7 @@ fn field<'a>(row: &'a AuditRow, column: &str) -> &'a str {
         "session" => &row.session,
         "tool" => &row.tool,
         "id" => &row.id,
+        "kind" => &row.kind,
         "resource" => &row.resource,
         "subresource" => &row.subresource,
         _ => "",

@@ -162,6 +162,12 @@ pub enum Refusal {
     /// OAuth: a consent beyond what the person may hand over (no grant, one
     /// not their own, a role not narrower, a duration not offered).
     OAuthConsentRefused,
+    /// The API server's audit webhook: a call without the cluster's own
+    /// webhook token (or for a cluster that has none).
+    AuditWebhookCredential,
+    /// The API server's audit webhook: a batch that is not an
+    /// `audit.k8s.io/v1` `EventList` (nothing of it kept).
+    AuditWebhookBatch,
 }
 
 impl Refusal {
@@ -236,6 +242,8 @@ impl Refusal {
             R::CiIssuerUnavailable => "ci_issuer_unavailable",
             R::OAuthAuthorizeInvalid => "oauth_authorize_invalid",
             R::OAuthConsentRefused => "oauth_consent_refused",
+            R::AuditWebhookCredential => "audit_webhook_credential",
+            R::AuditWebhookBatch => "audit_webhook_batch",
         }
     }
 }

@@ -97,6 +97,11 @@ pub struct AuditRow {
     /// hashes.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub via: String,
+    /// What the row records: empty for a request, `alert` for a bypass
+    /// alert (see `audit::bypass`), `system` for portcullis's own requests.
+    /// Left out of the hashed JSON when empty, as `via`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 /// A row with its place in the hash chain.

@@ -7,6 +7,7 @@
 //! WAL mode lets the CLI and the admin endpoint read while it writes.
 
 use super::chain::{self, Anchor};
+use super::forwarded::Forwarded;
 use super::query::{Condition, Filter, Outcome};
 use super::row::{AuditRow, ChainedRow};
 use super::store::AuditStore;
@@ -24,6 +25,8 @@ pub struct SqliteAuditStore {
     /// Ids in `audit_intents`: only their finished rows need the intent
     /// deleted, so a read's row costs no extra statement.
     intents: HashSet<String>,
+    /// Forwarded records for the next commit.
+    forwarded: Vec<Forwarded>,
 }
 
 impl std::fmt::Debug for SqliteAuditStore {
@@ -33,8 +36,8 @@ impl std::fmt::Debug for SqliteAuditStore {
 }
 
 /// The row's columns, in [`AuditRow`] field order.
-const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\", \"via\"";
-const COLUMN_COUNT: usize = 36;
+const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\", \"via\", \"kind\"";
+const COLUMN_COUNT: usize = 37;
 
 impl SqliteAuditStore {
     /// Open the database at `path` (migrating it if needed).
@@ -51,7 +54,11 @@ impl SqliteAuditStore {
             let ids = stmt.query_map([], |r| r.get(0))?;
             ids.collect::<Result<_, _>>()?
         };
-        Ok(SqliteAuditStore { conn, intents })
+        Ok(SqliteAuditStore {
+            conn,
+            intents,
+            forwarded: Vec::new(),
+        })
     }
 
     fn last(conn: &Connection) -> Result<Anchor, AuditError> {
@@ -82,6 +89,12 @@ impl AuditStore for SqliteAuditStore {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut chained = Vec::with_capacity(rows.len());
         {
+            let mut forwarded = tx.prepare_cached(
+                "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for record in &self.forwarded {
+                forwarded.execute(params![record.id, record.cluster, record.kind, timestamp(&record.at)])?;
+            }
             let mut intent = tx.prepare_cached("INSERT OR REPLACE INTO audit_intents (id, row) VALUES (?1, ?2)")?;
             for row in intents {
                 intent.execute(params![
@@ -114,11 +127,16 @@ impl AuditStore for SqliteAuditStore {
             }
         }
         tx.commit()?;
+        self.forwarded.clear();
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
         for row in rows {
             self.intents.remove(&row.id);
         }
         Ok(chained)
+    }
+
+    fn forwarded(&mut self, records: Vec<Forwarded>) {
+        self.forwarded.extend(records);
     }
 
     fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
@@ -268,6 +286,7 @@ fn values_of<'a>(row: &'a AuditRow, out: &mut Vec<ToSqlOutput<'a>>) {
         flag(row.held),
         flag(row.approved),
         text(&row.via),
+        text(&row.kind),
     ]);
 }
 
@@ -317,6 +336,7 @@ fn chained_row(r: &Row) -> rusqlite::Result<ChainedRow> {
         held: r.get(36)?,
         approved: r.get(37)?,
         via: r.get(38)?,
+        kind: r.get(39)?,
     };
     Ok(ChainedRow {
         seq: r.get(0)?,

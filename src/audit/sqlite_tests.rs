@@ -51,6 +51,7 @@ fn filters_select_exactly_the_matching_rows() {
         let mut s = SqliteAuditStore {
             conn: Connection::open(store.conn.path().unwrap()).unwrap(),
             intents: HashSet::new(),
+            forwarded: Vec::new(),
         };
         s.query(&filter).unwrap().into_iter().map(|r| r.row.id).collect()
     };

@@ -4,6 +4,7 @@
 //! thread, never from the request path.
 
 use super::chain::{Anchor, Break, Verifier};
+use super::forwarded::Forwarded;
 use super::query::Filter;
 use super::row::{AuditRow, ChainedRow};
 use super::AuditError;
@@ -15,6 +16,11 @@ pub trait AuditStore: Send {
     /// forwarded, whose outcome is not known yet), then append `rows` to the
     /// hash chain, each replacing its intent. Returns the rows as chained.
     fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError>;
+
+    /// Keep `records` for the next [`commit`](Self::commit), which writes
+    /// them in its transaction (and keeps them for the one after if it
+    /// fails).
+    fn forwarded(&mut self, records: Vec<Forwarded>);
 
     /// Turn intents left by a crash into rows whose outcome is unknown
     /// (code 0, reason `Unknown`); returns them as chained.

@@ -11,6 +11,7 @@
 //! commit window (never a write's intent, which recovery turns into a row).
 
 use super::export::{ExportSink, Exporter};
+use super::forwarded::Forwarded;
 use super::row::{AuditRow, ChainedRow};
 use super::store::AuditStore;
 use super::AuditError;
@@ -64,6 +65,7 @@ type Sweep = (DateTime<Utc>, usize, Ack<Result<usize, String>>);
 
 enum Msg {
     Row(AuditRow),
+    Forwarded(Forwarded),
     Intent(AuditRow, Ack<Result<(), String>>),
     Flush(Ack<()>),
     Sweep(DateTime<Utc>, usize, Ack<Result<usize, String>>),
@@ -109,7 +111,18 @@ impl AuditWriter {
     /// Queue a finished row without waiting (from `Drop`): if the queue is
     /// full, a task waits for room.
     pub fn submit(&self, row: AuditRow) {
-        match self.tx.try_send(Msg::Row(row)) {
+        self.queue(Msg::Row(row));
+    }
+
+    /// Record without waiting that a request left for its cluster: it goes
+    /// into the next commit with the rows, so the request path pays no
+    /// commit of its own.
+    pub fn forwarded(&self, record: Forwarded) {
+        self.queue(Msg::Forwarded(record));
+    }
+
+    fn queue(&self, msg: Msg) {
+        match self.tx.try_send(msg) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(msg)) => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
@@ -177,8 +190,14 @@ impl AuditWriter {
 }
 
 fn lost(msg: Msg) {
-    if let Msg::Row(row) | Msg::Intent(row, _) = msg {
-        tracing::error!(audit_id = %row.id, "the audit writer has stopped: this request's row is lost");
+    match msg {
+        Msg::Row(row) | Msg::Intent(row, _) => {
+            tracing::error!(audit_id = %row.id, "the audit writer has stopped: this request's row is lost")
+        }
+        Msg::Forwarded(record) => {
+            tracing::warn!(audit_id = %record.id, "the audit writer has stopped: this request's forwarded record is lost")
+        }
+        _ => {}
     }
 }
 
@@ -187,6 +206,7 @@ fn lost(msg: Msg) {
 struct Batch {
     rows: Vec<AuditRow>,
     intents: Vec<AuditRow>,
+    forwarded: Vec<Forwarded>,
     intent_acks: Vec<Ack<Result<(), String>>>,
     flushes: Vec<Ack<()>>,
     sweep: Option<Sweep>,
@@ -197,6 +217,7 @@ impl Batch {
     fn add(&mut self, msg: Msg) {
         match msg {
             Msg::Row(row) => self.rows.push(row),
+            Msg::Forwarded(record) => self.forwarded.push(record),
             Msg::Intent(row, ack) => {
                 self.intents.push(row);
                 self.intent_acks.push(ack);
@@ -233,7 +254,7 @@ async fn run(
         };
         metrics.queue_depth.set(rx.len() as i64);
         (storage, retry) = storage
-            .commit(batch.intents, batch.rows, batch.intent_acks, &metrics)
+            .commit(batch.forwarded, batch.intents, batch.rows, batch.intent_acks, &metrics)
             .await;
         for ack in batch.flushes {
             let _ = ack.send(());
@@ -292,10 +313,12 @@ impl Storage {
         storage
     }
 
-    /// Commit `intents` and `rows` in one transaction and answer whoever
-    /// waits on the intents. Returns the rows to try again if it failed.
+    /// Commit `forwarded`, `intents` and `rows` in one transaction and
+    /// answer whoever waits on the intents. Returns the rows to try again if
+    /// it failed.
     async fn commit(
         self,
+        forwarded: Vec<Forwarded>,
         intents: Vec<AuditRow>,
         rows: Vec<AuditRow>,
         intent_acks: Vec<Ack<Result<(), String>>>,
@@ -303,6 +326,7 @@ impl Storage {
     ) -> (Storage, Vec<AuditRow>) {
         let (storage, result) = self
             .blocking(move |store| {
+                store.forwarded(forwarded);
                 store
                     .commit(&intents, &rows)
                     .map(|c| (c.len(), c))

@@ -28,6 +28,7 @@ impl AuditStore for Probe {
             .map(|r| crate::audit::chain::append(&Anchor::default(), r.clone()))
             .collect())
     }
+    fn forwarded(&mut self, _: Vec<Forwarded>) {}
     fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
         Ok(Vec::new())
     }

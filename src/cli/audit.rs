@@ -8,6 +8,7 @@ use crate::audit::query::{parse_time, Filter, Outcome};
 use crate::audit::row::ChainedRow;
 use crate::audit::sqlite::SqliteAuditStore;
 use crate::audit::store::{verify, AuditStore};
+use crate::config::Config;
 use crate::store::Store;
 use crate::text::escape_control;
 use clap::{Args, Subcommand};
@@ -20,7 +21,7 @@ use std::io::Write;
 pub struct AuditCommand {
     /// Verify instead of querying.
     #[command(subcommand)]
-    pub action: Option<AuditAction>,
+    pub action: Option<Box<AuditAction>>,
     /// Which rows.
     #[command(flatten)]
     pub filters: FilterArgs,
@@ -29,12 +30,35 @@ pub struct AuditCommand {
     pub json: bool,
 }
 
-/// `audit verify`.
-#[derive(Debug, Subcommand)]
+/// `audit verify`, `show`, `alerts`, `ingest`.
+#[derive(Debug, Clone, Subcommand)]
 pub enum AuditAction {
     /// Walk the hash chain and name the first row removed, inserted or
     /// edited; exits non-zero if there is one.
     Verify,
+    /// One request by audit id: portcullis's row, and beside it the API
+    /// server's stages, response code, impersonated user and groups, and
+    /// its authorization decision and reason.
+    Show {
+        /// The audit id.
+        id: String,
+    },
+    /// The bypass alerts: requests the API server saw made as portcullis
+    /// that portcullis never sent.
+    Alerts {
+        /// One JSON object a line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read a cluster's API server audit log (JSON lines) into the store,
+    /// as its audit webhook would deliver it.
+    Ingest {
+        /// The cluster whose API server wrote the log.
+        #[arg(long)]
+        cluster: String,
+        /// The log file.
+        file: std::path::PathBuf,
+    },
 }
 
 /// The filters, as flags.
@@ -105,6 +129,7 @@ impl FilterArgs {
             session: self.session,
             tool: self.tool,
             id: self.id,
+            kind: None,
             discovery: self.discovery,
             limit: self.limit,
         })
@@ -112,10 +137,18 @@ impl FilterArgs {
 }
 
 /// Run `command` on the audit of `store`, printing to `out`.
-pub fn run(store: &Store, command: AuditCommand, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn run(config: &Config, store: &Store, command: AuditCommand, out: &mut dyn Write) -> Result<(), CliError> {
+    match command.action.as_deref().cloned() {
+        Some(AuditAction::Show { id }) => return super::apiserver_audit::show(store, &id, out),
+        Some(AuditAction::Alerts { json }) => return super::apiserver_audit::alerts(store, json, out),
+        Some(AuditAction::Ingest { cluster, file }) => {
+            return super::apiserver_audit::ingest(config, store, &cluster, &file, out)
+        }
+        _ => {}
+    }
     let mut audit = SqliteAuditStore::open(store.path()).map_err(|e| CliError::Message(e.to_string()))?;
     let io = |e: std::io::Error| CliError::Message(format!("cannot write the output: {e}"));
-    if let Some(AuditAction::Verify) = command.action {
+    if let Some(AuditAction::Verify) = command.action.as_deref() {
         let report = verify(&mut audit).map_err(|e| CliError::Message(e.to_string()))?;
         return match report.broken {
             None => writeln!(out, "audit chain intact: {} rows verified", report.checked).map_err(io),

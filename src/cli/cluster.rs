@@ -4,6 +4,7 @@
 //! binds the grant before returning, or says that binding is pending.
 
 use super::CliError;
+use crate::audit::forwarded::Recorder;
 use crate::config::Config;
 use crate::identity::clock::GrantClock;
 use crate::reconcile::cluster::ClusterClient;
@@ -86,7 +87,7 @@ pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
         Err(e) => return format!("binding pending: cannot start a runtime: {e}"),
     };
     // kube-rs's client spawns its buffer task: build it inside the runtime.
-    let client = match runtime.block_on(async { ClusterClient::new(cluster_config) }) {
+    let client = match runtime.block_on(async { ClusterClient::new(cluster_config, Recorder::Store(store.clone())) }) {
         Ok(client) => client,
         Err(e) => return format!("binding pending: {e}"),
     };

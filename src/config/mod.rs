@@ -16,12 +16,14 @@
 //! [`roles`] and [`reconcile`].
 
 pub mod approvals;
+pub mod audit;
 pub mod ci;
 pub mod oauth;
 pub mod reconcile;
 pub mod roles;
 pub mod signin;
 
+pub use audit::AuditConfig;
 use ipnet::IpNet;
 pub use reconcile::{valid_instance_id, ReconcileConfig, MAX_INSTANCE_ID};
 use roles::Role;
@@ -130,33 +132,6 @@ impl Default for McpConfig {
     }
 }
 
-/// `[audit]`: where rows are exported and how long they are kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuditConfig {
-    /// JSON lines sink for a SIEM: `"stdout"` or a file path; none if unset.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub export: Option<String>,
-    /// An export file is rotated when it would grow past this (100 MiB).
-    pub rotate_bytes: u64,
-    /// Rotated export files kept (`<path>.1` … `<path>.<keep>`).
-    pub keep: usize,
-    /// Rows older than this are swept, hourly (30 days).
-    #[serde(with = "humantime_serde")]
-    pub retention: Duration,
-}
-
-impl Default for AuditConfig {
-    fn default() -> Self {
-        AuditConfig {
-            export: None,
-            rotate_bytes: 100 * 1024 * 1024,
-            keep: 5,
-            retention: Duration::from_secs(30 * 24 * 3600),
-        }
-    }
-}
-
 /// Serving certificate and key, re-read when the files change.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,6 +177,23 @@ pub struct ClusterConfig {
     pub ca_file: PathBuf,
     /// portcullis's ServiceAccount token; re-read when it changes.
     pub token_file: PathBuf,
+    /// The bearer token the cluster's API server presents to its audit
+    /// webhook URL (`/apiserver-audit/<name>`), read from this file at each
+    /// call; without it the webhook refuses every call for this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_webhook_token_file: Option<PathBuf>,
+    /// The user portcullis is to this cluster's API server (its audit's
+    /// `user.username`); `system:serviceaccount:portcullis:portcullis`, as
+    /// `deploy/` installs it, if unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<String>,
+}
+
+impl ClusterConfig {
+    /// The user portcullis is to this cluster.
+    pub fn service_account(&self) -> &str {
+        self.service_account.as_deref().unwrap_or(audit::DEFAULT_SERVICE_ACCOUNT)
+    }
 }
 
 /// Why the configuration was refused.

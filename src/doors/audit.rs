@@ -2,20 +2,63 @@
 //!
 //! Authenticated with a person's bearer token like any request; who may
 //! read it and which rows a query selects are the audit's own
-//! ([`crate::audit::read`]). This door only writes the rows out.
+//! ([`crate::audit::read`]). This door only writes the rows out. Asked for
+//! one audit id (`?id=`), each row carries the API server's events of the
+//! same request beside it (`apiserver`: its stages, response code, the
+//! user it impersonated and its RBAC decision and reason); a request the
+//! API server saw but portcullis has no row of is a line of its own.
 
 use crate::audit::read::AuditReadError;
+use crate::audit::row::ChainedRow;
 use crate::audit::Audit;
 use crate::body::{self, Body};
 use crate::identity::Identity;
+use crate::store::ApiserverEvent;
 use http::{HeaderValue, Response};
+use serde::Serialize;
+
+/// A row with the API server's events of the same request.
+#[derive(Serialize)]
+struct Joined<'a> {
+    #[serde(flatten)]
+    row: Option<&'a ChainedRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    apiserver: &'a [ApiserverEvent],
+}
 
 /// Answer `GET /audit?query` for an authenticated `identity`.
 pub async fn serve(audit: &Audit, identity: &Identity, query: Option<&str>) -> Result<Response<Body>, AuditReadError> {
     let rows = audit.read_as(identity, query).await?;
+    let id = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .find(|(name, value)| name == "id" && !value.is_empty())
+        .map(|(_, value)| value.into_owned());
+    let events = match &id {
+        Some(id) => audit.apiserver_events(id).await?,
+        None => Vec::new(),
+    };
     let mut lines = Vec::with_capacity(rows.len() * 512);
+    let unavailable = |e: serde_json::Error| AuditReadError::Unavailable(e.to_string());
     for row in &rows {
-        serde_json::to_writer(&mut lines, row).map_err(|e| AuditReadError::Unavailable(e.to_string()))?;
+        if id.is_some() {
+            let joined = Joined {
+                row: Some(row),
+                id: None,
+                apiserver: &events,
+            };
+            serde_json::to_writer(&mut lines, &joined).map_err(unavailable)?;
+        } else {
+            serde_json::to_writer(&mut lines, row).map_err(unavailable)?;
+        }
+        lines.push(b'\n');
+    }
+    if rows.is_empty() && !events.is_empty() {
+        let joined = Joined {
+            row: None,
+            id: id.as_deref(),
+            apiserver: &events,
+        };
+        serde_json::to_writer(&mut lines, &joined).map_err(unavailable)?;
         lines.push(b'\n');
     }
     let mut response = Response::new(body::full(lines));

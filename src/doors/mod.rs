@@ -22,6 +22,7 @@
 //! pipeline holds nothing of theirs.
 
 pub mod api;
+pub mod apiserver_audit;
 pub mod audit;
 mod health;
 mod kube;
@@ -64,6 +65,8 @@ pub struct Doors {
     /// Who an OAuth client is (shared by the consent page and the token
     /// endpoint).
     clients: Arc<crate::oauth::client::Clients>,
+    /// `/apiserver-audit/<cluster>`: the API servers' audit events.
+    apiserver_audit: apiserver_audit::Webhook,
 }
 
 impl Doors {
@@ -72,7 +75,9 @@ impl Doors {
     pub fn new(config: &Config, store: Store) -> Result<Doors, BuildError> {
         let pipeline = Arc::new(Pipeline::new(config, store.clone())?);
         let clients = Arc::new(crate::oauth::client::Clients::new(config, store.clone()).map_err(BuildError::OAuth)?);
+        let ignored = pipeline.metrics.apiserver_audit_ignored.clone();
         Ok(Doors {
+            apiserver_audit: apiserver_audit::Webhook::new(config, store.clone(), ignored),
             oauth: oauth::OAuth::new(config, store.clone(), clients.clone()).map_err(BuildError::OAuth)?,
             clients: clients.clone(),
             mcp: crate::mcp::Endpoint::new(pipeline.clone(), config, store.clone()),
@@ -165,6 +170,11 @@ impl Doors {
             Route::NotFound => Err(RequestError::PathNotFound),
             Route::Audit => Box::pin(self.audit_request(request, trace)).await,
             Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
+            Route::ApiserverAudit(cluster) => {
+                let cluster = cluster.to_string();
+                let webhook = self.apiserver_audit.serve(&cluster, request, &mut trace.row);
+                Ok(Box::pin(webhook).await)
+            }
             Route::Web(_) => Box::pin(self.web_request(request, trace)).await,
             Route::OAuth(_) => Box::pin(self.oauth_request(request, trace)).await,
             Route::Api(rest) => {

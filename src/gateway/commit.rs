@@ -4,6 +4,7 @@
 use super::classify::RequestInfo;
 use super::error::RequestError;
 use super::{Pipeline, Trace};
+use crate::audit::forwarded::Forwarded;
 
 impl Pipeline {
     /// The commit stage: commit the audit intent of a write or a reveal;
@@ -17,6 +18,11 @@ impl Pipeline {
         if !(info.is_write() || reveal_one) {
             // Backpressure: when the audit writer lags, new reads wait.
             self.audit.writer().room().await;
+            // A write's intent says it was sent; a read (a watch, an exec
+            // open for hours) is recorded now, batched with the rows, so
+            // the API server's event for it is never taken for a bypass.
+            let sent = Forwarded::request(&trace.row.id, &trace.row.cluster);
+            self.audit.writer().forwarded(sent);
             return Ok(());
         }
         self.audit

@@ -49,6 +49,10 @@ pub struct Metrics {
     pub audit_rows: Counter,
     /// Audit commits that failed.
     pub audit_commit_failures: Counter,
+    /// Bypass alerts raised: API server events portcullis never sent.
+    pub bypass_alerts: Counter,
+    /// API server audit events of other users, counted and not kept.
+    pub apiserver_audit_ignored: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -94,7 +98,20 @@ impl Default for Metrics {
             "Audit commits that failed",
             Counter::clone(&audit_commit_failures),
         );
+        let (bypass_alerts, apiserver_audit_ignored) = Default::default();
+        registry.register(
+            "bypass_alerts",
+            "API server audit events made as portcullis that portcullis never sent",
+            Counter::clone(&bypass_alerts),
+        );
+        registry.register(
+            "apiserver_audit_ignored_events",
+            "API server audit events of other users, counted and not kept",
+            Counter::clone(&apiserver_audit_ignored),
+        );
         Metrics {
+            bypass_alerts,
+            apiserver_audit_ignored,
             registry,
             requests,
             upstream_latency,

@@ -29,6 +29,9 @@ pub enum Route<'a> {
     Audit,
     /// `/mcp`: the MCP server for AI agents (`crate::mcp`).
     Mcp,
+    /// `/apiserver-audit/<cluster>`: the cluster's API server delivers its
+    /// audit events (`crate::doors::apiserver_audit`).
+    ApiserverAudit(&'a str),
     /// `/api/portcullis/v1/<rest>`: the JSON API people's command line
     /// uses, as the person (`crate::doors::api`); `rest` is what follows
     /// the prefix, unchecked.
@@ -125,6 +128,13 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
     let well_known = path.starts_with("/.well-known/") || path.ends_with("/.well-known/openid-configuration");
     if well_known && path.len() <= 300 {
         return Ok(Route::OAuth(OAuthEndpoint::WellKnown(path)));
+    }
+    if let Some(cluster) = path.strip_prefix("/apiserver-audit/") {
+        return Ok(if valid_cluster_name(cluster) {
+            Route::ApiserverAudit(cluster)
+        } else {
+            Route::NotFound
+        });
     }
     if let Some(rest) = path.strip_prefix(API_PREFIX) {
         return Ok(Route::Api(rest));
@@ -244,5 +254,7 @@ mod tests {
         assert_eq!(route("/approvals/../x").unwrap(), Route::NotFound);
         assert_eq!(route("/api/portcullis/v1/whoami").unwrap(), Route::Api("whoami"));
         assert_eq!(route("/api/portcullis/v1").unwrap(), Route::NotFound);
+        assert_eq!(route("/apiserver-audit/prod").unwrap(), Route::ApiserverAudit("prod"));
+        assert_eq!(route("/apiserver-audit/a/b").unwrap(), Route::NotFound);
     }
 }

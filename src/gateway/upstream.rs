@@ -174,15 +174,21 @@ impl Upstream {
     }
 
     /// Re-read the token if its file changed; probe reachability. Run every
-    /// few seconds by the app.
-    pub async fn refresh(&self) {
+    /// few seconds by the app. The probe is portcullis's own request: it
+    /// carries an `Audit-ID` recorded through `writer`, so the API server's
+    /// event for it is no bypass alert.
+    pub async fn refresh(&self, writer: &crate::audit::writer::AuditWriter) {
         self.reload_token();
         let probe = async {
             let uri = self.uri("/readyz", None).ok()?;
+            let audit_id = uuid::Uuid::now_v7();
             let request = Request::get(uri)
                 .header(http::header::AUTHORIZATION, self.authorization())
+                .header("audit-id", super::headers::audit_id_value(audit_id))
                 .body(crate::body::empty())
                 .ok()?;
+            let record = crate::audit::forwarded::Forwarded::system(&audit_id.to_string(), &self.name);
+            writer.forwarded(record);
             self.send(request).await.ok()
         };
         let reachable = tokio::time::timeout(Duration::from_secs(5), probe)

@@ -28,6 +28,7 @@ pub mod instance;
 pub mod pass;
 pub mod status;
 
+use crate::audit::forwarded::Recorder;
 use crate::config::Config;
 use crate::identity::clock::GrantClock;
 use crate::identity::roles::Role;
@@ -87,14 +88,16 @@ impl std::fmt::Debug for Reconciler {
 impl Reconciler {
     /// Build a client per cluster of `config` (no connection yet), as the
     /// installation [`Instance::resolve`] names, judging grants by `clock`.
-    pub fn new(config: &Config, store: Store, clock: GrantClock) -> Result<Reconciler, ClientError> {
+    /// Its requests are recorded through `recorder` (see
+    /// [`ClusterClient::new`]).
+    pub fn new(config: &Config, store: Store, clock: GrantClock, recorder: Recorder) -> Result<Reconciler, ClientError> {
         let instance = Instance::resolve(config, &store)?;
         let clusters = config
             .clusters
             .iter()
             .map(|c| {
                 Ok(Arc::new(Cluster {
-                    client: ClusterClient::new(c)?,
+                    client: ClusterClient::new(c, recorder.clone())?,
                     wake: Notify::new(),
                     rescheduled: Notify::new(),
                     running: tokio::sync::Mutex::new(()),

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0011_oauth.sql"),
     include_str!("migrations/0012_mcp_sessions.sql"),
     include_str!("migrations/0013_ci_trust.sql"),
+    include_str!("migrations/0014_apiserver_audit.sql"),
 ];
 
 /// Apply the embedded migrations not yet applied to `conn`'s database.

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 mod access;
 mod agents;
+mod apiserver_audit;
 mod approvals;
 mod consent;
 mod credentials;
@@ -33,6 +34,7 @@ mod sessions;
 mod trust;
 
 pub use access::{AccessRequest, AccessState};
+pub use apiserver_audit::{ApiserverEvent, Checked};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
 pub(crate) use migrate::migrate;

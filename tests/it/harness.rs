@@ -118,6 +118,8 @@ impl Portcullis {
                 server: upstream.server.clone(),
                 ca_file: path("cluster-ca.pem"),
                 token_file: path("cluster-token"),
+                audit_webhook_token_file: None,
+                service_account: None,
             }],
             roles: Vec::new(),
             audit: Default::default(),

@@ -1,0 +1,213 @@
+//! The bypass alarm: an API server event made with portcullis's
+//! ServiceAccount, or impersonating one of its people or bots, that
+//! portcullis has no row, intent or forwarded record of (same audit id)
+//! once the grace time has passed went around portcullis (a leaked token,
+//! someone else's impersonation). Each such request is one alert: a row of
+//! kind `alert` in the hash chain (its id the API server's audit id), a
+//! `warn` line with where it came from, and a count.
+//!
+//! The grace time runs from when the event reached portcullis, not from
+//! the API server's clock, so a skewed clock raises no alert.
+
+use super::row::{bounded, AuditRow};
+use super::AuditError;
+use crate::store::{ApiserverEvent, Checked, Store};
+use chrono::{DateTime, SubsecRound, Utc};
+use prometheus_client::metrics::counter::Counter;
+use std::time::Duration;
+
+/// Events looked at in one check; the rest wait for the next.
+const PAGE: usize = 1000;
+
+/// The `kind` of an alert row.
+pub const ALERT: &str = "alert";
+
+/// Check every event that arrived more than `grace` before `now` and was
+/// not checked yet; returns the alerts raised (each also counted in
+/// `alerts`).
+pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counter) -> Result<usize, AuditError> {
+    let grace = chrono::TimeDelta::from_std(grace).unwrap_or(chrono::TimeDelta::MAX);
+    let events = store
+        .unchecked_apiserver_events(now - grace, PAGE)
+        .map_err(|e| AuditError::Store(e.to_string()))?;
+    let mut raised = 0;
+    let mut seen = std::collections::HashSet::new();
+    for event in events {
+        if !seen.insert(event.audit_id.clone()) {
+            continue;
+        }
+        if check_one(store, &event)? == Checked::Alert {
+            raised += 1;
+            alerts.inc();
+        }
+    }
+    Ok(raised)
+}
+
+/// Decide about `event`'s request: matched, or (once) an alert.
+fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditError> {
+    let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
+    let decided = match store.apiserver_audit_checked(&event.audit_id).map_err(store_error)? {
+        // A later stage of a request already decided: no second alert.
+        Some(before) => {
+            store
+                .mark_apiserver_audit(&event.audit_id, before)
+                .map_err(store_error)?;
+            return Ok(Checked::Matched);
+        }
+        None if store.portcullis_sent(&event.audit_id).map_err(store_error)? => Checked::Matched,
+        None => {
+            warn(event);
+            super::commit_event(store, alert_row(event))?;
+            Checked::Alert
+        }
+    };
+    store
+        .mark_apiserver_audit(&event.audit_id, decided)
+        .map_err(store_error)?;
+    Ok(decided)
+}
+
+fn warn(event: &ApiserverEvent) {
+    use crate::text::Escaped;
+    tracing::warn!(
+        cluster = %event.cluster,
+        audit_id = %Escaped(&event.audit_id),
+        user = %Escaped(&event.user),
+        impersonated_user = %Escaped(&event.impersonated_user),
+        source_ips = %Escaped(&event.source_ips.join(",")),
+        user_agent = %Escaped(&event.user_agent),
+        verb = %Escaped(&event.verb),
+        request_uri = %Escaped(&event.request_uri),
+        "bypass alert: the API server saw a request portcullis never sent"
+    );
+}
+
+/// The alert's row: the API server's request, under its audit id.
+pub fn alert_row(event: &ApiserverEvent) -> AuditRow {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("user", &event.user);
+    if !event.impersonated_user.is_empty() {
+        query.append_pair("impersonatedUser", &event.impersonated_user);
+    }
+    query.append_pair("sourceIPs", &event.source_ips.join(","));
+    query.append_pair("userAgent", &event.user_agent);
+    let mut row = AuditRow {
+        id: bounded(&event.audit_id),
+        kind: ALERT.into(),
+        started_at: event.received_at.trunc_subsecs(6),
+        cluster: event.cluster.clone(),
+        client: event.source_ips.first().cloned().unwrap_or_default(),
+        path: bounded(&event.request_uri),
+        query: bounded(&query.finish()),
+        verb: event.verb.clone(),
+        code: event.code,
+        reason: "Bypass".into(),
+        ..AuditRow::default()
+    };
+    row.finish(event.stage_at.max(event.received_at));
+    row
+}
+
+/// Check every so often (a fraction of the grace time, 5 s at most), and
+/// sweep what the audit's retention lets go once an hour.
+pub async fn check_periodically(store: Store, grace: Duration, retention: Duration, alerts: Counter) {
+    let every = (grace / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let mut tick = tokio::time::interval(every);
+    let mut swept = tokio::time::Instant::now();
+    loop {
+        tick.tick().await;
+        let (store, alerts) = (store.clone(), alerts.clone());
+        let sweep = swept.elapsed() > Duration::from_secs(3600);
+        let checked = tokio::task::spawn_blocking(move || {
+            if sweep {
+                let cutoff = Utc::now() - chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX);
+                store
+                    .sweep_apiserver_audit(cutoff)
+                    .map_err(|e| AuditError::Store(e.to_string()))?;
+            }
+            check(&store, grace, Utc::now(), &alerts)
+        })
+        .await;
+        if sweep {
+            swept = tokio::time::Instant::now();
+        }
+        match checked {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::error!(%error, "the bypass check failed; it runs again shortly"),
+            Err(error) => tracing::error!(%error, "the bypass check stopped"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str, stage: &str) -> ApiserverEvent {
+        ApiserverEvent {
+            audit_id: id.into(),
+            stage: stage.into(),
+            cluster: "prod".into(),
+            user: "system:serviceaccount:portcullis:portcullis".into(),
+            source_ips: vec!["203.0.113.5".into()],
+            user_agent: "curl/8".into(),
+            received_at: Utc::now(),
+            stage_at: Utc::now(),
+            ..ApiserverEvent::default()
+        }
+    }
+
+    #[test]
+    fn an_unknown_request_is_one_alert_row_however_many_stages() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let (forwarded, unknown) = ("0190a0b0-0000-7000-8000-00000000000a", "leaked-1");
+        store
+            .record_forwarded(forwarded, "prod", "request", Utc::now())
+            .unwrap();
+        let batch = [
+            event(unknown, "RequestReceived"),
+            event(unknown, "ResponseComplete"),
+            event(forwarded, "ResponseComplete"),
+        ];
+        store.store_apiserver_events(&batch).unwrap();
+        let alerts = Counter::default();
+        let early = Utc::now() - chrono::TimeDelta::seconds(60);
+        assert_eq!(
+            check(&store, Duration::ZERO, early, &alerts).unwrap(),
+            0,
+            "within the grace"
+        );
+        let later = Utc::now() + chrono::TimeDelta::seconds(1);
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 1);
+        assert_eq!(alerts.get(), 1);
+        store.store_apiserver_events(&[event(unknown, "Panic")]).unwrap();
+        let again = Utc::now() + chrono::TimeDelta::seconds(2);
+        assert_eq!(
+            check(&store, Duration::ZERO, again, &alerts).unwrap(),
+            0,
+            "no second alert"
+        );
+        assert_eq!(
+            store.apiserver_audit_checked(forwarded).unwrap(),
+            Some(Checked::Matched)
+        );
+        let mut audit = super::super::sqlite::SqliteAuditStore::open(store.path()).unwrap();
+        let filter = super::super::query::Filter {
+            kind: Some(ALERT.into()),
+            ..Default::default()
+        };
+        let rows = super::super::store::AuditStore::query(&mut audit, &filter).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].row.id.as_str(), rows[0].row.client.as_str()),
+            (unknown, "203.0.113.5")
+        );
+        assert!(
+            rows[0].row.query.contains("userAgent=curl%2F8"),
+            "{}",
+            rows[0].row.query
+        );
+    }
+}

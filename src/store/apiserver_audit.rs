@@ -1,0 +1,285 @@
+//! The API server's own audit events (migration `0014_apiserver_audit.sql`),
+//! kept for the join with portcullis's rows and the bypass check
+//! (`crate::audit::apiserver`, `crate::audit::bypass`); and the forwarded
+//! records those checks read beside the audit's rows and intents.
+//!
+//! Only what the join needs is here: never a request or response body.
+
+use super::{Store, StoreError};
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
+
+/// One stage of one request, as the API server audited it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ApiserverEvent {
+    /// The audit id (portcullis's `Audit-ID` when it sent the request).
+    pub audit_id: String,
+    /// RequestReceived, ResponseStarted, ResponseComplete or Panic.
+    pub stage: String,
+    /// The cluster whose API server sent it.
+    pub cluster: String,
+    /// Kubernetes verb.
+    pub verb: String,
+    /// The request URI.
+    pub request_uri: String,
+    /// Who authenticated (portcullis's ServiceAccount, for its requests).
+    pub user: String,
+    /// Who was impersonated; empty if nobody.
+    pub impersonated_user: String,
+    /// The groups impersonated.
+    pub impersonated_groups: Vec<String>,
+    /// Where the request came from.
+    pub source_ips: Vec<String>,
+    /// The client's user agent.
+    pub user_agent: String,
+    /// The response code; 0 before there is one.
+    pub code: u16,
+    /// `authorization.k8s.io/decision`: allow or forbid.
+    pub decision: String,
+    /// `authorization.k8s.io/reason`: which binding allowed it, or why not.
+    pub reason: String,
+    /// `requestReceivedTimestamp`.
+    pub received_at: DateTime<Utc>,
+    /// `stageTimestamp`.
+    pub stage_at: DateTime<Utc>,
+}
+
+/// What the bypass check decided about an audit id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// portcullis has a row or record with the same audit id.
+    Matched,
+    /// It has none: an alert was raised.
+    Alert,
+}
+
+impl Checked {
+    fn as_str(self) -> &'static str {
+        match self {
+            Checked::Matched => "matched",
+            Checked::Alert => "alert",
+        }
+    }
+}
+
+const COLUMNS: &str = "audit_id, stage, cluster, verb, request_uri, user, impersonated_user, impersonated_groups, \
+     source_ips, user_agent, code, decision, reason, received_at, stage_at";
+
+/// Fixed-width text, so that text order is time order (as the audit's).
+fn text(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn time(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {
+    let value: String = r.get(index)?;
+    DateTime::parse_from_rfc3339(&value)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn list(r: &Row, index: usize) -> rusqlite::Result<Vec<String>> {
+    let value: String = r.get(index)?;
+    serde_json::from_str(&value)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn event(r: &Row) -> rusqlite::Result<ApiserverEvent> {
+    Ok(ApiserverEvent {
+        audit_id: r.get(0)?,
+        stage: r.get(1)?,
+        cluster: r.get(2)?,
+        verb: r.get(3)?,
+        request_uri: r.get(4)?,
+        user: r.get(5)?,
+        impersonated_user: r.get(6)?,
+        impersonated_groups: list(r, 7)?,
+        source_ips: list(r, 8)?,
+        user_agent: r.get(9)?,
+        code: r.get::<_, i64>(10)?.clamp(0, u16::MAX.into()) as u16,
+        decision: r.get(11)?,
+        reason: r.get(12)?,
+        received_at: time(r, 13)?,
+        stage_at: time(r, 14)?,
+    })
+}
+
+impl Store {
+    /// Keep `events` in one transaction (all or none), each stage of a
+    /// request once: one already kept is skipped. Returns how many were new.
+    pub fn store_apiserver_events(&self, events: &[ApiserverEvent]) -> Result<usize, StoreError> {
+        let arrived = text(&Utc::now());
+        self.with(|c| {
+            let tx = c.unchecked_transaction()?;
+            let mut added = 0;
+            {
+                let mut insert = tx.prepare_cached(&format!(
+                    "INSERT OR IGNORE INTO apiserver_audit ({COLUMNS}, arrived_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+                ))?;
+                for e in events {
+                    let json = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
+                    added += insert.execute(params![
+                        e.audit_id,
+                        e.stage,
+                        e.cluster,
+                        e.verb,
+                        e.request_uri,
+                        e.user,
+                        e.impersonated_user,
+                        json(&e.impersonated_groups),
+                        json(&e.source_ips),
+                        e.user_agent,
+                        i64::from(e.code),
+                        e.decision,
+                        e.reason,
+                        text(&e.received_at),
+                        text(&e.stage_at),
+                        arrived,
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(added)
+        })
+    }
+
+    /// Every stage kept of request `audit_id`, in the order they happened.
+    pub fn apiserver_events(&self, audit_id: &str) -> Result<Vec<ApiserverEvent>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM apiserver_audit WHERE audit_id = ?1 ORDER BY stage_at, stage"
+            ))?;
+            let rows = stmt.query_map(params![audit_id], event)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Up to `limit` events not checked yet that arrived before `before`,
+    /// oldest first.
+    pub fn unchecked_apiserver_events(
+        &self,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<ApiserverEvent>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM apiserver_audit WHERE checked = '' AND arrived_at < ?1 \
+                 ORDER BY arrived_at LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![text(&before), limit as i64], event)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// What was decided about `audit_id` before, if anything.
+    pub fn apiserver_audit_checked(&self, audit_id: &str) -> Result<Option<Checked>, StoreError> {
+        self.with(|c| {
+            let found: Option<String> = c
+                .query_row(
+                    "SELECT checked FROM apiserver_audit WHERE audit_id = ?1 AND checked <> '' \
+                     ORDER BY checked = 'alert' DESC LIMIT 1",
+                    params![audit_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(found.map(|f| if f == "alert" { Checked::Alert } else { Checked::Matched }))
+        })
+    }
+
+    /// Note what was decided about every stage of `audit_id` kept so far.
+    pub fn mark_apiserver_audit(&self, audit_id: &str, checked: Checked) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE apiserver_audit SET checked = ?2 WHERE audit_id = ?1 AND checked = ''",
+                params![audit_id, checked.as_str()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Did portcullis send request `audit_id`: a row that is not an alert,
+    /// a write's intent, or a forwarded record?
+    pub fn portcullis_sent(&self, audit_id: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM audit WHERE id = ?1 AND kind <> 'alert') \
+                 OR EXISTS (SELECT 1 FROM audit_intents WHERE id = ?1) \
+                 OR EXISTS (SELECT 1 FROM audit_forwarded WHERE id = ?1)",
+                params![audit_id],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    /// Record that request `id` (of `kind`: `request` or `system`) left for
+    /// `cluster` at `at`.
+    pub fn record_forwarded(&self, id: &str, cluster: &str, kind: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at) VALUES (?1, ?2, ?3, ?4)",
+                params![id, cluster, kind, text(&at)],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Forget forwarded records and checked events from before `cutoff`
+    /// (the audit's retention); returns how many went.
+    pub fn sweep_apiserver_audit(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
+        let cutoff = text(&cutoff);
+        self.with(|c| {
+            let records = c.execute("DELETE FROM audit_forwarded WHERE at < ?1", params![cutoff])?;
+            let events = c.execute(
+                "DELETE FROM apiserver_audit WHERE checked <> '' AND arrived_at < ?1",
+                params![cutoff],
+            )?;
+            Ok(records + events)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str, stage: &str) -> ApiserverEvent {
+        ApiserverEvent {
+            audit_id: id.into(),
+            stage: stage.into(),
+            cluster: "prod".into(),
+            source_ips: vec!["10.0.0.1".into()],
+            received_at: Utc::now(),
+            stage_at: Utc::now(),
+            ..ApiserverEvent::default()
+        }
+    }
+
+    #[test]
+    fn a_stage_delivered_twice_is_kept_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let batch = [event("a", "RequestReceived"), event("a", "ResponseComplete")];
+        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 2);
+        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 0, "the same batch again");
+        let kept = store.apiserver_events("a").unwrap();
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].source_ips, ["10.0.0.1"]);
+    }
+
+    #[test]
+    fn a_forwarded_record_is_what_portcullis_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        assert!(!store.portcullis_sent("b").unwrap());
+        store.record_forwarded("b", "prod", "system", Utc::now()).unwrap();
+        assert!(store.portcullis_sent("b").unwrap());
+        store.store_apiserver_events(&[event("b", "ResponseComplete")]).unwrap();
+        assert_eq!(store.apiserver_audit_checked("b").unwrap(), None);
+        store.mark_apiserver_audit("b", Checked::Matched).unwrap();
+        assert_eq!(store.apiserver_audit_checked("b").unwrap(), Some(Checked::Matched));
+        let later = Utc::now() + chrono::TimeDelta::seconds(1);
+        assert!(store.unchecked_apiserver_events(later, 10).unwrap().is_empty());
+        assert_eq!(store.sweep_apiserver_audit(later).unwrap(), 2);
+    }
+}
