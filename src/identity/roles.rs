@@ -19,7 +19,10 @@
 //! grant binds it in one namespace (RoleBinding) or cluster-wide
 //! (ClusterRoleBinding).
 
+mod subset;
+
 use crate::config::Config;
+pub use subset::narrower;
 use serde_json::{json, Value};
 use std::time::Duration;
 
