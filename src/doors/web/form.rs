@@ -27,24 +27,46 @@ pub(crate) async fn session_form(
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Result<Form, Response<Body>> {
-    let Some(form) = read_form(request).await else {
+    let fields = session_form_fields(key, s, request, row).await?;
+    Ok(fields.into_iter().collect())
+}
+
+/// [`session_form`], keeping every field in order, a repeated name's
+/// values included (a list of checkboxes).
+pub(crate) async fn session_form_fields(
+    key: &seal::Key,
+    s: &Session,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Result<Vec<(String, String)>, Response<Body>> {
+    let Some(fields) = read_fields(request).await else {
         return Err(html(
             StatusCode::BAD_REQUEST,
             pages::message("Refused", "The form could not be read."),
         ));
     };
-    if !session::csrf_ok(key, s, field(&form, "csrf")) {
+    let csrf = fields
+        .iter()
+        .find(|(name, _)| name == "csrf")
+        .map_or("", |(_, v)| v.as_str());
+    if !session::csrf_ok(key, s, csrf) {
         row.refuse(Refusal::Csrf);
         return Err(html(
             StatusCode::FORBIDDEN,
             pages::message("Refused", "The form expired; reload the page."),
         ));
     }
-    Ok(form)
+    Ok(fields)
 }
 
 /// The form a request posts, or `None` when it is too large or unreadable.
 pub(super) async fn read_form(request: Request<Incoming>) -> Option<Form> {
+    Some(read_fields(request).await?.into_iter().collect())
+}
+
+/// The fields a request posts, in order, or `None` when it is too large or
+/// unreadable.
+async fn read_fields(request: Request<Incoming>) -> Option<Vec<(String, String)>> {
     let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT)
         .collect()
         .await

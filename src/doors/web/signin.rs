@@ -38,11 +38,15 @@ pub struct Web {
     /// Binds a grant the console approves before the answer (set once
     /// the server has built it, as for the person API).
     reconciler: std::sync::OnceLock<std::sync::Arc<crate::reconcile::Reconciler>>,
+    /// Who an OAuth client is, for the consent page (shared with the token
+    /// endpoint).
+    clients: std::sync::Arc<crate::oauth::client::Clients>,
 }
 
 impl Web {
     /// From the configuration: reads `[oidc]`'s secret, fetches nothing.
-    pub fn new(config: &Config) -> Result<Web, SetupError> {
+    /// `clients` resolves the OAuth clients the consent page names.
+    pub fn new(config: &Config, clients: std::sync::Arc<crate::oauth::client::Clients>) -> Result<Web, SetupError> {
         let signin = match &config.oidc {
             Some(oidc) => Some(SignIn::new(oidc, &config.public_url)?),
             None => None,
@@ -56,6 +60,7 @@ impl Web {
             cli_codes: Default::default(),
             devices: Default::default(),
             reconciler: Default::default(),
+            clients,
         })
     }
 
@@ -87,6 +92,11 @@ impl Web {
     /// The device codes given to `portcullis login --no-browser`.
     pub fn devices(&self) -> &super::device::Devices {
         &self.devices
+    }
+
+    /// Who an OAuth client is.
+    pub fn clients(&self) -> &crate::oauth::client::Clients {
+        &self.clients
     }
 
     /// The configuration (the console's clusters, roles, public URL).
