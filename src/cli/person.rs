@@ -96,7 +96,43 @@ async fn whoami(remote: &Remote, out: &mut dyn Write) -> Result<(), CliError> {
         )
         .map_err(io)?;
     }
+    for session in me["agent_sessions"].as_array().into_iter().flatten() {
+        agent_session(session, out)?;
+    }
     Ok(())
+}
+
+/// One agent session of `whoami`: its client, last use, end and grants.
+fn agent_session(session: &serde_json::Value, out: &mut dyn Write) -> Result<(), CliError> {
+    let client = session["client_name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .or(session["client_id"].as_str())
+        .unwrap_or("?");
+    let grants: Vec<String> = session["grants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| match g["namespace"].as_str() {
+            Some(ns) => format!("{} on {}/{ns}", s(&g["role"]), s(&g["cluster"])),
+            None => format!("{} on {}", s(&g["role"]), s(&g["cluster"])),
+        })
+        .collect();
+    let approval = if session["writes_need_approval"].as_bool() == Some(true) {
+        "writes need approval"
+    } else {
+        "writes directly"
+    };
+    writeln!(
+        out,
+        "agent session {}: client {}, last used {}, until {}, {approval}, grants: {}",
+        esc(s(&session["id"])),
+        esc(client),
+        esc(session["last_used_at"].as_str().unwrap_or("never")),
+        esc(session["expires_at"].as_str().unwrap_or("never")),
+        esc(&grants.join(", "))
+    )
+    .map_err(io)
 }
 
 async fn credential(remote: &Remote, command: CredentialCommand, out: &mut dyn Write) -> Result<(), CliError> {

@@ -7,8 +7,9 @@ use chrono::Utc;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
-/// `GET whoami`: who the credential is, whether they are an admin, and
-/// their grants in effect on every cluster.
+/// `GET whoami`: who the credential is, whether they are an admin, their
+/// grants in effect on every cluster, and their agent sessions in effect
+/// (those their consents to OAuth clients made).
 pub(super) async fn whoami(api: &Api, identity: &Identity, call: &Call<'_>) -> Result<Value, ApiError> {
     if call.method != Method::GET {
         return Err(ApiError::not_found());
@@ -23,12 +24,14 @@ pub(super) async fn whoami(api: &Api, identity: &Identity, call: &Call<'_>) -> R
             grants.extend(found.into_iter().filter(|g| g.in_effect(now)));
         }
         let expires = own(store, &person, &credential)?.and_then(|c| c.expires_at);
+        let sessions = agent_sessions(store, &person, now)?;
         Ok(json!({
             "login": person.name,
             "user": person.kube_user(),
             "credential": {"id": credential, "expires_at": expires},
             "admin": admin,
             "grants": grants,
+            "agent_sessions": sessions,
         }))
     })
     .await
@@ -62,6 +65,41 @@ pub(super) async fn credentials(api: &Api, identity: &Identity, call: &Call<'_>)
         }
         _ => Err(ApiError::not_found()),
     }
+}
+
+/// `person`'s agent sessions in effect: each one's client, last use, end,
+/// approval switch and grants (a narrowed grant is not among the person's
+/// own, so it is named here).
+fn agent_sessions(
+    store: &Store,
+    person: &crate::identity::Principal,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<Value>, ApiError> {
+    let sessions = store.agent_sessions_of(person).map_err(ApiError::unavailable)?;
+    let grants = store.list_grants().map_err(ApiError::unavailable)?;
+    let live = sessions
+        .into_iter()
+        .filter(|s| s.client_id.is_some() && !s.agent.disabled && s.expires_at.is_none_or(|e| e > now));
+    Ok(live
+        .map(|s| {
+            let ids = s.agent.grant_ids.unwrap_or_default();
+            let chosen: Vec<Value> = grants
+                .iter()
+                .filter(|g| ids.contains(&g.id))
+                .map(|g| json!({"cluster": g.cluster, "namespace": g.namespace, "role": g.role}))
+                .collect();
+            json!({
+                "id": s.agent.id,
+                "client_id": s.client_id,
+                "client_name": s.client_name,
+                "created_at": s.created_at,
+                "last_used_at": s.last_used_at,
+                "expires_at": s.expires_at,
+                "writes_need_approval": s.agent.writes_need_approval,
+                "grants": chosen,
+            })
+        })
+        .collect())
 }
 
 /// `person`'s credential `id`, if it is theirs.

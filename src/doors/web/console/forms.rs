@@ -153,11 +153,17 @@ fn revoke_credential(store: &Store, login: &str, id: &str) -> Result<Noted, Refu
 fn revoke_agent(store: &Store, login: &str, id: &str) -> Result<Noted, Refused> {
     let person = Principal::person(login);
     let unavailable = |_| Refused::new(StatusCode::SERVICE_UNAVAILABLE, "portcullis cannot read its store now.");
-    let own = store.list_agents().map_err(unavailable)?;
-    if !own.iter().any(|a| a.id == id && a.principal == person) {
+    let own = store.agent_sessions_of(&person).map_err(unavailable)?;
+    let Some(found) = own.iter().find(|s| s.agent.id == id) else {
         return Err(Refused::new(StatusCode::NOT_FOUND, "You have no such agent."));
+    };
+    if found.client_id.is_some() {
+        // An agent session ends whole: its tokens, refresh tokens and
+        // narrowed grants with it.
+        store.end_agent_session(id).map_err(unavailable)?;
+    } else {
+        store.disable_agent(id).map_err(unavailable)?;
     }
-    store.disable_agent(id).map_err(unavailable)?;
     Ok(Noted {
         resource: "agents",
         name: id.into(),

@@ -75,6 +75,8 @@ fn view(store: &Store, config: &Config, s: &Session) -> Result<View, String> {
     let now = Utc::now();
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let grants = store.list_grants().map_err(|e| err(&e))?;
+    // Agents' grants may be derived ones (a narrowed role), not the person's own.
+    let grants_by_id = grants.iter().map(|g| (g.id.clone(), g.clone())).collect();
     let requests = access::list(store).map_err(|e| err(&e))?;
     let mut mine: Vec<AccessRequest> = requests.iter().filter(|r| r.requester == person).cloned().collect();
     mine.reverse();
@@ -101,12 +103,8 @@ fn view(store: &Store, config: &Config, s: &Session) -> Result<View, String> {
         held: decide::waiting_on(store, &person).map_err(|e| err(&e))?,
         credentials: own_credentials(store, &person)?,
         session_credential: s.credential_id.clone(),
-        agents: store
-            .list_agents()
-            .map_err(|e| err(&e))?
-            .into_iter()
-            .filter(|a| a.principal == person)
-            .collect(),
+        agents: store.agent_sessions_of(&person).map_err(|e| err(&e))?,
+        agent_grants: grants_by_id,
         ..View::default()
     })
 }

@@ -4,9 +4,10 @@
 
 use super::time::time;
 use crate::doors::web::pages::{escape, page};
-use crate::identity::{Agent, Credential, Grant};
-use crate::store::{AccessRequest, GroupRule, HeldWrite};
+use crate::identity::{Credential, Grant};
+use crate::store::{AccessRequest, AgentSession, GroupRule, HeldWrite};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 
 /// What the console shows the signed-in person.
 #[derive(Debug, Default)]
@@ -35,8 +36,12 @@ pub struct View {
     pub credentials: Vec<Credential>,
     /// The session's own credential (not offered for revocation here).
     pub session_credential: String,
-    /// Their agents.
-    pub agents: Vec<Agent>,
+    /// Their agents: those an operator added, and the agent sessions their
+    /// consents to OAuth clients made.
+    pub agents: Vec<AgentSession>,
+    /// Every grant by id, to name an agent's (a narrowed one is not the
+    /// person's own).
+    pub agent_grants: HashMap<String, Grant>,
 }
 
 /// The console page.
@@ -226,28 +231,53 @@ fn agents(view: &View) -> String {
     if view.agents.is_empty() {
         return "<h2>My agents</h2><p>No agent acts for you.</p>".into();
     }
-    let items: String = view
-        .agents
+    let items: String = view.agents.iter().map(|s| agent_item(view, s)).collect();
+    format!("<h2>My agents</h2><ul class=\"items\" id=\"agents\">{items}</ul>")
+}
+
+/// One agent: who (the OAuth client, or the name an operator gave it),
+/// when made and last used, until when, its grants and approval switch.
+fn agent_item(view: &View, s: &AgentSession) -> String {
+    let a = &s.agent;
+    let client = s
+        .client_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .or(s.client_id.as_deref());
+    let name = client.unwrap_or(&a.name);
+    let id_note = match &s.client_id {
+        Some(id) if id != name => format!(" <span class=\"muted\">(client <code>{}</code>)</span>", escape(id)),
+        _ => String::new(),
+    };
+    let state = if a.disabled {
+        "<span class=\"state\">revoked</span>".to_string()
+    } else {
+        revoke_form(&format!("/console/agents/{}/revoke", a.id), &view.csrf, name)
+    };
+    let grants: Vec<String> = a
+        .grant_ids
         .iter()
-        .map(|a| {
-            let state = if a.disabled {
-                "<span class=\"state\">revoked</span>".to_string()
-            } else {
-                revoke_form(&format!("/console/agents/{}/revoke", a.id), &view.csrf, &a.name)
-            };
-            let writes = if a.writes_need_approval {
-                "its writes wait for approval"
-            } else {
-                "writes directly"
-            };
-            let grants = a.grant_ids.as_ref().map_or(0, Vec::len);
-            format!(
-                "<li><b>{}</b> · {grants} grant(s) · {writes} {state}</li>",
-                escape(&a.name)
-            )
+        .flatten()
+        .map(|id| match view.agent_grants.get(id) {
+            Some(g) => format!("{} on {}", escape(&g.role), scope(&g.cluster, g.namespace.as_deref())),
+            None => "a grant no longer there".into(),
         })
         .collect();
-    format!("<h2>My agents</h2><ul class=\"items\" id=\"agents\">{items}</ul>")
+    let grants = if a.grant_ids.is_none() {
+        "all of the bot's".into()
+    } else {
+        grants.join(", ")
+    };
+    format!(
+        "<li id=\"agent-{id}\"><b>{name}</b>{id_note} · created {created} · last used {used} · expires {expires} \
+         · grants: {grants} · writes need approval: {approval} {state}</li>",
+        id = escape(&a.id),
+        name = escape(name),
+        created = time(s.created_at, view.now),
+        used = s.last_used_at.map_or("never".into(), |t| time(t, view.now)),
+        expires = s.expires_at.map_or("never".into(), |t| time(t, view.now)),
+        approval = if a.writes_need_approval { "yes" } else { "no" },
+    )
 }
 
 fn revoke_form(action: &str, csrf: &str, name: &str) -> String {

@@ -1,0 +1,166 @@
+//! What a consent makes (issue 19, items 4 and 6): an agent session whose
+//! access token works on `/mcp` only, as the narrowed role the person
+//! chose; shown on the person's console and in `portcullis whoami`; ended
+//! by revoking it on the console, or by disabling the person.
+
+use super::consent::{approve, Setup};
+use crate::approvals::{audit_rows, person_ok};
+use crate::harness::Portcullis;
+use crate::mcp::{connect, fails, ok, stateless};
+use crate::signin::Visitor;
+use crate::support::eventually;
+use http::Method;
+use portcullis::identity::Principal;
+use serde_json::json;
+
+const CONFIGMAP: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-agent\n  namespace: shop\ndata:\n  a: b\n";
+
+/// The status of a `tools/list` on `/mcp` with `token`.
+async fn mcp_status(env: &Portcullis, token: &str) -> u16 {
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", auth.as_str()),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let answer = env.raw().send(Method::POST, "/mcp", &headers, body.into_bytes()).await;
+    answer.status.as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_narrowed_role_becomes_a_token_that_works_on_mcp_only_and_reads_only_what_that_role_allows() {
+    let setup = Setup::start().await;
+    let env = &setup.env;
+    let visitor = Visitor::new(env);
+    visitor.sign_in("ana").await;
+    let token = approve(&setup, &visitor, "viewer", false).await;
+    env.reconcile().await;
+
+    let pods = env.raw().get("/clusters/sim/api/v1/namespaces/shop/pods", &token).await;
+    assert_eq!(pods.status, 401, "an /mcp token is refused on the Kubernetes API");
+    let client = connect(env, &token, stateless()).await;
+    let whoami = ok(&client, "whoami", json!({})).await;
+    assert!(whoami.contains("viewer on namespace shop"), "{whoami}");
+    assert!(
+        !whoami.contains("developer") && !whoami.contains("payments"),
+        "{whoami}"
+    );
+    ok(
+        &client,
+        "list_resources",
+        json!({"cluster": "sim", "kind": "pods", "namespace": "shop"}),
+    )
+    .await;
+    let (said, _) = fails(&client, "apply", json!({"cluster": "sim", "manifest": CONFIGMAP})).await;
+    assert!(
+        said.contains("403") && said.contains("forbidden"),
+        "a viewer cannot create: {said}"
+    );
+    let (said, _) = fails(
+        &client,
+        "list_resources",
+        json!({"cluster": "sim", "kind": "pods", "namespace": "payments"}),
+    )
+    .await;
+    assert!(said.contains("403"), "the payments grant was not handed over: {said}");
+
+    let sessions = env.store.agent_sessions_of(&Principal::person("ana")).unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let ends = sessions[0].expires_at.unwrap();
+    assert!(
+        ends <= chrono::Utc::now() + chrono::TimeDelta::hours(1),
+        "one hour chosen: {ends}"
+    );
+    assert!(!sessions[0].agent.writes_need_approval, "as chosen");
+    let rows = audit_rows(env).await;
+    let consent = rows
+        .iter()
+        .find(|r| r.verb == "authorize" && r.resource == "oauthconsents")
+        .expect("the consent is audited");
+    assert_eq!((consent.login.as_str(), consent.code), ("ana", 200));
+    assert_eq!(consent.name, setup.client_id);
+    drop(client);
+    setup.stop().await;
+}
+
+/// The hidden CSRF token of the visitor's console, and the page.
+async fn console(visitor: &Visitor) -> (String, String) {
+    let page = visitor.get("/console").await;
+    assert_eq!(page.status, 200, "{page:?}");
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.body.find(marker).unwrap() + marker.len();
+    let csrf = page.body[start..].split('"').next().unwrap().to_string();
+    (csrf, page.body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_sessions_show_on_the_console_and_in_whoami_and_revoking_one_or_disabling_the_person_refuses_its_next_call(
+) {
+    let setup = Setup::start().await;
+    let env = &setup.env;
+    let visitor = Visitor::new(env);
+    visitor.sign_in("ana").await;
+    let first = approve(&setup, &visitor, "viewer", true).await;
+    let second = approve(&setup, &visitor, "developer", false).await;
+    let ana = Principal::person("ana");
+    let sessions = env.store.agent_sessions_of(&ana).unwrap();
+    let (second_id, first_id) = (sessions[0].agent.id.clone(), sessions[1].agent.id.clone());
+    env.reconcile().await;
+    let client = connect(env, &first, stateless()).await;
+    ok(&client, "whoami", json!({})).await;
+    eventually("the first session's use to be noted", async || {
+        env.store.agent_sessions_of(&ana).unwrap()[1].last_used_at.is_some()
+    })
+    .await;
+
+    let (csrf, page) = console(&visitor).await;
+    let item = &page[page
+        .find(&format!("id=\"agent-{first_id}\""))
+        .expect("the first session is listed")..];
+    let item = &item[..item.find("</li>").unwrap()];
+    for words in [
+        "Consent Test Agent",
+        "viewer on sim / shop",
+        "writes need approval: yes",
+        "last used <time",
+    ] {
+        assert!(item.contains(words), "the console says {words:?}: {item}");
+    }
+    assert!(page.contains(&format!("id=\"agent-{second_id}\"")), "{page}");
+    let whoami = person_ok(env, &setup.ana, &["whoami"]);
+    let line = whoami
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "agent session {first_id}: client Consent Test Agent, last used 20"
+            ))
+        })
+        .unwrap_or_else(|| panic!("whoami lists the session with its client and last use: {whoami}"));
+    assert!(
+        line.contains("viewer on sim/shop") && line.contains("writes need approval"),
+        "{line}"
+    );
+
+    let revoked = visitor
+        .post(&format!("/console/agents/{first_id}/revoke"), &format!("csrf={csrf}"))
+        .await;
+    assert_eq!(revoked.status, 303, "{revoked:?}");
+    eventually("the revoked session to be refused", async || {
+        mcp_status(env, &first).await == 401
+    })
+    .await;
+    assert_ne!(mcp_status(env, &second).await, 401, "the other session still works");
+    let whoami = person_ok(env, &setup.ana, &["whoami"]);
+    assert!(!whoami.contains(&first_id) && whoami.contains(&second_id), "{whoami}");
+
+    let out = env.cli(&["admin", "person", "disable", "ana"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    eventually("a disabled person's session to be refused", async || {
+        mcp_status(env, &second).await == 401
+    })
+    .await;
+    drop(client);
+    setup.stop().await;
+}
