@@ -80,11 +80,15 @@ pub fn add_rule(store: &Store, ask: TrustAsk, actor: &Actor) -> Result<TrustRule
     Ok(rule)
 }
 
-/// Remove rule `id`, by `actor`; audited. Returns the rule.
-pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<TrustRule, TrustError> {
-    let rule = store.remove_trust_rule(id)?;
-    crate::audit::commit_event(store, rule_row("delete", &rule, actor))?;
-    Ok(rule)
+/// Remove rule `id`, by `actor`, revoking the credentials exchanged
+/// through it (a rule is removed when what it trusted is no longer
+/// trusted); audited. Returns the rule and how many were revoked.
+pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<(TrustRule, usize), TrustError> {
+    let (rule, revoked) = store.remove_trust_rule(id)?;
+    let mut row = rule_row("delete", &rule, actor);
+    row.query = crate::audit::row::bounded(&format!("{}&revoked_credentials={revoked}", row.query));
+    crate::audit::commit_event(store, row)?;
+    Ok((rule, revoked))
 }
 
 fn conditions(given: &[String]) -> Result<BTreeMap<String, String>, TrustError> {
@@ -196,7 +200,7 @@ mod tests {
         assert_eq!(rule.created_by, "cli");
         assert_eq!(rule.claims["repository"], "acme/shop");
         let removed = remove_rule(&store, &rule.id, &Actor::Person(Principal::person("ana"))).unwrap();
-        assert_eq!(removed, rule);
+        assert_eq!(removed, (rule.clone(), 0));
         assert!(store.trust_rules(None).unwrap().is_empty());
         let filter = crate::audit::query::Filter {
             resource: Some("trustrules".into()),

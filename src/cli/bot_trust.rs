@@ -49,7 +49,7 @@ pub enum TrustCommand {
         #[arg(long)]
         bot: Option<String>,
     },
-    /// Remove a trust rule.
+    /// Remove a trust rule; the credentials it gave are revoked.
     Remove {
         /// Rule id.
         id: String,
@@ -109,7 +109,8 @@ pub async fn run(remote: &Remote, command: BotCommand, out: &mut dyn Write) -> R
         }
         TrustCommand::Remove { id } => {
             let answer = remote.post(&format!("trust-rules/{id}/remove"), json!({})).await?;
-            removed(&rule_of(&answer["rule"])?, out)
+            let revoked = answer["revoked_credentials"].as_u64().unwrap_or_default();
+            removed(&rule_of(&answer["rule"])?, revoked as usize, out)
         }
     }
 }
@@ -123,7 +124,8 @@ pub fn run_operator(store: &Store, command: TrustCommand, out: &mut dyn Write) -
         ),
         TrustCommand::List { bot } => list(&store.trust_rules(bot.as_deref())?, out),
         TrustCommand::Remove { id } => {
-            removed(&rules::remove_rule(store, &id, &Actor::Operator).map_err(message)?, out)
+            let (rule, revoked) = rules::remove_rule(store, &id, &Actor::Operator).map_err(message)?;
+            removed(&rule, revoked, out)
         }
     }
 }
@@ -154,10 +156,10 @@ fn added(rule: &TrustRule, out: &mut dyn Write) -> Result<(), CliError> {
     .map_err(io)
 }
 
-fn removed(rule: &TrustRule, out: &mut dyn Write) -> Result<(), CliError> {
+fn removed(rule: &TrustRule, revoked: usize, out: &mut dyn Write) -> Result<(), CliError> {
     writeln!(
         out,
-        "removed trust rule {} (bot {}): its tokens are no longer exchanged",
+        "removed trust rule {} (bot {}): its tokens are no longer exchanged; {revoked} credential(s) it gave revoked",
         esc(&rule.id),
         esc(&rule.bot)
     )

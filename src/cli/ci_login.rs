@@ -62,6 +62,30 @@ pub async fn run(login: &CiLogin, out: &mut dyn Write) -> Result<(), CliError> {
             "{server} answered the exchange without a credential"
         )));
     }
+    let clusters = clusters(login, &answer)?;
+    let ca_pem = match &login.ca_file {
+        Some(path) => read(path, "the CA file", false)?,
+        None => None,
+    };
+    let ours = kubeconfig(server, ca_pem.as_deref(), &clusters, token)?;
+    let existing = read(&login.kubeconfig, "the kubeconfig", true)?;
+    let merged = super::kubeconfig::merge(existing.as_deref(), &ours)?;
+    write(&login.kubeconfig, &current(&merged, &clusters[0])?)?;
+    let names: Vec<String> = clusters.iter().map(|c| format!("portcullis-{c}")).collect();
+    let minutes = answer["expires_in"].as_u64().unwrap_or_default() / 60;
+    writeln!(
+        out,
+        "wrote context(s) {} to {} (current: {}); the credential lasts {minutes} min",
+        crate::text::escape_control(&names.join(", ")),
+        login.kubeconfig.display(),
+        crate::text::escape_control(&names[0]),
+    )
+    .map_err(io)
+}
+
+/// The clusters asked for, else those the server says the bot holds a
+/// grant on; never none.
+fn clusters(login: &CiLogin, answer: &Value) -> Result<Vec<String>, CliError> {
     let clusters: Vec<String> = if login.clusters.is_empty() {
         let held = answer["clusters"].as_array().into_iter().flatten();
         held.filter_map(Value::as_str).map(str::to_string).collect()
@@ -73,41 +97,17 @@ pub async fn run(login: &CiLogin, out: &mut dyn Write) -> Result<(), CliError> {
             "the bot holds no grant on any cluster: give --cluster, or ask an admin for a grant".into(),
         ));
     }
-    let ca_pem = match &login.ca_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| CliError::Message(format!("cannot read the CA file {}: {e}", path.display())))?,
-        ),
-        None => None,
-    };
-    let ours = kubeconfig(server, ca_pem.as_deref(), &clusters, token)?;
-    let existing = match std::fs::read_to_string(&login.kubeconfig) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(CliError::Message(format!(
-                "cannot read {}: {e}",
-                login.kubeconfig.display()
-            )))
-        }
-    };
-    let merged = super::kubeconfig::merge(existing.as_deref(), &ours)?;
-    write(&login.kubeconfig, &current(&merged, &clusters[0])?)?;
-    let minutes = answer["expires_in"].as_u64().unwrap_or_default() / 60;
-    writeln!(
-        out,
-        "wrote context(s) {} to {} (current: portcullis-{}); the credential lasts {minutes} min",
-        crate::text::escape_control(
-            &clusters
-                .iter()
-                .map(|c| format!("portcullis-{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        login.kubeconfig.display(),
-        crate::text::escape_control(&clusters[0]),
-    )
-    .map_err(io)
+    Ok(clusters)
+}
+
+/// The text of `path` (`what`, for the message); `None` when it is not
+/// there and may not be.
+fn read(path: &Path, what: &str, missing_ok: bool) -> Result<Option<String>, CliError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if missing_ok && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::Message(format!("cannot read {what} {}: {e}", path.display()))),
+    }
 }
 
 /// `POST /oauth/token` with the job's token: the answer, or the server's

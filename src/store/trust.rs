@@ -58,8 +58,9 @@ impl Store {
         self.query_trust_rules("issuer = ?1", Some(issuer))
     }
 
-    /// Remove rule `id`; returns it.
-    pub fn remove_trust_rule(&self, id: &str) -> Result<TrustRule, StoreError> {
+    /// Remove rule `id` and revoke the credentials exchanged through it
+    /// (their origin names it); returns the rule and how many were revoked.
+    pub fn remove_trust_rule(&self, id: &str) -> Result<(TrustRule, usize), StoreError> {
         self.with(|c| {
             let tx = c.unchecked_transaction()?;
             let rule = tx
@@ -67,8 +68,14 @@ impl Store {
                 .optional()?
                 .ok_or_else(|| StoreError::NotFound(format!("trust rule {id}")))?;
             tx.execute("DELETE FROM ci_trust_rules WHERE id = ?1", params![id])?;
+            // A prefix compared as text: an id is never read as a pattern.
+            let revoked = tx.execute(
+                "UPDATE credentials SET revoked_at = ?4 WHERE kind = 'bot' AND owner = ?1 AND revoked_at IS NULL \
+                 AND substr(via, 1, length(?2)) = ?2 AND length(via) > length(?3)",
+                params![rule.bot, format!("ci rule={id} "), format!("ci rule={id}"), Utc::now()],
+            )?;
             tx.commit()?;
-            Ok(rule)
+            Ok((rule, revoked))
         })
     }
 
@@ -135,7 +142,7 @@ mod tests {
     }
 
     #[test]
-    fn trust_rules_are_kept_per_bot_found_by_issuer_and_removed() {
+    fn trust_rules_are_kept_per_bot_found_by_issuer_and_removed_with_the_credentials_they_gave() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).unwrap();
         assert!(matches!(
@@ -149,8 +156,29 @@ mod tests {
         store.add_trust_rule(&b).unwrap();
         assert_eq!(store.trust_rules(None).unwrap(), [a.clone(), b.clone()]);
         assert_eq!(store.trust_rules(Some("tester")).unwrap(), std::slice::from_ref(&b));
-        assert_eq!(store.trust_rules_for_issuer("https://a").unwrap(), std::slice::from_ref(&a));
-        assert_eq!(store.remove_trust_rule("r1").unwrap(), a);
+        assert_eq!(
+            store.trust_rules_for_issuer("https://a").unwrap(),
+            std::slice::from_ref(&a)
+        );
+        let origin = |via: &str| crate::identity::Origin {
+            audience: None,
+            via: via.into(),
+        };
+        let bot = Principal::bot("deployer");
+        let (through, _) = store
+            .issue_credential_with(&bot, "ci", None, &origin("ci rule=r1 sub=x repository=y run_id=1"))
+            .unwrap();
+        let (other, _) = store
+            .issue_credential_with(&bot, "ci", None, &origin("ci rule=r10 sub=x repository=y run_id=2"))
+            .unwrap();
+        assert_eq!(store.remove_trust_rule("r1").unwrap(), (a, 1));
+        let revoked: Vec<(String, bool)> = store
+            .list_credentials(Some(&bot))
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.id, c.revoked_at.is_some()))
+            .collect();
+        assert_eq!(revoked, [(through.id, true), (other.id, false)]);
         assert!(store.trust_rules_for_issuer("https://a").unwrap().is_empty());
         assert!(matches!(store.remove_trust_rule("r1"), Err(StoreError::NotFound(_))));
     }

@@ -1,5 +1,5 @@
 //! Bots' trust rules for CI tokens through the person API: list, add,
-//! remove, for admins only, as the authenticated admin
+//! remove (revoking the credentials a rule gave), for admins only, as the authenticated admin
 //! ([`crate::ci::rules`] audits each change). Anyone else is refused (403,
 //! `not_admin` in the audit).
 
@@ -39,8 +39,8 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
             let id = id.to_string();
             api.blocking(move |store, _| {
                 must_be_admin(store, &admin)?;
-                let rule = rules::remove_rule(store, &id, &Actor::Person(admin)).map_err(refused)?;
-                Ok(json!({"rule": rule}))
+                let (rule, revoked) = rules::remove_rule(store, &id, &Actor::Person(admin)).map_err(refused)?;
+                Ok(json!({"rule": rule, "revoked_credentials": revoked}))
             })
             .await
         }

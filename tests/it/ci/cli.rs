@@ -15,58 +15,53 @@ fn text(output: &std::process::Output) -> (String, String) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_admin_adds_lists_and_removes_a_bots_trust_rules_as_themselves_and_others_are_refused() {
+/// `words` split at spaces, `issuer` put for `ISSUER`.
+fn args(words: &str, issuer: &CiIssuer) -> Vec<String> {
+    words
+        .split_whitespace()
+        .map(|w| {
+            if w == "ISSUER" {
+                issuer.issuer.clone()
+            } else {
+                w.to_string()
+            }
+        })
+        .collect()
+}
+
+const ADD: &str = "bot trust add --bot deployer --issuer ISSUER --audience https://p.example";
+
+/// An issuer, portcullis with bot [`BOT`], admin ana and bob; their tokens.
+async fn with_admin() -> (CiIssuer, Portcullis, String, String) {
     let issuer = CiIssuer::start().await;
     let env = Portcullis::start().await;
     env.store.add_principal(&Principal::bot(BOT), false).unwrap();
-    let ana = env.person("ana", &[]);
-    let bob = env.person("bob", &[]);
+    let (ana, bob) = (env.person("ana", &[]), env.person("bob", &[]));
     env.store.set_admin(&Principal::person("ana"), true).unwrap();
-    let add = [
-        "bot",
-        "trust",
-        "add",
-        "--bot",
-        BOT,
-        "--issuer",
-        &issuer.issuer,
-        "--audience",
-        "https://p.example",
-        "--claim",
-        "repository=acme/shop",
-        "--claim",
-        "ref=refs/tags/v*",
-        "--duration",
-        "30m",
-    ];
-    let (out, err) = text(&env.person_cli(&ana, &add));
-    assert!(
-        out.contains(&format!("bot {BOT} trusts tokens from {}", issuer.issuer)),
-        "{out}{err}"
+    (issuer, env, ana, bob)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_adds_lists_and_removes_a_bots_trust_rules_as_themselves_audited() {
+    let (issuer, env, ana, _) = with_admin().await;
+    let add = args(
+        &format!("{ADD} --claim repository=acme/shop --claim ref=refs/tags/v* --duration 30m"),
+        &issuer,
     );
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    let (out, err) = text(&env.person_cli(&ana, &add));
+    let said = format!("bot {BOT} trusts tokens from {}", issuer.issuer);
+    assert!(out.contains(&said), "{out}{err}");
     assert!(out.contains("ref=refs/tags/v* repository=acme/shop"), "{out}");
     let rules = env.store.trust_rules(Some(BOT)).unwrap();
-    assert_eq!(
-        (rules.len(), rules[0].duration_seconds, rules[0].created_by.as_str()),
-        (1, 1800, "ana")
-    );
+    let rule = (rules.len(), rules[0].duration_seconds, rules[0].created_by.as_str());
+    assert_eq!(rule, (1, 1800, "ana"));
 
     let (out, _) = text(&env.person_cli(&ana, &["bot", "trust", "list", "--bot", BOT]));
     assert!(
         out.contains(&rules[0].id) && out.contains("aud=https://p.example"),
         "{out}"
     );
-    let refused = env.person_cli(&bob, &["bot", "trust", "list"]);
-    assert!(!refused.status.success());
-    assert!(text(&refused).1.contains("not an admin"), "{}", text(&refused).1);
-    let no_claim = env.person_cli(&ana, &add[..9]);
-    assert!(
-        text(&no_claim).1.contains("at least one --claim"),
-        "{}",
-        text(&no_claim).1
-    );
-
     let (out, _) = text(&env.person_cli(&ana, &["bot", "trust", "remove", &rules[0].id]));
     assert!(out.contains(&format!("removed trust rule {}", rules[0].id)), "{out}");
     assert!(env.store.trust_rules(None).unwrap().is_empty());
@@ -80,33 +75,37 @@ async fn an_admin_adds_lists_and_removes_a_bots_trust_rules_as_themselves_and_ot
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn someone_not_an_admin_is_refused_and_a_rule_must_name_a_claim() {
+    let (issuer, env, ana, bob) = with_admin().await;
+    let refused = env.person_cli(&bob, &["bot", "trust", "list"]);
+    assert!(!refused.status.success());
+    assert!(text(&refused).1.contains("not an admin"), "{}", text(&refused).1);
+    let add = args(&format!("{ADD} --claim repository=acme/shop"), &issuer);
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    let (_, err) = text(&env.person_cli(&bob, &add));
+    assert!(err.contains("not an admin"), "{err}");
+    let bare = args(ADD, &issuer);
+    let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
+    let (_, err) = text(&env.person_cli(&ana, &bare));
+    assert!(err.contains("at least one --claim"), "{err}");
+    assert!(env.store.trust_rules(None).unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_operator_manages_trust_rules_on_the_store_and_bots_still_list_and_disable() {
     let issuer = CiIssuer::start().await;
     let env = Portcullis::start().await;
     let added = env.cli(&["admin", "bot", "add", BOT]);
     assert!(added.status.success(), "{}", text(&added).1);
-    let add = env.cli(&[
-        "admin",
-        "bot",
-        "trust",
-        "add",
-        "--bot",
-        BOT,
-        "--issuer",
-        &issuer.issuer,
-        "--audience",
-        "https://p.example",
-        "--claim",
-        "repository=acme/shop",
-        "--max-token-age",
-        "5m",
-    ]);
+    let add = args(
+        &format!("admin {ADD} --claim repository=acme/shop --max-token-age 5m"),
+        &issuer,
+    );
+    let add = env.cli(&add.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(add.status.success(), "{}", text(&add).1);
     let rules = env.store.trust_rules(Some(BOT)).unwrap();
-    assert_eq!(
-        (rules[0].max_token_age_seconds, rules[0].created_by.as_str()),
-        (300, "cli")
-    );
+    let rule = (rules[0].max_token_age_seconds, rules[0].created_by.as_str());
+    assert_eq!(rule, (300, "cli"));
     let (out, _) = text(&env.cli(&["admin", "bot", "trust", "list"]));
     assert!(out.contains(&rules[0].id), "{out}");
     let (out, _) = text(&env.cli(&["admin", "bot", "list"]));
@@ -115,38 +114,41 @@ async fn the_operator_manages_trust_rules_on_the_store_and_bots_still_list_and_d
     assert!(removed.status.success(), "{}", text(&removed).1);
     assert!(env.store.trust_rules(None).unwrap().is_empty());
     let rows = crate::approvals::audit_rows(&env).await;
-    assert_eq!(
-        rows.iter()
-            .filter(|r| r.resource == "trustrules" && r.login == "cli")
-            .count(),
-        2
-    );
+    let by_operator = rows.iter().filter(|r| r.resource == "trustrules" && r.login == "cli");
+    assert_eq!(by_operator.count(), 2);
+}
+
+/// `portcullis ci-login` against `ci`'s portcullis (trusting its CA) with
+/// `args` and the environment `vars`.
+fn ci_login(ci: &super::Ci, args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
+    let ca = ci.env.dir.path().join("p-ca.pem");
+    std::fs::write(&ca, &ci.env.ca_pem).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["ci-login", "--server", &format!("https://{}", ci.env.addr)])
+        .arg("--ca-file")
+        .arg(&ca)
+        .args(args)
+        .envs(vars.iter().copied())
+        .env_remove("PORTCULLIS_CONFIG")
+        .output()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ci_login_exchanges_the_jobs_token_and_writes_a_kubeconfig_kubectl_lists_pods_with_as_the_bot() {
     let ci = super::Ci::start().await;
     let dir = ci.env.dir.path();
-    let (ca, token_file, kubeconfig) = (dir.join("p-ca.pem"), dir.join("ci-token"), dir.join("kube/config"));
-    std::fs::write(&ca, &ci.env.ca_pem).unwrap();
+    let (token_file, kubeconfig) = (dir.join("ci-token"), dir.join("kube/config"));
+    let kubeconfig_arg = kubeconfig.display().to_string();
     let token = ci.issuer.key("rsa-1").sign(&ci.claims("3003"));
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
-    let login = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["ci-login", "--server", &format!("https://{}", ci.env.addr)])
-        .arg("--ca-file")
-        .arg(&ca)
-        .arg("--token-file")
-        .arg(&token_file)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env_remove("PORTCULLIS_CONFIG")
-        .output()
-        .unwrap();
+    let file_arg = token_file.display().to_string();
+    let login = ci_login(&ci, &["--token-file", &file_arg, "--kubeconfig", &kubeconfig_arg], &[]);
     let (out, err) = text(&login);
     assert!(login.status.success(), "{err}");
     assert!(err.contains(&format!("portcullis-{}", ci.env.cluster)), "{err}");
     assert!(
-        !out.contains("pcl_") && !err.contains("pcl_") && !err.contains(&token),
+        !format!("{out}{err}").contains("pcl_") && !err.contains(&token),
         "no token printed"
     );
     #[cfg(unix)]
@@ -170,22 +172,12 @@ async fn ci_login_exchanges_the_jobs_token_and_writes_a_kubeconfig_kubectl_lists
         listed.via
     );
 
-    let again = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args([
-            "ci-login",
-            "--server",
-            &format!("https://{}", ci.env.addr),
-            "--token-env",
-            "JOB_TOKEN",
-        ])
-        .arg("--ca-file")
-        .arg(&ca)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("JOB_TOKEN", &token)
-        .env_remove("PORTCULLIS_CONFIG")
-        .output()
-        .unwrap();
+    let vars = [("JOB_TOKEN", token.as_str())];
+    let again = ci_login(
+        &ci,
+        &["--token-env", "JOB_TOKEN", "--kubeconfig", &kubeconfig_arg],
+        &vars,
+    );
     assert!(!again.status.success());
     assert!(text(&again).1.contains("exchanged already"), "{}", text(&again).1);
 }

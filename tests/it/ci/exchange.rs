@@ -1,11 +1,13 @@
 //! A CI job's token, exchanged: the credential works as the bot's, and the
 //! audit row of each of its requests names the bot, the rule, and the
 //! job's subject, repository and run; tokens signed RS256 and ES256; a
-//! rule's own duration and glob; keys rotated at the issuer.
+//! rule's own duration and glob; keys rotated at the issuer; a rule
+//! removed takes its credentials with it.
 
 use super::issuer::Key;
 use super::{trust, Ci, BOT};
 use crate::approvals::audit_rows;
+use crate::support::eventually;
 use portcullis::audit::refusal::Refusal;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -106,4 +108,24 @@ async fn a_key_rotated_at_the_issuer_is_picked_up_and_unknown_key_ids_refetch_at
         "the old key is gone"
     );
     assert_eq!(ci.credentials().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn removing_a_rule_revokes_the_credentials_it_gave_and_refuses_its_tokens() {
+    let ci = Ci::start().await;
+    let answer = ci.exchange(&ci.issuer.key("rsa-1").sign(&ci.claims("4004"))).await;
+    let credential = answer.ok()["access_token"].as_str().unwrap().to_string();
+    let raw = ci.env.raw();
+    let pods = format!("/clusters/{}/api/v1/namespaces/shop/pods", ci.env.cluster);
+    assert_eq!(raw.get(&pods, &credential).await.status, 200);
+
+    let actor = portcullis::signin::groups::Actor::Operator;
+    let (_, revoked) = portcullis::ci::rules::remove_rule(&ci.env.store, &ci.rule.id, &actor).unwrap();
+    assert_eq!(revoked, 1);
+    eventually("the credential is refused", async || {
+        raw.get(&pods, &credential).await.status == 401
+    })
+    .await;
+    let later = ci.exchange(&ci.issuer.key("rsa-1").sign(&ci.claims("4005"))).await;
+    assert_eq!(later.row.refused, Refusal::CiTokenIssuer.as_str());
 }
