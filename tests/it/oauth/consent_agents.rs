@@ -65,7 +65,15 @@ async fn an_approved_narrowed_role_becomes_a_token_that_works_on_mcp_only_and_re
     )
     .await;
     assert!(said.contains("403"), "the payments grant was not handed over: {said}");
+    assert_kept_as_chosen(&setup).await;
+    drop(client);
+    setup.stop().await;
+}
 
+/// One session, ending within the hour chosen, writing directly as
+/// chosen; the consent audited as ana's, naming the client.
+async fn assert_kept_as_chosen(setup: &Setup) {
+    let env = &setup.env;
     let sessions = env.store.agent_sessions_of(&Principal::person("ana")).unwrap();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     let ends = sessions[0].expires_at.unwrap();
@@ -81,8 +89,6 @@ async fn an_approved_narrowed_role_becomes_a_token_that_works_on_mcp_only_and_re
         .expect("the consent is audited");
     assert_eq!((consent.login.as_str(), consent.code), ("ana", 200));
     assert_eq!(consent.name, setup.client_id);
-    drop(client);
-    setup.stop().await;
 }
 
 /// The hidden CSRF token of the visitor's console, and the page.
@@ -115,34 +121,7 @@ async fn agent_sessions_show_on_the_console_and_in_whoami_and_revoking_one_or_di
     })
     .await;
 
-    let (csrf, page) = console(&visitor).await;
-    let item = &page[page
-        .find(&format!("id=\"agent-{first_id}\""))
-        .expect("the first session is listed")..];
-    let item = &item[..item.find("</li>").unwrap()];
-    for words in [
-        "Consent Test Agent",
-        "viewer on sim / shop",
-        "writes need approval: yes",
-        "last used <time",
-    ] {
-        assert!(item.contains(words), "the console says {words:?}: {item}");
-    }
-    assert!(page.contains(&format!("id=\"agent-{second_id}\"")), "{page}");
-    let whoami = person_ok(env, &setup.ana, &["whoami"]);
-    let line = whoami
-        .lines()
-        .find(|l| {
-            l.starts_with(&format!(
-                "agent session {first_id}: client Consent Test Agent, last used 20"
-            ))
-        })
-        .unwrap_or_else(|| panic!("whoami lists the session with its client and last use: {whoami}"));
-    assert!(
-        line.contains("viewer on sim/shop") && line.contains("writes need approval"),
-        "{line}"
-    );
-
+    let csrf = assert_listed(&setup, &visitor, &first_id, &second_id).await;
     let revoked = visitor
         .post(&format!("/console/agents/{first_id}/revoke"), &format!("csrf={csrf}"))
         .await;
@@ -163,4 +142,39 @@ async fn agent_sessions_show_on_the_console_and_in_whoami_and_revoking_one_or_di
     .await;
     drop(client);
     setup.stop().await;
+}
+
+/// Both sessions are on the console, the first (used) with its client,
+/// grant, approval switch and last use; whoami lists it with its client
+/// and last use. Returns the console's CSRF token.
+async fn assert_listed(setup: &Setup, visitor: &Visitor, first_id: &str, second_id: &str) -> String {
+    let (csrf, page) = console(visitor).await;
+    let item = &page[page
+        .find(&format!("id=\"agent-{first_id}\""))
+        .expect("the first session is listed")..];
+    let item = &item[..item.find("</li>").unwrap()];
+    for words in [
+        "Consent Test Agent",
+        "viewer on sim / shop",
+        "writes need approval: yes",
+        "last used <time",
+    ] {
+        assert!(item.contains(words), "the console says {words:?}: {item}");
+    }
+    assert!(page.contains(&format!("id=\"agent-{second_id}\"")), "{page}");
+    let whoami = person_ok(&setup.env, &setup.ana, &["whoami"]);
+    let line = whoami
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "agent session {first_id}: client Consent Test Agent, last used 20"
+            ))
+        })
+        .unwrap_or_else(|| panic!("whoami lists the session with its client and last use: {whoami}"));
+    assert!(
+        line.contains("viewer on sim/shop") && line.contains("writes need approval"),
+        "{line}"
+    );
+
+    csrf
 }

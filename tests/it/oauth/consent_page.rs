@@ -49,32 +49,7 @@ async fn the_consent_page_names_the_client_warns_when_the_answer_leaves_this_com
         browser
             .assert_fits_a_phone_and_passes_axe(&format!("{scheme} consent page"))
             .await;
-        let client = &browser.client;
-        let grant = client.find(Locator::Id(&format!("grant-{shop}"))).await.unwrap();
-        assert!(
-            !grant.is_selected().await.unwrap(),
-            "{scheme}: no grant is chosen by default"
-        );
-        let approval = client.find(Locator::Id("writes_need_approval")).await.unwrap();
-        assert!(
-            approval.is_selected().await.unwrap(),
-            "{scheme}: writes need approval by default"
-        );
-        let roles = client
-            .find(Locator::Id(&format!("role-{shop}")))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        assert!(
-            roles.contains("developer") && roles.contains("viewer"),
-            "{scheme}: {roles}"
-        );
-        assert!(
-            !roles.contains("admin") && !roles.contains("debugger"),
-            "{scheme}: only narrower roles: {roles}"
-        );
+        assert_choices_start_unchosen(&browser, shop, scheme).await;
 
         open_consent(&browser, &setup, PRESENTED, false).await;
         let text = browser.text().await;
@@ -92,6 +67,37 @@ async fn the_consent_page_names_the_client_warns_when_the_answer_leaves_this_com
         browser.stop().await;
     }
     setup.stop().await;
+}
+
+/// On the page: no grant chosen, writes needing approval, and for the
+/// developer grant its own role and the narrower viewer only.
+async fn assert_choices_start_unchosen(browser: &Chromium, shop: &str, scheme: &str) {
+    let client = &browser.client;
+    let grant = client.find(Locator::Id(&format!("grant-{shop}"))).await.unwrap();
+    assert!(
+        !grant.is_selected().await.unwrap(),
+        "{scheme}: no grant is chosen by default"
+    );
+    let approval = client.find(Locator::Id("writes_need_approval")).await.unwrap();
+    assert!(
+        approval.is_selected().await.unwrap(),
+        "{scheme}: writes need approval by default"
+    );
+    let roles = client
+        .find(Locator::Id(&format!("role-{shop}")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        roles.contains("developer") && roles.contains("viewer"),
+        "{scheme}: {roles}"
+    );
+    assert!(
+        !roles.contains("admin") && !roles.contains("debugger"),
+        "{scheme}: only narrower roles: {roles}"
+    );
 }
 
 /// A client's loopback listener: its redirect URI, and the request
