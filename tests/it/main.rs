@@ -3,6 +3,7 @@
 mod harness;
 mod support;
 
+mod apiserver_audit;
 mod approvals;
 mod approvals_mcp;
 mod approvals_python;

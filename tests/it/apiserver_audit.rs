@@ -1,0 +1,234 @@
+//! The API server's own audit, delivered to portcullis's webhook
+//! (`/apiserver-audit/<cluster>`) as kube-apiserver's batch backend posts
+//! it: refused without the cluster's own token, kept once per stage and
+//! never with a body, joined to portcullis's row by audit id, and an alert
+//! for a request made as portcullis that portcullis never sent.
+
+use crate::audit::{audit_id, row, rows};
+use crate::harness::{Portcullis, RawResponse, CLUSTER};
+use crate::support::eventually;
+use http::Method;
+use portcullis::audit::query::Filter;
+use portcullis::identity::Principal;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const SA: &str = "system:serviceaccount:portcullis:portcullis";
+const WEBHOOK_TOKEN: &str = "webhook-token-for-the-test-cluster";
+
+/// portcullis with a webhook token for its cluster and a 1 s grace time
+/// (the token's directory lives as long as the test).
+async fn start() -> (Portcullis, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("audit-webhook-token");
+    std::fs::write(&token_file, format!("{WEBHOOK_TOKEN}\n")).unwrap();
+    let env = Portcullis::start_with(|config| {
+        config.clusters[0].audit_webhook_token_file = Some(token_file);
+        config.audit.bypass_grace = Duration::from_secs(1);
+    })
+    .await;
+    (env, dir)
+}
+
+/// One event as kube-apiserver writes it, with a Secret in its bodies.
+fn event(id: &str, stage: &str, impersonated: Option<&str>) -> Value {
+    let mut event = json!({
+        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "RequestResponse",
+        "auditID": id, "stage": stage, "verb": "get",
+        "requestURI": "/api/v1/namespaces/shop/secrets/db",
+        "user": {"username": SA, "groups": ["system:serviceaccounts"]},
+        "sourceIPs": ["203.0.113.7"], "userAgent": "curl/8.5.0",
+        "responseStatus": {"metadata": {}, "code": 200},
+        "requestObject": {"kind": "Secret", "data": {"password": "c2VjcmV0LXZhbHVlLTQy"}},
+        "responseObject": {"kind": "Secret", "stringData": {"password": "secret-value-42"}},
+        "annotations": {"authorization.k8s.io/decision": "allow",
+                        "authorization.k8s.io/reason": "RBAC: allowed by RoleBinding \"grant-1/shop\""},
+        "requestReceivedTimestamp": "2026-01-02T03:04:05.000001Z",
+        "stageTimestamp": "2026-01-02T03:04:05.100000Z"
+    });
+    if let Some(name) = impersonated {
+        event["impersonatedUser"] = json!({"username": name, "groups": ["portcullis:grant:1"]});
+    }
+    event
+}
+
+fn batch(items: Vec<Value>) -> Vec<u8> {
+    serde_json::to_vec(&json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": items})).unwrap()
+}
+
+async fn post(env: &Portcullis, token: Option<&str>, body: Vec<u8>) -> RawResponse {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(auth) = &auth {
+        headers.push(("authorization", auth.as_str()));
+    }
+    let path = format!("/apiserver-audit/{CLUSTER}");
+    env.raw().send(Method::POST, &path, &headers, body).await
+}
+
+/// The events kept of `id`.
+fn kept(env: &Portcullis, id: &str) -> Vec<portcullis::store::ApiserverEvent> {
+    env.store.apiserver_events(id).unwrap()
+}
+
+/// The webhook call's own audit row, found by its answer's audit id.
+async fn call_row(env: &Portcullis, response: &RawResponse) -> portcullis::audit::row::AuditRow {
+    let id = audit_id(response);
+    eventually("the webhook call's row", async || {
+        let filter = Filter {
+            id: Some(id.clone()),
+            discovery: true,
+            ..Filter::default()
+        };
+        rows(env, filter).pop()
+    })
+    .await
+    .row
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_call_without_the_clusters_own_token_is_refused_with_an_audit_row() {
+    let (env, _token_dir) = start().await;
+    let person = env.person("ana", &[("viewer", Some("shop"))]);
+    for token in [None, Some("wrong-token"), Some(person.as_str())] {
+        let response = post(&env, token, batch(vec![event("forged-1", "ResponseComplete", None)])).await;
+        assert_eq!(response.status, 401, "{token:?}");
+        assert_eq!(response.json()["reason"], "Unauthorized");
+        let row = call_row(&env, &response).await;
+        assert_eq!(row.refused, "audit_webhook_credential");
+    }
+    assert!(kept(&env, "forged-1").is_empty(), "nothing of a refused call is kept");
+    let elsewhere = env
+        .raw()
+        .send(
+            Method::POST,
+            "/apiserver-audit/other",
+            &[("authorization", &format!("Bearer {WEBHOOK_TOKEN}"))],
+            batch(vec![]),
+        )
+        .await;
+    assert_eq!(elsewhere.status, 401, "another cluster's URL does not take this token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_delivered_twice_is_kept_once_and_never_with_its_bodies() {
+    let (env, _token_dir) = start().await;
+    let events = vec![
+        event("dup-1", "RequestReceived", Some("user:ana")),
+        event("dup-1", "ResponseComplete", Some("user:ana")),
+    ];
+    for _ in 0..2 {
+        let response = post(&env, Some(WEBHOOK_TOKEN), batch(events.clone())).await;
+        assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&response.body));
+    }
+    let stages: Vec<String> = kept(&env, "dup-1").into_iter().map(|e| e.stage).collect();
+    assert_eq!(stages, ["RequestReceived", "ResponseComplete"]);
+    let database = std::fs::read(env.store.path()).unwrap();
+    let wal = std::fs::read(env.store.path().with_extension("db-wal")).unwrap_or_default();
+    for secret in ["secret-value-42", "c2VjcmV0LXZhbHVlLTQy"] {
+        for bytes in [&database, &wal] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} reached the store"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_batch_is_refused_and_what_was_kept_before_stays() {
+    let (env, _token_dir) = start().await;
+    let good = post(
+        &env,
+        Some(WEBHOOK_TOKEN),
+        batch(vec![event("kept-1", "ResponseComplete", None)]),
+    )
+    .await;
+    assert_eq!(good.status, 200);
+    let mut broken = event("lost-1", "ResponseComplete", None);
+    broken.as_object_mut().unwrap().remove("auditID");
+    let bad = batch(vec![event("lost-2", "ResponseComplete", None), broken]);
+    let response = post(&env, Some(WEBHOOK_TOKEN), bad).await;
+    assert_eq!(response.status, 400);
+    let message = response.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("nothing of it kept") && message.contains("auditID"),
+        "{message}"
+    );
+    assert_eq!(call_row(&env, &response).await.refused, "audit_webhook_batch");
+    assert!(
+        kept(&env, "lost-2").is_empty(),
+        "a refused batch is kept not even in part"
+    );
+    assert_eq!(kept(&env, "kept-1").len(), 1, "an earlier batch is intact");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_endpoint_shows_the_api_servers_stages_and_rbac_reason_beside_the_row() {
+    let (env, _token_dir) = start().await;
+    let ana = env.person("ana", &[("viewer", Some("shop"))]);
+    let response = env
+        .raw()
+        .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &ana)
+        .await;
+    let id = audit_id(&response);
+    row(&env, &id).await;
+    let events = vec![
+        event(&id, "RequestReceived", Some("user:ana")),
+        event(&id, "ResponseComplete", Some("user:ana")),
+    ];
+    assert_eq!(post(&env, Some(WEBHOOK_TOKEN), batch(events)).await.status, 200);
+    let admin = env.person("root", &[]);
+    env.store.set_admin(&Principal::person("root"), true).unwrap();
+    let read = env.raw().get(&format!("/audit?id={id}"), &admin).await;
+    assert_eq!(read.status, 200, "{}", String::from_utf8_lossy(&read.body));
+    let line: Value = serde_json::from_slice(read.body.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(line["id"], id.as_str());
+    assert_eq!(line["login"], "ana");
+    let apiserver = line["apiserver"].as_array().unwrap();
+    assert_eq!(apiserver.len(), 2, "{line}");
+    assert_eq!(apiserver[1]["stage"], "ResponseComplete");
+    assert_eq!(apiserver[1]["code"], 200);
+    assert_eq!(apiserver[1]["impersonated_user"], "user:ana");
+    assert_eq!(apiserver[1]["impersonated_groups"][0], "portcullis:grant:1");
+    assert_eq!(apiserver[1]["decision"], "allow");
+    assert!(apiserver[1]["reason"].as_str().unwrap().contains("RoleBinding"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_made_as_portcullis_that_it_never_sent_becomes_an_alert_after_the_grace() {
+    let (env, _token_dir) = start().await;
+    let ana = env.person("ana", &[("viewer", Some("shop"))]);
+    let response = env
+        .raw()
+        .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &ana)
+        .await;
+    let forwarded = audit_id(&response);
+    let events = vec![
+        event("leaked-1", "ResponseComplete", None),
+        event("leaked-2", "ResponseComplete", Some("user:ana")),
+        event(&forwarded, "ResponseComplete", Some("user:ana")),
+    ];
+    assert_eq!(post(&env, Some(WEBHOOK_TOKEN), batch(events)).await.status, 200);
+    let alerts = Filter {
+        kind: Some("alert".into()),
+        ..Filter::default()
+    };
+    let raised = eventually("two alert rows", async || {
+        let found = rows(&env, alerts.clone());
+        (found.len() == 2).then_some(found)
+    })
+    .await;
+    let ids: Vec<&str> = raised.iter().map(|r| r.row.id.as_str()).collect();
+    assert_eq!(ids, ["leaked-1", "leaked-2"], "the forwarded request is no alert");
+    assert_eq!(raised[0].row.client, "203.0.113.7");
+    let metrics = env.raw().get("/metrics", "").await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(text.contains("portcullis_bypass_alerts_total 2"), "{text}");
+    let listed = env.cli(&["admin", "audit", "alerts"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("leaked-1") && listed.contains("curl%2F8.5.0"),
+        "{listed}"
+    );
+}
