@@ -17,7 +17,7 @@ mod refusals;
 mod tokens;
 
 use crate::harness::Portcullis;
-use portcullis::config::OidcConfig;
+use portcullis::config::{Config, OidcConfig};
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -108,9 +108,15 @@ pub fn free_port() -> u16 {
 /// portcullis on `port`, signing people in with `issuer`; `adjust` edits
 /// `[oidc]`.
 pub async fn portcullis(issuer: &str, port: u16, adjust: impl FnOnce(&mut OidcConfig)) -> Portcullis {
+    portcullis_configured(issuer, port, |config| adjust(config.oidc.as_mut().unwrap())).await
+}
+
+/// [`portcullis`], with `adjust` editing the whole configuration (its
+/// `[oidc]` already set).
+pub async fn portcullis_configured(issuer: &str, port: u16, adjust: impl FnOnce(&mut Config)) -> Portcullis {
     let secret = std::env::temp_dir().join(format!("portcullis-oidc-secret-{}", uuid::Uuid::new_v4()));
     std::fs::write(&secret, format!("{CLIENT_SECRET}\n")).unwrap();
-    let mut oidc = OidcConfig {
+    let oidc = OidcConfig {
         issuer: issuer.into(),
         client_id: CLIENT_ID.into(),
         client_secret_file: secret,
@@ -121,11 +127,11 @@ pub async fn portcullis(issuer: &str, port: u16, adjust: impl FnOnce(&mut OidcCo
         create_people: true,
         ca_file: None,
     };
-    adjust(&mut oidc);
     Portcullis::start_with(move |config| {
         config.listen = format!("127.0.0.1:{port}");
         config.public_url = format!("https://127.0.0.1:{port}");
         config.oidc = Some(oidc);
+        adjust(config);
     })
     .await
 }
