@@ -109,7 +109,7 @@ impl Endpoint {
             body_limit: config.limits.request_body_bytes,
             challenge: format!(
                 "Bearer resource_metadata=\"{}\"",
-                crate::doors::oauth::metadata::Issuer::new(&config.public_url).resource_metadata_url()
+                crate::oauth::metadata::Issuer::new(&config.public_url).resource_metadata_url()
             ),
         }
     }

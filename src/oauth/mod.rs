@@ -16,6 +16,7 @@
 pub mod client;
 pub mod consent;
 pub mod error;
+pub mod metadata;
 pub mod redirect;
 pub mod register;
 pub mod tokens;

@@ -44,6 +44,16 @@ pub struct AgentSession {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
+/// An agent session's columns: id, client id and name, made, ends, last used.
+type SessionRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+);
+
 /// A code or refresh token, taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken<T> {
@@ -138,14 +148,7 @@ impl Store {
     /// The agent sessions of `person`, newest first (agents added by
     /// `portcullis agent add` included, without a client).
     pub fn agent_sessions_of(&self, person: &Principal) -> Result<Vec<AgentSession>, StoreError> {
-        let rows: Vec<(
-            String,
-            Option<String>,
-            Option<String>,
-            DateTime<Utc>,
-            Option<DateTime<Utc>>,
-            Option<DateTime<Utc>>,
-        )> = self.with(|c| {
+        let rows: Vec<SessionRow> = self.with(|c| {
             let mut stmt = c.prepare(
                 "SELECT a.id, a.client_id, a.client_name, a.created_at, a.expires_at, \
                      (SELECT MAX(last_used_at) FROM credentials WHERE agent_id = a.id) \

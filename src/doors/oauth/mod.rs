@@ -12,7 +12,7 @@
 //! Registration and token requests are rate-limited per address and per
 //! client.
 
-pub mod metadata;
+pub use crate::oauth::metadata;
 pub mod register;
 mod revoke;
 mod token;

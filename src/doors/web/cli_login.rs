@@ -210,10 +210,10 @@ pub(crate) async fn exchange(
     row: &mut AuditRow,
 ) -> Response<Body> {
     mark(row, "login");
-    let pending = web.cli_codes().take(field(&form, "code"));
-    let verifier = field(&form, "code_verifier");
+    let pending = web.cli_codes().take(field(form, "code"));
+    let verifier = field(form, "code_verifier");
     let Some(pending) =
-        pending.filter(|p| p.redirect_uri == field(&form, "redirect_uri") && p.challenge == challenge_of(verifier))
+        pending.filter(|p| p.redirect_uri == field(form, "redirect_uri") && p.challenge == challenge_of(verifier))
     else {
         row.refuse(Refusal::SignInCodeRefused);
         let why = "the code is unknown, used, expired, or not for this verifier and redirect URI";

@@ -28,7 +28,7 @@ use crate::approvals::{seal, Approvals};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::{bounded, AuditRow};
 use crate::body::{self, Body};
-use crate::doors::oauth::metadata::Issuer;
+use crate::oauth::metadata::Issuer;
 use crate::identity::Principal;
 use crate::oauth::client::{ClientError, ClientMetadata};
 use crate::oauth::consent::{self, Choice, ConsentError};

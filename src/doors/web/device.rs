@@ -278,7 +278,7 @@ pub(crate) async fn token(
 ) -> Response<Body> {
     mark(row, "login");
     let refused = |error: &str, why: &str| json(StatusCode::BAD_REQUEST, &oauth_error(error, why));
-    match web.devices().poll(field(&form, "device_code"), Utc::now()) {
+    match web.devices().poll(field(form, "device_code"), Utc::now()) {
         Poll::Pending => refused("authorization_pending", "the person has not allowed it yet"),
         Poll::SlowDown => refused("slow_down", "polled faster than the interval"),
         Poll::Unknown => {
