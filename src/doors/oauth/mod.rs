@@ -95,14 +95,14 @@ impl OAuth {
                 if request.method() == Method::OPTIONS {
                     return preflight();
                 }
-                let mut response = match self.limit(&row.client, None) {
+                let mut response = match self.limit("token", &format!("addr:{}", row.client)) {
                     Err(error) => refused(row, error),
                     Ok(()) => token::serve(self, doors, request, row).await,
                 };
                 cors(&mut response);
                 response
             }
-            OAuthEndpoint::Register => match self.limit(&row.client, None) {
+            OAuthEndpoint::Register => match self.limit("register", &format!("addr:{}", row.client)) {
                 Err(error) => refused(row, error),
                 Ok(()) => register::serve(&self.clients, request, row).await,
             },
@@ -133,15 +133,13 @@ impl OAuth {
         response
     }
 
-    /// Rate limit per address and, once known, per client.
-    fn limit(&self, address: &str, client: Option<&str>) -> Result<(), OAuthError> {
-        let keys = [Some(format!("addr:{address}")), client.map(|c| format!("client:{c}"))];
-        for key in keys.iter().flatten() {
-            if let Err(wait) = self.limiter.check(key) {
-                return Err(OAuthError::rate_limited(wait.as_secs().max(1)));
-            }
-        }
-        Ok(())
+    /// Rate limit `endpoint`'s requests by `who` (`addr:<address>` or
+    /// `client:<id>`): each endpoint has its own budget per address and
+    /// per client.
+    fn limit(&self, endpoint: &str, who: &str) -> Result<(), OAuthError> {
+        self.limiter
+            .check(&format!("{endpoint}:{who}"))
+            .map_err(|wait| OAuthError::rate_limited(wait.as_secs().max(1)))
     }
 }
 

@@ -74,7 +74,7 @@ async fn grant(
     let field = |name: &str| form.get(name).map(String::as_str);
     let grant_type = field("grant_type").ok_or_else(|| OAuthError::invalid_request("grant_type is missing"))?;
     if let Some(client) = field("client_id") {
-        oauth.limit(&row.client, Some(client))?;
+        oauth.limit("token", &format!("client:{client}"))?;
     }
     match grant_type {
         "authorization_code" => {

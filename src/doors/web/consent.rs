@@ -28,10 +28,10 @@ use crate::approvals::{seal, Approvals};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::{bounded, AuditRow};
 use crate::body::{self, Body};
-use crate::oauth::metadata::Issuer;
 use crate::identity::Principal;
 use crate::oauth::client::{ClientError, ClientMetadata};
 use crate::oauth::consent::{self, Choice, ConsentError};
+use crate::oauth::metadata::Issuer;
 use crate::oauth::redirect;
 use crate::oauth::tokens::{self, Consent};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -121,6 +121,14 @@ impl Refused {
         }
     }
 
+    fn rate_limited(seconds: u64) -> Refused {
+        Refused {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            why: format!("Too many authorization requests: wait {seconds} s and try again."),
+            refusal: Some(Refusal::RateLimited),
+        }
+    }
+
     fn unavailable() -> Refused {
         Refused {
             status: StatusCode::SERVICE_UNAVAILABLE,
@@ -154,6 +162,10 @@ pub async fn serve(
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
+    if let Err(seconds) = web.authorize_allowed(&format!("addr:{}", row.client)) {
+        mark(row, "authorize");
+        return Refused::rate_limited(seconds).answer(row);
+    }
     match (request.method().clone(), session) {
         (Method::GET, session) => show(approvals, web, key, session, request, row).await,
         (Method::POST, Some(s)) => decide(approvals, web, key, &s, request, row).await,
@@ -237,7 +249,10 @@ async fn check(web: &Web, params: &[(String, String)]) -> Result<Ask, Refused> {
             "response_type must be \"code\": portcullis gives authorization codes (with PKCE) only.",
         ));
     }
-    let client = resolve(web, get("client_id")).await?;
+    let client_id = get("client_id");
+    web.authorize_allowed(&format!("client:{client_id}"))
+        .map_err(Refused::rate_limited)?;
+    let client = resolve(web, client_id).await?;
     let redirect_uri = get("redirect_uri");
     if redirect_uri.is_empty() || !redirect::matches(&client.redirect_uris, redirect_uri) {
         let why = "redirect_uri is missing or is not one of the redirect URIs the client declared.";

@@ -41,6 +41,9 @@ pub struct Web {
     /// Who an OAuth client is, for the consent page (shared with the token
     /// endpoint).
     clients: std::sync::Arc<crate::oauth::client::Clients>,
+    /// `/oauth/authorize` requests per address and per client
+    /// (`[oauth] requests_per_minute`).
+    authorize_limiter: RateLimiter,
 }
 
 impl Web {
@@ -61,7 +64,17 @@ impl Web {
             devices: Default::default(),
             reconciler: Default::default(),
             clients,
+            authorize_limiter: RateLimiter::new(
+                config.oauth.requests_per_minute.max(1),
+                config.oauth.requests_per_minute.max(1),
+            ),
         })
+    }
+
+    /// May `key` (an address or a client) ask `/oauth/authorize` again
+    /// now? Else how many seconds to wait.
+    pub fn authorize_allowed(&self, key: &str) -> Result<(), u64> {
+        self.authorize_limiter.check(key).map_err(|wait| wait.as_secs().max(1))
     }
 
     /// Bind approved grants through `reconciler` before answering.

@@ -298,3 +298,39 @@ async fn a_code_or_refresh_token_presented_twice_ends_the_session_and_every_toke
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_authorize_and_token_requests_are_rate_limited_per_address() {
+    let env = Portcullis::start_with(|c| c.oauth.requests_per_minute = 2).await;
+    let client = raw(&env);
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let json = [("content-type", "application/json")];
+    let authorize = "/oauth/authorize?response_type=code&client_id=pcl-client-none";
+    for (method, path, headers, body) in [
+        (
+            Method::POST,
+            "/oauth/token",
+            &form[..],
+            b"grant_type=refresh_token".to_vec(),
+        ),
+        (Method::POST, "/oauth/register", &json[..], b"{}".to_vec()),
+        (Method::GET, authorize, &[][..], Vec::new()),
+    ] {
+        let mut codes = Vec::new();
+        for _ in 0..3 {
+            codes.push(
+                client
+                    .send(method.clone(), path, headers, body.clone())
+                    .await
+                    .status
+                    .as_u16(),
+            );
+        }
+        assert_ne!(codes[0], 429, "{path}: the first requests pass ({codes:?})");
+        assert_eq!(
+            codes[2], 429,
+            "{path}: the third within a minute is refused ({codes:?})"
+        );
+    }
+    env.stop().await;
+}
