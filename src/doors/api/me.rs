@@ -18,11 +18,15 @@ pub(super) async fn whoami(api: &Api, identity: &Identity, call: &Call<'_>) -> R
     api.blocking(move |store, config| {
         let admin = store.is_admin(&person).map_err(ApiError::unavailable)?;
         let now = Utc::now();
-        let mut grants = Vec::new();
-        for cluster in &config.clusters {
-            let found = store.grants_of(&person, &cluster.name).map_err(ApiError::unavailable)?;
-            grants.extend(found.into_iter().filter(|g| g.in_effect(now)));
-        }
+        // The person's own grants: those narrowed for their agent sessions
+        // are listed with the sessions.
+        let known = |g: &crate::identity::Grant| config.clusters.iter().any(|c| c.name == g.cluster);
+        let grants: Vec<_> = store
+            .own_grants_in_effect(&person)
+            .map_err(ApiError::unavailable)?
+            .into_iter()
+            .filter(|g| known(g) && g.in_effect(now))
+            .collect();
         let expires = own(store, &person, &credential)?.and_then(|c| c.expires_at);
         let sessions = agent_sessions(store, &person, now)?;
         Ok(json!({

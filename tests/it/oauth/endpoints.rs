@@ -211,9 +211,19 @@ async fn the_token_endpoint_answers_every_bad_request_with_an_rfc_6749_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_access_token_works_on_mcp_and_is_refused_on_the_clusters_and_the_person_api() {
     let env = Portcullis::start().await;
-    env.person("ana", &[("developer", Some("shop"))]);
+    let ana = env.person("ana", &[("developer", Some("shop"))]);
     let tokens = tokens_for_ana(&env, "viewer").await;
     let access = tokens["access_token"].as_str().unwrap();
+    // The grant narrowed to viewer for the session is not listed as ana's own.
+    let me = raw(&env).get("/api/portcullis/v1/whoami", &ana).await.json();
+    let roles: Vec<&str> = me["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["developer"], "{me}");
+    assert_eq!(me["agent_sessions"].as_array().unwrap().len(), 1, "{me}");
     assert!(tokens["expires_in"].as_i64().unwrap() <= 3600);
     let agent = connect(&env, access, stateless()).await;
     let me = ok(&agent, "whoami", json!({})).await;

@@ -88,10 +88,8 @@ fn view(store: &Store, config: &Config, s: &Session) -> Result<View, String> {
     Ok(View {
         login: s.login.clone(),
         now,
-        grants: grants
-            .into_iter()
-            .filter(|g| g.subject == person && g.in_effect(now))
-            .collect(),
+        // The person's own: grants narrowed for an agent session show with it.
+        grants: store.own_grants_in_effect(&person).map_err(|e| err(&e))?,
         rules: store.group_rules().map_err(|e| err(&e))?,
         clusters: config.clusters.iter().map(|c| c.name.clone()).collect(),
         roles: crate::identity::roles::all(config)
