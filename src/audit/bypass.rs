@@ -11,7 +11,7 @@
 
 use super::row::{bounded, AuditRow};
 use super::AuditError;
-use crate::store::{ApiserverEvent, Checked, Store};
+use crate::store::{ApiserverEvent, Checked, Sent, Store};
 use chrono::{DateTime, SubsecRound, Utc};
 use prometheus_client::metrics::counter::Counter;
 use std::time::Duration;
@@ -21,6 +21,11 @@ const PAGE: usize = 1000;
 
 /// The `kind` of an alert row.
 pub const ALERT: &str = "alert";
+/// An alert's reason: portcullis never sent the request.
+pub const BYPASS: &str = "Bypass";
+/// An alert's reason: portcullis sent a request with this audit id, but
+/// not impersonating whom the API server saw.
+pub const IMPERSONATION: &str = "Impersonation";
 
 /// Check every event that arrived more than `grace` before `now` and was
 /// not checked yet; returns the alerts raised (each also counted in
@@ -44,31 +49,57 @@ pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counte
     Ok(raised)
 }
 
-/// Decide about `event`'s request: matched, or (once) an alert.
+/// Decide about `event`'s request: matched, or (once) an alert. A later
+/// stage is looked at again: the API server names whom a request
+/// impersonates only from its second stage on.
 fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditError> {
     let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
-    let decided = match store.apiserver_audit_checked(&event.audit_id).map_err(store_error)? {
-        // A later stage of a request already decided: no second alert.
-        Some(before) => {
-            store
-                .mark_apiserver_audit(&event.audit_id, before)
-                .map_err(store_error)?;
-            return Ok(Checked::Matched);
-        }
-        None if store.portcullis_sent(&event.audit_id).map_err(store_error)? => Checked::Matched,
-        None => {
-            warn(event);
-            super::commit_event(store, alert_row(event))?;
-            Checked::Alert
-        }
+    let before = store.apiserver_audit_checked(&event.audit_id).map_err(store_error)?;
+    let fullest = fullest(store, event)?;
+    let reason = match before {
+        Some(Checked::Alert) => None,
+        _ => verdict(
+            store.portcullis_sent_as(&event.audit_id).map_err(store_error)?,
+            &fullest,
+        ),
     };
+    let Some(reason) = reason else {
+        let decided = before.unwrap_or(Checked::Matched);
+        store
+            .mark_apiserver_audit(&event.audit_id, decided)
+            .map_err(store_error)?;
+        return Ok(Checked::Matched);
+    };
+    warn(&fullest, reason);
+    super::commit_event(store, alert_row(&fullest, reason))?;
     store
-        .mark_apiserver_audit(&event.audit_id, decided)
+        .mark_apiserver_audit(&event.audit_id, Checked::Alert)
         .map_err(store_error)?;
-    Ok(decided)
+    Ok(Checked::Alert)
 }
 
-fn warn(event: &ApiserverEvent) {
+/// Why a request is an alert, if it is: portcullis never sent it
+/// (`Bypass`), or it impersonates someone portcullis did not send it as
+/// (`Impersonation`: its audit id was reused around portcullis).
+pub fn verdict(sent: Sent, event: &ApiserverEvent) -> Option<&'static str> {
+    match sent {
+        Sent::No => Some(BYPASS),
+        Sent::As(user) if !event.impersonated_user.is_empty() && event.impersonated_user != user => Some(IMPERSONATION),
+        Sent::As(_) | Sent::Unknown => None,
+    }
+}
+
+/// The latest stage kept of `event`'s request (it says the most: whom it
+/// impersonated, its code).
+fn fullest(store: &Store, event: &ApiserverEvent) -> Result<ApiserverEvent, AuditError> {
+    let stages = store
+        .apiserver_events(&event.audit_id)
+        .map_err(|e| AuditError::Store(e.to_string()))?;
+    let impersonating = stages.iter().rev().find(|e| !e.impersonated_user.is_empty());
+    Ok(impersonating.or(stages.last()).unwrap_or(event).clone())
+}
+
+fn warn(event: &ApiserverEvent, reason: &str) {
     use crate::text::Escaped;
     tracing::warn!(
         cluster = %event.cluster,
@@ -79,12 +110,13 @@ fn warn(event: &ApiserverEvent) {
         user_agent = %Escaped(&event.user_agent),
         verb = %Escaped(&event.verb),
         request_uri = %Escaped(&event.request_uri),
-        "bypass alert: the API server saw a request portcullis never sent"
+        reason,
+        "bypass alert: the API server saw a request portcullis never sent as it"
     );
 }
 
 /// The alert's row: the API server's request, under its audit id.
-pub fn alert_row(event: &ApiserverEvent) -> AuditRow {
+pub fn alert_row(event: &ApiserverEvent, reason: &str) -> AuditRow {
     let mut query = form_urlencoded::Serializer::new(String::new());
     query.append_pair("user", &event.user);
     if !event.impersonated_user.is_empty() {
@@ -102,7 +134,7 @@ pub fn alert_row(event: &ApiserverEvent) -> AuditRow {
         query: bounded(&query.finish()),
         verb: event.verb.clone(),
         code: event.code,
-        reason: "Bypass".into(),
+        reason: reason.into(),
         ..AuditRow::default()
     };
     row.finish(event.stage_at.max(event.received_at));
@@ -209,5 +241,75 @@ mod tests {
             "{}",
             rows[0].row.query
         );
+    }
+
+    #[test]
+    fn an_event_impersonating_someone_portcullis_did_not_send_it_as_is_an_alert() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let sent = |id: &str, login: &str| AuditRow {
+            id: id.into(),
+            principal_kind: "person".into(),
+            login: login.into(),
+            started_at: Utc::now().trunc_subsecs(6),
+            ..AuditRow::default()
+        };
+        super::super::commit_event(&store, sent("as-ana", "ana")).unwrap();
+        super::super::commit_event(&store, sent("reused", "ana")).unwrap();
+        store.record_forwarded("own", "prod", "system", Utc::now()).unwrap();
+        let impersonating = |id: &str, user: &str| ApiserverEvent {
+            impersonated_user: user.into(),
+            ..event(id, "ResponseComplete")
+        };
+        let batch = [
+            event("as-ana", "RequestReceived"),
+            impersonating("as-ana", "user:ana"),
+            event("reused", "RequestReceived"),
+            impersonating("reused", "user:bob"),
+            impersonating("own", "bot:deployer"),
+        ];
+        store.store_apiserver_events(&batch).unwrap();
+        let alerts = Counter::default();
+        let later = Utc::now() + chrono::TimeDelta::seconds(1);
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 2);
+        assert_eq!(store.apiserver_audit_checked("as-ana").unwrap(), Some(Checked::Matched));
+        let mut audit = super::super::sqlite::SqliteAuditStore::open(store.path()).unwrap();
+        let filter = super::super::query::Filter {
+            kind: Some(ALERT.into()),
+            ..Default::default()
+        };
+        let rows = super::super::store::AuditStore::query(&mut audit, &filter).unwrap();
+        let found: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.row.id.as_str(), r.row.reason.as_str()))
+            .collect();
+        assert_eq!(found, [("reused", IMPERSONATION), ("own", IMPERSONATION)]);
+        assert!(
+            rows[0].row.query.contains("impersonatedUser=user%3Abob"),
+            "{}",
+            rows[0].row.query
+        );
+    }
+
+    #[test]
+    fn a_verdict_names_a_bypass_and_a_changed_impersonation_only() {
+        let as_ana = ApiserverEvent {
+            impersonated_user: "user:ana".into(),
+            ..ApiserverEvent::default()
+        };
+        let nobody = ApiserverEvent::default();
+        let cases = [
+            (Sent::No, &nobody, Some(BYPASS)),
+            (Sent::No, &as_ana, Some(BYPASS)),
+            (Sent::As("user:ana".into()), &as_ana, None),
+            (Sent::As("user:bob".into()), &as_ana, Some(IMPERSONATION)),
+            (Sent::As(String::new()), &as_ana, Some(IMPERSONATION)),
+            // The first stage names nobody yet.
+            (Sent::As("user:ana".into()), &nobody, None),
+            (Sent::Unknown, &as_ana, None),
+        ];
+        for (sent, event, expected) in cases {
+            assert_eq!(verdict(sent.clone(), event), expected, "{sent:?}");
+        }
     }
 }

@@ -63,6 +63,27 @@ impl Checked {
     }
 }
 
+/// Whether portcullis sent a request, and as whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// It has no row, intent or record of it.
+    No,
+    /// It sent it impersonating this user (`user:<login>`, `bot:<name>`),
+    /// or nobody (empty: its own requests).
+    As(String),
+    /// It sent it, but whom as is not known yet (a stream still open).
+    Unknown,
+}
+
+/// The user portcullis impersonates for a row's principal.
+fn kube_user(kind: &str, login: &str) -> String {
+    match kind {
+        "person" => format!("user:{login}"),
+        "bot" => format!("bot:{login}"),
+        _ => String::new(),
+    }
+}
+
 const COLUMNS: &str = "audit_id, stage, cluster, verb, request_uri, user, impersonated_user, impersonated_groups, \
      source_ips, user_agent, code, decision, reason, received_at, stage_at";
 
@@ -198,17 +219,41 @@ impl Store {
         })
     }
 
-    /// Did portcullis send request `audit_id`: a row that is not an alert,
-    /// a write's intent, or a forwarded record?
-    pub fn portcullis_sent(&self, audit_id: &str) -> Result<bool, StoreError> {
+    /// Did portcullis send request `audit_id`, and as whom: a row that is
+    /// not an alert, a write's intent (each names its person or bot), or a
+    /// forwarded record (portcullis's own requests impersonate nobody; a
+    /// client's stream still open has no row yet to say whom).
+    pub fn portcullis_sent_as(&self, audit_id: &str) -> Result<Sent, StoreError> {
         self.with(|c| {
-            Ok(c.query_row(
-                "SELECT EXISTS (SELECT 1 FROM audit WHERE id = ?1 AND kind <> 'alert') \
-                 OR EXISTS (SELECT 1 FROM audit_intents WHERE id = ?1) \
-                 OR EXISTS (SELECT 1 FROM audit_forwarded WHERE id = ?1)",
-                params![audit_id],
-                |r| r.get(0),
-            )?)
+            let named: Option<(String, String)> = c
+                .query_row(
+                    "SELECT principal_kind, login FROM audit WHERE id = ?1 AND kind = '' \
+                     UNION ALL SELECT json_extract(row, '$.principal_kind'), json_extract(row, '$.login') \
+                     FROM audit_intents WHERE id = ?1 LIMIT 1",
+                    params![audit_id],
+                    |r| {
+                        Ok((
+                            r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                            r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                        ))
+                    },
+                )
+                .optional()?;
+            if let Some((kind, login)) = named {
+                return Ok(Sent::As(kube_user(&kind, &login)));
+            }
+            let record: Option<String> = c
+                .query_row(
+                    "SELECT kind FROM audit_forwarded WHERE id = ?1",
+                    params![audit_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(match record.as_deref() {
+                Some("system") => Sent::As(String::new()),
+                Some(_) => Sent::Unknown,
+                None => Sent::No,
+            })
         })
     }
 
@@ -271,15 +316,22 @@ mod tests {
     fn a_forwarded_record_is_what_portcullis_sent() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
-        assert!(!store.portcullis_sent("b").unwrap());
+        assert_eq!(store.portcullis_sent_as("b").unwrap(), Sent::No);
         store.record_forwarded("b", "prod", "system", Utc::now()).unwrap();
-        assert!(store.portcullis_sent("b").unwrap());
+        assert_eq!(store.portcullis_sent_as("b").unwrap(), Sent::As(String::new()));
+        store.record_forwarded("c", "prod", "request", Utc::now()).unwrap();
+        assert_eq!(store.portcullis_sent_as("c").unwrap(), Sent::Unknown);
+        let intent = r#"{"id":"c","principal_kind":"bot","login":"deployer"}"#;
+        store
+            .with(|c| Ok(c.execute("INSERT INTO audit_intents (id, row) VALUES ('c', ?1)", params![intent])?))
+            .unwrap();
+        assert_eq!(store.portcullis_sent_as("c").unwrap(), Sent::As("bot:deployer".into()));
         store.store_apiserver_events(&[event("b", "ResponseComplete")]).unwrap();
         assert_eq!(store.apiserver_audit_checked("b").unwrap(), None);
         store.mark_apiserver_audit("b", Checked::Matched).unwrap();
         assert_eq!(store.apiserver_audit_checked("b").unwrap(), Some(Checked::Matched));
         let later = Utc::now() + chrono::TimeDelta::seconds(1);
         assert!(store.unchecked_apiserver_events(later, 10).unwrap().is_empty());
-        assert_eq!(store.sweep_apiserver_audit(later).unwrap(), 2);
+        assert_eq!(store.sweep_apiserver_audit(later).unwrap(), 3);
     }
 }

@@ -34,7 +34,7 @@ mod sessions;
 mod trust;
 
 pub use access::{AccessRequest, AccessState};
-pub use apiserver_audit::{ApiserverEvent, Checked};
+pub use apiserver_audit::{ApiserverEvent, Checked, Sent};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
 pub(crate) use migrate::migrate;

@@ -232,3 +232,39 @@ async fn a_request_made_as_portcullis_that_it_never_sent_becomes_an_alert_after_
         "{listed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_portcullis_audit_id_impersonating_someone_else_becomes_an_alert() {
+    let (env, _token_dir) = start().await;
+    let ana = env.person("ana", &[("viewer", Some("shop"))]);
+    let pods = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
+    let (sent, reused) = (
+        audit_id(&env.raw().get(&pods, &ana).await),
+        audit_id(&env.raw().get(&pods, &ana).await),
+    );
+    row(&env, &sent).await;
+    row(&env, &reused).await;
+    let events = vec![
+        event(&sent, "ResponseComplete", Some("user:ana")),
+        event(&reused, "ResponseComplete", Some("user:bob")),
+    ];
+    assert_eq!(post(&env, Some(WEBHOOK_TOKEN), batch(events)).await.status, 200);
+    let alerts = Filter {
+        kind: Some("alert".into()),
+        ..Filter::default()
+    };
+    let raised = eventually("an alert row", async || rows(&env, alerts.clone()).pop())
+        .await
+        .row;
+    assert_eq!(
+        (raised.id.as_str(), raised.reason.as_str()),
+        (reused.as_str(), "Impersonation")
+    );
+    assert!(raised.query.contains("impersonatedUser=user%3Abob"), "{}", raised.query);
+    let checked = eventually("ana's own request checked", async || {
+        env.store.apiserver_audit_checked(&sent).unwrap()
+    })
+    .await;
+    assert_eq!(checked, portcullis::store::Checked::Matched);
+    assert_eq!(rows(&env, alerts).len(), 1, "only the reused audit id is an alert");
+}
