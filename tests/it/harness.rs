@@ -84,6 +84,15 @@ impl Portcullis {
     /// [`Self::start_real`], adjusting the configuration first.
     pub async fn start_real_with(adjust: impl FnOnce(&mut Config)) -> Portcullis {
         let real = tokio::task::spawn_blocking(crate::real::shared).await.unwrap();
+        Self::start_real_on(real, adjust).await
+    }
+
+    /// In front of `real`, a control plane of a test's own, as cluster
+    /// [`REAL_CLUSTER`].
+    pub async fn start_real_on(
+        real: &crate::real::cluster::RealCluster,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Portcullis {
         let upstream = Upstream {
             name: REAL_CLUSTER,
             server: real.url.clone(),

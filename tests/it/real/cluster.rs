@@ -72,6 +72,7 @@ pub struct RealCluster {
     pub audit_log: PathBuf,
     /// How long the start took, until every component was ready.
     pub started_in: Duration,
+    api_server_flags: Vec<String>,
     dir: PathBuf,
     kubectl: PathBuf,
     children: Mutex<Vec<Child>>,
@@ -82,6 +83,12 @@ impl RealCluster {
     /// Start etcd, kube-apiserver and kube-controller-manager in a new
     /// folder under `parent`, and set up portcullis's ServiceAccount.
     pub fn start(tools: &Tools, parent: &Path) -> io::Result<RealCluster> {
+        Self::start_with_flags(tools, parent, &[])
+    }
+
+    /// [`RealCluster::start`], giving kube-apiserver `api_server_flags`
+    /// beside its own (an audit webhook, say).
+    pub fn start_with_flags(tools: &Tools, parent: &Path, api_server_flags: &[String]) -> io::Result<RealCluster> {
         for binary in ["etcd", "kube-apiserver", "kube-controller-manager"] {
             if !tools.bin_dir.join(binary).exists() {
                 return Err(io::Error::other(format!(
@@ -100,6 +107,7 @@ impl RealCluster {
             portcullis_token: String::new(),
             audit_log: dir.join("audit.log"),
             started_in: Duration::ZERO,
+            api_server_flags: api_server_flags.to_vec(),
             dir,
             kubectl: tools.kubectl.clone(),
             children: Mutex::new(Vec::new()),
@@ -189,6 +197,7 @@ impl RealCluster {
             "--audit-log-format=json",
             "--profiling=false",
         ]);
+        command.args(&self.api_server_flags);
         self.spawn("kube-apiserver", command)
     }
 

@@ -32,6 +32,7 @@ pub fn shared() -> &'static RealCluster {
     })
 }
 
+mod apiserver_audit;
 mod audit_join;
 mod differential;
 mod differential_cases;
