@@ -127,7 +127,7 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             tx.execute(
                 "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at],

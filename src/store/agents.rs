@@ -129,7 +129,7 @@ fn only_own_grants(c: &Connection, owner: &Principal, grant_ids: &[String]) -> R
 /// Insert the agent and its grants in one transaction.
 fn insert_agent(c: &Connection, agent: &Agent, grant_ids: &[String]) -> Result<(), StoreError> {
     let owner = &agent.principal;
-    let tx = c.unchecked_transaction()?;
+    let tx = super::write_transaction(c)?;
     tx.execute(
         "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![

@@ -131,7 +131,7 @@ impl Store {
     pub fn store_apiserver_events(&self, events: &[ApiserverEvent]) -> Result<usize, StoreError> {
         let arrived = text(&Utc::now());
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             let mut added = 0;
             {
                 let mut insert = tx.prepare_cached(&format!(
@@ -284,6 +284,72 @@ impl Store {
     }
 }
 
+/// How a cluster's API server audit and portcullis's requests to it
+/// matched over a time (`portcullis admin audit coverage`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    /// Requests the API server audited about portcullis (distinct ids).
+    pub apiserver_requests: u64,
+    /// Of those, matched to what portcullis sent.
+    pub matched: u64,
+    /// Of those, bypass alerts.
+    pub alerts: u64,
+    /// Of those, not checked yet (within the grace time).
+    pub unchecked: u64,
+    /// Requests portcullis sent, older than the grace time: forwarded
+    /// records, its own requests, and the writes it forwarded.
+    pub portcullis_requests: u64,
+    /// Of those, with no API server event: lost by the webhook.
+    pub missing: u64,
+    /// Of the missing, portcullis's own requests (the reconciler's...).
+    pub missing_own: u64,
+}
+
+const APISERVER_SIDE: &str = "SELECT COUNT(*), COALESCE(SUM(state = 'matched'), 0), \
+     COALESCE(SUM(state = 'alert'), 0), COALESCE(SUM(state = ''), 0) FROM ( \
+     SELECT CASE WHEN SUM(checked = 'alert') > 0 THEN 'alert' WHEN SUM(checked = 'matched') > 0 THEN 'matched' \
+     ELSE '' END AS state FROM apiserver_audit WHERE cluster = ?1 AND arrived_at >= ?2 GROUP BY audit_id)";
+
+const PORTCULLIS_SIDE: &str = "WITH sent (id, own) AS ( \
+     SELECT id, kind = 'system' FROM audit_forwarded WHERE cluster = ?1 AND at >= ?2 AND at < ?3 \
+     UNION SELECT id, 0 FROM audit WHERE cluster = ?1 AND kind = '' AND is_write = 1 AND refused = '' \
+     AND started_at >= ?2 AND started_at < ?3), \
+     lost (own) AS (SELECT own FROM sent WHERE NOT EXISTS \
+     (SELECT 1 FROM apiserver_audit a WHERE a.audit_id = sent.id)) \
+     SELECT (SELECT COUNT(*) FROM sent), (SELECT COUNT(*) FROM lost), (SELECT COUNT(*) FROM lost WHERE own)";
+
+impl Store {
+    /// Coverage of `cluster` since `since`: the API server's events that
+    /// arrived since, and portcullis's requests sent between `since` and
+    /// `settled` (now less the grace time: an event may still be on its way
+    /// for a later one).
+    pub fn apiserver_coverage(
+        &self,
+        cluster: &str,
+        since: DateTime<Utc>,
+        settled: DateTime<Utc>,
+    ) -> Result<Coverage, StoreError> {
+        let count = |r: &Row, i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
+        self.with(|c| {
+            let mut coverage = c.query_row(APISERVER_SIDE, params![cluster, text(&since)], |r| {
+                Ok(Coverage {
+                    apiserver_requests: count(r, 0)?,
+                    matched: count(r, 1)?,
+                    alerts: count(r, 2)?,
+                    unchecked: count(r, 3)?,
+                    ..Coverage::default()
+                })
+            })?;
+            let times = params![cluster, text(&since), text(&settled)];
+            (coverage.portcullis_requests, coverage.missing, coverage.missing_own) =
+                c.query_row(PORTCULLIS_SIDE, times, |r| {
+                    Ok((count(r, 0)?, count(r, 1)?, count(r, 2)?))
+                })?;
+            Ok(coverage)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,5 +399,39 @@ mod tests {
         let later = Utc::now() + chrono::TimeDelta::seconds(1);
         assert!(store.unchecked_apiserver_events(later, 10).unwrap().is_empty());
         assert_eq!(store.sweep_apiserver_audit(later).unwrap(), 3);
+    }
+
+    #[test]
+    fn coverage_counts_each_side_and_what_the_other_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let before = Utc::now() - chrono::TimeDelta::seconds(10);
+        for (id, kind) in [("both", "request"), ("lost", "request"), ("own", "system")] {
+            store.record_forwarded(id, "prod", kind, before).unwrap();
+        }
+        store.record_forwarded("elsewhere", "test", "request", before).unwrap();
+        let batch = [
+            event("both", "RequestReceived"),
+            event("both", "ResponseComplete"),
+            event("leaked", "ResponseComplete"),
+            event("new", "ResponseComplete"),
+        ];
+        store.store_apiserver_events(&batch).unwrap();
+        store.mark_apiserver_audit("both", Checked::Matched).unwrap();
+        store.mark_apiserver_audit("leaked", Checked::Alert).unwrap();
+        let since = before - chrono::TimeDelta::seconds(1);
+        let coverage = store.apiserver_coverage("prod", since, Utc::now()).unwrap();
+        let expected = Coverage {
+            apiserver_requests: 3,
+            matched: 1,
+            alerts: 1,
+            unchecked: 1,
+            portcullis_requests: 3,
+            missing: 2,
+            missing_own: 1,
+        };
+        assert_eq!(coverage, expected);
+        let within_grace = store.apiserver_coverage("prod", since, before).unwrap();
+        assert_eq!((within_grace.portcullis_requests, within_grace.missing), (0, 0));
     }
 }

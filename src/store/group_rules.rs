@@ -74,7 +74,7 @@ impl Store {
     /// the grants revoked (in effect or not).
     pub fn remove_group_rule(&self, id: &str) -> Result<(GroupRule, Vec<Grant>), StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             let rule = tx
                 .query_row(&format!("{RULE_SELECT} WHERE id = ?1"), params![id], rule_row)
                 .optional()?
@@ -108,7 +108,7 @@ impl Store {
         wanted: &[(String, Grant)],
     ) -> Result<Vec<RuleGrantChange>, StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             let held = rule_grants(
                 &tx,
                 "kind = ?1 AND subject = ?2",

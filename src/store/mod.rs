@@ -34,7 +34,7 @@ mod sessions;
 mod trust;
 
 pub use access::{AccessRequest, AccessState};
-pub use apiserver_audit::{ApiserverEvent, Checked, Sent};
+pub use apiserver_audit::{ApiserverEvent, Checked, Coverage, Sent};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
 pub(crate) use migrate::migrate;
@@ -44,6 +44,16 @@ pub use people::{ProviderPerson, SignInPerson};
 pub use reconcile::ClusterStatus;
 pub use sessions::WebSession;
 pub use trust::TrustRule;
+
+/// A transaction that writes, begun IMMEDIATE: it takes the write lock
+/// first, waiting up to the busy timeout for another connection's (the
+/// audit writer's). A deferred one that reads and then writes fails at once
+/// with SQLITE_BUSY when another connection committed in between, whatever
+/// the timeout (WAL mode cannot upgrade a stale snapshot): the intermittent
+/// 503 of a sign-in under load.
+pub(crate) fn write_transaction(c: &Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)
+}
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -184,7 +194,7 @@ impl Store {
     /// sign-in sessions end.
     pub fn disable_principal(&self, principal: &Principal) -> Result<(), StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = write_transaction(c)?;
             let n = tx.execute(
                 "UPDATE principals SET disabled = 1 WHERE kind = ?1 AND name = ?2",
                 params![principal.kind.as_str(), principal.name],

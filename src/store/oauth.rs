@@ -73,7 +73,7 @@ impl Store {
     /// clusters whose bindings changed.
     pub fn add_agent_session(&self, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             let mut grant_ids = Vec::new();
             let mut clusters = Vec::new();
             for (grant_id, role) in &plan.grants {
@@ -125,7 +125,7 @@ impl Store {
     pub fn end_agent_session(&self, agent_id: &str) -> Result<(), StoreError> {
         let now = Utc::now();
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             tx.execute("UPDATE agents SET disabled = 1 WHERE id = ?1", params![agent_id])?;
             tx.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE agent_id = ?1",

@@ -47,7 +47,7 @@ impl Store {
     /// email and groups are brought up to date. One transaction.
     pub fn sign_in_person(&self, seen: &ProviderPerson, create: bool) -> Result<SignInPerson, StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             let linked: Option<String> = tx
                 .query_row(
                     "SELECT login FROM person_identities WHERE issuer = ?1 AND subject = ?2",

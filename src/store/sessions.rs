@@ -81,7 +81,7 @@ impl Store {
     /// identity provider takes its own credential with it.
     pub fn delete_web_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             tx.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id IN \
                  (SELECT credential_id FROM web_sessions WHERE id_sha256 = ?1 AND signed_in_with = 'oidc')",

@@ -62,7 +62,7 @@ impl Store {
     /// (their origin names it); returns the rule and how many were revoked.
     pub fn remove_trust_rule(&self, id: &str) -> Result<(TrustRule, usize), StoreError> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = super::write_transaction(c)?;
             let rule = tx
                 .query_row(&format!("{RULE_SELECT} WHERE id = ?1"), params![id], rule_row)
                 .optional()?
