@@ -1,7 +1,7 @@
-//! `portcullis admin audit show <id>`, `… alerts` and `… ingest`: the API
-//! server's own audit beside portcullis's rows, the bypass alerts, and the
-//! API server's log read from a file (for clusters whose audit cannot reach
-//! the webhook). Like the rest of `audit`, they open the store directly.
+//! `portcullis admin audit show <id>`, `… alerts`, `… ingest` and
+//! `… coverage`: the API server's own audit beside portcullis's rows, the
+//! bypass alerts, the API server's log read from a file (for clusters whose
+//! audit cannot reach the webhook), and how well both sides matched. Like the rest of `audit`, they open the store directly.
 
 use super::CliError;
 use crate::audit::apiserver;
@@ -165,4 +165,56 @@ pub fn ingest(config: &Config, store: &Store, cluster: &str, file: &Path, out: &
         ingested.ignored
     )
     .map_err(io)
+}
+
+/// `audit coverage --cluster C --since T`: both sides' counts, and what
+/// each lacks of the other.
+pub fn coverage(
+    config: &Config,
+    store: &Store,
+    cluster: &str,
+    since: &str,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    if !config.clusters.iter().any(|c| c.name == cluster) {
+        return Err(CliError::Message(format!("cluster {} is not configured", esc(cluster))));
+    }
+    let now = chrono::Utc::now();
+    let since = crate::audit::query::parse_time(since, now).map_err(|e| CliError::Message(format!("--since: {e}")))?;
+    let grace = chrono::TimeDelta::from_std(config.audit.bypass_grace).unwrap_or(chrono::TimeDelta::MAX);
+    let coverage = store
+        .apiserver_coverage(cluster, since, now - grace)
+        .map_err(|e| CliError::Message(e.to_string()))?;
+    if json {
+        serde_json::to_writer(&mut *out, &coverage).map_err(|e| CliError::Message(e.to_string()))?;
+        return writeln!(out).map_err(io);
+    }
+    let c = &coverage;
+    let text = format!(
+        "cluster {cluster} since {since} (grace {grace}):\n\
+         API server requests about portcullis: {}\n  matched to portcullis:    {}\n  \
+         alerts:                   {}\n  not checked yet:          {}\n\
+         portcullis requests sent:             {}\n  without an API server event: {} ({} of them portcullis's own)\n",
+        c.apiserver_requests,
+        c.matched,
+        c.alerts,
+        c.unchecked,
+        c.portcullis_requests,
+        c.missing,
+        c.missing_own,
+        cluster = esc(cluster),
+        since = since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        grace = humantime::format_duration(config.audit.bypass_grace),
+    );
+    out.write_all(text.as_bytes()).map_err(io)?;
+    if c.missing > 0 {
+        writeln!(
+            out,
+            "warning: the API server's audit did not arrive for {} requests: is its webhook working?",
+            c.missing
+        )
+        .map_err(io)?;
+    }
+    Ok(())
 }

@@ -30,7 +30,7 @@ pub struct AuditCommand {
     pub json: bool,
 }
 
-/// `audit verify`, `show`, `alerts`, `ingest`.
+/// `audit verify`, `show`, `alerts`, `ingest`, `coverage`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum AuditAction {
     /// Walk the hash chain and name the first row removed, inserted or
@@ -58,6 +58,21 @@ pub enum AuditAction {
         cluster: String,
         /// The log file.
         file: std::path::PathBuf,
+    },
+    /// How many of a cluster's API server events matched portcullis's
+    /// requests, how many on either side have no match (a request
+    /// portcullis sent whose event never came: the webhook is broken), and
+    /// how many were alerts.
+    Coverage {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// Since a time (RFC 3339) or a duration ago (`1h`, `7d`).
+        #[arg(long, default_value = "1h")]
+        since: String,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -143,6 +158,9 @@ pub fn run(config: &Config, store: &Store, command: AuditCommand, out: &mut dyn 
         Some(AuditAction::Alerts { json }) => return super::apiserver_audit::alerts(store, json, out),
         Some(AuditAction::Ingest { cluster, file }) => {
             return super::apiserver_audit::ingest(config, store, &cluster, &file, out)
+        }
+        Some(AuditAction::Coverage { cluster, since, json }) => {
+            return super::apiserver_audit::coverage(config, store, &cluster, &since, json, out)
         }
         _ => {}
     }

@@ -268,3 +268,52 @@ async fn a_request_with_portcullis_audit_id_impersonating_someone_else_becomes_a
     assert_eq!(checked, portcullis::store::Checked::Matched);
     assert_eq!(rows(&env, alerts).len(), 1, "only the reused audit id is an alert");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coverage_counts_matched_events_alerts_and_requests_whose_event_never_came() {
+    let (env, _token_dir) = start().await;
+    let ana = env.person("ana", &[("viewer", Some("shop"))]);
+    let pods = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
+    let sent = audit_id(&env.raw().get(&pods, &ana).await);
+    let lost = audit_id(&env.raw().get(&pods, &ana).await);
+    let events = vec![
+        event(&sent, "RequestReceived", None),
+        event(&sent, "ResponseComplete", Some("user:ana")),
+        event("leaked-9", "ResponseComplete", None),
+    ];
+    assert_eq!(post(&env, Some(WEBHOOK_TOKEN), batch(events)).await.status, 200);
+    let coverage = || {
+        let out = env.cli(&[
+            "admin",
+            "audit",
+            "coverage",
+            "--cluster",
+            CLUSTER,
+            "--since",
+            "1h",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let counted = eventually("both events checked and the lost request past the grace", async || {
+        let c = coverage();
+        let lost_requests = c["missing"].as_u64().unwrap() - c["missing_own"].as_u64().unwrap();
+        (c["unchecked"] == 0 && lost_requests == 1).then_some(c)
+    })
+    .await;
+    assert_eq!(
+        (&counted["apiserver_requests"], &counted["matched"], &counted["alerts"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{counted}"
+    );
+    assert!(env.store.apiserver_events(&lost).unwrap().is_empty());
+    let text = env.cli(&["admin", "audit", "coverage", "--cluster", CLUSTER]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("matched to portcullis:    1") && text.contains("webhook working?"),
+        "{text}"
+    );
+    let unknown = env.cli(&["admin", "audit", "coverage", "--cluster", "nowhere"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("cluster nowhere is not configured"));
+}
