@@ -70,7 +70,8 @@ pub async fn run(login: &CiLogin, out: &mut dyn Write) -> Result<(), CliError> {
     let ours = kubeconfig(server, ca_pem.as_deref(), &clusters, token)?;
     let existing = read(&login.kubeconfig, "the kubeconfig", true)?;
     let merged = super::kubeconfig::merge(existing.as_deref(), &ours)?;
-    write(&login.kubeconfig, &current(&merged, &clusters[0])?)?;
+    // The token is in it: owner only, even when the file was there before.
+    super::kubeconfig::write(&login.kubeconfig, &current(&merged, &clusters[0])?, true)?;
     let names: Vec<String> = clusters.iter().map(|c| format!("portcullis-{c}")).collect();
     let minutes = answer["expires_in"].as_u64().unwrap_or_default() / 60;
     writeln!(
@@ -172,27 +173,6 @@ fn current(text: &str, first: &str) -> Result<String, CliError> {
     let mut config: serde_yaml::Value = serde_yaml::from_str(text).map_err(bad)?;
     config["current-context"] = serde_yaml::Value::from(format!("portcullis-{first}"));
     serde_yaml::to_string(&config).map_err(bad)
-}
-
-/// Write `text` to `path`, readable by its owner only (0600): it holds a
-/// credential.
-fn write(path: &Path, text: &str) -> Result<(), CliError> {
-    let fail = |e: std::io::Error| CliError::Message(format!("cannot write {}: {e}", path.display()));
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(fail)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path).map_err(fail)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(fail)?;
-    }
-    file.write_all(text.as_bytes()).map_err(fail)
 }
 
 #[cfg(test)]

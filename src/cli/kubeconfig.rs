@@ -47,7 +47,7 @@ pub async fn run(remote: &Remote, env: &PersonEnv, out: &mut dyn Write) -> Resul
         .as_deref()
         .ok_or_else(|| CliError::Message("neither KUBECONFIG nor HOME is set: nowhere to write a kubeconfig".into()))?;
     let existing = read(path)?;
-    write(path, &merge(existing.as_deref(), &ours)?)?;
+    write(path, &merge(existing.as_deref(), &ours)?, false)?;
     let names: Vec<String> = clusters.iter().map(|c| format!("portcullis-{c}")).collect();
     writeln!(
         out,
@@ -116,8 +116,8 @@ fn read(path: &Path) -> Result<Option<String>, CliError> {
 
 /// Write `text` to `path`; a new file is its owner's only (0600), as the
 /// other credentials a kubeconfig may hold want; an existing one keeps its
-/// mode.
-fn write(path: &Path, text: &str) -> Result<(), CliError> {
+/// mode unless `owner_only` (the file holds a token itself).
+pub(super) fn write(path: &Path, text: &str, owner_only: bool) -> Result<(), CliError> {
     let fail = |e: std::io::Error| CliError::Message(format!("cannot write {}: {e}", path.display()));
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(fail)?;
@@ -127,6 +127,14 @@ fn write(path: &Path, text: &str) -> Result<(), CliError> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(path).map_err(fail)?;
+    #[cfg(unix)]
+    if owner_only {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(fail)?;
+    }
+    #[cfg(not(unix))]
+    let _ = owner_only;
     file.write_all(text.as_bytes()).map_err(fail)
 }
 
