@@ -145,6 +145,9 @@ impl App {
         for task in background {
             task.abort();
         }
+        // Another replica takes over the clusters at once, not after the
+        // Lease's duration.
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.reconciler.release()).await;
         drop(self.listener);
         drain(graceful).await;
         // A clean shutdown loses no audit row.

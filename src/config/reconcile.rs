@@ -1,5 +1,6 @@
-//! `[reconcile]`: how often each cluster's RBAC objects are resynced, and
-//! which installation this is.
+//! `[reconcile]`: how often each cluster's RBAC objects are resynced,
+//! which installation this is, and the Lease that picks the one replica
+//! reconciling each cluster.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -21,6 +22,15 @@ pub struct ReconcileConfig {
     /// other's. Unset: the random id the store was created with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// The namespace, in each cluster, of the Lease that lets one replica at
+    /// a time reconcile it (`portcullis`, where portcullis runs); the
+    /// ServiceAccount needs `get`, `create` and `update` on Leases there.
+    pub lease_namespace: String,
+    /// How long the Lease is good for without a renewal (15 s, whole
+    /// seconds): when its holder stops without releasing it, another
+    /// replica takes over after this long. It is renewed every third of it.
+    #[serde(with = "crate::config::humantime_serde")]
+    pub lease_duration: Duration,
 }
 
 impl Default for ReconcileConfig {
@@ -28,13 +38,28 @@ impl Default for ReconcileConfig {
         ReconcileConfig {
             resync: Duration::from_secs(20),
             instance: None,
+            lease_namespace: "portcullis".into(),
+            lease_duration: Duration::from_secs(15),
         }
     }
 }
 
 impl ReconcileConfig {
-    /// Check the instance id; the error names the field.
+    /// Check the instance id and the Lease's settings; the error names the
+    /// field.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !valid_namespace(&self.lease_namespace) {
+            return Err((
+                "reconcile.lease_namespace",
+                format!("{:?} is not a namespace name", self.lease_namespace),
+            ));
+        }
+        if !(1..=3600).contains(&self.lease_duration.as_secs()) {
+            return Err((
+                "reconcile.lease_duration",
+                "must be between 1 s and 1 h (whole seconds)".into(),
+            ));
+        }
         match &self.instance {
             Some(id) if !valid_instance_id(id) => Err((
                 "reconcile.instance",
@@ -55,6 +80,16 @@ pub fn valid_instance_id(id: &str) -> bool {
         && id.bytes().all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
         && id.bytes().next().is_some_and(alnum)
         && id.bytes().last().is_some_and(alnum)
+}
+
+/// A namespace name is a DNS label: 1 to 63 lower-case letters, digits or
+/// '-', starting and ending with a letter or digit.
+fn valid_namespace(name: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    (1..=63).contains(&name.len())
+        && name.bytes().all(|b| alnum(b) || b == b'-')
+        && name.bytes().next().is_some_and(alnum)
+        && name.bytes().last().is_some_and(alnum)
 }
 
 #[cfg(test)]
@@ -80,5 +115,27 @@ mod tests {
         ] {
             assert!(!valid_instance_id(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_lease_needs_a_namespace_name_and_a_duration_of_whole_seconds() {
+        let good = ReconcileConfig::default();
+        assert!(good.validate().is_ok());
+        for namespace in ["", "Portcullis", "a_b", "-x"] {
+            let bad = ReconcileConfig {
+                lease_namespace: namespace.into(),
+                ..Default::default()
+            };
+            assert_eq!(
+                bad.validate().unwrap_err().0,
+                "reconcile.lease_namespace",
+                "{namespace:?}"
+            );
+        }
+        let instant = ReconcileConfig {
+            lease_duration: Duration::from_millis(500),
+            ..Default::default()
+        };
+        assert_eq!(instant.validate().unwrap_err().0, "reconcile.lease_duration");
     }
 }

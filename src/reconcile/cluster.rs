@@ -1,6 +1,7 @@
 //! One cluster's RBAC API, with kube-rs: list what this installation owns
 //! or shares, apply (server-side, field manager `portcullis-<instance>`),
-//! release, delete.
+//! release, delete; and the Lease that picks the replica reconciling it
+//! (read, create, replace).
 //!
 //! The client is built from the cluster's configuration: server URL, CA
 //! bundle and ServiceAccount token file. kube-rs re-reads the token file at
@@ -12,8 +13,9 @@ use super::desired::{Apply, Deletion, Object, ObjectKey, SELECTOR};
 use super::instance::{Instance, UNMARKED_BINDINGS};
 use crate::audit::forwarded::{Forwarded, Recorder};
 use crate::config::ClusterConfig;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::Client;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -242,6 +244,32 @@ impl ClusterClient {
             Err(kube::Error::Api(status)) if status.code == 409 && deletion.resource_version.is_some() => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+impl ClusterClient {
+    /// The Lease `name` in `namespace`, or `None` when there is none yet.
+    pub async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, kube::Error> {
+        Api::<Lease>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+    }
+
+    /// Create `lease` in `namespace`; a 409 means another replica made it
+    /// first.
+    pub async fn create_lease(&self, namespace: &str, lease: &Lease) -> Result<Lease, kube::Error> {
+        Api::<Lease>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), lease)
+            .await
+    }
+
+    /// Replace `lease` (an update at its `resourceVersion`); a 409 means
+    /// another replica wrote it since it was read.
+    pub async fn replace_lease(&self, namespace: &str, lease: &Lease) -> Result<Lease, kube::Error> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        Api::<Lease>::namespaced(self.client.clone(), namespace)
+            .replace(&name, &PostParams::default(), lease)
+            .await
     }
 }
 

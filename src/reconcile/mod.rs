@@ -13,6 +13,8 @@
 //! - [`cluster`]: one cluster's RBAC API (list owned, apply, release,
 //!   delete).
 //! - [`pass`]: one pass, recording the cluster's [`status`].
+//! - [`lease`]: the Lease that lets one replica at a time reconcile a
+//!   cluster.
 //! - `portcullis cluster status`, and the pass the CLI runs itself after
 //!   changing a grant, are `crate::cli::cluster`.
 //!
@@ -21,10 +23,19 @@
 //! in this process), one just after the next bound grant expires, and after
 //! a failed pass, retries with exponential backoff (1 s doubling to 30 s).
 //! A cluster that is down at start is simply retried.
+//!
+//! That loop runs only on the replica holding the cluster's [`lease`], so
+//! several replicas do not each resync and expire the same objects; the
+//! others try for the Lease every third of its duration, and one takes over
+//! when the holder stops (at once when it releases the Lease on shutdown).
+//! [`Reconciler::pass_now`] is a pass asked for by a request in this
+//! process (a grant just made, to be bound before the answer): it runs on
+//! any replica, like the CLI's own pass, since passes are safe to overlap.
 
 pub mod cluster;
 pub mod desired;
 pub mod instance;
+pub mod lease;
 pub mod pass;
 pub mod status;
 
@@ -36,6 +47,7 @@ use crate::store::Store;
 use chrono::Utc;
 use cluster::{ClientError, ClusterClient};
 use instance::Instance;
+use lease::ClusterLease;
 use pass::PassReport;
 use status::ClusterStatus;
 use std::sync::{Arc, Mutex};
@@ -61,6 +73,8 @@ struct Cluster {
     running: tokio::sync::Mutex<()>,
     /// The last pass's report (its status, its next expiry).
     last: Mutex<PassReport>,
+    /// Whether this replica is the one to reconcile it.
+    lease: ClusterLease,
 }
 
 /// The reconcilers of every configured cluster.
@@ -70,6 +84,8 @@ pub struct Reconciler {
     roles: Arc<Vec<Role>>,
     resync: Duration,
     instance: Instance,
+    /// This replica's name in the clusters' Leases.
+    identity: String,
     /// The time grants are judged by: the policy stage's, so a grant's
     /// binding goes when its group stops being sent.
     clock: GrantClock,
@@ -90,14 +106,30 @@ impl Reconciler {
     /// installation [`Instance::resolve`] names, judging grants by `clock`.
     /// Its requests are recorded through `recorder` (see
     /// [`ClusterClient::new`]).
-    pub fn new(config: &Config, store: Store, clock: GrantClock, recorder: Recorder) -> Result<Reconciler, ClientError> {
+    pub fn new(
+        config: &Config,
+        store: Store,
+        clock: GrantClock,
+        recorder: Recorder,
+    ) -> Result<Reconciler, ClientError> {
         let instance = Instance::resolve(config, &store)?;
+        let identity = lease::replica_identity();
+        let settings = &config.reconcile;
         let clusters = config
             .clusters
             .iter()
             .map(|c| {
+                let client = ClusterClient::new(c, recorder.clone())?;
+                let lease = ClusterLease::new(
+                    client.clone(),
+                    &settings.lease_namespace,
+                    lease::lease_name(instance.id()),
+                    identity.clone(),
+                    settings.lease_duration,
+                );
                 Ok(Arc::new(Cluster {
-                    client: ClusterClient::new(c, recorder.clone())?,
+                    client,
+                    lease,
                     wake: Notify::new(),
                     rescheduled: Notify::new(),
                     running: tokio::sync::Mutex::new(()),
@@ -117,6 +149,7 @@ impl Reconciler {
             roles: Arc::new(crate::identity::roles::all(config)),
             resync: config.reconcile.resync,
             instance,
+            identity,
             clock,
         })
     }
@@ -124,6 +157,23 @@ impl Reconciler {
     /// This installation's id in the clusters' RBAC objects.
     pub fn instance(&self) -> &Instance {
         &self.instance
+    }
+
+    /// This replica's name in the clusters' Leases (`holderIdentity`).
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Does this replica hold `cluster`'s Lease, and so reconcile it?
+    pub fn leads(&self, cluster: &str) -> bool {
+        self.find(cluster).is_ok_and(|c| c.lease.leads())
+    }
+
+    /// Give up every Lease this replica holds (graceful shutdown, after
+    /// [`Self::run`] was stopped), so another replica takes over at once.
+    pub async fn release(&self) {
+        let all = self.clusters.iter().map(|c| c.lease.release());
+        futures_util::future::join_all(all).await;
     }
 
     /// Run one pass of `cluster` now and wait for it (the CLI, the demo
@@ -151,13 +201,13 @@ impl Reconciler {
             .collect()
     }
 
-    /// Keep every cluster in step until the returned future is dropped (or
-    /// its task aborted).
+    /// Keep every cluster whose Lease this replica holds in step until the
+    /// returned future is dropped (or its task aborted).
     pub async fn run(self: Arc<Self>) {
         let loops: Vec<_> = self
             .clusters
             .iter()
-            .map(|c| tokio::spawn(self.clone().keep_in_step(c.clone())))
+            .map(|c| tokio::spawn(self.clone().lead(c.clone())))
             .collect();
         // Aborts the loops when this future is dropped.
         let _guard = AbortOnDrop(loops.iter().map(|l| l.abort_handle()).collect());
@@ -198,6 +248,20 @@ impl Reconciler {
             return last;
         }
         self.pass_locked(cluster).await
+    }
+
+    /// Wait for the Lease, keep the cluster in step while holding it, and
+    /// wait again when it is lost.
+    async fn lead(self: Arc<Self>, cluster: Arc<Cluster>) {
+        loop {
+            cluster.lease.acquire().await;
+            tracing::info!(cluster = %cluster.client.name, identity = %self.identity, "holding the reconciler's Lease");
+            tokio::select! {
+                () = self.clone().keep_in_step(cluster.clone()) => {}
+                () = cluster.lease.hold() => {}
+            }
+            tracing::warn!(cluster = %cluster.client.name, "lost the reconciler's Lease: another replica reconciles");
+        }
     }
 
     async fn keep_in_step(self: Arc<Self>, cluster: Arc<Cluster>) {

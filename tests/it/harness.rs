@@ -337,6 +337,17 @@ impl Portcullis {
         self.stop = Some(stop);
     }
 
+    /// Stop portcullis gracefully and wait until it has, keeping the
+    /// simulated cluster (another installation may be in front of it).
+    pub async fn halt(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+
     /// Stop portcullis and the simulated cluster.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {

@@ -28,6 +28,7 @@ mod proxy_upgrades;
 mod rbac;
 mod rbac_access;
 mod rbac_instances;
+mod rbac_lease;
 mod rbac_roles;
 mod real;
 mod secrets;
