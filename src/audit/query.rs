@@ -26,7 +26,7 @@ pub struct Filter {
     pub verb: Option<String>,
     /// Plural resource (`pods`), optionally with a subresource (`pods/exec`).
     pub resource: Option<String>,
-    /// Denied, error or write.
+    /// Allowed, denied, refused, error or write.
     pub outcome: Option<Outcome>,
     /// Agent session.
     pub session: Option<String>,
@@ -48,8 +48,12 @@ pub struct Filter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
+    /// Neither refused nor denied, and answered below 400.
+    Allowed,
     /// Refused by portcullis, or 401/403 from the cluster.
     Denied,
+    /// Refused by portcullis itself (a subset of denied).
+    Refused,
     /// Any other failure (4xx, 5xx, or an unknown outcome).
     Error,
     /// create, update, patch, delete, deletecollection.
@@ -114,7 +118,8 @@ impl Filter {
                 "kind" => filter.kind = text,
                 "outcome" => {
                     let outcome = <Outcome as clap::ValueEnum>::from_str(&value, true);
-                    filter.outcome = Some(outcome.map_err(|_| bad("use denied, error or write".into()))?);
+                    filter.outcome =
+                        Some(outcome.map_err(|_| bad("use allowed, denied, refused, error or write".into()))?);
                 }
                 "discovery" => filter.discovery = matches!(&*value, "" | "1" | "true"),
                 "limit" => filter.limit = Some(value.parse().map_err(|_| bad("not a number".into()))?),
@@ -167,7 +172,9 @@ impl Filter {
             Condition::AtOrAfter(_, t) => row.started_at >= *t,
             Condition::Before(_, t) => row.started_at < *t,
             Condition::Credential(c) => &row.credential_id == c || &row.credential_prefix == c,
+            Condition::Outcome(Outcome::Allowed) => !row.denied() && (1..400).contains(&row.code),
             Condition::Outcome(Outcome::Denied) => row.denied(),
+            Condition::Outcome(Outcome::Refused) => !row.refused.is_empty(),
             Condition::Outcome(Outcome::Error) => !row.denied() && (row.code >= 400 || row.code == 0),
             Condition::Outcome(Outcome::Write) => row.write,
             Condition::NotDiscovery => !row.discovery,
@@ -281,5 +288,8 @@ mod tests {
         assert!(only(Outcome::Denied).matches(&denied) && only(Outcome::Denied).matches(&refused));
         assert!(!only(Outcome::Error).matches(&denied) && only(Outcome::Error).matches(&error));
         assert!(!only(Outcome::Error).matches(&ok) && only(Outcome::Write).matches(&ok));
+        assert!(only(Outcome::Allowed).matches(&ok) && !only(Outcome::Allowed).matches(&denied));
+        assert!(!only(Outcome::Allowed).matches(&error) && !only(Outcome::Refused).matches(&denied));
+        assert!(only(Outcome::Refused).matches(&refused));
     }
 }

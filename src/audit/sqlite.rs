@@ -368,7 +368,9 @@ fn render(conditions: &[Condition]) -> (String, Vec<Value>) {
                 clauses.push("(credential_id = ? OR credential_prefix = ?)".into());
                 args.extend([Value::Text(c.clone()), Value::Text(c.clone())]);
             }
+            Condition::Outcome(Outcome::Allowed) => clauses.push(format!("NOT {DENIED} AND code BETWEEN 1 AND 399")),
             Condition::Outcome(Outcome::Denied) => clauses.push(DENIED.into()),
+            Condition::Outcome(Outcome::Refused) => clauses.push("refused <> ''".into()),
             Condition::Outcome(Outcome::Error) => clauses.push(format!("NOT {DENIED} AND (code >= 400 OR code = 0)")),
             Condition::Outcome(Outcome::Write) => clauses.push("is_write = 1".into()),
             Condition::NotDiscovery => clauses.push("discovery = 0".into()),

@@ -71,6 +71,18 @@ fn filters_select_exactly_the_matching_rows() {
     );
     assert_eq!(
         ids(Filter {
+            outcome: Some(Outcome::Allowed),
+            ..Filter::default()
+        }),
+        [rows[0].id.clone(), rows[1].id.clone()]
+    );
+    assert!(ids(Filter {
+        outcome: Some(Outcome::Refused),
+        ..Filter::default()
+    })
+    .is_empty());
+    assert_eq!(
+        ids(Filter {
             outcome: Some(Outcome::Error),
             ..Filter::default()
         }),

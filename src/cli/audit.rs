@@ -103,7 +103,8 @@ pub struct FilterArgs {
     /// Resource, optionally with a subresource (`pods/exec`).
     #[arg(long)]
     pub resource: Option<String>,
-    /// denied, error or write.
+    /// allowed, denied (by portcullis or the cluster), refused (by
+    /// portcullis), error or write.
     #[arg(long, value_enum)]
     pub outcome: Option<Outcome>,
     /// Agent session.

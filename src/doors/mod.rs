@@ -203,7 +203,17 @@ impl Doors {
             return Err(RequestError::PathNotFound);
         };
         let approvals = self.pipeline.approvals();
-        Ok(web::serve(approvals, &self.authenticator, &self.web, page, request, &mut trace.row).await)
+        let audit = self.pipeline.audit();
+        let web = web::serve(
+            approvals,
+            audit,
+            &self.authenticator,
+            &self.web,
+            page,
+            request,
+            &mut trace.row,
+        );
+        Ok(web.await)
     }
 
     /// The OAuth endpoints: metadata, token, registration, revocation.

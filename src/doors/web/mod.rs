@@ -42,9 +42,11 @@ use hyper::body::Incoming;
 use session::Session;
 pub use signin::Web;
 
-/// Serve `page`; `row` is the request's audit row.
+/// Serve `page`; `row` is the request's audit row, `audit` the audit the
+/// console's audit page reads.
 pub async fn serve(
     approvals: &Approvals,
+    audit: &crate::audit::Audit,
     authenticator: &Authenticator,
     web: &Web,
     page: Page<'_>,
@@ -71,6 +73,10 @@ pub async fn serve(
     }
     if let Page::Console | Page::ConsoleAction(_) = page {
         return match session {
+            Some(s) if page == Page::ConsoleAction("audit") => {
+                let csrf = session::csrf(key, &s);
+                console::audit::serve(audit, &s, &csrf, request, row).await
+            }
             Some(s) => console::serve(approvals, authenticator, web, &s, page, request, row).await,
             None if method == Method::GET => redirect("/login?next=/console", None),
             None => signin::sign_in_first(),

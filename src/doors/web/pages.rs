@@ -55,9 +55,15 @@ pub fn escape(text: &str) -> String {
 
 /// A whole page.
 pub fn page(title: &str, signed_in: Option<(&str, &str)>, body: &str) -> String {
+    page_with_links(title, signed_in, "", body)
+}
+
+/// A whole page whose navigation ends with `links` (trusted HTML: the
+/// admin's link to the audit page).
+pub fn page_with_links(title: &str, signed_in: Option<(&str, &str)>, links: &str, body: &str) -> String {
     let header = match signed_in {
         Some((login, csrf)) => format!(
-            "<nav><a href=\"/console\">Console</a><a href=\"/approvals\">Approvals</a></nav>\
+            "<nav><a href=\"/console\">Console</a><a href=\"/approvals\">Approvals</a>{links}</nav>\
              <p>Signed in as <b>{}</b></p>\
              <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form>",
             escape(login),

@@ -9,6 +9,7 @@ pub mod browser;
 mod cli_login;
 mod console;
 mod console_actions;
+mod console_audit;
 mod fake_issuer;
 mod flow;
 mod groups;

@@ -2,7 +2,8 @@
 //! (and where each came from), asking for access and their requests' state,
 //! what waits on them (access requests to decide here, held writes on the
 //! approval pages), their credentials and agents (revoke), and a kubeconfig
-//! to download ([`kubeconfig`]).
+//! to download ([`kubeconfig`]); for admins, the audit joined to the API
+//! server's ([`audit`]).
 //!
 //! Server-rendered ([`render`]), one small style sheet, no script. Every
 //! form posts under the session's CSRF token; every act is the session's
@@ -10,6 +11,8 @@
 //! there) or on their own credentials and agents only (the request's audit
 //! row names what was revoked).
 
+pub mod audit;
+mod audit_page;
 pub mod kubeconfig;
 pub mod render;
 pub mod time;
@@ -103,6 +106,7 @@ fn view(store: &Store, config: &Config, s: &Session) -> Result<View, String> {
         session_credential: s.credential_id.clone(),
         agents: store.agent_sessions_of(&person).map_err(|e| err(&e))?,
         agent_grants: grants_by_id,
+        admin: store.is_admin(&person).map_err(|e| err(&e))?,
         ..View::default()
     })
 }

@@ -3,7 +3,7 @@
 //! agents and clients by name. Every form carries the session's CSRF token.
 
 use super::time::time;
-use crate::doors::web::pages::{escape, page};
+use crate::doors::web::pages::{escape, page_with_links};
 use crate::identity::{Credential, Grant};
 use crate::store::{AccessRequest, AgentSession, GroupRule, HeldWrite};
 use chrono::{DateTime, Utc};
@@ -42,6 +42,21 @@ pub struct View {
     /// Every grant by id, to name an agent's (a narrowed one is not the
     /// person's own).
     pub agent_grants: HashMap<String, Grant>,
+    /// Is the person an admin (who may read the audit)?
+    pub admin: bool,
+}
+
+/// The admin's link to the audit page, in the console's navigation.
+pub const AUDIT_LINK: &str = "<a id=\"audit-link\" href=\"/console/audit\">Audit</a>";
+
+/// The console's navigation links beyond the common ones: the audit page,
+/// for admins only.
+pub fn links(admin: bool) -> &'static str {
+    if admin {
+        AUDIT_LINK
+    } else {
+        ""
+    }
 }
 
 /// The console page.
@@ -55,7 +70,7 @@ pub fn console(view: &View) -> String {
         agents(view),
     ]
     .concat();
-    page("Console", Some((&view.login, &view.csrf)), &body)
+    page_with_links("Console", Some((&view.login, &view.csrf)), links(view.admin), &body)
 }
 
 fn grants(view: &View) -> String {
