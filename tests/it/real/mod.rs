@@ -43,5 +43,6 @@ mod grants;
 mod held_writes;
 mod instances;
 mod kubectl;
+mod lease;
 mod mcp;
 mod secrets;
