@@ -60,6 +60,26 @@ fn stored_grant(env: &Portcullis) -> String {
     grant.id
 }
 
+/// Store a grant and ask both replicas to pass: it is bound, by `leader`'s
+/// loop only. The grant's id, and when `follower` last passed.
+async fn bound_by_the_leader_alone(
+    sim: &Portcullis,
+    leader: &Portcullis,
+    follower: &Portcullis,
+) -> (String, Option<chrono::DateTime<chrono::Utc>>) {
+    let (follower_last, leader_last) = (last_pass(follower), last_pass(leader));
+    let id = stored_grant(leader);
+    follower.reconciler.trigger(CLUSTER);
+    leader.reconciler.trigger(CLUSTER);
+    eventually("the grant is bound", || async { bound(sim, "shop", &id).await }).await;
+    eventually("the leader's pass is recorded", || async {
+        last_pass(leader) > leader_last
+    })
+    .await;
+    assert_eq!(last_pass(follower), follower_last, "the follower passed too");
+    (id, follower_last)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_holds_the_lease_and_alone_reconciles_and_another_takes_over_when_it_stops() {
     let mut first = Portcullis::start_with(short_lease).await;
@@ -80,18 +100,7 @@ async fn one_replica_holds_the_lease_and_alone_reconciles_and_another_takes_over
     let holder = lease_holder(&first).await;
     assert_eq!(holder.as_deref(), Some(leader.reconciler.identity()));
 
-    // A grant changed on both replicas is bound by the leader's loop only.
-    let follower_last = last_pass(follower);
-    let leader_last = last_pass(leader);
-    let id = stored_grant(leader);
-    follower.reconciler.trigger(CLUSTER);
-    leader.reconciler.trigger(CLUSTER);
-    eventually("the grant is bound", || async { bound(&first, "shop", &id).await }).await;
-    eventually("the leader's pass is recorded", || async {
-        last_pass(leader) > leader_last
-    })
-    .await;
-    assert_eq!(last_pass(follower), follower_last, "the follower passed too");
+    let (id, follower_last) = bound_by_the_leader_alone(&first, leader, follower).await;
 
     // The leader stops (releasing the Lease): the follower takes over
     // within the lease duration and reconciles from then on.

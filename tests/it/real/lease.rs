@@ -32,6 +32,28 @@ fn last_pass(env: &Portcullis) -> Option<chrono::DateTime<chrono::Utc>> {
     status?.last_reconcile
 }
 
+/// Store a grant and ask both replicas to pass: it is bound, by `leader`'s
+/// loop only.
+async fn bound_by_the_leader_alone(leader: &Portcullis, follower: &Portcullis) {
+    let ns = super::shared().namespace("lease").unwrap();
+    let (follower_last, leader_last) = (last_pass(follower), last_pass(leader));
+    let ana = Principal::person("ana");
+    leader.store.add_principal(&ana, false).unwrap();
+    let hour = Duration::from_secs(3600);
+    let grant = portcullis::cli::new_grant(&leader.config, ana, REAL_CLUSTER, "viewer", Some(ns.clone()), hour, "t");
+    let grant = grant.unwrap();
+    leader.store.add_grant(&grant).unwrap();
+    let id = grant.id;
+    follower.reconciler.trigger(REAL_CLUSTER);
+    leader.reconciler.trigger(REAL_CLUSTER);
+    eventually("the grant is bound", || async { binding(&ns, &id).await.is_some() }).await;
+    eventually("the leader's pass is recorded", || async {
+        last_pass(leader) > leader_last
+    })
+    .await;
+    assert_eq!(last_pass(follower), follower_last, "the follower passed too");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_replica_holding_the_lease_alone_binds_a_grant_and_another_takes_the_lease_when_it_stops() {
     let mut first = Portcullis::start_real_with(short_lease).await;
@@ -56,24 +78,7 @@ async fn the_replica_holding_the_lease_alone_binds_a_grant_and_another_takes_the
         Some(leader.reconciler.identity())
     );
 
-    // A grant changed on both replicas is bound by the leader's loop only.
-    let ns = super::shared().namespace("lease").unwrap();
-    let (follower_last, leader_last) = (last_pass(follower), last_pass(leader));
-    let ana = Principal::person("ana");
-    leader.store.add_principal(&ana, false).unwrap();
-    let hour = Duration::from_secs(3600);
-    let grant = portcullis::cli::new_grant(&leader.config, ana, REAL_CLUSTER, "viewer", Some(ns.clone()), hour, "t");
-    let grant = grant.unwrap();
-    leader.store.add_grant(&grant).unwrap();
-    let id = grant.id;
-    follower.reconciler.trigger(REAL_CLUSTER);
-    leader.reconciler.trigger(REAL_CLUSTER);
-    eventually("the grant is bound", || async { binding(&ns, &id).await.is_some() }).await;
-    eventually("the leader's pass is recorded", || async {
-        last_pass(leader) > leader_last
-    })
-    .await;
-    assert_eq!(last_pass(follower), follower_last, "the follower passed too");
+    bound_by_the_leader_alone(leader, follower).await;
 
     leader.halt().await;
     let stopped = Instant::now();
