@@ -126,15 +126,14 @@ impl Exchange {
     }
 
     /// Remember the token as exchanged, refusing it if it was already: by
-    /// its issuer and `jti`, or the whole token's digest when it has none.
+    /// its issuer and `jti`, or the digest of its signed part when it has
+    /// none.
     async fn not_replayed(&self, token: &str, claims: &Map<String, Value>) -> Result<(), Refused> {
-        let issuer = claims.get("iss").and_then(Value::as_str).unwrap_or_default();
-        let digest = match claims.get("jti").and_then(Value::as_str) {
-            Some(jti) => credential::hash(&format!("jti\n{issuer}\n{jti}")),
-            None => credential::hash(&format!("token\n{token}")),
-        };
+        let digest = replay_key(token, claims);
         let exp = token::seconds(claims, "exp").unwrap_or_default();
-        let keep_until = chrono::DateTime::from_timestamp(exp + SKEW_SECONDS, 0).unwrap_or_else(Utc::now);
+        // Kept well past the last second the token still verifies (exp and
+        // the skew, compared in whole seconds).
+        let keep_until = chrono::DateTime::from_timestamp(exp + SKEW_SECONDS + 300, 0).unwrap_or_else(Utc::now);
         let store = self.store.clone();
         if blocking(move || store.mark_exchanged(&digest, keep_until)).await? {
             return Ok(());
@@ -300,5 +299,42 @@ async fn blocking<T: Send + 'static>(
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(failed(error.to_string())),
         Err(error) => Err(failed(error.to_string())),
+    }
+}
+/// What a token is remembered by once exchanged: its issuer and `jti`, or
+/// the digest of its signed part when it has no `jti` — the signed part
+/// only, because an ECDSA signature has a second valid form (s and n - s)
+/// and a digest over it would let one token be exchanged twice.
+fn replay_key(token: &str, claims: &Map<String, Value>) -> String {
+    let issuer = claims.get("iss").and_then(Value::as_str).unwrap_or_default();
+    match claims.get("jti").and_then(Value::as_str) {
+        Some(jti) => credential::hash(&format!("jti\n{issuer}\n{jti}")),
+        None => {
+            let signed = token.rsplit_once('.').map_or(token, |(signed, _)| signed);
+            credential::hash(&format!("token\n{signed}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_without_jti_is_remembered_by_its_signed_part_whatever_its_signature() {
+        let claims: Map<String, Value> = serde_json::from_str(r#"{"iss": "https://i.example"}"#).unwrap();
+        let one = replay_key("aGVhZA.Ym9keQ.c2lnLW9uZQ", &claims);
+        assert_eq!(
+            one,
+            replay_key("aGVhZA.Ym9keQ.c2lnLXR3bw", &claims),
+            "same token, other signature"
+        );
+        assert_ne!(one, replay_key("aGVhZA.b3RoZXI.c2lnLW9uZQ", &claims), "another payload");
+        let with_jti: Map<String, Value> = serde_json::from_str(r#"{"iss": "https://i.example", "jti": "7"}"#).unwrap();
+        assert_eq!(
+            replay_key("a.b.c", &with_jti),
+            replay_key("x.y.z", &with_jti),
+            "by issuer and jti"
+        );
     }
 }

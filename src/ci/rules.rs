@@ -111,7 +111,35 @@ fn conditions(given: &[String]) -> Result<BTreeMap<String, String>, TrustError> 
             return Err(TrustError::Invalid(format!("claim {name:?} is given twice")));
         }
     }
+    if !conditions.iter().any(|(name, pattern)| names_an_owner(name, pattern)) {
+        return Err(TrustError::Invalid(
+            "a rule must name whose jobs it trusts: give --claim repository=owner/name (or repository_owner=…, \
+             sub=repo:owner/…, project_path=group/…): an issuer like GitHub's serves every repository, and a job \
+             chooses its own audience, so a rule on ref or environment alone would trust anyone's"
+                .into(),
+        ));
+    }
     Ok(conditions)
+}
+
+/// Does this condition pin the owner of the job (the repository's owner or
+/// group)? Exact for the claims that are only an owner; for the paths, the
+/// part before the first `*` must hold the owner and its `/`, so that
+/// `repository=acme*` (which `acme-evil/x` meets) does not count.
+fn names_an_owner(name: &str, pattern: &str) -> bool {
+    let literal = pattern.split('*').next().unwrap_or_default();
+    match name {
+        "repository_owner"
+        | "repository_owner_id"
+        | "repository_id"
+        | "namespace_id"
+        | "namespace_path"
+        | "project_id" => !pattern.is_empty() && !pattern.contains('*'),
+        "repository" | "project_path" | "job_workflow_ref" | "sub" => literal
+            .split_once('/')
+            .is_some_and(|(owner, _)| !owner.is_empty() && !owner.ends_with(':')),
+        _ => false,
+    }
 }
 
 fn check_url(what: &str, url: &str) -> Result<(), TrustError> {
@@ -223,6 +251,11 @@ mod tests {
         );
     }
 
+    fn names_an_owner_in(given: &[&str]) -> bool {
+        let given: Vec<String> = given.iter().map(|s| s.to_string()).collect();
+        conditions(&given).is_ok()
+    }
+
     #[test]
     fn a_rule_without_conditions_or_with_a_bad_issuer_or_duration_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -231,6 +264,26 @@ mod tests {
         let refused = |ask: TrustAsk| add_rule(&store, ask, &Actor::Operator).unwrap_err().to_string();
         assert!(refused(ask(&[])).contains("at least one --claim"));
         assert!(refused(ask(&["ref=a", "ref=b"])).contains("twice"));
+        // Conditions that do not pin whose jobs: anyone's repository meets them.
+        for loose in [
+            &["ref=refs/heads/main"][..],
+            &["environment=prod"],
+            &["repository=*"],
+            &["repository=acme*"],
+            &["sub=repo:*"],
+            &["repository_owner=acme*"],
+        ] {
+            assert!(refused(ask(loose)).contains("whose jobs"), "{loose:?}");
+        }
+        for pinned in [
+            &["repository=acme/shop"][..],
+            &["repository=acme/*", "ref=refs/tags/v*"],
+            &["repository_owner=acme"],
+            &["sub=repo:acme/shop:ref:refs/heads/main"],
+            &["project_path=group/app"],
+        ] {
+            assert!(names_an_owner_in(pinned), "{pinned:?}");
+        }
         for issuer in ["http://i.example", "https://", "https://i.example?x=1", "token.actions"] {
             let bad = TrustAsk {
                 issuer: issuer.into(),

@@ -76,7 +76,10 @@ impl Issuer {
 
     /// RFC 8414 §2, with the Client ID Metadata Document support flag of
     /// the MCP authorization specification, and no scopes: what an agent
-    /// may do is what its person chose.
+    /// may do is what its person chose. The device grant of `portcullis
+    /// login` is not offered here: it gives a person's whole command-line
+    /// credential, never an agent's, and a client reading this document
+    /// must not be led to it.
     pub fn authorization_server(&self) -> Value {
         let i = &self.issuer;
         json!({
@@ -87,11 +90,9 @@ impl Issuer {
             "revocation_endpoint": format!("{i}/oauth/revoke"),
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
-            "device_authorization_endpoint": format!("{i}/login/device/code"),
             "grant_types_supported": [
                 "authorization_code",
                 "refresh_token",
-                "urn:ietf:params:oauth:grant-type:device_code",
                 "urn:ietf:params:oauth:grant-type:token-exchange",
             ],
             "code_challenge_methods_supported": ["S256"],
