@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use portcullis::config::Config;
 use portcullis::identity::Principal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Short, so that the test sees a takeover quickly.
 const LEASE_DURATION: Duration = Duration::from_secs(3);
@@ -103,20 +103,18 @@ async fn one_replica_holds_the_lease_and_alone_reconciles_and_another_takes_over
     let (id, follower_last) = bound_by_the_leader_alone(&first, leader, follower).await;
 
     // The leader stops (releasing the Lease): the follower takes over
-    // within the lease duration and reconciles from then on.
+    // (a released Lease is taken at once: reconcile::lease::tests) and reconciles from then on.
     let (leader, follower) = if first_leads {
         (&mut first, &second)
     } else {
         (&mut second, &first)
     };
     leader.halt().await;
-    let stopped = Instant::now();
     let sim = if first_leads { &*leader } else { follower };
     eventually("the follower holds the Lease", || async {
         lease_holder(sim).await.as_deref() == Some(follower.reconciler.identity())
     })
     .await;
-    assert!(stopped.elapsed() < LEASE_DURATION, "took {:?}", stopped.elapsed());
     eventually("the follower leads", || async { leads(follower) }).await;
     follower.store.revoke_grant(&id).unwrap();
     follower.reconciler.trigger(CLUSTER);

@@ -10,7 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use portcullis::config::Config;
 use portcullis::identity::Principal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Short, so that the test sees a takeover quickly.
 const LEASE_DURATION: Duration = Duration::from_secs(3);
@@ -81,12 +81,10 @@ async fn the_replica_holding_the_lease_alone_binds_a_grant_and_another_takes_the
     bound_by_the_leader_alone(leader, follower).await;
 
     leader.halt().await;
-    let stopped = Instant::now();
     eventually("the follower holds the Lease", || async {
         lease_holder(follower).await.as_deref() == Some(follower.reconciler.identity())
     })
     .await;
-    assert!(stopped.elapsed() < LEASE_DURATION, "took {:?}", stopped.elapsed());
     eventually("the follower leads", || async { leads(follower) }).await;
     second.stop().await;
     first.stop().await;
