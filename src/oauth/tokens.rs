@@ -107,13 +107,31 @@ pub fn issue_code(store: &Store, consent: &Consent) -> Result<String, OAuthError
     Ok(code)
 }
 
-/// Exchange a code for the session's first tokens.
+/// Exchange a code for the session's first tokens. Its checks run before
+/// the code is spent (a wrong verifier does not burn it), and its use and
+/// the session it makes are one write (a second exchange, however close,
+/// sees the session and ends it).
 pub fn exchange_code(store: &Store, ask: CodeExchange<'_>) -> Result<Issued, OAuthError> {
     let hash = credential::hash(ask.code);
+    let mut consent = None;
     // Judged with the skew allowed: another replica's clock may run ahead.
-    let consent = match store.take_code(&hash, Utc::now() - SKEW).map_err(store_error)? {
-        Taken::Fresh(kept) => serde_json::from_str::<Consent>(&kept).map_err(|_| OAuthError::unavailable())?,
-        Taken::Reused(session) => {
+    let taken = store.exchange_code(&hash, Utc::now() - SKEW, |kept| {
+        let kept = serde_json::from_str::<Consent>(kept).map_err(|_| OAuthError::unavailable())?;
+        check_exchange(&kept, &ask)?;
+        let plan = SessionPlan {
+            person: Principal::person(&kept.login),
+            client_id: kept.client_id.clone(),
+            client_name: kept.client_name.clone(),
+            grants: kept.grants.clone(),
+            until: kept.until,
+            writes_need_approval: kept.writes_need_approval,
+        };
+        consent = Some(kept);
+        Ok(plan)
+    });
+    let made = match taken {
+        Ok(Taken::Fresh(made)) => made?,
+        Ok(Taken::Reused(session)) => {
             if let Some(session) = session {
                 store.end_agent_session(&session).map_err(store_error)?;
             }
@@ -121,22 +139,12 @@ pub fn exchange_code(store: &Store, ask: CodeExchange<'_>) -> Result<Issued, OAu
                 "this code was already used: the agent session it made has been ended",
             ));
         }
-        Taken::Unknown => return Err(OAuthError::invalid_grant("unknown or expired code")),
+        Ok(Taken::Unknown) => return Err(OAuthError::invalid_grant("unknown or expired code")),
+        Err(StoreError::Invalid(why)) => return Err(OAuthError::invalid_grant(why)),
+        Err(other) => return Err(store_error(other)),
     };
-    check_exchange(&consent, &ask)?;
-    let plan = SessionPlan {
-        person: Principal::person(&consent.login),
-        client_id: consent.client_id.clone(),
-        client_name: consent.client_name.clone(),
-        grants: consent.grants.clone(),
-        until: consent.until,
-        writes_need_approval: consent.writes_need_approval,
-    };
-    let (agent, clusters) = store.add_agent_session(&plan).map_err(|error| match error {
-        StoreError::Invalid(why) => OAuthError::invalid_grant(why),
-        other => store_error(other),
-    })?;
-    store.code_made(&hash, &agent.id).map_err(store_error)?;
+    let (agent, clusters) = made;
+    let consent = consent.ok_or_else(OAuthError::unavailable)?;
     let mut issued = tokens(store, agent, &consent.client_id, consent.until)?;
     issued.clusters = clusters;
     Ok(issued)

@@ -195,3 +195,18 @@ fn a_code_just_past_its_end_is_still_taken_within_the_skew_and_not_after() {
     let error = exchange_code(&store, ask("pcl_beyond")).unwrap_err();
     assert!(error.description.contains("expired"), "{error}");
 }
+
+#[test]
+fn a_wrong_verifier_does_not_spend_the_code_and_the_right_one_still_works() {
+    let (_dir, store) = setup();
+    let code = issue_code(&store, &consent()).unwrap();
+    let wrong = CodeExchange {
+        code_verifier: "a-verifier-that-is-long-enough-but-not-the-right-one-at-all",
+        ..ask(&code)
+    };
+    assert_eq!(exchange_code(&store, wrong).unwrap_err().error, "invalid_grant");
+    assert!(
+        exchange_code(&store, ask(&code)).is_ok(),
+        "the code was not burnt by a wrong attempt"
+    );
+}

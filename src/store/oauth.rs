@@ -54,6 +54,12 @@ type SessionRow = (
     Option<DateTime<Utc>>,
 );
 
+/// A new agent session: its agent, and the clusters whose bindings changed.
+pub type MadeSession = (Agent, Vec<String>);
+
+/// A code's columns: its consent, end, use and the session it made.
+type CodeRow = (String, DateTime<Utc>, Option<DateTime<Utc>>, Option<String>);
+
 /// A code or refresh token, taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken<T> {
@@ -74,49 +80,50 @@ impl Store {
     pub fn add_agent_session(&self, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
         self.with(|c| {
             let tx = super::write_transaction(c)?;
-            let mut grant_ids = Vec::new();
-            let mut clusters = Vec::new();
-            for (grant_id, role) in &plan.grants {
-                let parent = own_grant(&tx, &plan.person, grant_id)?;
-                if *role == parent.role {
-                    grant_ids.push(grant_id.clone());
-                    continue;
-                }
-                let id = uuid::Uuid::now_v7().to_string();
-                tx.execute(
-                    "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, parent_id) \
-                     VALUES (?1, 'person', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![id, plan.person.name, parent.cluster, parent.namespace, role, parent.expires_at.min(plan.until),
-                        format!("consent:{}", plan.client_name), Utc::now(), grant_id],
-                )?;
-                clusters.push(parent.cluster);
-                grant_ids.push(id);
-            }
-            let agent = Agent {
-                id: uuid::Uuid::now_v7().to_string(),
-                // Unique per person, readable in lists.
-                name: format!("oauth-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
-                principal: plan.person.clone(),
-                writes_need_approval: plan.writes_need_approval,
-                grant_ids: Some(grant_ids.clone()),
-                disabled: false,
-            };
-            tx.execute(
-                "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at, client_id, client_name, expires_at) \
-                 VALUES (?1, ?2, 'person', ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![agent.id, agent.name, plan.person.name, agent.writes_need_approval, Utc::now(),
-                    plan.client_id, plan.client_name, plan.until],
-            )?;
-            for grant in &grant_ids {
-                tx.execute(
-                    "INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)",
-                    params![agent.id, grant],
-                )?;
-            }
+            let made = insert_session(&tx, plan)?;
             tx.commit()?;
-            clusters.sort();
-            clusters.dedup();
-            Ok((agent, clusters))
+            Ok(made)
+        })
+    }
+
+    /// Exchange a code in one write transaction: unknown or expired, or
+    /// used before (naming the session its first exchange made — set in
+    /// the same transaction as its use, so a second exchange racing the
+    /// first still sees it); else `check` judges its consent (client,
+    /// redirect URI, PKCE) *before* it is spent, so a wrong attempt does
+    /// not burn it, and the session is made and the code spent together.
+    pub fn exchange_code<E>(
+        &self,
+        code_sha256: &str,
+        now: DateTime<Utc>,
+        check: impl FnOnce(&str) -> Result<SessionPlan, E>,
+    ) -> Result<Taken<Result<MadeSession, E>>, StoreError> {
+        self.with(|c| {
+            let tx = super::write_transaction(c)?;
+            let found: Option<CodeRow> = tx
+                .query_row(
+                    "SELECT consent, expires_at, used_at, agent_id FROM oauth_codes WHERE code_sha256 = ?1",
+                    params![code_sha256],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()?;
+            let consent = match found {
+                None => return Ok(Taken::Unknown),
+                Some((_, _, Some(_), agent)) => return Ok(Taken::Reused(agent)),
+                Some((_, expires, None, _)) if expires <= now => return Ok(Taken::Unknown),
+                Some((consent, ..)) => consent,
+            };
+            let plan = match check(&consent) {
+                Ok(plan) => plan,
+                Err(refused) => return Ok(Taken::Fresh(Err(refused))),
+            };
+            let (agent, clusters) = insert_session(&tx, &plan)?;
+            tx.execute(
+                "UPDATE oauth_codes SET used_at = ?2, agent_id = ?3 WHERE code_sha256 = ?1",
+                params![code_sha256, Utc::now(), agent.id],
+            )?;
+            tx.commit()?;
+            Ok(Taken::Fresh(Ok((agent, clusters))))
         })
     }
 
@@ -190,46 +197,6 @@ impl Store {
             c.execute(
                 "INSERT INTO oauth_codes (code_sha256, consent, expires_at) VALUES (?1, ?2, ?3)",
                 params![code_sha256, consent, expires_at],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Take a code: the first time, its consent; after that, the session
-    /// its first exchange made.
-    pub fn take_code(&self, code_sha256: &str, now: DateTime<Utc>) -> Result<Taken<String>, StoreError> {
-        self.with(|c| {
-            let fresh: Option<String> = c
-                .query_row(
-                    "UPDATE oauth_codes SET used_at = ?2 WHERE code_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2 \
-                     RETURNING consent",
-                    params![code_sha256, now],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(consent) = fresh {
-                return Ok(Taken::Fresh(consent));
-            }
-            let used: Option<(Option<DateTime<Utc>>, Option<String>)> = c
-                .query_row(
-                    "SELECT used_at, agent_id FROM oauth_codes WHERE code_sha256 = ?1",
-                    params![code_sha256],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            Ok(match used {
-                Some((Some(_), agent)) => Taken::Reused(agent),
-                _ => Taken::Unknown,
-            })
-        })
-    }
-
-    /// Note the agent session a code's exchange made (a reuse ends it).
-    pub fn code_made(&self, code_sha256: &str, agent_id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE oauth_codes SET agent_id = ?2 WHERE code_sha256 = ?1",
-                params![code_sha256, agent_id],
             )?;
             Ok(())
         })
@@ -319,6 +286,53 @@ impl Store {
     pub fn agent(&self, id: &str) -> Result<Option<Agent>, StoreError> {
         self.with(|c| super::agents::load(c, id))
     }
+}
+
+/// Insert the agent session `plan` describes, in `tx`; the agent and the
+/// clusters whose bindings changed.
+fn insert_session(tx: &Connection, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
+    let mut grant_ids = Vec::new();
+    let mut clusters = Vec::new();
+    for (grant_id, role) in &plan.grants {
+        let parent = own_grant(tx, &plan.person, grant_id)?;
+        if *role == parent.role {
+            grant_ids.push(grant_id.clone());
+            continue;
+        }
+        let id = uuid::Uuid::now_v7().to_string();
+        tx.execute(
+            "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, parent_id) \
+             VALUES (?1, 'person', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![id, plan.person.name, parent.cluster, parent.namespace, role, parent.expires_at.min(plan.until),
+                format!("consent:{}", plan.client_name), Utc::now(), grant_id],
+        )?;
+        clusters.push(parent.cluster);
+        grant_ids.push(id);
+    }
+    let agent = Agent {
+        id: uuid::Uuid::now_v7().to_string(),
+        // Unique per person, readable in lists.
+        name: format!("oauth-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+        principal: plan.person.clone(),
+        writes_need_approval: plan.writes_need_approval,
+        grant_ids: Some(grant_ids.clone()),
+        disabled: false,
+    };
+    tx.execute(
+        "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at, client_id, client_name, expires_at) \
+         VALUES (?1, ?2, 'person', ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![agent.id, agent.name, plan.person.name, agent.writes_need_approval, Utc::now(),
+            plan.client_id, plan.client_name, plan.until],
+    )?;
+    for grant in &grant_ids {
+        tx.execute(
+            "INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)",
+            params![agent.id, grant],
+        )?;
+    }
+    clusters.sort();
+    clusters.dedup();
+    Ok((agent, clusters))
 }
 
 /// The person's own grant `id` (not one derived for an agent), in effect.

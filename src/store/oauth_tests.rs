@@ -77,15 +77,29 @@ fn the_same_role_hands_over_the_persons_grant_itself_and_only_their_own() {
 }
 
 #[test]
-fn a_code_is_taken_once_and_a_second_take_names_the_session_it_made() {
-    let (_dir, store, _ana) = store_with_ana();
+fn a_code_is_exchanged_once_and_a_second_exchange_names_the_session_it_made() {
+    let (_dir, store, ana) = store_with_ana();
+    grant(&store, "g-dev", &ana, "developer");
     let now = Utc::now();
+    let made =
+        |store: &Store, hash: &str| store.exchange_code(hash, now, |_| Ok::<_, ()>(plan(&ana, &[("g-dev", "viewer")])));
     store.put_code("h1", "{}", now + TimeDelta::minutes(10)).unwrap();
-    assert_eq!(store.take_code("h1", now).unwrap(), Taken::Fresh("{}".into()));
-    assert_eq!(store.take_code("h1", now).unwrap(), Taken::Reused(None));
+    let Taken::Fresh(Ok((agent, _))) = made(&store, "h1").unwrap() else {
+        panic!("the first exchange makes the session")
+    };
+    assert_eq!(made(&store, "h1").unwrap(), Taken::Reused(Some(agent.id)));
     store.put_code("h2", "{}", now - TimeDelta::seconds(1)).unwrap();
-    assert_eq!(store.take_code("h2", now).unwrap(), Taken::Unknown, "expired");
-    assert_eq!(store.take_code("nope", now).unwrap(), Taken::Unknown);
+    assert_eq!(made(&store, "h2").unwrap(), Taken::Unknown, "expired");
+    assert_eq!(made(&store, "nope").unwrap(), Taken::Unknown);
+    store.put_code("h3", "{}", now + TimeDelta::minutes(10)).unwrap();
+    let refused = store
+        .exchange_code("h3", now, |_| Err::<SessionPlan, _>("wrong verifier"))
+        .unwrap();
+    assert_eq!(refused, Taken::Fresh(Err("wrong verifier")));
+    assert!(
+        matches!(made(&store, "h3").unwrap(), Taken::Fresh(Ok(_))),
+        "a refused check spends nothing"
+    );
 }
 
 #[test]
