@@ -33,6 +33,8 @@ pub enum Refusal {
     /// The token endpoint refused a grant (the OAuth error is the row's
     /// reason).
     OAuthToken,
+    /// An MCP request named a session another agent began.
+    McpSessionForeign,
     /// Credentials could not be checked (the store did not answer).
     CredentialsUnavailable,
     /// The audit was read by someone not an admin.
@@ -184,6 +186,7 @@ impl Refusal {
             R::TokenRevoked => "revoked",
             R::TokenWrongAudience => "wrong_audience",
             R::OAuthToken => "oauth_token",
+            R::McpSessionForeign => "mcp_session_foreign",
             R::CredentialsUnavailable => "store_unavailable",
             R::NotAdmin => "not_admin",
             R::AuditUnavailable => "audit_unavailable",

@@ -62,6 +62,9 @@ use serde_json::json;
 use std::sync::Arc;
 use tower::Service;
 
+/// The 2025-11-25 revision's session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
 /// Who sends an MCP request: put into its extensions once authenticated, and
 /// read by every tool from the request's parts.
 #[derive(Debug, Clone)]
@@ -78,6 +81,7 @@ pub struct Endpoint {
     limiter: ratelimit::RateLimiter,
     body_limit: u64,
     challenge: String,
+    owners: sessions::Owners,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -92,7 +96,7 @@ impl Endpoint {
     /// The endpoint in front of `pipeline`.
     pub fn new(pipeline: Arc<Pipeline>, config: &Config, store: Store) -> Endpoint {
         let sessions = Arc::new(sessions::StoredSessions::new(store.clone()));
-        let shared = Arc::new(server::Shared::new(pipeline, store, config));
+        let shared = Arc::new(server::Shared::new(pipeline, store.clone(), config));
         let mut rmcp_config = StreamableHttpServerConfig::default()
             // A bearer token, never a cookie, authenticates every request, so
             // a DNS-rebinding page gains nothing: allow any Host and Origin
@@ -111,6 +115,7 @@ impl Endpoint {
                 "Bearer resource_metadata=\"{}\"",
                 crate::oauth::metadata::Issuer::new(&config.public_url).resource_metadata_url()
             ),
+            owners: sessions::Owners::new(store),
         }
     }
 
@@ -149,6 +154,17 @@ impl Endpoint {
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             return response;
         }
+        let agent = identity.agent.as_ref().map(|a| a.id.clone()).unwrap_or_default();
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        if let Some(session) = &session {
+            if let Err(response) = self.owned(session, &agent, row).await {
+                return *response;
+            }
+        }
         let (mut parts, incoming) = request.into_parts();
         let body = if parts.method == Method::POST {
             match self.read_body(incoming, row).await {
@@ -164,7 +180,38 @@ impl Endpoint {
         });
         let request = Request::from_parts(parts, Full::new(body));
         let Ok(response) = self.service.clone().call(request).await;
+        let begun = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+        if let (None, Some(begun)) = (&session, begun) {
+            if let Err(error) = self.owners.record(begun, &agent).await {
+                tracing::error!(%error, "cannot record who began an MCP session");
+                row.refuse(Refusal::McpSessionForeign);
+                return refusal(
+                    503,
+                    "unavailable",
+                    "portcullis cannot keep the session now; try again",
+                    json!({}),
+                );
+            }
+        }
         response.map(body::boxed)
+    }
+
+    /// Only the agent that began a session may name it; to any other it
+    /// does not exist.
+    async fn owned(&self, session: &str, agent: &str, row: &mut AuditRow) -> Result<(), Box<Response<Body>>> {
+        match self.owners.allows(session, agent).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                row.refuse(Refusal::McpSessionForeign);
+                let message = "no such session: initialize a new one";
+                Err(Box::new(refusal(404, "session.not_found", message, json!({}))))
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot look up who began an MCP session");
+                let message = "portcullis cannot check the session now; try again";
+                Err(Box::new(refusal(503, "unavailable", message, json!({}))))
+            }
+        }
     }
 
     /// The whole body, under the limit; a batch, and JSON nested deeper than

@@ -11,7 +11,11 @@
 //! SHA-256 of the session id. A session unused for [`UNUSED_FOR`] is
 //! forgotten, and `DELETE /mcp` forgets it at once.
 //!
-//! A session id alone grants nothing, restored or not: `Endpoint::serve`
+//! A session is its beginner's ([`Owners`]): a request naming a session
+//! another agent began is answered 404, as if it did not exist, since rmcp
+//! would let it resume the session's stream or end it.
+//!
+//! Beyond that, a session id grants nothing, restored or not: `Endpoint::serve`
 //! authenticates every request by its own bearer token before rmcp sees it,
 //! and puts that request's [`super::Caller`] into its parts. rmcp hands each
 //! message its own request's parts (the replayed `initialize` gets those of
@@ -115,5 +119,60 @@ impl SessionStore for StoredSessions {
     {
         let id = credential::hash(session_id);
         self.blocking(move |store| store.delete_mcp_session(&id))
+    }
+}
+
+/// Which agent began each session. rmcp lets whoever names a session
+/// resume its stream (replaying its cached answers) or end it; so a request
+/// naming a session another agent began is answered as if the session did
+/// not exist. Kept in the store beside the session, cached here (an owner
+/// never changes).
+#[derive(Debug)]
+pub struct Owners {
+    store: Store,
+    cache: dashmap::DashMap<String, String>,
+}
+
+/// The cache holds at most this many owners; past it, the store answers.
+const OWNERS_CACHED: usize = 100_000;
+
+impl Owners {
+    /// Owners kept in `store`.
+    pub fn new(store: Store) -> Owners {
+        Owners {
+            store,
+            cache: dashmap::DashMap::new(),
+        }
+    }
+
+    /// May agent `agent_id` use session `session_id`? Only if it began it;
+    /// `Err` when the store cannot say (fail closed).
+    pub async fn allows(&self, session_id: &str, agent_id: &str) -> Result<bool, StoreError> {
+        let id = credential::hash(session_id);
+        if let Some(owner) = self.cache.get(&id) {
+            return Ok(*owner == agent_id);
+        }
+        let store = self.store.clone();
+        let key = id.clone();
+        let owner = tokio::task::spawn_blocking(move || store.mcp_session_owner(&key))
+            .await
+            .map_err(|_| StoreError::Invalid("the session lookup stopped".into()))??;
+        let Some(owner) = owner else {
+            return Ok(false);
+        };
+        let allowed = owner == agent_id;
+        if self.cache.len() < OWNERS_CACHED {
+            self.cache.insert(id, owner);
+        }
+        Ok(allowed)
+    }
+
+    /// Note that agent `agent_id` began session `session_id` (before its
+    /// `initialize` is answered, so the client's next request finds it).
+    pub async fn record(&self, session_id: &str, agent_id: &str) -> Result<(), StoreError> {
+        let (store, id, agent) = (self.store.clone(), credential::hash(session_id), agent_id.to_string());
+        tokio::task::spawn_blocking(move || store.own_mcp_session(&id, &agent))
+            .await
+            .map_err(|_| StoreError::Invalid("recording the session stopped".into()))?
     }
 }

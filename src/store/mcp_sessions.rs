@@ -42,10 +42,41 @@ impl Store {
         })
     }
 
+    /// Note that agent `agent_id` began the session whose id hashes to
+    /// `id_sha256` (the first to say so keeps it).
+    pub fn own_mcp_session(&self, id_sha256: &str, agent_id: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO mcp_session_owners (id_sha256, agent_id, created_at) VALUES (?1, ?2, ?3)",
+                params![id_sha256, agent_id, Utc::now()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The agent that began the session whose id hashes to `id_sha256`.
+    pub fn mcp_session_owner(&self, id_sha256: &str) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT agent_id FROM mcp_session_owners WHERE id_sha256 = ?1",
+                params![id_sha256],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
     /// Forget every session last used at or before `older_than`; returns how
     /// many.
     pub fn sweep_mcp_sessions(&self, older_than: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.with(|c| Ok(c.execute("DELETE FROM mcp_sessions WHERE last_used_at <= ?1", params![older_than])?))
+        self.with(|c| {
+            c.execute(
+                "DELETE FROM mcp_session_owners WHERE id_sha256 IN \
+                 (SELECT id_sha256 FROM mcp_sessions WHERE last_used_at <= ?1)",
+                params![older_than],
+            )?;
+            Ok(c.execute("DELETE FROM mcp_sessions WHERE last_used_at <= ?1", params![older_than])?)
+        })
     }
 }
 

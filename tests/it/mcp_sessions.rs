@@ -134,16 +134,24 @@ async fn a_session_ended_with_delete_cannot_be_restored_after_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restored_session_acts_as_the_agent_whose_token_carries_each_request() {
+async fn another_agent_naming_a_session_finds_none_and_cannot_end_it_before_or_after_a_restart() {
     let mut env = Portcullis::start().await;
     let token = ana_and_agent(&env);
     let other = env.agent_named("ana", "other", &[]);
     let session = initialize(&env, &token).await;
-    env.restart().await;
-    // The other agent's request restores the session; it still acts as itself.
-    let text = whoami_text(&env, &other, &session).await;
-    assert!(text.contains("agent \"other\""), "{text}");
-    let text = whoami_text(&env, &token, &session).await;
-    assert!(text.contains("agent \"helper\""), "{text}");
+    for restarted in [false, true] {
+        // Not its session: as if it did not exist (it could otherwise
+        // resume the session's stream, or end it).
+        let refused = whoami(&env, &other, &session).await;
+        assert_eq!(refused.status, 404, "restarted: {restarted}");
+        assert_eq!(message(&refused)["error"]["data"]["code"], "session.not_found");
+        let auth = format!("Bearer {other}");
+        let headers = [("authorization", auth.as_str()), ("mcp-session-id", session.as_str())];
+        let ended = env.raw().send(Method::DELETE, "/mcp", &headers, Vec::new()).await;
+        assert_eq!(ended.status, 404, "restarted: {restarted}");
+        let text = whoami_text(&env, &token, &session).await;
+        assert!(text.contains("agent \"helper\""), "{text}");
+        env.restart().await;
+    }
     env.stop().await;
 }

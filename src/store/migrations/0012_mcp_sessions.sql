@@ -11,4 +11,13 @@ CREATE TABLE mcp_sessions (
     created_at TEXT NOT NULL,
     last_used_at TEXT NOT NULL
 );
-CREATE INDEX mcp_sessions_by_last_use ON mcp_sessions (last_used_at)
+CREATE INDEX mcp_sessions_by_last_use ON mcp_sessions (last_used_at);
+
+-- Which agent began each session: a request naming another agent's session
+-- is answered as if the session did not exist (it could otherwise resume
+-- that session's stream or end it).
+CREATE TABLE mcp_session_owners (
+    id_sha256 TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    created_at TEXT NOT NULL
+)
