@@ -17,7 +17,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("config", &["config"]),
     ("identity", &["identity"]),
     ("store", &["store"]),
-    ("domain", &["audit", "access", "approvals", "reconcile", "signin", "oauth", "ci"]),
+    (
+        "domain",
+        &["audit", "access", "approvals", "reconcile", "signin", "oauth", "ci"],
+    ),
     ("pipeline", &["gateway"]),
     ("doors", &["doors", "mcp"]),
     ("app and CLI", &["app", "cli", "demo"]),

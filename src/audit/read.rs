@@ -69,10 +69,7 @@ impl Audit {
 impl Audit {
     /// The API server's events of request `audit_id` (every stage), for an
     /// admin who was just allowed to read its rows.
-    pub async fn apiserver_events(
-        &self,
-        audit_id: &str,
-    ) -> Result<Vec<crate::store::ApiserverEvent>, AuditReadError> {
+    pub async fn apiserver_events(&self, audit_id: &str) -> Result<Vec<crate::store::ApiserverEvent>, AuditReadError> {
         let (store, id) = (self.store.clone(), audit_id.to_string());
         tokio::task::spawn_blocking(move || store.apiserver_events(&id))
             .await

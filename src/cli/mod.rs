@@ -13,8 +13,8 @@
 
 pub mod access;
 pub mod admin;
-pub mod approvals;
 pub mod apiserver_audit;
+pub mod approvals;
 pub mod audit;
 pub mod bot_trust;
 pub mod ci_login;

@@ -192,7 +192,9 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// The user portcullis is to this cluster.
     pub fn service_account(&self) -> &str {
-        self.service_account.as_deref().unwrap_or(audit::DEFAULT_SERVICE_ACCOUNT)
+        self.service_account
+            .as_deref()
+            .unwrap_or(audit::DEFAULT_SERVICE_ACCOUNT)
     }
 }
 

@@ -217,7 +217,11 @@ impl Doors {
     }
 
     /// The OAuth endpoints: metadata, token, registration, revocation.
-    async fn oauth_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, RequestError> {
+    async fn oauth_request(
+        &self,
+        request: Request<Incoming>,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, RequestError> {
         let path = request.uri().path().to_string();
         trace.row.path = bounded(&path);
         let Ok(Route::OAuth(endpoint)) = router::route(&path) else {

@@ -163,7 +163,11 @@ impl Authenticator {
     /// Authenticate the bearer token of a request to the place `audience`
     /// names (`None`: the raw API, the pages, the person API): a token
     /// bound to an audience is accepted there only.
-    pub async fn authenticate_for(&self, headers: &HeaderMap, audience: Option<Audience>) -> Result<Identity, AuthError> {
+    pub async fn authenticate_for(
+        &self,
+        headers: &HeaderMap,
+        audience: Option<Audience>,
+    ) -> Result<Identity, AuthError> {
         let token = bearer_token(headers).ok_or(AuthError::Missing)?;
         let prefix = credential::display_prefix(token);
         credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix.clone() })?;

@@ -22,9 +22,9 @@
 mod subset;
 
 use crate::config::Config;
-pub use subset::narrower;
 use serde_json::{json, Value};
 use std::time::Duration;
+pub use subset::narrower;
 
 /// A role's shape is configuration (custom roles are written in the
 /// configuration file); what it allows is worked out here.

@@ -40,7 +40,11 @@ pub async fn sweep_periodically(store: Store, clients: Arc<client::Clients>) {
         .await;
         match swept {
             Ok(Ok((tokens, clients))) if tokens + clients > 0 => {
-                tracing::info!(tokens, clients, "expired OAuth codes, refresh tokens and unused clients forgotten");
+                tracing::info!(
+                    tokens,
+                    clients,
+                    "expired OAuth codes, refresh tokens and unused clients forgotten"
+                );
             }
             Ok(Err(error)) => tracing::warn!(%error, "cannot sweep OAuth codes, tokens and clients"),
             _ => {}

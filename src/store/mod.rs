@@ -269,7 +269,11 @@ impl Store {
                     let audience = match audience.as_deref().map(Audience::parse) {
                         Some(None) => {
                             let unknown = "unknown credential audience".into();
-                            return Err(rusqlite::Error::FromSqlConversionFailure(10, rusqlite::types::Type::Text, unknown));
+                            return Err(rusqlite::Error::FromSqlConversionFailure(
+                                10,
+                                rusqlite::types::Type::Text,
+                                unknown,
+                            ));
                         }
                         parsed => parsed.flatten(),
                     };

@@ -177,7 +177,10 @@ fn requests_through_portcullis_are_joined_with_the_rbac_reason_of_an_allowed_and
         );
         let show = env.cli(&["admin", "audit", "show", &id_of(200)]);
         let show = String::from_utf8_lossy(&show.stdout);
-        assert!(show.contains("who:      person:wanda") && show.contains(reason), "{show}");
+        assert!(
+            show.contains("who:      person:wanda") && show.contains(reason),
+            "{show}"
+        );
         // RBAC denies by finding no binding: it names none.
         let denied = shown(env, &admin, &id_of(403)).await;
         let last = denied.last().unwrap();
