@@ -107,6 +107,9 @@ impl Approvals {
             .map(seal::Key::load)
             .transpose()?
             .map(std::sync::Arc::new);
+        if let (Some(key), Some(file)) = (&key, &config.approvals.key_file) {
+            same_key_as_the_store(key, file, &store)?;
+        }
         let writing_roles = crate::identity::roles::all(config)
             .into_iter()
             .filter(writes)
@@ -120,6 +123,25 @@ impl Approvals {
             public_url: config.public_url.clone(),
             writing_roles,
         })
+    }
+}
+
+/// Is `key` (read from `file`) the key the store was first started with?
+/// Records its fingerprint when it is the first: replicas sharing a store
+/// must share the key, or one could not open what another sealed, nor
+/// read another's sign-in cookies.
+fn same_key_as_the_store(
+    key: &seal::Key,
+    file: &std::path::Path,
+    store: &crate::store::Store,
+) -> Result<(), seal::SealError> {
+    let recorded = store
+        .approvals_key_fingerprint(key.fingerprint())
+        .map_err(|e| seal::SealError::Store(e.to_string()))?;
+    if recorded == key.fingerprint() {
+        Ok(())
+    } else {
+        Err(seal::SealError::OtherKey(file.display().to_string()))
     }
 }
 
@@ -138,4 +160,29 @@ fn writes(role: &crate::identity::roles::Role) -> bool {
         list("verbs").iter().any(|v| WRITE_VERBS.contains(&v.as_str()))
             && list("resources").iter().any(|r| !STREAMS.contains(&r.as_str()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_other_than_the_one_the_store_was_first_started_with_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&dir.path().join("p.db")).unwrap();
+        let file = std::path::Path::new("/etc/portcullis/approvals.key");
+        let first = seal::Key::from_bytes(&[1; 32]).unwrap();
+        let other = seal::Key::from_bytes(&[2; 32]).unwrap();
+        same_key_as_the_store(&first, file, &store).unwrap();
+        same_key_as_the_store(&first, file, &store).expect("the same key starts again");
+        let refused = same_key_as_the_store(&other, file, &store).unwrap_err();
+        assert!(matches!(refused, seal::SealError::OtherKey(_)), "{refused:?}");
+        assert!(
+            refused
+                .to_string()
+                .starts_with("[approvals] key_file /etc/portcullis/approvals.key is not"),
+            "{refused}"
+        );
+        same_key_as_the_store(&first, file, &store).expect("the refused key recorded nothing");
+    }
 }

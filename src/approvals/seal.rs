@@ -22,6 +22,15 @@ pub enum SealError {
     /// The key file does not hold 64 hex characters.
     #[error("the approvals key {0} must hold 32 bytes as 64 hex characters (e.g. `openssl rand -hex 32`)")]
     Malformed(String),
+    /// The key is not the one the store's replicas share.
+    #[error(
+        "[approvals] key_file {0} is not the approvals key this store was first started with (its fingerprint \
+         differs): every replica sharing the store must use the same key file"
+    )]
+    OtherKey(String),
+    /// The store cannot keep or give the key's fingerprint.
+    #[error("cannot check the approvals key against the store: {0}")]
+    Store(String),
     /// Sealing failed (no randomness).
     #[error("cannot seal the body")]
     Seal,
@@ -35,6 +44,7 @@ pub struct Key {
     aead: LessSafeKey,
     mac: ring::hmac::Key,
     random: SystemRandom,
+    fingerprint: String,
 }
 
 impl std::fmt::Debug for Key {
@@ -65,11 +75,23 @@ impl Key {
             &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes),
             b"portcullis cookie",
         );
+        // Tells keys apart in the store without revealing the key.
+        let fingerprint = ring::hmac::sign(
+            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes),
+            b"portcullis approvals key fingerprint",
+        );
         Some(Key {
             aead,
             mac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, derived.as_ref()),
             random: SystemRandom::new(),
+            fingerprint: to_hex(fingerprint.as_ref()),
         })
+    }
+
+    /// The key's fingerprint (hex): HMAC-SHA256 of a fixed label under it,
+    /// the same for the same key, never the key.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// Seal `body` for held write `id`: nonce, then ciphertext and tag.
@@ -106,14 +128,17 @@ impl Key {
 
     /// HMAC-SHA256 of `data` under the cookie key, as hex.
     pub fn mac(&self, data: &[u8]) -> String {
-        let tag = ring::hmac::sign(&self.mac, data);
-        tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+        to_hex(ring::hmac::sign(&self.mac, data).as_ref())
     }
 
     /// Is `tag` the MAC of `data`? (constant time)
     pub fn verify(&self, data: &[u8], tag: &str) -> bool {
         hex(tag).is_some_and(|tag| ring::hmac::verify(&self.mac, data, &tag).is_ok())
     }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn hex(text: &str) -> Option<Vec<u8>> {
@@ -156,6 +181,22 @@ mod tests {
             Key::load(&dir.path().join("none")),
             Err(SealError::Read { .. })
         ));
+    }
+
+    #[test]
+    fn a_keys_fingerprint_tells_keys_apart_and_is_not_the_key() {
+        let (one, two) = ([7; 32], [8; 32]);
+        let fingerprint = Key::from_bytes(&one).unwrap().fingerprint().to_string();
+        assert_eq!(fingerprint, Key::from_bytes(&one).unwrap().fingerprint());
+        assert_ne!(fingerprint, Key::from_bytes(&two).unwrap().fingerprint());
+        assert_eq!(fingerprint.len(), 64);
+        assert_ne!(fingerprint, to_hex(&one));
+        assert_ne!(
+            fingerprint,
+            Key::from_bytes(&one)
+                .unwrap()
+                .mac(b"portcullis approvals key fingerprint")
+        );
     }
 
     #[test]

@@ -310,6 +310,20 @@ impl Store {
             Ok(())
         })
     }
+
+    /// The approvals key's fingerprint this store keeps: `fingerprint`
+    /// when it is the first one given (recorded), else the one recorded
+    /// first. Every replica sharing the store must hold the same key.
+    pub fn approvals_key_fingerprint(&self, fingerprint: &str) -> Result<String, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "INSERT INTO settings (key, value) VALUES ('approvals_key_fingerprint', ?1) \
+                 ON CONFLICT (key) DO UPDATE SET value = value RETURNING value",
+                params![fingerprint],
+                |r| r.get(0),
+            )?)
+        })
+    }
 }
 
 fn held_row(r: &Row<'_>) -> rusqlite::Result<HeldWrite> {
