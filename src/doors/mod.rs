@@ -84,7 +84,7 @@ impl Doors {
             pipeline,
             authenticator: Authenticator::new(store.clone()),
             trusted_proxies: config.trusted_proxies.clone(),
-            web: web::Web::new(config, clients)?,
+            web: web::Web::new(config, store.clone(), clients)?,
             api: api::Api::new(config, store.clone()),
         })
     }

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0012_mcp_sessions.sql"),
     include_str!("migrations/0013_ci_trust.sql"),
     include_str!("migrations/0014_apiserver_audit.sql"),
+    include_str!("migrations/0015_login_codes.sql"),
 ];
 
 /// Apply the embedded migrations not yet applied to `conn`'s database.

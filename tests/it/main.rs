@@ -31,6 +31,7 @@ mod rbac_instances;
 mod rbac_lease;
 mod rbac_roles;
 mod real;
+mod replicas;
 mod secrets;
 mod signin;
 mod sim_auth;

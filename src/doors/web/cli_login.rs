@@ -7,8 +7,9 @@
 //! verifier, at the token endpoint (`POST /oauth/token`, `client_id=portcullis-cli`) for a credential of the person's
 //! that ends within 12 hours and never after the sign-in session.
 //!
-//! Codes live two minutes, in this process's memory, and are used once
-//! (taken at the first exchange, whether it succeeds or not). Each
+//! Codes live two minutes, in the store (so any replica exchanges them),
+//! and are used once (taken at the first exchange, whether it succeeds or
+//! not). Each
 //! exchange is its request's audit row (verb `login` on `sessions`), with
 //! the refusal when refused.
 
@@ -20,49 +21,50 @@ use crate::audit::row::AuditRow;
 use crate::body::{self, Body};
 use crate::gateway::router::Page;
 use crate::identity::{credential, Principal};
+use crate::store::{CliCode, Store, StoreError};
 use base64::Engine;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{TimeDelta, Utc};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// How long the command line's credential lasts at most.
 const CLI_LIFETIME: TimeDelta = TimeDelta::hours(12);
 /// How long a code waits for its exchange.
 const CODE_LIFETIME: TimeDelta = TimeDelta::minutes(2);
 
-/// The codes given out and not yet exchanged, by their SHA-256.
-#[derive(Debug, Default)]
-pub struct Codes(Mutex<HashMap<String, Pending>>);
-
+/// The codes given out and not yet exchanged, kept in the store by their
+/// SHA-256, so that any replica sharing it exchanges them.
 #[derive(Debug, Clone)]
-struct Pending {
-    login: String,
-    /// The session's id's SHA-256: the credential ends with it.
-    session: String,
-    challenge: String,
-    redirect_uri: String,
-    expires_at: DateTime<Utc>,
-}
+pub struct Codes(Store);
 
 impl Codes {
-    fn give(&self, pending: Pending) -> String {
-        let code = random();
-        let mut codes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Utc::now();
-        codes.retain(|_, p| p.expires_at > now);
-        codes.insert(credential::hash(&code), pending);
-        code
+    /// The codes kept in `store`.
+    pub fn new(store: Store) -> Codes {
+        Codes(store)
     }
 
-    fn take(&self, code: &str) -> Option<Pending> {
-        let mut codes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        codes
-            .remove(&credential::hash(code))
-            .filter(|p| p.expires_at > Utc::now())
+    async fn give(&self, pending: CliCode) -> Result<String, StoreError> {
+        let (store, code) = (self.0.clone(), random());
+        let sha256 = credential::hash(&code);
+        blocking(move || store.give_cli_code(&sha256, &pending)).await?;
+        Ok(code)
     }
+
+    async fn take(&self, code: &str) -> Result<Option<CliCode>, StoreError> {
+        let (store, sha256) = (self.0.clone(), credential::hash(code));
+        blocking(move || store.take_cli_code(&sha256, Utc::now())).await
+    }
+}
+
+/// Run `f` (on the store) off the async threads.
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Invalid(e.to_string()))?
 }
 
 /// What the command line asks for.
@@ -184,13 +186,21 @@ async fn allow(
         Ok(ask) => ask,
         Err(why) => return html(StatusCode::BAD_REQUEST, pages::message("Not signed in", why)),
     };
-    let code = web.cli_codes().give(Pending {
+    let given = web.cli_codes().give(CliCode {
         login: s.login.clone(),
         session: credential::hash(&s.cookie),
         challenge: ask.challenge,
         redirect_uri: ask.redirect_uri.clone(),
         expires_at: Utc::now() + CODE_LIFETIME,
     });
+    let code = match given.await {
+        Ok(code) => code,
+        Err(error) => {
+            tracing::warn!(%error, "no command line code given");
+            let why = "portcullis cannot reach its store now: try again.";
+            return html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Not available", why));
+        }
+    };
     let to = format!(
         "{}?code={}&state={}",
         ask.redirect_uri,
@@ -210,7 +220,10 @@ pub(crate) async fn exchange(
     row: &mut AuditRow,
 ) -> Response<Body> {
     mark(row, "login");
-    let pending = web.cli_codes().take(field(form, "code"));
+    let pending = match web.cli_codes().take(field(form, "code")).await {
+        Ok(pending) => pending,
+        Err(error) => return unavailable(&error),
+    };
     let verifier = field(form, "code_verifier");
     let Some(pending) =
         pending.filter(|p| p.redirect_uri == field(form, "redirect_uri") && p.challenge == challenge_of(verifier))
@@ -250,12 +263,22 @@ pub(super) async fn credential_for(
             if let Ok(Err(error)) = failed {
                 tracing::warn!(%error, "no command line credential issued");
             }
-            json(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &oauth_error("temporarily_unavailable", "portcullis cannot read its store now"),
-            )
+            unavailable_answer()
         }
     }
+}
+
+/// The answer when the store failed with `error` (logged, not told).
+pub(super) fn unavailable(error: &StoreError) -> Response<Body> {
+    tracing::warn!(%error, "a command line code could not be read");
+    unavailable_answer()
+}
+
+fn unavailable_answer() -> Response<Body> {
+    json(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &oauth_error("temporarily_unavailable", "portcullis cannot read its store now"),
+    )
 }
 
 /// A credential for `login`, ending with their session at the latest;
@@ -333,24 +356,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_code_is_used_once_and_not_after_it_expires() {
-        let codes = Codes::default();
-        let pending = Pending {
+    #[tokio::test]
+    async fn a_code_is_used_once_and_not_after_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let codes = Codes::new(Store::open(&dir.path().join("p.db")).unwrap());
+        let pending = CliCode {
             login: "ana".into(),
             session: "s".into(),
             challenge: challenge_of("v"),
             redirect_uri: "http://127.0.0.1:1/".into(),
             expires_at: Utc::now() + CODE_LIFETIME,
         };
-        let code = codes.give(pending.clone());
-        assert_eq!(codes.take(&code).unwrap().login, "ana");
-        assert!(codes.take(&code).is_none());
-        let old = codes.give(Pending {
-            expires_at: Utc::now() - TimeDelta::seconds(1),
-            ..pending
-        });
-        assert!(codes.take(&old).is_none());
+        let code = codes.give(pending.clone()).await.unwrap();
+        assert_eq!(codes.take(&code).await.unwrap().unwrap().login, "ana");
+        assert!(codes.take(&code).await.unwrap().is_none());
+        let old = codes
+            .give(CliCode {
+                expires_at: Utc::now() - TimeDelta::seconds(1),
+                ..pending
+            })
+            .await
+            .unwrap();
+        assert!(codes.take(&old).await.unwrap().is_none());
     }
 
     #[test]

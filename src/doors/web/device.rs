@@ -7,12 +7,13 @@
 //! command polls the token endpoint (`POST /oauth/token`) and receives a credential as
 //! `portcullis login` does through the loopback ([`super::cli_login`]).
 //!
-//! Device codes live ten minutes in this process's memory; a user code
+//! Device codes live ten minutes in the store (so any replica serves
+//! them); a user code
 //! names one device code, and each is used once. Polling faster than the
 //! interval is answered `slow_down`. Every poll is its request's audit
 //! row with verb `login`; a denied or unknown device code with its refusal.
 
-use super::cli_login::{credential_for, json, oauth_error, random};
+use super::cli_login::{blocking, credential_for, json, oauth_error, random, unavailable};
 use super::signin::mark;
 use super::{encode, field, html, pages, query_param, redirect, session, session_form, Session, Web};
 use crate::approvals::{seal, Approvals};
@@ -21,11 +22,10 @@ use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::gateway::router::Page;
 use crate::identity::credential;
+use crate::store::{DeviceDecision as Decision, DevicePoll as Poll, Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// How long a device code waits for the person.
 const DEVICE_LIFETIME: TimeDelta = TimeDelta::minutes(10);
@@ -34,106 +34,42 @@ const INTERVAL: i64 = 3;
 /// User codes use letters that are hard to mistake for one another.
 const ALPHABET: &[u8] = b"BCDFGHJKLMNPQRSTVWXZ";
 
-/// The device codes given out, by their SHA-256.
-#[derive(Debug, Default)]
-pub struct Devices(Mutex<HashMap<String, Device>>);
-
+/// The device codes given out, kept in the store by their SHA-256 (their
+/// user codes too), so that any replica sharing it serves them.
 #[derive(Debug, Clone)]
-struct Device {
-    user_code: String,
-    expires_at: DateTime<Utc>,
-    interval: i64,
-    last_poll: Option<DateTime<Utc>>,
-    decision: Decision,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Decision {
-    Waiting,
-    /// Allowed by `login`, signed in with the session hashing to `session`.
-    Allowed {
-        login: String,
-        session: String,
-    },
-    Denied,
-}
-
-/// What a poll finds.
-#[derive(Debug, PartialEq)]
-enum Poll {
-    Unknown,
-    Pending,
-    SlowDown,
-    Denied,
-    Allowed { login: String, session: String },
-}
+pub struct Devices(Store);
 
 impl Devices {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Device>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    /// The device codes kept in `store`.
+    pub fn new(store: Store) -> Devices {
+        Devices(store)
     }
 
-    /// A new device code and its user code.
-    fn give(&self, now: DateTime<Utc>) -> (String, String) {
-        let (device_code, user_code) = (random(), user_code());
-        let mut devices = self.lock();
-        devices.retain(|_, d| d.expires_at > now);
-        devices.insert(
-            credential::hash(&device_code),
-            Device {
-                user_code: user_code.clone(),
-                expires_at: now + DEVICE_LIFETIME,
-                interval: INTERVAL,
-                last_poll: None,
-                decision: Decision::Waiting,
-            },
-        );
-        (device_code, user_code)
+    /// A new device code and its user code (another user code when the
+    /// one drawn is waiting already).
+    async fn give(&self, now: DateTime<Utc>) -> Result<(String, String), StoreError> {
+        for _ in 0..3 {
+            let (device_code, user_code) = (random(), user_code());
+            let (device, user) = (credential::hash(&device_code), credential::hash(&user_code));
+            let store = self.0.clone();
+            let expires_at = now + DEVICE_LIFETIME;
+            if blocking(move || store.give_device_code(&device, &user, expires_at, INTERVAL, now)).await? {
+                return Ok((device_code, user_code));
+            }
+        }
+        Err(StoreError::Invalid("no free user code".into()))
     }
 
     /// Record the person's decision on the waiting `user_code`; false when
     /// no waiting device has it.
-    fn decide(&self, user_code: &str, decision: Decision, now: DateTime<Utc>) -> bool {
-        let wanted = normalise(user_code);
-        let mut devices = self.lock();
-        let found = devices
-            .values_mut()
-            .find(|d| d.user_code == wanted && d.expires_at > now && d.decision == Decision::Waiting);
-        match found {
-            Some(device) => {
-                device.decision = decision;
-                true
-            }
-            None => false,
-        }
+    async fn decide(&self, user_code: &str, decision: Decision, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let (store, user) = (self.0.clone(), credential::hash(&normalise(user_code)));
+        blocking(move || store.decide_device_code(&user, &decision, now)).await
     }
 
-    fn poll(&self, device_code: &str, now: DateTime<Utc>) -> Poll {
-        let key = credential::hash(device_code);
-        let mut devices = self.lock();
-        let Some(device) = devices.get_mut(&key).filter(|d| d.expires_at > now) else {
-            devices.remove(&key);
-            return Poll::Unknown;
-        };
-        let early = device
-            .last_poll
-            .is_some_and(|t| now < t + TimeDelta::seconds(device.interval));
-        device.last_poll = Some(now);
-        match device.decision.clone() {
-            Decision::Waiting if early => {
-                device.interval += 5;
-                Poll::SlowDown
-            }
-            Decision::Waiting => Poll::Pending,
-            Decision::Denied => {
-                devices.remove(&key);
-                Poll::Denied
-            }
-            Decision::Allowed { login, session } => {
-                devices.remove(&key);
-                Poll::Allowed { login, session }
-            }
-        }
+    async fn poll(&self, device_code: &str, now: DateTime<Utc>) -> Result<Poll, StoreError> {
+        let (store, device) = (self.0.clone(), credential::hash(device_code));
+        blocking(move || store.poll_device_code(&device, now)).await
     }
 }
 
@@ -170,7 +106,7 @@ pub async fn serve(
     row: &mut AuditRow,
 ) -> Response<Body> {
     match (page, request.method().clone(), session) {
-        (Page::DeviceCode, Method::POST, _) => authorization(web, row),
+        (Page::DeviceCode, Method::POST, _) => authorization(web, row).await,
         (Page::DeviceLogin, Method::GET, Some(s)) => {
             let typed = query_param(request.uri().query(), "user_code").unwrap_or_default();
             html(
@@ -193,9 +129,12 @@ pub async fn serve(
 }
 
 /// The device authorization response (RFC 8628 §3.2).
-fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
+async fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
     mark(row, "device-authorization");
-    let (device_code, user_code) = web.devices().give(Utc::now());
+    let (device_code, user_code) = match web.devices().give(Utc::now()).await {
+        Ok(codes) => codes,
+        Err(error) => return unavailable(&error),
+    };
     let page = format!("{}/login/device", web.config().public_url.trim_end_matches('/'));
     json(
         StatusCode::OK,
@@ -257,7 +196,13 @@ async fn decide(
             "Denied: the command line on the other device is not signed in.",
         ),
     };
-    if web.devices().decide(typed, decision, Utc::now()) {
+    let decided = web.devices().decide(typed, decision, Utc::now()).await;
+    if let Err(error) = &decided {
+        tracing::warn!(%error, "a device decision could not be recorded");
+        let why = "portcullis cannot reach its store now: try again.";
+        return html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Not available", why));
+    }
+    if decided.is_ok_and(|d| d) {
         html(StatusCode::OK, pages::message("Done", done))
     } else {
         let why = "No command line waits with this code: check it, or run portcullis login again.";
@@ -278,7 +223,11 @@ pub(crate) async fn token(
 ) -> Response<Body> {
     mark(row, "login");
     let refused = |error: &str, why: &str| json(StatusCode::BAD_REQUEST, &oauth_error(error, why));
-    match web.devices().poll(field(form, "device_code"), Utc::now()) {
+    let polled = match web.devices().poll(field(form, "device_code"), Utc::now()).await {
+        Ok(polled) => polled,
+        Err(error) => return unavailable(&error),
+    };
+    match polled {
         Poll::Pending => refused("authorization_pending", "the person has not allowed it yet"),
         Poll::SlowDown => refused("slow_down", "polled faster than the interval"),
         Poll::Unknown => {
@@ -300,42 +249,51 @@ pub(crate) async fn token(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_device_is_pending_until_allowed_then_gives_its_person_once() {
-        let devices = Devices::default();
+    fn devices() -> (tempfile::TempDir, Devices) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        (dir, Devices::new(store))
+    }
+
+    #[tokio::test]
+    async fn a_device_is_pending_until_allowed_then_gives_its_person_once() {
+        let (_dir, devices) = devices();
         let now = Utc::now();
-        let (code, user) = devices.give(now);
-        assert_eq!(devices.poll(&code, now), Poll::Pending);
-        assert_eq!(devices.poll(&code, now + TimeDelta::seconds(1)), Poll::SlowDown);
+        let (code, user) = devices.give(now).await.unwrap();
+        let poll = async |at| devices.poll(&code, at).await.unwrap();
+        assert_eq!(poll(now).await, Poll::Pending);
+        assert_eq!(poll(now + TimeDelta::seconds(1)).await, Poll::SlowDown);
         let allowed = Decision::Allowed {
             login: "ana".into(),
             session: "s".into(),
         };
-        assert!(devices.decide(&user.to_lowercase().replace('-', " "), allowed.clone(), now));
-        assert!(!devices.decide(&user, Decision::Denied, now), "decided once");
+        let typed = user.to_lowercase().replace('-', " ");
+        assert!(devices.decide(&typed, allowed.clone(), now).await.unwrap());
+        let again = devices.decide(&user, Decision::Denied, now).await.unwrap();
+        assert!(!again, "decided once");
         let later = now + TimeDelta::seconds(60);
         assert_eq!(
-            devices.poll(&code, later),
+            poll(later).await,
             Poll::Allowed {
                 login: "ana".into(),
                 session: "s".into()
             }
         );
-        assert_eq!(devices.poll(&code, later + TimeDelta::seconds(60)), Poll::Unknown);
+        assert_eq!(poll(later + TimeDelta::seconds(60)).await, Poll::Unknown);
     }
 
-    #[test]
-    fn a_denied_or_expired_device_gives_nothing() {
-        let devices = Devices::default();
+    #[tokio::test]
+    async fn a_denied_or_expired_device_gives_nothing() {
+        let (_dir, devices) = devices();
         let now = Utc::now();
-        let (code, user) = devices.give(now);
-        assert!(devices.decide(&user, Decision::Denied, now));
-        assert_eq!(devices.poll(&code, now), Poll::Denied);
-        let (code, user) = devices.give(now);
+        let (code, user) = devices.give(now).await.unwrap();
+        assert!(devices.decide(&user, Decision::Denied, now).await.unwrap());
+        assert_eq!(devices.poll(&code, now).await.unwrap(), Poll::Denied);
+        let (code, user) = devices.give(now).await.unwrap();
         let late = now + DEVICE_LIFETIME + TimeDelta::seconds(1);
-        assert!(!devices.decide(&user, Decision::Denied, late));
-        assert_eq!(devices.poll(&code, late), Poll::Unknown);
-        assert_eq!(devices.poll("made-up", now), Poll::Unknown);
+        assert!(!devices.decide(&user, Decision::Denied, late).await.unwrap());
+        assert_eq!(devices.poll(&code, late).await.unwrap(), Poll::Unknown);
+        assert_eq!(devices.poll("made-up", now).await.unwrap(), Poll::Unknown);
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub struct Web {
     lifetime: Duration,
     /// For the group rules' grants (roles, clusters) at each sign-in.
     config: std::sync::Arc<Config>,
-    /// `portcullis login`'s codes waiting for their exchange.
+    /// `portcullis login`'s codes waiting for their exchange (in the store).
     cli_codes: super::cli_login::Codes,
     /// `portcullis login --no-browser`'s device codes.
     devices: super::device::Devices,
@@ -48,8 +48,12 @@ pub struct Web {
 
 impl Web {
     /// From the configuration: reads `[oidc]`'s secret, fetches nothing.
-    /// `clients` resolves the OAuth clients the consent page names.
-    pub fn new(config: &Config, clients: std::sync::Arc<crate::oauth::client::Clients>) -> Result<Web, SetupError> {
+    /// `store` keeps `portcullis login`'s codes; `clients` resolves the OAuth clients the consent page names.
+    pub fn new(
+        config: &Config,
+        store: crate::store::Store,
+        clients: std::sync::Arc<crate::oauth::client::Clients>,
+    ) -> Result<Web, SetupError> {
         let signin = match &config.oidc {
             Some(oidc) => Some(SignIn::new(oidc, &config.public_url)?),
             None => None,
@@ -60,8 +64,8 @@ impl Web {
             limiter: RateLimiter::new(rate, rate),
             lifetime: config.sessions.lifetime,
             config: std::sync::Arc::new(config.clone()),
-            cli_codes: Default::default(),
-            devices: Default::default(),
+            cli_codes: super::cli_login::Codes::new(store.clone()),
+            devices: super::device::Devices::new(store),
             reconciler: Default::default(),
             clients,
             authorize_limiter: RateLimiter::new(
