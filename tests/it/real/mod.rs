@@ -41,6 +41,7 @@ mod differential_shape;
 mod fixture;
 mod grants;
 mod held_writes;
+mod helm;
 mod instances;
 mod kubectl;
 mod lease;

@@ -1,0 +1,219 @@
+//! The Helm chart (`deploy/helm/portcullis`): what `helm template` renders
+//! is accepted by a real kube-apiserver, holds exactly `deploy/rbac.yaml`'s
+//! rules, and configures portcullis with a file portcullis accepts whose
+//! every path is mounted in the pod.
+
+use portcullis::config::Config;
+use serde::Deserialize;
+use serde_yaml::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The values file with one remote cluster, sign-in on, ServiceMonitor off.
+const ONE_CLUSTER_OIDC: &str = "deploy/helm/portcullis/ci/one-cluster-oidc-values.yaml";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `helm template` as `release` in `namespace`, with `args` after; its
+/// output, or its error message.
+fn helm_template(release: &str, namespace: &str, args: &[&str]) -> Result<String, String> {
+    let helm = root().join(".tools/bin/helm");
+    assert!(helm.exists(), "{} is missing: scripts/setup builds it", helm.display());
+    let out = Command::new(&helm)
+        .current_dir(root())
+        .args(["template", release, "deploy/helm/portcullis", "--namespace", namespace])
+        .args(args)
+        .output()
+        .expect("helm runs");
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).expect("helm prints UTF-8"))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Every object of a multi-document YAML text.
+fn objects(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| Value::deserialize(doc).expect("valid YAML"))
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
+    objects(&helm_template(release, namespace, args).unwrap_or_else(|e| panic!("helm template: {e}")))
+}
+
+fn str_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
+    let mut node = object;
+    for key in path {
+        node = &node[*key];
+    }
+    node.as_str().unwrap_or_default()
+}
+
+/// `kind/name`, as `kubectl create -o name` prints it (lower-case kind and
+/// its API group).
+fn kubectl_name(object: &Value) -> String {
+    let group = str_at(object, &["apiVersion"]).rsplit_once('/').map(|(g, _)| g);
+    let kind = str_at(object, &["kind"]).to_ascii_lowercase();
+    let name = str_at(object, &["metadata", "name"]);
+    match group {
+        Some(group) => format!("{kind}.{group}/{name}"),
+        None => format!("{kind}/{name}"),
+    }
+}
+
+/// Create what the chart renders with `args`, in a fresh namespace, as the
+/// cluster's admin; every object must be created.
+fn install_into_real_cluster(args: &[&str]) {
+    let cluster = super::shared();
+    let ns = cluster.namespace("helm").unwrap();
+    // The release's name is the namespace's: its cluster-scoped objects
+    // (ClusterRoles, bindings) are its own too.
+    let rendered = helm_template(&ns, &ns, args).unwrap_or_else(|e| panic!("helm template: {e}"));
+    let mut expected: Vec<String> = objects(&rendered).iter().map(kubectl_name).collect();
+    assert!(
+        expected.iter().any(|n| n.starts_with("deployment.apps/")),
+        "{expected:?}"
+    );
+    let file = cluster.dir().join(format!("{ns}.yaml"));
+    std::fs::write(&file, &rendered).unwrap();
+    let created = cluster
+        .admin(&["create", "-f", &file.display().to_string(), "-o", "name"])
+        .unwrap_or_else(|e| panic!("the real API server refused the chart: {e}"));
+    let mut created: Vec<String> = created.lines().map(str::to_string).collect();
+    expected.sort();
+    created.sort();
+    assert_eq!(created, expected, "every rendered object is created");
+    let replicas = cluster
+        .admin(&[
+            "get",
+            "deployment",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.items[0].spec.replicas}",
+        ])
+        .unwrap();
+    assert_eq!(replicas, "1", "one replica on the SQLite store");
+}
+
+#[test]
+fn the_chart_with_its_default_values_is_accepted_by_a_real_api_server() {
+    install_into_real_cluster(&[]);
+}
+
+#[test]
+fn the_chart_with_one_cluster_and_sign_in_is_accepted_by_a_real_api_server() {
+    install_into_real_cluster(&["-f", ONE_CLUSTER_OIDC]);
+}
+
+/// Objects of RBAC kinds, by `kind/namespace/name`.
+fn rbac_objects(objects: &[Value]) -> Vec<(String, Value)> {
+    let rbac = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+    let mut found: Vec<(String, Value)> = objects
+        .iter()
+        .filter(|o| rbac.contains(&str_at(o, &["kind"])))
+        .map(|o| {
+            let key = format!(
+                "{}/{}/{}",
+                str_at(o, &["kind"]),
+                str_at(o, &["metadata", "namespace"]),
+                str_at(o, &["metadata", "name"])
+            );
+            // What the objects grant, and to whom; not their labels.
+            let grants = ["rules", "roleRef", "subjects"].map(|k| o[k].clone());
+            (key, Value::Sequence(grants.to_vec()))
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+#[test]
+fn the_charts_rbac_grants_exactly_what_deploy_rbac_yaml_grants() {
+    // Release portcullis in namespace portcullis: deploy/rbac.yaml's names.
+    let chart = rbac_objects(&render("portcullis", "portcullis", &[]));
+    let plain = std::fs::read_to_string(root().join("deploy/rbac.yaml")).unwrap();
+    let plain = rbac_objects(&objects(&plain));
+    assert_eq!(plain.len(), 6, "{plain:?}");
+    assert_eq!(chart, plain);
+}
+
+/// Where the Deployment's container mounts its volumes.
+fn mount_paths(objects: &[Value]) -> Vec<PathBuf> {
+    let deployment = objects
+        .iter()
+        .find(|o| str_at(o, &["kind"]) == "Deployment")
+        .expect("a Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let mounts = container["volumeMounts"].as_sequence().expect("volume mounts");
+    mounts
+        .iter()
+        .map(|m| PathBuf::from(str_at(m, &["mountPath"])))
+        .collect()
+}
+
+#[test]
+fn the_rendered_configuration_is_accepted_by_portcullis_and_its_files_are_mounted() {
+    let rendered = render("portcullis", "team-a", &["-f", ONE_CLUSTER_OIDC]);
+    let configmap = rendered
+        .iter()
+        .find(|o| str_at(o, &["kind"]) == "ConfigMap")
+        .expect("a ConfigMap");
+    let toml = str_at(configmap, &["data", "portcullis.toml"]);
+    let config = Config::from_sources(toml, []).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    assert_eq!(config.clusters.len(), 1);
+    assert_eq!(config.clusters[0].name, "prod");
+    assert_eq!(config.reconcile.lease_namespace, "team-a");
+    assert_eq!(config.reconcile.instance.as_deref(), Some("production"));
+    assert!(config.protected_namespaces.contains(&"team-a".to_string()));
+    let oidc = config.oidc.as_ref().expect("[oidc]");
+    assert_eq!(oidc.issuer, "https://idp.example.com");
+
+    let cluster = &config.clusters[0];
+    let files = [
+        Some(&config.tls.cert_file),
+        Some(&config.tls.key_file),
+        Some(&cluster.ca_file),
+        Some(&cluster.token_file),
+        cluster.audit_webhook_token_file.as_ref(),
+        Some(&oidc.client_secret_file),
+        config.approvals.key_file.as_ref(),
+    ];
+    let mounts = mount_paths(&rendered);
+    for file in files {
+        let file = file.expect("the values file sets every file");
+        assert!(
+            mounts.iter().any(|m| file.starts_with(m)),
+            "{} is not mounted",
+            file.display()
+        );
+    }
+    assert!(mounts.contains(&config.data_dir), "the store is on a volume");
+}
+
+#[test]
+fn the_chart_refuses_what_this_release_of_portcullis_cannot_do() {
+    let several = helm_template("portcullis", "portcullis", &["--set", "replicaCount=2"]).unwrap_err();
+    assert!(several.contains("PostgreSQL"), "{several}");
+    let postgres = ["--set", "store.postgres.urlSecret.name=portcullis-store"];
+    let url = helm_template("portcullis", "portcullis", &postgres).unwrap_err();
+    assert!(url.contains("store.postgres.urlSecret"), "{url}");
+    let no_key = helm_template("portcullis", "portcullis", &["--set", "oidc.enabled=true"]).unwrap_err();
+    assert!(no_key.contains("approvals.keySecret"), "{no_key}");
+}
+
+#[test]
+fn the_service_monitor_is_rendered_only_when_asked_for() {
+    let kinds = |args: &[&str]| -> Vec<String> {
+        let rendered = render("portcullis", "portcullis", args);
+        rendered.iter().map(|o| str_at(o, &["kind"]).to_string()).collect()
+    };
+    assert!(!kinds(&[]).contains(&"ServiceMonitor".to_string()));
+    let on = kinds(&["--set", "serviceMonitor.enabled=true"]);
+    assert!(on.contains(&"ServiceMonitor".to_string()), "{on:?}");
+}
