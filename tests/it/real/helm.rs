@@ -160,12 +160,7 @@ fn mount_paths(objects: &[Value]) -> Vec<PathBuf> {
 #[test]
 fn the_rendered_configuration_is_accepted_by_portcullis_and_its_files_are_mounted() {
     let rendered = render("portcullis", "team-a", &["-f", ONE_CLUSTER_OIDC]);
-    let configmap = rendered
-        .iter()
-        .find(|o| str_at(o, &["kind"]) == "ConfigMap")
-        .expect("a ConfigMap");
-    let toml = str_at(configmap, &["data", "portcullis.toml"]);
-    let config = Config::from_sources(toml, []).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    let config = config_of(&rendered);
     assert_eq!(config.clusters.len(), 1);
     assert_eq!(config.clusters[0].name, "prod");
     assert_eq!(config.reconcile.lease_namespace, "team-a");
@@ -194,6 +189,44 @@ fn the_rendered_configuration_is_accepted_by_portcullis_and_its_files_are_mounte
         );
     }
     assert!(mounts.contains(&config.data_dir), "the store is on a volume");
+}
+
+/// The portcullis.toml of the ConfigMap among `objects`, as portcullis reads it.
+fn config_of(objects: &[Value]) -> Config {
+    let configmap = objects
+        .iter()
+        .find(|o| str_at(o, &["kind"]) == "ConfigMap")
+        .expect("a ConfigMap");
+    let toml = str_at(configmap, &["data", "portcullis.toml"]);
+    Config::from_sources(toml, []).unwrap_or_else(|e| panic!("{e}\n{toml}"))
+}
+
+#[test]
+fn the_plain_manifests_configure_and_run_portcullis_as_the_charts_defaults_do() {
+    let chart = render("portcullis", "portcullis", &[]);
+    let plain = objects(&std::fs::read_to_string(root().join("deploy/portcullis.yaml")).unwrap());
+    let as_json = |objects: &[Value]| serde_json::to_value(config_of(objects)).unwrap();
+    assert_eq!(as_json(&plain), as_json(&chart), "the same configuration");
+
+    let pod = |objects: &[Value]| {
+        let deployment = objects.iter().find(|o| str_at(o, &["kind"]) == "Deployment");
+        deployment.expect("a Deployment")["spec"]["template"]["spec"].clone()
+    };
+    let (plain_pod, chart_pod) = (pod(&plain), pod(&chart));
+    assert_eq!(plain_pod["securityContext"], chart_pod["securityContext"]);
+    let (plain_container, chart_container) = (&plain_pod["containers"][0], &chart_pod["containers"][0]);
+    for field in ["args", "env", "securityContext", "resources"] {
+        assert_eq!(plain_container[field], chart_container[field], "{field}");
+    }
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(
+            plain_container[probe]["httpGet"], chart_container[probe]["httpGet"],
+            "{probe}"
+        );
+    }
+    let mut mounts = [mount_paths(&plain), mount_paths(&chart)];
+    mounts.iter_mut().for_each(|m| m.sort());
+    assert_eq!(mounts[0], mounts[1]);
 }
 
 #[test]
