@@ -66,8 +66,8 @@ fn kubectl_name(object: &Value) -> String {
     }
 }
 
-/// Create what the chart renders with `args`, in a fresh namespace, as the
-/// cluster's admin; every object must be created.
+/// `helm install` the chart with `args` into a fresh namespace of the real
+/// cluster, as its admin: every object the chart renders must be created.
 fn install_into_real_cluster(args: &[&str]) {
     let cluster = super::shared();
     let ns = cluster.namespace("helm").unwrap();
@@ -79,26 +79,47 @@ fn install_into_real_cluster(args: &[&str]) {
         expected.iter().any(|n| n.starts_with("deployment.apps/")),
         "{expected:?}"
     );
+    let kubeconfig = format!("--kubeconfig={}", cluster.admin_kubeconfig().display());
+    let install = Command::new(root().join(".tools/bin/helm"))
+        .current_dir(root())
+        .args([
+            "install",
+            &ns,
+            "deploy/helm/portcullis",
+            "--namespace",
+            &ns,
+            &kubeconfig,
+        ])
+        .args(args)
+        .output()
+        .expect("helm runs");
+    let said = String::from_utf8_lossy(&install.stderr);
+    assert!(
+        install.status.success(),
+        "the real API server refused the chart: {said}"
+    );
     let file = cluster.dir().join(format!("{ns}.yaml"));
     std::fs::write(&file, &rendered).unwrap();
-    let created = cluster
-        .admin(&["create", "-f", &file.display().to_string(), "-o", "name"])
-        .unwrap_or_else(|e| panic!("the real API server refused the chart: {e}"));
-    let mut created: Vec<String> = created.lines().map(str::to_string).collect();
+    let found = cluster
+        .admin(&["get", "-f", &file.display().to_string(), "-o", "name"])
+        .unwrap_or_else(|e| panic!("not every object was created: {e}"));
+    let mut found: Vec<String> = found.lines().map(str::to_string).collect();
     expected.sort();
-    created.sort();
-    assert_eq!(created, expected, "every rendered object is created");
-    let replicas = cluster
-        .admin(&[
-            "get",
-            "deployment",
-            "-n",
-            &ns,
-            "-o",
-            "jsonpath={.items[0].spec.replicas}",
-        ])
-        .unwrap();
-    assert_eq!(replicas, "1", "one replica on the SQLite store");
+    found.sort();
+    assert_eq!(found, expected, "every rendered object is created");
+    let replicas = [
+        "get",
+        "deployment",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.items[0].spec.replicas}",
+    ];
+    assert_eq!(
+        cluster.admin(&replicas).unwrap(),
+        "1",
+        "one replica on the SQLite store"
+    );
 }
 
 #[test]
