@@ -70,11 +70,22 @@ impl App {
             config.tls.cert_file.clone(),
             config.tls.key_file.clone(),
         )?);
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        // Clients are asked for a certificate only when a cluster's audit
+        // webhook authenticates with one (`audit_webhook_client_ca_file`).
+        let webhook_cas: Vec<&std::path::Path> = config
+            .clusters
+            .iter()
+            .filter_map(|c| c.audit_webhook_client_ca_file.as_deref())
+            .collect();
+        let verifier = crate::tls::optional_client_verifier(&webhook_cas).map_err(|e| AppError::Tls(e.to_string()))?;
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
-            .map_err(|e| AppError::Tls(e.to_string()))?
-            .with_no_client_auth()
-            .with_cert_resolver(certificate.clone());
+            .map_err(|e| AppError::Tls(e.to_string()))?;
+        let builder = match verifier {
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
+            None => builder.with_no_client_auth(),
+        };
+        let mut tls = builder.with_cert_resolver(certificate.clone());
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let kept = store.clone();
         let doors = Arc::new(Doors::new(config, store)?);
@@ -191,8 +202,15 @@ async fn serve_connection(
     let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
         return;
     };
-    let service = service_fn(move |request| {
+    let presented =
+        tls.get_ref().1.peer_certificates().map(|certs| {
+            crate::tls::PeerCertificates(Arc::new(certs.iter().map(|c| c.clone().into_owned()).collect()))
+        });
+    let service = service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
         let doors = doors.clone();
+        if let Some(presented) = &presented {
+            request.extensions_mut().insert(presented.clone());
+        }
         async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) }
     });
     let builder = http_settings();

@@ -87,6 +87,7 @@ fn demo_config(dir: &Path, listen: &str, server: String) -> Config {
             ca_file: dir.join("cluster-ca.pem"),
             token_file: dir.join("cluster-token"),
             audit_webhook_token_file: None,
+            audit_webhook_client_ca_file: None,
             service_account: None,
         }],
         roles: Vec::new(),

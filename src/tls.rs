@@ -38,6 +38,38 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
+/// The certificates a client presented on its connection (leaf first), put
+/// into each of its requests' extensions when it presented any.
+#[derive(Debug, Clone)]
+pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+
+/// A verifier of client certificates issued by the CAs in `pem_files`,
+/// which accepts clients without one too (they authenticate otherwise);
+/// `None` when there are no files.
+pub fn optional_client_verifier(
+    pem_files: &[&std::path::Path],
+) -> Result<Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>, TlsError> {
+    if pem_files.is_empty() {
+        return Ok(None);
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for file in pem_files {
+        let pem = std::fs::read(file).map_err(|e| TlsError::Certificate(format!("{}: {e}", file.display())))?;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| TlsError::Certificate(format!("{}: {e}", file.display())))?;
+            roots
+                .add(cert)
+                .map_err(|e| TlsError::Certificate(format!("{}: {e}", file.display())))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map(Some)
+        .map_err(|e| TlsError::Certificate(e.to_string()))
+}
+
 /// Mint a CA and a serving certificate for `localhost`, `127.0.0.1` and
 /// `names` (DNS names or IP addresses), signed by that CA.
 pub fn generate(names: &[&str]) -> Result<GeneratedTls, rcgen::Error> {

@@ -35,6 +35,7 @@ fn cluster() -> ClusterConfig {
         ca_file: "ca".into(),
         token_file: "t".into(),
         audit_webhook_token_file: None,
+        audit_webhook_client_ca_file: None,
         service_account: None,
     }
 }

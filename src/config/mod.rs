@@ -18,10 +18,13 @@
 pub mod approvals;
 pub mod audit;
 pub mod ci;
+pub mod cluster;
 pub mod oauth;
 pub mod reconcile;
 pub mod roles;
 pub mod signin;
+
+pub use cluster::ClusterConfig;
 
 pub use audit::AuditConfig;
 use ipnet::IpNet;
@@ -162,39 +165,6 @@ impl Default for Limits {
             response_bytes: 8 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
         }
-    }
-}
-
-/// One cluster behind portcullis.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClusterConfig {
-    /// Name used in `/clusters/<name>`.
-    pub name: String,
-    /// API server URL, e.g. `https://10.0.0.1:6443`.
-    pub server: String,
-    /// PEM bundle of CAs to trust for the API server.
-    pub ca_file: PathBuf,
-    /// portcullis's ServiceAccount token; re-read when it changes.
-    pub token_file: PathBuf,
-    /// The bearer token the cluster's API server presents to its audit
-    /// webhook URL (`/apiserver-audit/<name>`), read from this file at each
-    /// call; without it the webhook refuses every call for this cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audit_webhook_token_file: Option<PathBuf>,
-    /// The user portcullis is to this cluster's API server (its audit's
-    /// `user.username`); `system:serviceaccount:portcullis:portcullis`, as
-    /// `deploy/` installs it, if unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account: Option<String>,
-}
-
-impl ClusterConfig {
-    /// The user portcullis is to this cluster.
-    pub fn service_account(&self) -> &str {
-        self.service_account
-            .as_deref()
-            .unwrap_or(audit::DEFAULT_SERVICE_ACCOUNT)
     }
 }
 

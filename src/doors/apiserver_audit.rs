@@ -19,11 +19,15 @@ use crate::body::Body;
 use crate::config::{ClusterConfig, Config};
 use crate::status::{Status, StatusDetails};
 use crate::store::Store;
+use crate::tls::PeerCertificates;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Limited};
 use prometheus_client::metrics::counter::Counter;
+use rustls::server::danger::ClientCertVerifier;
+use rustls_pki_types::UnixTime;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -40,6 +44,8 @@ pub struct Webhook {
     store: Store,
     clusters: HashMap<String, ClusterConfig>,
     budgets: Mutex<HashMap<String, (f64, Instant)>>,
+    /// Per cluster, the verifier of its webhook's client certificates.
+    certificates: HashMap<String, Arc<dyn ClientCertVerifier>>,
     /// Events of other users, counted and dropped.
     pub ignored: Counter,
 }
@@ -47,8 +53,24 @@ pub struct Webhook {
 impl Webhook {
     /// The webhook for `config`'s clusters, keeping events in `store`.
     pub fn new(config: &Config, store: Store, ignored: Counter) -> Webhook {
+        let certificates = config
+            .clusters
+            .iter()
+            .filter_map(|c| {
+                let file = c.audit_webhook_client_ca_file.as_deref()?;
+                match crate::tls::optional_client_verifier(&[file]) {
+                    Ok(verifier) => verifier.map(|v| (c.name.clone(), v)),
+                    Err(error) => {
+                        // The listener refused to start on it already; fail closed.
+                        tracing::error!(cluster = c.name, %error, "cannot use the audit webhook's client CA");
+                        None
+                    }
+                }
+            })
+            .collect();
         Webhook {
             store,
+            certificates,
             clusters: config.clusters.iter().map(|c| (c.name.clone(), c.clone())).collect(),
             budgets: Mutex::default(),
             ignored,
@@ -96,7 +118,8 @@ impl Webhook {
             let status = Status::failure(405, "MethodNotAllowed", "the audit webhook takes POST only");
             return Err((status, None));
         }
-        let config = self.authenticate(cluster, request.headers()).await?;
+        let presented = request.extensions().get::<PeerCertificates>();
+        let config = self.authenticate(cluster, request.headers(), presented).await?;
         self.spend(cluster)?;
         let body = Limited::new(request.into_body(), MAX_BODY)
             .collect()
@@ -125,17 +148,32 @@ impl Webhook {
         Ok(Status::success(details).response())
     }
 
-    /// The cluster's configuration, if the call bears its webhook token.
+    /// The cluster's configuration, if the call bears its webhook token or
+    /// a client certificate its webhook CA issued.
     async fn authenticate(
         &self,
         cluster: &str,
         headers: &http::HeaderMap,
+        presented: Option<&PeerCertificates>,
     ) -> Result<ClusterConfig, (Status, Option<Refusal>)> {
         let refused = || {
-            let status = Status::unauthorized("the audit webhook needs this cluster's own bearer token");
-            (status, Some(Refusal::AuditWebhookCredential))
+            let message = "the audit webhook needs this cluster's own bearer token or client certificate";
+            (Status::unauthorized(message), Some(Refusal::AuditWebhookCredential))
         };
         let config = self.clusters.get(cluster).ok_or_else(refused)?;
+        if let (Some(verifier), Some(PeerCertificates(chain))) = (self.certificates.get(cluster), presented) {
+            // The listener accepted any of the clusters' webhook CAs: this
+            // cluster's own must have issued it.
+            if let Some((leaf, intermediates)) = chain.split_first() {
+                if verifier
+                    .verify_client_cert(leaf, intermediates, UnixTime::now())
+                    .is_ok()
+                {
+                    return Ok(config.clone());
+                }
+            }
+            return Err(refused());
+        }
         let file = config.audit_webhook_token_file.as_ref().ok_or_else(refused)?;
         let expected = match tokio::fs::read_to_string(file).await {
             Ok(token) if !token.trim().is_empty() => token.trim().to_string(),

@@ -128,6 +128,7 @@ impl Portcullis {
                 ca_file: path("cluster-ca.pem"),
                 token_file: path("cluster-token"),
                 audit_webhook_token_file: None,
+                audit_webhook_client_ca_file: None,
                 service_account: None,
             }],
             roles: Vec::new(),

@@ -4,6 +4,7 @@ mod harness;
 mod support;
 
 mod apiserver_audit;
+mod apiserver_audit_certs;
 mod approvals;
 mod approvals_mcp;
 mod approvals_python;
