@@ -1,7 +1,7 @@
 //! Access requests through the person API: ask, list, approve, deny, as
 //! the authenticated person ([`crate::access`] decides who may).
 
-use super::{text_field, Api, ApiError, Call};
+use super::{required_field, text_field, Api, ApiError, Call};
 use crate::access::{self, decide, AccessAsk, AccessError, AccessRequest, AccessState, Requester};
 use crate::identity::{Identity, Principal};
 use crate::store::Store;
@@ -65,11 +65,7 @@ async fn approve(api: &Api, person: Principal, id: String, reason: Option<String
 
 /// The request's fields from a JSON body.
 fn ask(body: &serde_json::Value) -> Result<AccessAsk, ApiError> {
-    let field = |name| {
-        text_field(body, name)
-            .map(str::to_string)
-            .ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, format!("give `{name}`")))
-    };
+    let field = |name| required_field(body, name);
     let seconds = body
         .get("duration_seconds")
         .and_then(serde_json::Value::as_u64)

@@ -246,6 +246,26 @@ fn text_field<'v>(body: &'v Value, name: &str) -> Option<&'v str> {
     body.get(name).and_then(Value::as_str).filter(|s| !s.trim().is_empty())
 }
 
+/// The text field `name` of a JSON body, which must be given.
+fn required_field(body: &Value, name: &str) -> Result<String, ApiError> {
+    text_field(body, name)
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, format!("give `{name}`")))
+}
+
+/// Only an enabled admin may manage `what` (group rules, bots' trust
+/// rules: they change who may do what).
+fn must_be_admin(store: &crate::store::Store, person: &crate::identity::Principal, what: &str) -> Result<(), ApiError> {
+    if store.is_admin(person).map_err(ApiError::unavailable)? {
+        return Ok(());
+    }
+    Err(ApiError::refused(
+        StatusCode::FORBIDDEN,
+        format!("{person} is not an admin: {what} are managed by admins"),
+        Refusal::NotAdmin,
+    ))
+}
+
 /// The query parameter `name` of `call`.
 fn query_param(call: &Call<'_>, name: &str) -> Option<String> {
     crate::doors::web::query_param(call.query.as_deref(), name)

@@ -2,11 +2,10 @@
 //! only, as the authenticated admin ([`crate::signin::groups`] audits each
 //! change). Anyone else is refused (403, `not_admin` in the audit).
 
-use super::{text_field, Api, ApiError, Call};
-use crate::audit::refusal::Refusal;
-use crate::identity::{Identity, Principal};
+use super::{must_be_admin, required_field, text_field, Api, ApiError, Call};
+use crate::identity::Identity;
 use crate::signin::groups::{self, Actor, RuleAsk, RuleError};
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -16,7 +15,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
     match (&call.method, call.segments.as_slice()) {
         (&Method::GET, [_]) => {
             api.blocking(move |store, _| {
-                must_be_admin(store, &admin)?;
+                must_be_admin(store, &admin, "group rules")?;
                 let rules = store.group_rules().map_err(ApiError::unavailable)?;
                 Ok(json!({"rules": rules}))
             })
@@ -25,7 +24,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
         (&Method::POST, [_]) => {
             let ask = ask(&call.body)?;
             api.blocking(move |store, config| {
-                must_be_admin(store, &admin)?;
+                must_be_admin(store, &admin, "group rules")?;
                 let rule = groups::add_rule(config, store, ask, &Actor::Person(admin)).map_err(refused)?;
                 Ok(json!({"rule": rule}))
             })
@@ -34,7 +33,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
         (&Method::POST, [_, id, "remove"]) => {
             let id = id.to_string();
             api.blocking(move |store, _| {
-                must_be_admin(store, &admin)?;
+                must_be_admin(store, &admin, "group rules")?;
                 let (rule, revoked) = groups::remove_rule(store, &id, &Actor::Person(admin)).map_err(refused)?;
                 Ok(json!({"rule": rule, "revoked_grants": revoked.len()}))
             })
@@ -44,24 +43,8 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
     }
 }
 
-/// Rules change who may do what: only an enabled admin reads or makes them.
-fn must_be_admin(store: &Store, person: &Principal) -> Result<(), ApiError> {
-    if store.is_admin(person).map_err(ApiError::unavailable)? {
-        return Ok(());
-    }
-    Err(ApiError::refused(
-        StatusCode::FORBIDDEN,
-        format!("{person} is not an admin: group rules are managed by admins"),
-        Refusal::NotAdmin,
-    ))
-}
-
 fn ask(body: &Value) -> Result<RuleAsk, ApiError> {
-    let field = |name| {
-        text_field(body, name)
-            .map(str::to_string)
-            .ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, format!("give `{name}`")))
-    };
+    let field = |name| required_field(body, name);
     Ok(RuleAsk {
         group: field("group")?,
         cluster: field("cluster")?,

@@ -3,12 +3,11 @@
 //! ([`crate::ci::rules`] audits each change). Anyone else is refused (403,
 //! `not_admin` in the audit).
 
-use super::{text_field, Api, ApiError, Call};
-use crate::audit::refusal::Refusal;
+use super::{must_be_admin, required_field, Api, ApiError, Call};
 use crate::ci::rules::{self, TrustAsk, TrustError};
-use crate::identity::{Identity, Principal};
+use crate::identity::Identity;
 use crate::signin::groups::Actor;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -20,7 +19,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
         (&Method::GET, [_]) => {
             let bot = super::query_param(call, "bot");
             api.blocking(move |store, _| {
-                must_be_admin(store, &admin)?;
+                must_be_admin(store, &admin, "bots' trust rules")?;
                 let rules = store.trust_rules(bot.as_deref()).map_err(ApiError::unavailable)?;
                 Ok(json!({"rules": rules}))
             })
@@ -29,7 +28,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
         (&Method::POST, [_]) => {
             let ask = ask(&call.body)?;
             api.blocking(move |store, _| {
-                must_be_admin(store, &admin)?;
+                must_be_admin(store, &admin, "bots' trust rules")?;
                 let rule = rules::add_rule(store, ask, &Actor::Person(admin)).map_err(refused)?;
                 Ok(json!({"rule": rule}))
             })
@@ -38,7 +37,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
         (&Method::POST, [_, id, "remove"]) => {
             let id = id.to_string();
             api.blocking(move |store, _| {
-                must_be_admin(store, &admin)?;
+                must_be_admin(store, &admin, "bots' trust rules")?;
                 let (rule, revoked) = rules::remove_rule(store, &id, &Actor::Person(admin)).map_err(refused)?;
                 Ok(json!({"rule": rule, "revoked_credentials": revoked}))
             })
@@ -48,26 +47,10 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
     }
 }
 
-/// Trust rules make credentials: only an enabled admin reads or makes them.
-fn must_be_admin(store: &Store, person: &Principal) -> Result<(), ApiError> {
-    if store.is_admin(person).map_err(ApiError::unavailable)? {
-        return Ok(());
-    }
-    Err(ApiError::refused(
-        StatusCode::FORBIDDEN,
-        format!("{person} is not an admin: bots' trust rules are managed by admins"),
-        Refusal::NotAdmin,
-    ))
-}
-
 /// `{bot, issuer, audience, claims: ["name=value", …], duration_seconds?,
 /// max_token_age_seconds?}`.
 fn ask(body: &Value) -> Result<TrustAsk, ApiError> {
-    let field = |name| {
-        text_field(body, name)
-            .map(str::to_string)
-            .ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, format!("give `{name}`")))
-    };
+    let field = |name| required_field(body, name);
     let claims = body["claims"]
         .as_array()
         .map(|list| list.iter().filter_map(Value::as_str).map(str::to_string).collect())
