@@ -117,11 +117,7 @@ pub fn alerts(store: &Store, json: bool, out: &mut dyn Write) -> Result<(), CliE
     };
     let rows = rows(store, &filter)?;
     if json {
-        for row in &rows {
-            serde_json::to_writer(&mut *out, row).map_err(|e| CliError::Message(e.to_string()))?;
-            writeln!(out).map_err(io)?;
-        }
-        return Ok(());
+        return super::audit::json_lines(out, &rows);
     }
     writeln!(
         out,

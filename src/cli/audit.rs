@@ -181,11 +181,7 @@ pub fn run(config: &Config, store: &Store, command: AuditCommand, out: &mut dyn 
         .query(&command.filters.filter()?)
         .map_err(|e| CliError::Message(e.to_string()))?;
     if command.json {
-        for row in &rows {
-            serde_json::to_writer(&mut *out, row).map_err(|e| CliError::Message(e.to_string()))?;
-            writeln!(out).map_err(io)?;
-        }
-        return Ok(());
+        return json_lines(out, &rows);
     }
     writeln!(
         out,
@@ -246,6 +242,15 @@ fn table_line(chained: &ChainedRow) -> String {
         row.code,
         escape_control(&outcome),
     )
+}
+
+/// Each of `rows` as one JSON line (`--json`).
+pub(super) fn json_lines(out: &mut dyn Write, rows: &[impl serde::Serialize]) -> Result<(), CliError> {
+    for row in rows {
+        serde_json::to_writer(&mut *out, row).map_err(|e| CliError::Message(e.to_string()))?;
+        writeln!(out).map_err(|e| CliError::Message(format!("cannot write the output: {e}")))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
