@@ -155,13 +155,26 @@ impl Store {
     /// The agent sessions of `person`, newest first (agents added by
     /// `portcullis agent add` included, without a client).
     pub fn agent_sessions_of(&self, person: &Principal) -> Result<Vec<AgentSession>, StoreError> {
+        self.sessions_where(
+            "a.kind = ?1 AND a.owner = ?2",
+            params![person.kind.as_str(), person.name],
+        )
+    }
+
+    /// The agent session of agent `id`.
+    pub fn agent_sessions_of_agent(&self, id: &str) -> Result<Option<AgentSession>, StoreError> {
+        Ok(self.sessions_where("a.id = ?1", params![id])?.pop())
+    }
+
+    /// The agent sessions whose agent meets `clause`, newest first.
+    fn sessions_where(&self, clause: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<AgentSession>, StoreError> {
         let rows: Vec<SessionRow> = self.with(|c| {
-            let mut stmt = c.prepare(
+            let mut stmt = c.prepare(&format!(
                 "SELECT a.id, a.client_id, a.client_name, a.created_at, a.expires_at, \
-                     (SELECT MAX(last_used_at) FROM credentials WHERE agent_id = a.id) \
-                     FROM agents a WHERE a.kind = ?1 AND a.owner = ?2 ORDER BY a.created_at DESC",
-            )?;
-            let rows = stmt.query_map(params![person.kind.as_str(), person.name], |r| {
+                 (SELECT MAX(last_used_at) FROM credentials WHERE agent_id = a.id) \
+                 FROM agents a WHERE {clause} ORDER BY a.created_at DESC"
+            ))?;
+            let rows = stmt.query_map(args, |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
             })?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -179,15 +192,6 @@ impl Store {
             });
         }
         Ok(sessions)
-    }
-
-    /// The agent session of agent `id`.
-    pub fn agent_sessions_of_agent(&self, id: &str) -> Result<Option<AgentSession>, StoreError> {
-        let Some(agent) = self.agent(id)? else {
-            return Ok(None);
-        };
-        let sessions = self.agent_sessions_of(&agent.principal)?;
-        Ok(sessions.into_iter().find(|s| s.agent.id == id))
     }
 
     /// Keep an authorization code (its SHA-256) standing for `consent`
