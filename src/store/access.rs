@@ -85,7 +85,7 @@ const SELECT: &str = "SELECT id, kind, subject, agent_id, cluster, namespace, ro
 impl Store {
     /// Store a new request.
     pub fn insert_access_request(&self, r: &AccessRequest) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             super::exists(c, &r.requester)?;
             c.execute(
                 "INSERT INTO access_requests (id, kind, subject, agent_id, cluster, namespace, role, duration_secs, reason, state, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -97,7 +97,7 @@ impl Store {
 
     /// One request.
     pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(
                 c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], request_row)
                     .optional()?,
@@ -107,7 +107,7 @@ impl Store {
 
     /// Every request, oldest first.
     pub fn list_access_requests(&self) -> Result<Vec<AccessRequest>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(&format!("{SELECT} ORDER BY created_at"))?;
             let rows = stmt.query_map([], request_row)?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -126,7 +126,7 @@ impl Store {
         reason: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             tx.execute(
                 "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -157,7 +157,7 @@ impl Store {
         reason: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let changed = c.execute(
                 "UPDATE access_requests SET state = ?2, decided_by = ?3, decision_reason = ?4, decided_at = ?5 WHERE id = ?1 AND state = 'pending'",
                 params![id, state.as_str(), by, reason, at],
@@ -168,7 +168,7 @@ impl Store {
 
     /// Whether `principal` is disabled; `None` if it does not exist.
     pub fn principal_disabled(&self, principal: &Principal) -> Result<Option<bool>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 "SELECT disabled FROM principals WHERE kind = ?1 AND name = ?2",
                 params![principal.kind.as_str(), principal.name],

@@ -32,7 +32,7 @@ impl Store {
             grant_ids: delegated.then(|| grant_ids.to_vec()),
             disabled: false,
         };
-        self.with(|c| {
+        self.sqlite(|c| {
             exists(c, owner)?;
             only_own_grants(c, owner, grant_ids)?;
             insert_agent(c, &agent, grant_ids)
@@ -59,7 +59,7 @@ impl Store {
     ) -> Result<(Credential, String), StoreError> {
         let name = format!("agent:{}", agent.name);
         let (cred, token) = self.issue_credential_with(&agent.principal, &name, expires_at, origin)?;
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "UPDATE credentials SET agent_id = ?2 WHERE id = ?1",
                 params![cred.id, agent.id],
@@ -71,7 +71,7 @@ impl Store {
 
     /// The agent a credential belongs to, if any.
     pub fn agent_of_credential(&self, credential_id: &str) -> Result<Option<Agent>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let agent_id: Option<String> = c
                 .query_row(
                     "SELECT agent_id FROM credentials WHERE id = ?1",
@@ -86,7 +86,7 @@ impl Store {
 
     /// All agents.
     pub fn list_agents(&self) -> Result<Vec<Agent>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let ids: Vec<String> = c
                 .prepare("SELECT id FROM agents ORDER BY created_at")?
                 .query_map([], |r| r.get(0))?
@@ -97,7 +97,7 @@ impl Store {
 
     /// Disable an agent: its credentials stop working.
     pub fn disable_agent(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             if c.execute("UPDATE agents SET disabled = 1 WHERE id = ?1", params![id])? == 0 {
                 return Err(StoreError::NotFound(format!("agent {id}")));
             }

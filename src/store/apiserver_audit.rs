@@ -130,7 +130,7 @@ impl Store {
     /// request once: one already kept is skipped. Returns how many were new.
     pub fn store_apiserver_events(&self, events: &[ApiserverEvent]) -> Result<usize, StoreError> {
         let arrived = text(&Utc::now());
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let mut added = 0;
             {
@@ -167,7 +167,7 @@ impl Store {
 
     /// Every stage kept of request `audit_id`, in the order they happened.
     pub fn apiserver_events(&self, audit_id: &str) -> Result<Vec<ApiserverEvent>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM apiserver_audit WHERE audit_id = ?1 ORDER BY stage_at, stage"
             ))?;
@@ -183,7 +183,7 @@ impl Store {
         before: DateTime<Utc>,
         limit: usize,
     ) -> Result<Vec<ApiserverEvent>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM apiserver_audit WHERE checked = '' AND arrived_at < ?1 \
                  ORDER BY arrived_at LIMIT ?2"
@@ -195,7 +195,7 @@ impl Store {
 
     /// What was decided about `audit_id` before, if anything.
     pub fn apiserver_audit_checked(&self, audit_id: &str) -> Result<Option<Checked>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let found: Option<String> = c
                 .query_row(
                     "SELECT checked FROM apiserver_audit WHERE audit_id = ?1 AND checked <> '' \
@@ -210,7 +210,7 @@ impl Store {
 
     /// Note what was decided about every stage of `audit_id` kept so far.
     pub fn mark_apiserver_audit(&self, audit_id: &str, checked: Checked) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "UPDATE apiserver_audit SET checked = ?2 WHERE audit_id = ?1 AND checked = ''",
                 params![audit_id, checked.as_str()],
@@ -224,7 +224,7 @@ impl Store {
     /// forwarded record (portcullis's own requests impersonate nobody; a
     /// client's stream still open has no row yet to say whom).
     pub fn portcullis_sent_as(&self, audit_id: &str) -> Result<Sent, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let named: Option<(String, String)> = c
                 .query_row(
                     "SELECT principal_kind, login FROM audit WHERE id = ?1 AND kind = '' \
@@ -260,7 +260,7 @@ impl Store {
     /// Record that request `id` (of `kind`: `request` or `system`) left for
     /// `cluster` at `at`.
     pub fn record_forwarded(&self, id: &str, cluster: &str, kind: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at) VALUES (?1, ?2, ?3, ?4)",
                 params![id, cluster, kind, text(&at)],
@@ -273,7 +273,7 @@ impl Store {
     /// (the audit's retention); returns how many went.
     pub fn sweep_apiserver_audit(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
         let cutoff = text(&cutoff);
-        self.with(|c| {
+        self.sqlite(|c| {
             let records = c.execute("DELETE FROM audit_forwarded WHERE at < ?1", params![cutoff])?;
             let events = c.execute(
                 "DELETE FROM apiserver_audit WHERE checked <> '' AND arrived_at < ?1",
@@ -330,7 +330,7 @@ impl Store {
         settled: DateTime<Utc>,
     ) -> Result<Coverage, StoreError> {
         let count = |r: &Row, i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut coverage = c.query_row(APISERVER_SIDE, params![cluster, text(&since)], |r| {
                 Ok(Coverage {
                     apiserver_requests: count(r, 0)?,
@@ -389,7 +389,7 @@ mod tests {
         assert_eq!(store.portcullis_sent_as("c").unwrap(), Sent::Unknown);
         let intent = r#"{"id":"c","principal_kind":"bot","login":"deployer"}"#;
         store
-            .with(|c| Ok(c.execute("INSERT INTO audit_intents (id, row) VALUES ('c', ?1)", params![intent])?))
+            .sqlite(|c| Ok(c.execute("INSERT INTO audit_intents (id, row) VALUES ('c', ?1)", params![intent])?))
             .unwrap();
         assert_eq!(store.portcullis_sent_as("c").unwrap(), Sent::As("bot:deployer".into()));
         store.store_apiserver_events(&[event("b", "ResponseComplete")]).unwrap();

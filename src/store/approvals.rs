@@ -170,7 +170,7 @@ impl Store {
     /// Store a new held write with its sealed body.
     pub fn insert_held(&self, held: &HeldWrite, sealed_body: &[u8]) -> Result<(), StoreError> {
         let request = serde_json::to_string(&held.request).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT INTO held_writes (id, digest, state, request, body, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![held.id, held.digest, held.state.as_str(), request, sealed_body, held.created_at, held.expires_at],
@@ -181,7 +181,7 @@ impl Store {
 
     /// One held write.
     pub fn held(&self, id: &str) -> Result<Option<HeldWrite>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], held_row)
                 .optional()?)
         })
@@ -189,7 +189,7 @@ impl Store {
 
     /// The newest held write of `digest` whose end no caller was told yet.
     pub fn held_by_digest(&self, digest: &str) -> Result<Option<HeldWrite>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 &format!("{SELECT} WHERE digest = ?1 AND answered = 0 ORDER BY created_at DESC LIMIT 1"),
                 params![digest],
@@ -201,7 +201,7 @@ impl Store {
 
     /// Every held write, newest first.
     pub fn list_held(&self) -> Result<Vec<HeldWrite>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(&format!("{SELECT} ORDER BY created_at DESC"))?;
             let rows = stmt.query_map([], held_row)?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -210,7 +210,7 @@ impl Store {
 
     /// The held writes still open (pending or approved), newest first.
     pub fn list_open_held(&self) -> Result<Vec<HeldWrite>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(&format!(
                 "{SELECT} WHERE state IN ('pending', 'approved') ORDER BY created_at DESC"
             ))?;
@@ -221,7 +221,7 @@ impl Store {
 
     /// The sealed body (gone once run or expired).
     pub fn held_body(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let body: Option<Option<Vec<u8>>> = c
                 .query_row("SELECT body FROM held_writes WHERE id = ?1", params![id], |r| r.get(0))
                 .optional()?;
@@ -242,7 +242,7 @@ impl Store {
         if !matches!(state, HeldState::Approved | HeldState::Denied) {
             return Err(StoreError::Invalid("a decision approves or denies".into()));
         }
-        self.with(|c| {
+        self.sqlite(|c| {
             // A denied write will never run: its body goes at once.
             let n = c.execute(
                 "UPDATE held_writes SET state = ?2, decided_by = ?3, decided_at = ?4, decision_reason = ?5, \
@@ -255,7 +255,7 @@ impl Store {
 
     /// Approved → executing: true for exactly one caller.
     pub fn claim_held(&self, id: &str) -> Result<bool, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let n = c.execute(
                 "UPDATE held_writes SET state = 'executing' WHERE id = ?1 AND state = 'approved'",
                 params![id],
@@ -268,7 +268,7 @@ impl Store {
     /// caller that ran it was told.
     pub fn finish_held(&self, id: &str, outcome: &Outcome, at: DateTime<Utc>) -> Result<(), StoreError> {
         let outcome = serde_json::to_string(outcome).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "UPDATE held_writes SET state = 'executed', executed_at = ?2, outcome = ?3, body = NULL, answered = 1 \
                  WHERE id = ?1 AND state = 'executing'",
@@ -280,7 +280,7 @@ impl Store {
 
     /// Pending or approved → expired, body deleted. False when it had moved on.
     pub fn expire_held(&self, id: &str) -> Result<bool, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let n = c.execute(
                 "UPDATE held_writes SET state = 'expired', body = NULL WHERE id = ?1 AND state IN ('pending', 'approved')",
                 params![id],
@@ -291,7 +291,7 @@ impl Store {
 
     /// Does `principal`'s switch say its writes need approval (bots)?
     pub fn writes_need_approval(&self, principal: &crate::identity::Principal) -> Result<bool, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let found: Option<bool> = c
                 .query_row(
                     "SELECT writes_need_approval FROM principals WHERE kind = ?1 AND name = ?2",
@@ -305,7 +305,7 @@ impl Store {
 
     /// A caller was told how this held write ended.
     pub fn mark_held_answered(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute("UPDATE held_writes SET answered = 1 WHERE id = ?1", params![id])?;
             Ok(())
         })
@@ -315,7 +315,7 @@ impl Store {
     /// when it is the first one given (recorded), else the one recorded
     /// first. Every replica sharing the store must hold the same key.
     pub fn approvals_key_fingerprint(&self, fingerprint: &str) -> Result<String, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 "INSERT INTO settings (key, value) VALUES ('approvals_key_fingerprint', ?1) \
                  ON CONFLICT (key) DO UPDATE SET value = value RETURNING value",

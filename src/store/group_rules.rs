@@ -52,7 +52,7 @@ const RULE_SELECT: &str = "SELECT id, group_name, cluster, namespace, role, crea
 impl Store {
     /// Add a rule.
     pub fn add_group_rule(&self, rule: &GroupRule) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT INTO group_rules (id, group_name, cluster, namespace, role, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![rule.id, rule.group, rule.cluster, rule.namespace, rule.role, rule.created_by, rule.created_at],
@@ -63,7 +63,7 @@ impl Store {
 
     /// Every rule, oldest first.
     pub fn group_rules(&self) -> Result<Vec<GroupRule>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(&format!("{RULE_SELECT} ORDER BY created_at, id"))?;
             let rows = stmt.query_map([], rule_row)?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -73,7 +73,7 @@ impl Store {
     /// Remove rule `id` and revoke the grants it made; returns the rule and
     /// the grants revoked (in effect or not).
     pub fn remove_group_rule(&self, id: &str) -> Result<(GroupRule, Vec<Grant>), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let rule = tx
                 .query_row(&format!("{RULE_SELECT} WHERE id = ?1"), params![id], rule_row)
@@ -107,7 +107,7 @@ impl Store {
         person: &Principal,
         wanted: &[(String, Grant)],
     ) -> Result<Vec<RuleGrantChange>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let held = rule_grants(
                 &tx,

@@ -70,7 +70,7 @@ type DeviceRow = (
 impl Store {
     /// Keep a loopback code (by its SHA-256), sweeping expired ones.
     pub fn give_cli_code(&self, code_sha256: &str, code: &CliCode) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "DELETE FROM cli_login_codes WHERE expires_at <= ?1",
                 params![Utc::now()],
@@ -94,7 +94,7 @@ impl Store {
     /// Take a loopback code: it is gone whatever is found, so it is used
     /// once; `None` when unknown, used or expired at `now`.
     pub fn take_cli_code(&self, code_sha256: &str, now: DateTime<Utc>) -> Result<Option<CliCode>, StoreError> {
-        let taken = self.with(|c| {
+        let taken = self.sqlite(|c| {
             Ok(c.query_row(
                 "DELETE FROM cli_login_codes WHERE code_sha256 = ?1 \
                  RETURNING login, session_sha256, challenge, redirect_uri, expires_at",
@@ -125,7 +125,7 @@ impl Store {
         interval: i64,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute("DELETE FROM device_codes WHERE expires_at <= ?1", params![now])?;
             let added = c.execute(
                 "INSERT OR IGNORE INTO device_codes (device_sha256, user_sha256, expires_at, interval_seconds) \
@@ -148,7 +148,7 @@ impl Store {
             DeviceDecision::Allowed { login, session } => ("allowed", Some(login), Some(session)),
             DeviceDecision::Denied => ("denied", None, None),
         };
-        self.with(|c| {
+        self.sqlite(|c| {
             let decided = c.execute(
                 "UPDATE device_codes SET decision = ?2, login = ?3, session_sha256 = ?4 \
                  WHERE user_sha256 = ?1 AND decision IS NULL AND expires_at > ?5",
@@ -163,7 +163,7 @@ impl Store {
     /// sooner than its interval after the last poll slows down, its
     /// interval growing by five seconds.
     pub fn poll_device_code(&self, device_sha256: &str, now: DateTime<Utc>) -> Result<DevicePoll, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let found: Option<DeviceRow> = tx
                 .query_row(
@@ -245,7 +245,7 @@ mod tests {
             .give_device_code("d3", "u1", now + TimeDelta::minutes(10), 3, now)
             .unwrap());
         let count: i64 = store
-            .with(|c| Ok(c.query_row("SELECT COUNT(*) FROM device_codes", [], |r| r.get(0))?))
+            .sqlite(|c| Ok(c.query_row("SELECT COUNT(*) FROM device_codes", [], |r| r.get(0))?))
             .unwrap();
         assert_eq!(count, 1);
     }

@@ -11,7 +11,7 @@ impl Store {
     /// there), as used now.
     pub fn save_mcp_session(&self, id_sha256: &str, state: &str) -> Result<(), StoreError> {
         let now = Utc::now();
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT INTO mcp_sessions (id_sha256, state, created_at, last_used_at) VALUES (?1, ?2, ?3, ?3) \
                  ON CONFLICT (id_sha256) DO UPDATE SET state = excluded.state, last_used_at = excluded.last_used_at",
@@ -24,7 +24,7 @@ impl Store {
     /// The state of the session whose id hashes to `id_sha256`, if it was
     /// used after `used_after`; it counts as used now.
     pub fn mcp_session(&self, id_sha256: &str, used_after: DateTime<Utc>) -> Result<Option<String>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 "UPDATE mcp_sessions SET last_used_at = ?3 WHERE id_sha256 = ?1 AND last_used_at > ?2 RETURNING state",
                 params![id_sha256, used_after, Utc::now()],
@@ -36,7 +36,7 @@ impl Store {
 
     /// Forget a session (the client ended it).
     pub fn delete_mcp_session(&self, id_sha256: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute("DELETE FROM mcp_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
             Ok(())
         })
@@ -45,7 +45,7 @@ impl Store {
     /// Note that agent `agent_id` began the session whose id hashes to
     /// `id_sha256` (the first to say so keeps it).
     pub fn own_mcp_session(&self, id_sha256: &str, agent_id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT OR IGNORE INTO mcp_session_owners (id_sha256, agent_id, created_at) VALUES (?1, ?2, ?3)",
                 params![id_sha256, agent_id, Utc::now()],
@@ -56,7 +56,7 @@ impl Store {
 
     /// The agent that began the session whose id hashes to `id_sha256`.
     pub fn mcp_session_owner(&self, id_sha256: &str) -> Result<Option<String>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 "SELECT agent_id FROM mcp_session_owners WHERE id_sha256 = ?1",
                 params![id_sha256],
@@ -69,7 +69,7 @@ impl Store {
     /// Forget every session last used at or before `older_than`; returns how
     /// many.
     pub fn sweep_mcp_sessions(&self, older_than: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "DELETE FROM mcp_session_owners WHERE id_sha256 IN \
                  (SELECT id_sha256 FROM mcp_sessions WHERE last_used_at <= ?1)",

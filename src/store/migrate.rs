@@ -1,10 +1,22 @@
 //! The schema: SQL migrations embedded in the binary, applied in order at
-//! open, each recorded in `schema_migrations`.
+//! open, each recorded in `schema_migrations`. SQLite and PostgreSQL have a
+//! file each per version (`migrations/` and `migrations/postgres/`), making
+//! the same tables and columns (`tests/it/postgres_schema.rs` holds them
+//! together).
+//!
+//! Rolling upgrades: a migration only expands (new tables, new columns with
+//! defaults, new indexes), so the previous release keeps working on the
+//! schema of the next one; what it would remove waits for a later release.
+//! A replica therefore runs on its own version or the next one, and refuses
+//! to start on anything newer, saying so.
 
+use super::postgres::{wait, Pg, Postgres};
+use super::sql::{params, Db, Sqlite, SqlError};
 use super::StoreError;
 use rusqlite::Connection;
 
-/// Every migration, in order; the version of each is its position plus one.
+/// Every SQLite migration, in order; the version of each is its position
+/// plus one.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_identity.sql"),
     include_str!("migrations/0002_audit.sql"),
@@ -23,17 +35,96 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0015_login_codes.sql"),
 ];
 
+/// The same versions for PostgreSQL.
+const POSTGRES_MIGRATIONS: &[&str] = &[];
+
+/// The schema version this release knows.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+/// The key of the advisory lock replicas take while migrating, so that two
+/// starting at once do not both apply a version.
+const MIGRATION_LOCK: i64 = 0x706f_7274_0001;
+
 /// Apply the embedded migrations not yet applied to `conn`'s database.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")?;
-    let applied: i64 = conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| {
-        r.get(0)
-    })?;
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
+    let applied = check_version(&Sqlite(conn))?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
         conn.execute_batch(&format!(
             "BEGIN; {sql}; INSERT INTO schema_migrations VALUES ({}); COMMIT;",
             index + 1
         ))?;
     }
     Ok(())
+}
+
+/// Apply the PostgreSQL migrations not yet applied, under an advisory lock
+/// held by one connection for the whole run.
+pub(crate) fn migrate_postgres(pg: &Postgres) -> Result<(), StoreError> {
+    let mut client = pg.client()?;
+    let db = Pg(&client);
+    db.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")?;
+    db.query("SELECT pg_advisory_lock(?1)", params![MIGRATION_LOCK])?;
+    let result = apply_postgres(&mut client);
+    let unlocked = Pg(&client).query("SELECT pg_advisory_unlock(?1)", params![MIGRATION_LOCK]);
+    result?;
+    unlocked?;
+    Ok(())
+}
+
+fn apply_postgres(client: &mut deadpool_postgres::Object) -> Result<(), StoreError> {
+    let applied = check_version(&Pg(&*client))?;
+    for (index, sql) in POSTGRES_MIGRATIONS.iter().enumerate().skip(applied) {
+        let tx = wait(client.transaction()).map_err(SqlError::from)?;
+        let db = Pg(&tx);
+        db.execute_batch(sql)?;
+        db.execute("INSERT INTO schema_migrations (version) VALUES (?1)", params![(index + 1) as i64])?;
+        wait(tx.commit()).map_err(SqlError::from)?;
+    }
+    Ok(())
+}
+
+/// The version applied, or a refusal when it is newer than this release
+/// can run on.
+fn check_version(db: &dyn Db) -> Result<usize, StoreError> {
+    let applied: i64 = db.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", params![], |r| {
+        r.get(0)
+    })?;
+    let applied = applied.max(0) as usize;
+    if applied > SCHEMA_VERSION + 1 {
+        return Err(StoreError::Invalid(format!(
+            "the store's schema is version {applied}, newer than this release of portcullis runs on \
+             (version {SCHEMA_VERSION}, or {} during a rolling upgrade): run a newer portcullis",
+            SCHEMA_VERSION + 1
+        )));
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_version(version: usize) -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        migrate(&conn).unwrap();
+        conn.execute("DELETE FROM schema_migrations", []).unwrap();
+        conn.execute("INSERT INTO schema_migrations VALUES (?1)", [version as i64])
+            .unwrap();
+        conn
+    }
+
+    #[test]
+    fn a_store_one_version_ahead_is_run_on_during_a_rolling_upgrade() {
+        let conn = with_version(SCHEMA_VERSION + 1);
+        migrate(&conn).unwrap();
+    }
+
+    #[test]
+    fn a_store_two_versions_ahead_is_refused_with_a_message_saying_so() {
+        let conn = with_version(SCHEMA_VERSION + 2);
+        let err = migrate(&conn).unwrap_err().to_string();
+        assert!(err.contains(&format!("version {}", SCHEMA_VERSION + 2)), "{err}");
+        assert!(err.contains("run a newer portcullis"), "{err}");
+    }
 }

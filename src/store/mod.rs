@@ -17,6 +17,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub(crate) mod sql;
+pub mod postgres;
+
 mod access;
 mod agents;
 mod apiserver_audit;
@@ -62,7 +65,7 @@ pub(crate) fn write_transaction(c: &Connection) -> rusqlite::Result<rusqlite::Tr
 pub enum StoreError {
     /// The database failed.
     #[error("database error: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(#[from] sql::SqlError),
     /// Something named does not exist.
     #[error("{0} not found")]
     NotFound(String),
@@ -74,12 +77,48 @@ pub enum StoreError {
     Invalid(String),
 }
 
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Database(e.into())
+    }
+}
+
+impl StoreError {
+    /// A PostgreSQL transaction that lost a race with another (serialization
+    /// failure or deadlock): running it again is the remedy.
+    fn must_retry(&self) -> bool {
+        match self {
+            StoreError::Database(sql::SqlError::Postgres(e)) => e.code().is_some_and(|code| {
+                *code == tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE
+                    || *code == tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED
+            }),
+            _ => false,
+        }
+    }
+}
+
 /// A handle on the database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    conn: Arc<Mutex<Connection>>,
-    path: Arc<PathBuf>,
+    backend: Backend,
 }
+
+/// Where the store keeps its rows.
+#[derive(Clone)]
+enum Backend {
+    /// The embedded SQLite file: one connection, and the file's path for
+    /// the audit writer's own.
+    Sqlite {
+        conn: Arc<Mutex<Connection>>,
+        path: Arc<PathBuf>,
+    },
+    /// A PostgreSQL database shared by replicas.
+    Postgres(Arc<postgres::Postgres>),
+}
+
+/// How many times a PostgreSQL write transaction that lost a race to
+/// another replica's is run again.
+const WRITE_ATTEMPTS: usize = 8;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -112,27 +151,94 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         migrate(&conn)?;
         Ok(Store {
-            conn: Arc::new(Mutex::new(conn)),
-            path: Arc::new(path.to_path_buf()),
+            backend: Backend::Sqlite {
+                conn: Arc::new(Mutex::new(conn)),
+                path: Arc::new(path.to_path_buf()),
+            },
         })
+    }
+
+    /// Connect to the PostgreSQL database of `config` and migrate it.
+    pub fn connect(config: tokio_postgres::Config) -> Result<Store, StoreError> {
+        let pg = postgres::Postgres::connect(config)?;
+        migrate::migrate_postgres(&pg)?;
+        Ok(Store {
+            backend: Backend::Postgres(Arc::new(pg)),
+        })
+    }
+
+    /// The SQLite file (the audit writer opens its own connection to it);
+    /// `None` on PostgreSQL.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Sqlite { path, .. } => Some(path),
+            Backend::Postgres(_) => None,
+        }
     }
 
     /// The database file (the audit writer opens its own connection to it).
     pub fn path(&self) -> &Path {
-        &self.path
+        self.sqlite_path().unwrap_or(Path::new(""))
     }
 
-    /// Run `f` with the connection. Blocking: from async code, call inside
-    /// `spawn_blocking`.
-    fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        f(&conn)
+    /// Run `f` on a connection, each statement committed on its own.
+    /// Blocking: from async code, call inside `spawn_blocking`.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&dyn sql::Db) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        match &self.backend {
+            Backend::Sqlite { conn, .. } => {
+                let conn = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                f(&sql::Sqlite(&conn))
+            }
+            Backend::Postgres(pg) => {
+                let client = pg.client()?;
+                f(&postgres::Pg(&client))
+            }
+        }
+    }
+
+    /// Run `f` in one write transaction, committed when it returns `Ok`.
+    /// SQLite: begun IMMEDIATE ([`write_transaction`]). PostgreSQL:
+    /// SERIALIZABLE, as SQLite's one writer at a time is, and run again
+    /// when it loses a race with another replica's, so `f` may run more
+    /// than once and must do nothing but its statements.
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(&dyn sql::Db) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        match &self.backend {
+            Backend::Sqlite { conn, .. } => {
+                let conn = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let tx = write_transaction(&conn)?;
+                let out = f(&sql::Sqlite(&tx))?;
+                tx.commit()?;
+                Ok(out)
+            }
+            Backend::Postgres(pg) => {
+                let mut client = pg.client()?;
+                let mut attempt = 1;
+                loop {
+                    match pg_transaction(&mut client, &mut f) {
+                        Err(e) if e.must_retry() && attempt < WRITE_ATTEMPTS => attempt += 1,
+                        done => return done,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Run `f` with the SQLite connection: the repository's code not yet
+    /// written against [`sql::Db`]. On PostgreSQL it fails, saying so.
+    fn sqlite<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        match &self.backend {
+            Backend::Sqlite { conn, .. } => {
+                let conn = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                f(&conn)
+            }
+            Backend::Postgres(_) => Err(StoreError::Invalid("not available on PostgreSQL yet".into())),
+        }
     }
 
     /// Add a person or bot.
     pub fn add_principal(&self, principal: &Principal, writes_need_approval: bool) -> Result<(), StoreError> {
         validate_name(&principal.name)?;
-        self.with(|c| {
+        self.sqlite(|c| {
             let inserted = c.execute(
                 "INSERT OR IGNORE INTO principals (kind, name, disabled, writes_need_approval, created_at) VALUES (?1, ?2, 0, ?3, ?4)",
                 params![principal.kind.as_str(), principal.name, writes_need_approval, Utc::now()],
@@ -146,7 +252,7 @@ impl Store {
 
     /// List people or bots.
     pub fn list_principals(&self, kind: PrincipalKind) -> Result<Vec<PrincipalRecord>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(
                 "SELECT name, disabled, writes_need_approval, admin, created_at FROM principals WHERE kind = ?1 ORDER BY name",
             )?;
@@ -165,7 +271,7 @@ impl Store {
 
     /// Mark a person as an admin (may read everyone's audit), or not.
     pub fn set_admin(&self, principal: &Principal, admin: bool) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let n = c.execute(
                 "UPDATE principals SET admin = ?3 WHERE kind = ?1 AND name = ?2",
                 params![principal.kind.as_str(), principal.name, admin],
@@ -179,7 +285,7 @@ impl Store {
 
     /// Is `principal` an enabled admin?
     pub fn is_admin(&self, principal: &Principal) -> Result<bool, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let found: Option<bool> = c
                 .query_row(
                     "SELECT admin AND NOT disabled FROM principals WHERE kind = ?1 AND name = ?2",
@@ -195,7 +301,7 @@ impl Store {
     /// are revoked too (offboarding: re-enabling brings none back) and their
     /// sign-in sessions end.
     pub fn disable_principal(&self, principal: &Principal) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = write_transaction(c)?;
             let n = tx.execute(
                 "UPDATE principals SET disabled = 1 WHERE kind = ?1 AND name = ?2",
@@ -246,7 +352,7 @@ impl Store {
             last_used_at: None,
             revoked_at: None,
         };
-        self.with(|c| {
+        self.sqlite(|c| {
             exists(c, principal)?;
             c.execute(
                 "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -259,7 +365,7 @@ impl Store {
 
     /// Find a credential by the SHA-256 of its token.
     pub fn lookup_credential(&self, token_sha256: &str) -> Result<Option<CredentialLookup>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 &format!("{CREDENTIAL_SELECT} WHERE c.token_sha256 = ?1"),
                 params![token_sha256],
@@ -293,7 +399,7 @@ impl Store {
 
     /// List credentials, optionally of one principal.
     pub fn list_credentials(&self, owner: Option<&Principal>) -> Result<Vec<Credential>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(&format!(
                 "{CREDENTIAL_SELECT} WHERE (?1 IS NULL OR (c.kind = ?1 AND c.owner = ?2)) ORDER BY c.created_at"
             ))?;
@@ -305,7 +411,7 @@ impl Store {
 
     /// Revoke a credential at once.
     pub fn revoke_credential(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let n = c.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
                 params![id, Utc::now()],
@@ -319,7 +425,7 @@ impl Store {
 
     /// Record that a credential was used.
     pub fn touch_credential(&self, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "UPDATE credentials SET last_used_at = ?2 WHERE id = ?1",
                 params![id, at],
@@ -330,7 +436,7 @@ impl Store {
 
     /// Add a grant.
     pub fn add_grant(&self, grant: &Grant) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             exists(c, &grant.subject)?;
             c.execute(
                 "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -355,7 +461,7 @@ impl Store {
 
     /// Revoke a grant at once.
     pub fn revoke_grant(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let n = c.execute(
                 "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
                 params![id, Utc::now()],
@@ -368,7 +474,7 @@ impl Store {
     }
 
     fn query_grants(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Grant>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(sql)?;
             let rows = stmt.query_map(args, grant_row)?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -431,6 +537,22 @@ fn exists(c: &Connection, principal: &Principal) -> Result<(), StoreError> {
     found
         .map(|_| ())
         .ok_or_else(|| StoreError::NotFound(principal.to_string()))
+}
+
+fn pg_transaction<T>(
+    client: &mut deadpool_postgres::Object,
+    f: &mut impl FnMut(&dyn sql::Db) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let tx = postgres::wait(
+        client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::Serializable)
+            .start(),
+    )
+    .map_err(sql::SqlError::from)?;
+    let out = f(&postgres::Pg(&tx))?;
+    postgres::wait(tx.commit()).map_err(sql::SqlError::from)?;
+    Ok(out)
 }
 
 /// Logins and bot names become Kubernetes user names: keep them plain.

@@ -78,7 +78,7 @@ impl Store {
     /// and at the consent's end at the latest). Returns the agent and the
     /// clusters whose bindings changed.
     pub fn add_agent_session(&self, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let made = insert_session(&tx, plan)?;
             tx.commit()?;
@@ -98,7 +98,7 @@ impl Store {
         now: DateTime<Utc>,
         check: impl FnOnce(&str) -> Result<SessionPlan, E>,
     ) -> Result<Taken<Result<MadeSession, E>>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let found: Option<CodeRow> = tx
                 .query_row(
@@ -131,7 +131,7 @@ impl Store {
     /// and refresh token of it revoked, its derived grants revoked.
     pub fn end_agent_session(&self, agent_id: &str) -> Result<(), StoreError> {
         let now = Utc::now();
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             tx.execute("UPDATE agents SET disabled = 1 WHERE id = ?1", params![agent_id])?;
             tx.execute(
@@ -168,7 +168,7 @@ impl Store {
 
     /// The agent sessions whose agent meets `clause`, newest first.
     fn sessions_where(&self, clause: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<AgentSession>, StoreError> {
-        let rows: Vec<SessionRow> = self.with(|c| {
+        let rows: Vec<SessionRow> = self.sqlite(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT a.id, a.client_id, a.client_name, a.created_at, a.expires_at, \
                  (SELECT MAX(last_used_at) FROM credentials WHERE agent_id = a.id) \
@@ -197,7 +197,7 @@ impl Store {
     /// Keep an authorization code (its SHA-256) standing for `consent`
     /// until `expires_at`.
     pub fn put_code(&self, code_sha256: &str, consent: &str, expires_at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT INTO oauth_codes (code_sha256, consent, expires_at) VALUES (?1, ?2, ?3)",
                 params![code_sha256, consent, expires_at],
@@ -208,7 +208,7 @@ impl Store {
 
     /// The agent session a code's exchange made, if it was exchanged.
     pub fn code_session(&self, code_sha256: &str) -> Result<Option<String>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 "SELECT agent_id FROM oauth_codes WHERE code_sha256 = ?1",
                 params![code_sha256],
@@ -222,7 +222,7 @@ impl Store {
     /// Keep a refresh token (its SHA-256) of `agent_id`, good until
     /// `expires_at`.
     pub fn put_refresh_token(&self, sha256: &str, agent_id: &str, expires_at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT INTO oauth_refresh_tokens (token_sha256, agent_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
                 params![sha256, agent_id, Utc::now(), expires_at],
@@ -238,7 +238,7 @@ impl Store {
         sha256: &str,
         now: DateTime<Utc>,
     ) -> Result<Taken<(String, DateTime<Utc>)>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let fresh: Option<(String, DateTime<Utc>)> = c
                 .query_row(
                     "UPDATE oauth_refresh_tokens SET used_at = ?2 WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2 \
@@ -267,7 +267,7 @@ impl Store {
     /// The agent session a refresh token belongs to, without taking it
     /// (for revocation, RFC 7009).
     pub fn refresh_token_session(&self, sha256: &str) -> Result<Option<String>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 "SELECT agent_id FROM oauth_refresh_tokens WHERE token_sha256 = ?1",
                 params![sha256],
@@ -279,7 +279,7 @@ impl Store {
 
     /// Forget codes and refresh tokens past their end.
     pub fn sweep_oauth(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let codes = c.execute("DELETE FROM oauth_codes WHERE expires_at <= ?1", params![now])?;
             let tokens = c.execute("DELETE FROM oauth_refresh_tokens WHERE expires_at <= ?1", params![now])?;
             Ok(codes + tokens)
@@ -288,7 +288,7 @@ impl Store {
 
     /// One agent by id.
     pub fn agent(&self, id: &str) -> Result<Option<Agent>, StoreError> {
-        self.with(|c| super::agents::load(c, id))
+        self.sqlite(|c| super::agents::load(c, id))
     }
 }
 

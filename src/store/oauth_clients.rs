@@ -39,7 +39,7 @@ impl Store {
             last_used_at: now,
         };
         let uris = serde_json::Value::from(redirect_uris.to_vec()).to_string();
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at, last_used_at) VALUES (?1, ?2, ?3, ?4, ?4)",
                 params![client.client_id, client.client_name, uris, now],
@@ -51,7 +51,7 @@ impl Store {
 
     /// The registered client `client_id`, if there is one.
     pub fn find_oauth_client(&self, client_id: &str) -> Result<Option<RegisteredClient>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let row = c
                 .query_row(
                     "SELECT client_id, client_name, redirect_uris, created_at, last_used_at FROM oauth_clients WHERE client_id = ?1",
@@ -84,7 +84,7 @@ impl Store {
 
     /// Note that `client_id` was used at `at`.
     pub fn touch_oauth_client(&self, client_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "UPDATE oauth_clients SET last_used_at = ?2 WHERE client_id = ?1 AND last_used_at < ?2",
                 params![client_id, at],
@@ -96,7 +96,7 @@ impl Store {
     /// Delete every registered client not used since `cutoff`; returns how
     /// many.
     pub fn delete_oauth_clients_unused_since(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.with(|c| Ok(c.execute("DELETE FROM oauth_clients WHERE last_used_at < ?1", params![cutoff])?))
+        self.sqlite(|c| Ok(c.execute("DELETE FROM oauth_clients WHERE last_used_at < ?1", params![cutoff])?))
     }
 }
 

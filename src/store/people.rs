@@ -46,7 +46,7 @@ impl Store {
     /// login (an operator's `person add`, or created when `create`). The
     /// email and groups are brought up to date. One transaction.
     pub fn sign_in_person(&self, seen: &ProviderPerson, create: bool) -> Result<SignInPerson, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let linked: Option<String> = tx
                 .query_row(
@@ -85,7 +85,7 @@ impl Store {
 
     /// The groups of `login`'s last sign-in at `issuer`.
     pub fn person_groups(&self, issuer: &str, login: &str) -> Result<Vec<String>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let text: Option<String> = c
                 .query_row(
                     "SELECT groups FROM person_identities WHERE issuer = ?1 AND login = ?2",

@@ -57,13 +57,13 @@ impl Store {
     /// The random instance id this store was created with (16 hex
     /// digits): the default of `[reconcile] instance`.
     pub fn instance_id(&self) -> Result<String, StoreError> {
-        self.with(|c| Ok(c.query_row("SELECT value FROM settings WHERE key = 'instance_id'", [], |r| r.get(0))?))
+        self.sqlite(|c| Ok(c.query_row("SELECT value FROM settings WHERE key = 'instance_id'", [], |r| r.get(0))?))
     }
 
     /// Record a cluster's reconcile status (replacing the previous one).
     pub fn save_cluster_status(&self, status: &ClusterStatus) -> Result<(), StoreError> {
         let json = serde_json::to_string(status).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "INSERT INTO cluster_status (cluster, status, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (cluster) DO UPDATE SET status = ?2, updated_at = ?3",
                 params![status.cluster, json, Utc::now()],
@@ -74,7 +74,7 @@ impl Store {
 
     /// A cluster's last recorded reconcile status.
     pub fn cluster_status(&self, cluster: &str) -> Result<Option<ClusterStatus>, StoreError> {
-        let json: Option<String> = self.with(|c| {
+        let json: Option<String> = self.sqlite(|c| {
             Ok(c.query_row(
                 "SELECT status FROM cluster_status WHERE cluster = ?1",
                 params![cluster],

@@ -46,7 +46,7 @@ impl Store {
         let groups = session
             .oidc
             .then(|| serde_json::Value::from(session.groups.clone()).to_string());
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute("DELETE FROM web_sessions WHERE expires_at <= ?1", params![now])?;
             c.execute(
                 "INSERT INTO web_sessions (id_sha256, login, credential_id, created_at, expires_at, signed_in_with, groups) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -58,7 +58,7 @@ impl Store {
 
     /// The unexpired session whose id hashes to `id_sha256`.
     pub fn web_session(&self, id_sha256: &str) -> Result<Option<WebSession>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 &format!("{SESSION_SELECT} WHERE id_sha256 = ?1 AND expires_at > ?2"),
                 params![id_sha256, Utc::now()],
@@ -70,7 +70,7 @@ impl Store {
 
     /// `login`'s unexpired sessions.
     pub fn web_sessions_of(&self, login: &str) -> Result<Vec<WebSession>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(&format!("{SESSION_SELECT} WHERE login = ?1 AND expires_at > ?2"))?;
             let rows = stmt.query_map(params![login, Utc::now()], session_row)?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -80,7 +80,7 @@ impl Store {
     /// End one session (signing out); a session signed into through the
     /// identity provider takes its own credential with it.
     pub fn delete_web_session(&self, id_sha256: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             tx.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id IN \
@@ -95,7 +95,7 @@ impl Store {
 
     /// How many sessions `login` has (ended or not), for tests and checks.
     pub fn web_session_count(&self, login: &str) -> Result<i64, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             Ok(c.query_row(
                 "SELECT COUNT(*) FROM web_sessions WHERE login = ?1",
                 params![login],

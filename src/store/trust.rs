@@ -38,7 +38,7 @@ impl Store {
     /// Add a trust rule; its bot must exist.
     pub fn add_trust_rule(&self, rule: &TrustRule) -> Result<(), StoreError> {
         let claims = serde_json::to_string(&rule.claims).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.with(|c| {
+        self.sqlite(|c| {
             exists(c, &Principal::bot(&rule.bot))?;
             c.execute(
                 "INSERT INTO ci_trust_rules (id, bot, issuer, audience, claims, duration_seconds, max_token_age_seconds, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -61,7 +61,7 @@ impl Store {
     /// Remove rule `id` and revoke the credentials exchanged through it
     /// (their origin names it); returns the rule and how many were revoked.
     pub fn remove_trust_rule(&self, id: &str) -> Result<(TrustRule, usize), StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let tx = super::write_transaction(c)?;
             let rule = tx
                 .query_row(&format!("{RULE_SELECT} WHERE id = ?1"), params![id], rule_row)
@@ -84,7 +84,7 @@ impl Store {
     /// insert is the check, so two replicas cannot both accept a token.
     /// Records past their time are swept first.
     pub fn mark_exchanged(&self, digest: &str, keep_until: DateTime<Utc>) -> Result<bool, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             c.execute(
                 "DELETE FROM ci_exchanged_tokens WHERE keep_until < ?1",
                 params![Utc::now()],
@@ -98,7 +98,7 @@ impl Store {
     }
 
     fn query_trust_rules(&self, filter: &str, arg: Option<&str>) -> Result<Vec<TrustRule>, StoreError> {
-        self.with(|c| {
+        self.sqlite(|c| {
             let mut stmt = c.prepare(&format!("{RULE_SELECT} WHERE {filter} ORDER BY created_at, id"))?;
             let rows = stmt.query_map(params![arg], rule_row)?;
             Ok(rows.collect::<Result<_, _>>()?)
