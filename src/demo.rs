@@ -104,6 +104,7 @@ fn demo_config(dir: &Path, listen: &str, server: String) -> Config {
         sessions: Default::default(),
         oauth: Default::default(),
         ci: Default::default(),
+        store: Default::default(),
     }
 }
 

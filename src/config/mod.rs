@@ -23,6 +23,7 @@ pub mod oauth;
 pub mod reconcile;
 pub mod roles;
 pub mod signin;
+pub mod store;
 
 pub use cluster::ClusterConfig;
 
@@ -90,6 +91,9 @@ pub struct Config {
     /// CI jobs' token exchange: how their issuers are reached.
     #[serde(default)]
     pub ci: ci::CiConfig,
+    /// The database: the embedded SQLite, or PostgreSQL for replicas.
+    #[serde(default)]
+    pub store: store::StoreConfig,
 }
 
 /// `[access]`: access requests.

@@ -150,6 +150,7 @@ impl Portcullis {
             sessions: Default::default(),
             oauth: Default::default(),
             ci: Default::default(),
+            store: Default::default(),
         };
         adjust(&mut config);
         let store = portcullis::cli::open_store(&config).unwrap();

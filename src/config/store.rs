@@ -1,0 +1,110 @@
+//! `[store]`: where portcullis keeps its rows. Unset, the embedded SQLite
+//! file in `data_dir` (one process); with `url`, a PostgreSQL database that
+//! several replicas share.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[store]`: the database.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `postgres://user@host:5432/portcullis?sslmode=disable`; unset: the
+    /// embedded SQLite. `PORTCULLIS_STORE__URL` sets it from the
+    /// environment (a Kubernetes Secret), so the password need not be in
+    /// the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A file holding the PostgreSQL password (a mounted Secret), used
+    /// when the URL has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry the password: never in a log line.
+        f.debug_struct("StoreConfig")
+            .field("url", &self.url.as_ref().map(|_| "<set>"))
+            .field("password_file", &self.password_file)
+            .finish()
+    }
+}
+
+impl StoreConfig {
+    /// The PostgreSQL connection settings, the password read from
+    /// `password_file` when the URL has none; `None` for SQLite.
+    pub fn postgres(&self) -> Result<Option<tokio_postgres::Config>, String> {
+        let Some(url) = &self.url else { return Ok(None) };
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            // The parser's message never repeats the URL (nor its password).
+            .map_err(|e| format!("[store] url is not a PostgreSQL URL: {e}"))?;
+        if config.get_password().is_none() {
+            if let Some(path) = &self.password_file {
+                let password = std::fs::read_to_string(path)
+                    .map_err(|e| format!("[store] password_file {}: {e}", path.display()))?;
+                config.password(password.trim_end_matches(['\r', '\n']));
+            }
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("portcullis");
+        }
+        Ok(Some(config))
+    }
+
+    /// Where the store is, for messages: the URL without its password.
+    pub fn describe(&self) -> String {
+        match self.postgres() {
+            Ok(Some(c)) => {
+                let host = c.get_hosts().first().map(|h| format!("{h:?}")).unwrap_or_default();
+                let port = c.get_ports().first().copied().unwrap_or(5432);
+                format!(
+                    "PostgreSQL database {:?} on {host}:{port} as {:?}",
+                    c.get_dbname().unwrap_or(""),
+                    c.get_user().unwrap_or("")
+                )
+            }
+            Ok(None) => "the embedded SQLite store".into(),
+            Err(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_comes_from_its_file_and_never_shows_in_debug() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let config = StoreConfig {
+            url: Some("postgres://portcullis@db.internal:5433/p".into()),
+            password_file: Some(file),
+        };
+        let pg = config.postgres().unwrap().unwrap();
+        assert_eq!(pg.get_password(), Some(&b"s3cret"[..]));
+        assert_eq!(pg.get_ports(), [5433]);
+        let with_password = StoreConfig {
+            url: Some("postgres://portcullis:hunter2@db/p".into()),
+            password_file: None,
+        };
+        assert!(!format!("{with_password:?}").contains("hunter2"));
+        assert!(!with_password.describe().contains("hunter2"), "{}", with_password.describe());
+        assert!(with_password.describe().contains("\"p\""), "{}", with_password.describe());
+    }
+
+    #[test]
+    fn no_url_is_sqlite_and_a_bad_url_says_what_is_wrong() {
+        assert!(StoreConfig::default().postgres().unwrap().is_none());
+        let bad = StoreConfig {
+            url: Some("mysql://x:pw@y/z".into()),
+            password_file: None,
+        };
+        let err = bad.postgres().unwrap_err();
+        assert!(err.starts_with("[store] url"), "{err}");
+        assert!(!err.contains("pw"), "{err}");
+    }
+}
