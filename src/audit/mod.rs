@@ -8,6 +8,8 @@
 //!   when portcullis itself refused.
 //! - [`writer`]: the batching writer with a bounded queue; writes committed
 //!   before they are forwarded, reads group-committed within 100 ms.
+//! - [`spool`]: each finished row appended to a local file before its
+//!   answer completes, so a crash loses none; shipped at the next start.
 //! - [`store`] and [`sqlite`]: the storage interface and its SQLite
 //!   implementation (a PostgreSQL one can fill the same trait).
 //! - [`chain`]: the hash chain and its verification.
@@ -28,6 +30,7 @@ pub mod record;
 pub mod refusal;
 pub mod retention;
 pub mod row;
+pub mod spool;
 pub mod sqlite;
 pub mod store;
 pub mod writer;
@@ -36,6 +39,7 @@ use crate::config::AuditConfig;
 use crate::store::Store;
 use query::Filter;
 use row::{AuditRow, ChainedRow};
+use spool::{Spool, SpoolSettings};
 use sqlite::SqliteAuditStore;
 use std::sync::{Arc, Mutex};
 use store::AuditStore;
@@ -53,6 +57,17 @@ pub enum AuditError {
     /// A commit failed (the message is the store's error).
     #[error("audit commit failed: {0}")]
     Commit(String),
+    /// The spool holds more rows waiting for the store than its bound.
+    #[error("its spool holds {waiting} bytes of rows the audit store has not committed yet, over [audit] spool_max_bytes ({bound})")]
+    SpoolFull {
+        /// Bytes of rows not committed yet.
+        waiting: u64,
+        /// `[audit] spool_max_bytes`.
+        bound: u64,
+    },
+    /// The spool cannot be opened or written.
+    #[error("audit spool: {0}")]
+    Spool(String),
     /// The writer has stopped (shutting down).
     #[error("the audit writer has stopped")]
     Stopped,
@@ -79,7 +94,9 @@ pub struct Audit {
 
 impl Audit {
     /// Start writing to the database of `store`, each with its own
-    /// connection. Must be called inside a Tokio runtime.
+    /// connection, spooling finished rows in `[audit] spool_dir` (by
+    /// default `audit-spool` beside the store). Must be called inside a
+    /// Tokio runtime.
     pub fn start(config: &AuditConfig, store: &Store, metrics: WriterMetrics) -> Result<Audit, AuditError> {
         let sink = config
             .export
@@ -91,7 +108,12 @@ impl Audit {
                 })
             })
             .transpose()?;
-        let writer = AuditWriter::spawn(open(store)?, sink, WriterSettings::default(), metrics);
+        let spool = Spool::open(&SpoolSettings {
+            dir: spool_dir(config, store),
+            max_bytes: config.spool_max_bytes,
+            segment_bytes: spool::SEGMENT_BYTES,
+        })?;
+        let writer = AuditWriter::spawn_spooled(open(store)?, sink, Some(spool), WriterSettings::default(), metrics);
         let reader = Arc::new(Mutex::new(SqliteAuditStore::open(store.path())?));
         let retention = retention::spawn(writer.clone(), config.retention);
         Ok(Audit {
@@ -136,8 +158,19 @@ pub fn commit_event(store: &Store, row: AuditRow) -> Result<(), AuditError> {
     Ok(())
 }
 
+/// `[audit] spool_dir`, or `audit-spool` in the data folder, beside the
+/// store.
+fn spool_dir(config: &AuditConfig, store: &Store) -> std::path::PathBuf {
+    match &config.spool_dir {
+        Some(dir) => dir.clone(),
+        None => store.path().parent().unwrap_or(std::path::Path::new(".")).join("audit-spool"),
+    }
+}
+
 /// The audit's storage in the database of `store`: the one place that
 /// knows it is SQLite.
-fn open(store: &Store) -> Result<Box<dyn AuditStore>, AuditError> {
+/// The audit's own store on the database of `store` (the CLI reads and
+/// verifies through it).
+pub fn open(store: &Store) -> Result<Box<dyn AuditStore>, AuditError> {
     Ok(Box::new(SqliteAuditStore::open(store.path())?))
 }

@@ -49,6 +49,10 @@ pub enum AdminCommand {
     /// `portcullis group-rule` as themselves).
     #[command(subcommand)]
     GroupRule(super::group_rule::GroupRuleCommand),
+    /// The database: `store migrate` copies the embedded SQLite store into
+    /// PostgreSQL.
+    #[command(subcommand)]
+    Store(super::store::StoreCommand),
 }
 
 /// `admin access …`.
@@ -74,6 +78,7 @@ pub fn run(config: &Config, store: &Store, command: AdminCommand) -> Result<(), 
         AdminCommand::Access(AdminAccessCommand::List) => list_access(store, out),
         AdminCommand::Cluster(c) => cluster::run(config, store, c, out),
         AdminCommand::GroupRule(c) => super::group_rule::run_operator(config, store, c, out),
+        AdminCommand::Store(c) => super::store::run(config, store, c, out),
     }
 }
 

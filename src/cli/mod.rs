@@ -26,6 +26,7 @@ pub mod login;
 pub mod person;
 pub mod plugin;
 pub mod remote;
+pub mod store;
 
 use crate::config::Config;
 use crate::identity::{Principal, PrincipalKind};

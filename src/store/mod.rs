@@ -10,15 +10,16 @@
 //! cluster status) are declared here and re-exported there, so the store
 //! imports nothing above `identity`.
 
-use crate::identity::authenticate::CredentialLookup;
-use crate::identity::{credential, Audience, Credential, Grant, Origin, Principal, PrincipalKind};
-use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::identity::Principal;
+use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub(crate) mod sql;
 pub mod postgres;
+mod copy;
+
+pub use copy::copy_sqlite_into;
 
 mod access;
 mod agents;
@@ -26,6 +27,7 @@ mod apiserver_audit;
 mod approvals;
 mod consent;
 mod credentials;
+mod grants;
 mod group_rules;
 mod login_codes;
 mod mcp_sessions;
@@ -33,6 +35,7 @@ mod migrate;
 mod oauth;
 mod oauth_clients;
 mod people;
+mod principals;
 mod reconcile;
 mod sessions;
 mod trust;
@@ -46,6 +49,7 @@ pub(crate) use migrate::migrate;
 pub use oauth::{AgentSession, SessionPlan, Taken};
 pub use oauth_clients::RegisteredClient;
 pub use people::{ProviderPerson, SignInPerson};
+pub use principals::PrincipalRecord;
 pub use reconcile::ClusterStatus;
 pub use sessions::WebSession;
 pub use trust::TrustRule;
@@ -126,21 +130,6 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// A person or bot as listed.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct PrincipalRecord {
-    /// Who.
-    pub principal: Principal,
-    /// Disabled principals' credentials stop working.
-    pub disabled: bool,
-    /// For bots: writes wait for a person's approval.
-    pub writes_need_approval: bool,
-    /// For people: may read everyone's audit (`GET /audit`).
-    pub admin: bool,
-    /// When added.
-    pub created_at: DateTime<Utc>,
-}
-
 impl Store {
     /// Open (creating if needed) the SQLite database at `path` and migrate it.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
@@ -173,6 +162,15 @@ impl Store {
         match &self.backend {
             Backend::Sqlite { path, .. } => Some(path),
             Backend::Postgres(_) => None,
+        }
+    }
+
+    /// The PostgreSQL pool (the audit keeps its chain there with SQL of its
+    /// own); `None` on SQLite.
+    pub fn postgres(&self) -> Option<Arc<postgres::Postgres>> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some(pg.clone()),
+            Backend::Sqlite { .. } => None,
         }
     }
 
@@ -234,303 +232,14 @@ impl Store {
             Backend::Postgres(_) => Err(StoreError::Invalid("not available on PostgreSQL yet".into())),
         }
     }
-
-    /// Add a person or bot.
-    pub fn add_principal(&self, principal: &Principal, writes_need_approval: bool) -> Result<(), StoreError> {
-        validate_name(&principal.name)?;
-        self.sqlite(|c| {
-            let inserted = c.execute(
-                "INSERT OR IGNORE INTO principals (kind, name, disabled, writes_need_approval, created_at) VALUES (?1, ?2, 0, ?3, ?4)",
-                params![principal.kind.as_str(), principal.name, writes_need_approval, Utc::now()],
-            )?;
-            if inserted == 0 {
-                return Err(StoreError::AlreadyExists(principal.to_string()));
-            }
-            Ok(())
-        })
-    }
-
-    /// List people or bots.
-    pub fn list_principals(&self, kind: PrincipalKind) -> Result<Vec<PrincipalRecord>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(
-                "SELECT name, disabled, writes_need_approval, admin, created_at FROM principals WHERE kind = ?1 ORDER BY name",
-            )?;
-            let rows = stmt.query_map(params![kind.as_str()], |r| {
-                Ok(PrincipalRecord {
-                    principal: Principal { kind, name: r.get(0)? },
-                    disabled: r.get(1)?,
-                    writes_need_approval: r.get(2)?,
-                    admin: r.get(3)?,
-                    created_at: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
-    }
-
-    /// Mark a person as an admin (may read everyone's audit), or not.
-    pub fn set_admin(&self, principal: &Principal, admin: bool) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            let n = c.execute(
-                "UPDATE principals SET admin = ?3 WHERE kind = ?1 AND name = ?2",
-                params![principal.kind.as_str(), principal.name, admin],
-            )?;
-            if n == 0 {
-                return Err(StoreError::NotFound(principal.to_string()));
-            }
-            Ok(())
-        })
-    }
-
-    /// Is `principal` an enabled admin?
-    pub fn is_admin(&self, principal: &Principal) -> Result<bool, StoreError> {
-        self.sqlite(|c| {
-            let found: Option<bool> = c
-                .query_row(
-                    "SELECT admin AND NOT disabled FROM principals WHERE kind = ?1 AND name = ?2",
-                    params![principal.kind.as_str(), principal.name],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            Ok(found.unwrap_or(false))
-        })
-    }
-
-    /// Disable a person or bot: its credentials stop working; a person's
-    /// are revoked too (offboarding: re-enabling brings none back) and their
-    /// sign-in sessions end.
-    pub fn disable_principal(&self, principal: &Principal) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            let tx = write_transaction(c)?;
-            let n = tx.execute(
-                "UPDATE principals SET disabled = 1 WHERE kind = ?1 AND name = ?2",
-                params![principal.kind.as_str(), principal.name],
-            )?;
-            if n == 0 {
-                return Err(StoreError::NotFound(principal.to_string()));
-            }
-            if principal.kind == PrincipalKind::Person {
-                tx.execute("DELETE FROM web_sessions WHERE login = ?1", params![principal.name])?;
-                tx.execute(
-                    "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE kind = 'person' AND owner = ?1",
-                    params![principal.name, Utc::now()],
-                )?;
-            }
-            tx.commit()?;
-            Ok(())
-        })
-    }
-
-    /// Issue a credential; returns its record and the token (shown once).
-    pub fn issue_credential(
-        &self,
-        principal: &Principal,
-        name: &str,
-        expires_at: Option<DateTime<Utc>>,
-    ) -> Result<(Credential, String), StoreError> {
-        self.issue_credential_with(principal, name, expires_at, &Origin::default())
-    }
-
-    /// Issue a credential with an origin: where it is accepted and what
-    /// issued it (an OAuth access token, a CI job's exchanged token).
-    pub fn issue_credential_with(
-        &self,
-        principal: &Principal,
-        name: &str,
-        expires_at: Option<DateTime<Utc>>,
-        origin: &Origin,
-    ) -> Result<(Credential, String), StoreError> {
-        let new = credential::mint();
-        let credential = Credential {
-            id: uuid::Uuid::now_v7().to_string(),
-            principal: principal.clone(),
-            name: name.to_string(),
-            display_prefix: new.display_prefix.clone(),
-            created_at: Utc::now(),
-            expires_at,
-            last_used_at: None,
-            revoked_at: None,
-        };
-        self.sqlite(|c| {
-            exists(c, principal)?;
-            c.execute(
-                "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at, origin.audience.map(Audience::as_str), origin.via],
-            )?;
-            Ok(())
-        })?;
-        Ok((credential, new.token))
-    }
-
-    /// Find a credential by the SHA-256 of its token.
-    pub fn lookup_credential(&self, token_sha256: &str) -> Result<Option<CredentialLookup>, StoreError> {
-        self.sqlite(|c| {
-            Ok(c.query_row(
-                &format!("{CREDENTIAL_SELECT} WHERE c.token_sha256 = ?1"),
-                params![token_sha256],
-                |r| {
-                    let audience: Option<String> = r.get(10)?;
-                    let via: String = r.get(11)?;
-                    // An audience this release does not know fails the lookup
-                    // (closed), rather than letting the token go anywhere.
-                    let audience = match audience.as_deref().map(Audience::parse) {
-                        Some(None) => {
-                            let unknown = "unknown credential audience".into();
-                            return Err(rusqlite::Error::FromSqlConversionFailure(
-                                10,
-                                rusqlite::types::Type::Text,
-                                unknown,
-                            ));
-                        }
-                        parsed => parsed.flatten(),
-                    };
-                    let origin = (audience.is_some() || !via.is_empty()).then_some(Origin { audience, via });
-                    Ok(CredentialLookup {
-                        credential: credential_row(r)?,
-                        owner_disabled: r.get(9)?,
-                        origin,
-                    })
-                },
-            )
-            .optional()?)
-        })
-    }
-
-    /// List credentials, optionally of one principal.
-    pub fn list_credentials(&self, owner: Option<&Principal>) -> Result<Vec<Credential>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!(
-                "{CREDENTIAL_SELECT} WHERE (?1 IS NULL OR (c.kind = ?1 AND c.owner = ?2)) ORDER BY c.created_at"
-            ))?;
-            let (kind, name) = owner.map_or((None, None), |p| (Some(p.kind.as_str()), Some(p.name.as_str())));
-            let rows = stmt.query_map(params![kind, name], credential_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
-    }
-
-    /// Revoke a credential at once.
-    pub fn revoke_credential(&self, id: &str) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            let n = c.execute(
-                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
-                params![id, Utc::now()],
-            )?;
-            if n == 0 {
-                return Err(StoreError::NotFound(format!("credential {id}")));
-            }
-            Ok(())
-        })
-    }
-
-    /// Record that a credential was used.
-    pub fn touch_credential(&self, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            c.execute(
-                "UPDATE credentials SET last_used_at = ?2 WHERE id = ?1",
-                params![id, at],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Add a grant.
-    pub fn add_grant(&self, grant: &Grant) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            exists(c, &grant.subject)?;
-            c.execute(
-                "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Grants of `subject` on `cluster` (all, in effect or not).
-    pub fn grants_of(&self, subject: &Principal, cluster: &str) -> Result<Vec<Grant>, StoreError> {
-        self.query_grants(
-            &format!("{GRANT_SELECT} WHERE kind = ?1 AND subject = ?2 AND cluster = ?3 AND revoked_at IS NULL ORDER BY created_at"),
-            params![subject.kind.as_str(), subject.name, cluster],
-        )
-    }
-
-    /// All grants, newest last.
-    pub fn list_grants(&self) -> Result<Vec<Grant>, StoreError> {
-        self.query_grants(&format!("{GRANT_SELECT} ORDER BY created_at"), params![])
-    }
-
-    /// Revoke a grant at once.
-    pub fn revoke_grant(&self, id: &str) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            let n = c.execute(
-                "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
-                params![id, Utc::now()],
-            )?;
-            if n == 0 {
-                return Err(StoreError::NotFound(format!("grant {id}")));
-            }
-            Ok(())
-        })
-    }
-
-    fn query_grants(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Grant>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(sql)?;
-            let rows = stmt.query_map(args, grant_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
-    }
 }
 
-const CREDENTIAL_SELECT: &str = "SELECT c.id, c.kind, c.owner, c.name, c.display_prefix, c.created_at, c.expires_at, c.last_used_at, c.revoked_at, p.disabled, c.audience, c.via FROM credentials c JOIN principals p ON p.kind = c.kind AND p.name = c.owner";
-const GRANT_SELECT: &str =
-    "SELECT id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, revoked_at FROM grants";
-
-fn kind_of(r: &Row, index: usize) -> rusqlite::Result<PrincipalKind> {
-    let text: String = r.get(index)?;
-    PrincipalKind::parse(&text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, format!("bad kind {text}").into())
-    })
-}
-
-fn credential_row(r: &Row) -> rusqlite::Result<Credential> {
-    Ok(Credential {
-        id: r.get(0)?,
-        principal: Principal {
-            kind: kind_of(r, 1)?,
-            name: r.get(2)?,
-        },
-        name: r.get(3)?,
-        display_prefix: r.get(4)?,
-        created_at: r.get(5)?,
-        expires_at: r.get(6)?,
-        last_used_at: r.get(7)?,
-        revoked_at: r.get(8)?,
-    })
-}
-
-fn grant_row(r: &Row) -> rusqlite::Result<Grant> {
-    Ok(Grant {
-        id: r.get(0)?,
-        subject: Principal {
-            kind: kind_of(r, 1)?,
-            name: r.get(2)?,
-        },
-        cluster: r.get(3)?,
-        namespace: r.get(4)?,
-        role: r.get(5)?,
-        expires_at: r.get(6)?,
-        granted_by: r.get(7)?,
-        created_at: r.get(8)?,
-        revoked_at: r.get(9)?,
-    })
-}
-
-fn exists(c: &Connection, principal: &Principal) -> Result<(), StoreError> {
+fn exists(c: &dyn sql::Db, principal: &Principal) -> Result<(), StoreError> {
+    use sql::OptionalExt;
     let found: Option<i64> = c
         .query_row(
             "SELECT 1 FROM principals WHERE kind = ?1 AND name = ?2",
-            params![principal.kind.as_str(), principal.name],
+            sql::params![principal.kind.as_str(), principal.name],
             |r| r.get(0),
         )
         .optional()?;

@@ -179,6 +179,20 @@ pub enum Owned {
     Time(DateTime<Utc>),
 }
 
+impl ToSql for Owned {
+    fn to_value(&self) -> Value<'_> {
+        match self {
+            Owned::Null => Value::Null,
+            Owned::Int(i) => Value::Int(*i),
+            Owned::Real(f) => Value::Real(*f),
+            Owned::Bool(b) => Value::Bool(*b),
+            Owned::Text(s) => Value::Text(s),
+            Owned::Blob(b) => Value::Blob(b),
+            Owned::Time(t) => Value::Time(*t),
+        }
+    }
+}
+
 /// One row of a result.
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -197,6 +211,11 @@ impl RowIndex for usize {
 }
 
 impl Row {
+    /// Every column's value, in order (copying a row as it is).
+    pub fn values(&self) -> &[Owned] {
+        &self.values
+    }
+
     /// Column `index` read as `T` (`r.get::<_, i64>(3)` names the type).
     pub fn get<I: RowIndex, T: FromSql>(&self, index: I) -> Result<T, SqlError> {
         let index = index.index();
