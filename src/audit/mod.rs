@@ -95,9 +95,14 @@ pub struct Audit {
 impl Audit {
     /// Start writing to the database of `store`, each with its own
     /// connection, spooling finished rows in `[audit] spool_dir` (by
-    /// default `audit-spool` beside the store). Must be called inside a
-    /// Tokio runtime.
-    pub fn start(config: &AuditConfig, store: &Store, metrics: WriterMetrics) -> Result<Audit, AuditError> {
+    /// default `audit-spool` in `data_dir`). Must be called inside a Tokio
+    /// runtime.
+    pub fn start(
+        config: &AuditConfig,
+        data_dir: &std::path::Path,
+        store: &Store,
+        metrics: WriterMetrics,
+    ) -> Result<Audit, AuditError> {
         let sink = config
             .export
             .as_deref()
@@ -109,7 +114,7 @@ impl Audit {
             })
             .transpose()?;
         let spool = Spool::open(&SpoolSettings {
-            dir: spool_dir(config, store),
+            dir: config.spool_dir.clone().unwrap_or_else(|| data_dir.join("audit-spool")),
             max_bytes: config.spool_max_bytes,
             segment_bytes: spool::SEGMENT_BYTES,
         })?;
@@ -156,15 +161,6 @@ impl Audit {
 pub fn commit_event(store: &Store, row: AuditRow) -> Result<(), AuditError> {
     open(store)?.commit(&[], &[row])?;
     Ok(())
-}
-
-/// `[audit] spool_dir`, or `audit-spool` in the data folder, beside the
-/// store.
-fn spool_dir(config: &AuditConfig, store: &Store) -> std::path::PathBuf {
-    match &config.spool_dir {
-        Some(dir) => dir.clone(),
-        None => store.path().parent().unwrap_or(std::path::Path::new(".")).join("audit-spool"),
-    }
 }
 
 /// The audit's storage in the database of `store`: the one place that

@@ -3,7 +3,10 @@
 //! The row is written when the response body ends or is dropped (the client
 //! went away), so bytes out and truncation are known; for an upgraded
 //! stream, when the stream closes, with bytes both ways. Bodies are counted
-//! as their frames pass, never copied.
+//! as their frames pass, never copied. "Ends" is before the client can see
+//! the end: the row reaches the spool before the last frame of a body that
+//! knows its length is released, and before the end of any other, so a
+//! client never holds a whole answer whose row a crash could lose.
 
 use super::refusal::Refusal;
 use super::row::{bounded, clean_query, AuditRow};
@@ -188,6 +191,12 @@ pub fn attach(
         tokio::spawn(after_stream(pending, end).in_current_span());
         return response;
     }
+    // Nothing to relay (or HEAD, whose body is never sent): the server may
+    // send the whole answer without polling the body.
+    if http_body::Body::is_end_stream(response.body()) || pending.row.method == "HEAD" {
+        pending.write();
+        return response;
+    }
     let sniff = pending.row.code >= 400 && pending.row.reason.is_empty();
     response.map(|inner| {
         body::boxed(Recorded {
@@ -235,7 +244,15 @@ impl http_body::Body for Recorded {
                 None => {}
             }
         }
-        if frame.is_none() {
+        // The end, or the last frame of a body that knows it is the last
+        // (a Content-Length answer, complete for the client at its last
+        // byte): the row first.
+        let ended = match &frame {
+            None => true,
+            Some(Ok(_)) => this.inner.is_end_stream(),
+            Some(Err(_)) => false,
+        };
+        if ended {
             if let Some(pending) = this.pending.take() {
                 pending.write();
             }

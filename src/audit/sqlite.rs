@@ -214,6 +214,17 @@ impl AuditStore for SqliteAuditStore {
         tx.commit()?;
         Ok(count)
     }
+
+    fn committed(&mut self, ids: &[String]) -> Result<HashSet<String>, AuditError> {
+        let mut stmt = self.conn.prepare_cached("SELECT 1 FROM audit WHERE id = ?1 LIMIT 1")?;
+        let mut found = HashSet::new();
+        for id in ids {
+            if stmt.exists(params![id])? {
+                found.insert(id.clone());
+            }
+        }
+        Ok(found)
+    }
 }
 
 fn anchor(conn: &Connection) -> Result<Anchor, AuditError> {

@@ -9,6 +9,7 @@ use super::query::Filter;
 use super::row::{AuditRow, ChainedRow};
 use super::AuditError;
 use chrono::{DateTime, Utc};
+use std::collections::HashSet;
 
 /// Where audit rows are kept.
 pub trait AuditStore: Send {
@@ -42,6 +43,23 @@ pub trait AuditStore: Send {
     /// `cutoff`, recording the last one removed as the chain's anchor.
     /// Returns how many were removed.
     fn sweep(&mut self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError>;
+
+    /// Which of `ids` already have their row in the chain (an intent is
+    /// not a row): what a crash's spool holds beyond them is shipped.
+    fn committed(&mut self, ids: &[String]) -> Result<HashSet<String>, AuditError> {
+        let mut found = HashSet::new();
+        for id in ids {
+            let filter = Filter {
+                id: Some(id.clone()),
+                discovery: true,
+                ..Filter::default()
+            };
+            if !self.query(&filter)?.is_empty() {
+                found.insert(id.clone());
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// What `portcullis audit verify` found.

@@ -7,12 +7,18 @@
 //! with one fsync per commit rather than one per request. The queue is
 //! bounded and its depth is a metric; when it is full, a row waits for room
 //! rather than being dropped. A clean shutdown ([`AuditWriter::close`])
-//! commits everything queued; a crash loses at most the rows of the last
-//! commit window (never a write's intent, which recovery turns into a row).
+//! commits everything queued. With a [`Spool`], each finished row is
+//! appended to it before it is queued, so a crash loses none: the next
+//! start ships what the spool holds (and a write's intent without its row
+//! becomes a row of unknown outcome); without one, a crash loses at most
+//! the rows of the last commit window.
 
-use super::export::{ExportSink, Exporter};
+mod storage;
+
+use super::export::ExportSink;
 use super::forwarded::Forwarded;
-use super::row::{AuditRow, ChainedRow};
+use super::row::AuditRow;
+use super::spool::{Spool, Ticket};
 use super::store::AuditStore;
 use super::AuditError;
 use chrono::{DateTime, Utc};
@@ -21,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use storage::{Commit, Rows, Storage};
 use tokio::sync::{mpsc, oneshot};
 
 /// How the writer batches.
@@ -55,16 +62,12 @@ pub struct WriterMetrics {
     pub failures: Counter,
 }
 
-/// Rows kept for another try after failed commits; past this, the oldest
-/// are logged and given up.
-const MAX_RETRY: usize = 100_000;
-
 type Ack<T> = oneshot::Sender<T>;
 /// A sweep's cutoff, most rows, and where to answer.
 type Sweep = (DateTime<Utc>, usize, Ack<Result<usize, String>>);
 
 enum Msg {
-    Row(AuditRow),
+    Row(AuditRow, Option<Ticket>),
     Forwarded(Forwarded),
     Intent(AuditRow, Ack<Result<(), String>>),
     Flush(Ack<()>),
@@ -78,6 +81,8 @@ pub struct AuditWriter {
     tx: mpsc::Sender<Msg>,
     /// Rows waiting for room in a full queue.
     waiting: Arc<AtomicUsize>,
+    /// Where finished rows are appended before they are queued.
+    spool: Option<Spool>,
 }
 
 impl AuditWriter {
@@ -89,11 +94,24 @@ impl AuditWriter {
         settings: WriterSettings,
         metrics: WriterMetrics,
     ) -> AuditWriter {
+        Self::spawn_spooled(store, sink, None, settings, metrics)
+    }
+
+    /// [`spawn`](Self::spawn), appending each finished row to `spool`
+    /// before it is queued; the writer first ships what a crash left there.
+    pub fn spawn_spooled(
+        store: Box<dyn AuditStore>,
+        sink: Option<ExportSink>,
+        spool: Option<Spool>,
+        settings: WriterSettings,
+        metrics: WriterMetrics,
+    ) -> AuditWriter {
         let (tx, rx) = mpsc::channel(settings.capacity.max(1));
-        tokio::spawn(run(store, sink, rx, settings, metrics));
+        tokio::spawn(run(Storage::open(store, sink, spool.clone()), rx, settings, metrics));
         AuditWriter {
             tx,
             waiting: Arc::new(AtomicUsize::new(0)),
+            spool,
         }
     }
 
@@ -108,10 +126,13 @@ impl AuditWriter {
         done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
     }
 
-    /// Queue a finished row without waiting (from `Drop`): if the queue is
-    /// full, a task waits for room.
+    /// Append a finished row to the spool (one write, so it reaches the
+    /// kernel before the caller lets its answer complete), then queue it
+    /// without waiting (from `Drop`): if the queue is full, a task waits
+    /// for room.
     pub fn submit(&self, row: AuditRow) {
-        self.queue(Msg::Row(row));
+        let ticket = self.spool.as_ref().and_then(|spool| spool.append(&row));
+        self.queue(Msg::Row(row, ticket));
     }
 
     /// Record without waiting that a request left for its cluster: it goes
@@ -144,15 +165,23 @@ impl AuditWriter {
     /// Wait until the queue has room. Requests wait here before they are
     /// forwarded when the writer lags, so only rows of requests already in
     /// flight ever wait in [`submit`](Self::submit)'s tasks: the backlog is
-    /// bounded by concurrency, and no row is dropped.
-    pub async fn room(&self) {
+    /// bounded by concurrency, and no row is dropped. An error, when the
+    /// spool is past its bound (the store does not commit) or cannot be
+    /// written, means the request must not be forwarded: its row could not
+    /// be kept.
+    pub async fn room(&self) -> Result<(), AuditError> {
+        if let Some(spool) = &self.spool {
+            spool.admit()?;
+        }
         // A permit taken and given back at once: cheap when there is room.
         let _ = self.tx.reserve().await;
+        Ok(())
     }
 
-    /// Queue a finished row, waiting for room if the queue is full.
+    /// Queue a row that records no request (retention's), waiting for room
+    /// if the queue is full; it is not spooled.
     pub async fn append(&self, row: AuditRow) {
-        if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(row)).await {
+        if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(row, None)).await {
             lost(msg);
         }
     }
@@ -176,7 +205,8 @@ impl AuditWriter {
     }
 
     /// Commit everything queued (including rows waiting for room), then
-    /// stop. Rows submitted afterwards are logged as lost.
+    /// stop, leaving the spool empty. Rows submitted afterwards are logged,
+    /// and kept in the spool for the next start.
     pub async fn close(&self) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while self.waiting.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
@@ -191,7 +221,10 @@ impl AuditWriter {
 
 fn lost(msg: Msg) {
     match msg {
-        Msg::Row(row) | Msg::Intent(row, _) => {
+        Msg::Row(row, Some(_)) => {
+            tracing::warn!(audit_id = %row.id, "the audit writer has stopped: this request's row waits in the spool for the next start")
+        }
+        Msg::Row(row, None) | Msg::Intent(row, _) => {
             tracing::error!(audit_id = %row.id, "the audit writer has stopped: this request's row is lost")
         }
         Msg::Forwarded(record) => {
@@ -204,7 +237,7 @@ fn lost(msg: Msg) {
 /// What one commit carries.
 #[derive(Default)]
 struct Batch {
-    rows: Vec<AuditRow>,
+    rows: Rows,
     intents: Vec<AuditRow>,
     forwarded: Vec<Forwarded>,
     intent_acks: Vec<Ack<Result<(), String>>>,
@@ -216,7 +249,7 @@ struct Batch {
 impl Batch {
     fn add(&mut self, msg: Msg) {
         match msg {
-            Msg::Row(row) => self.rows.push(row),
+            Msg::Row(row, ticket) => self.rows.push(row, ticket),
             Msg::Forwarded(record) => self.forwarded.push(record),
             Msg::Intent(row, ack) => {
                 self.intents.push(row);
@@ -240,22 +273,24 @@ impl Batch {
 }
 
 async fn run(
-    store: Box<dyn AuditStore>,
-    sink: Option<ExportSink>,
+    storage: impl std::future::Future<Output = Storage>,
     mut rx: mpsc::Receiver<Msg>,
     settings: WriterSettings,
     metrics: WriterMetrics,
 ) {
-    let mut storage = Storage::open(store, sink).await;
-    let mut retry: Vec<AuditRow> = Vec::new();
+    let mut storage = storage.await;
+    let mut retry = Rows::default();
     loop {
         let Some(batch) = next_batch(&mut rx, std::mem::take(&mut retry), settings).await else {
             return;
         };
         metrics.queue_depth.set(rx.len() as i64);
-        (storage, retry) = storage
-            .commit(batch.forwarded, batch.intents, batch.rows, batch.intent_acks, &metrics)
-            .await;
+        let commit = Commit {
+            forwarded: batch.forwarded,
+            intents: batch.intents,
+            intent_acks: batch.intent_acks,
+        };
+        (storage, retry) = storage.commit(commit, batch.rows, &metrics).await;
         for ack in batch.flushes {
             let _ = ack.send(());
         }
@@ -272,7 +307,7 @@ async fn run(
 
 /// The next batch: the rows kept for another try, or else the first message
 /// to arrive, then what [`gather`] adds. `None` once every sender is gone.
-async fn next_batch(rx: &mut mpsc::Receiver<Msg>, retry: Vec<AuditRow>, settings: WriterSettings) -> Option<Batch> {
+async fn next_batch(rx: &mut mpsc::Receiver<Msg>, retry: Rows, settings: WriterSettings) -> Option<Batch> {
     let mut batch = Batch {
         rows: retry,
         ..Batch::default()
@@ -282,114 +317,6 @@ async fn next_batch(rx: &mut mpsc::Receiver<Msg>, retry: Vec<AuditRow>, settings
     }
     gather(rx, &mut batch, settings).await;
     Some(batch)
-}
-
-/// The store and its exporter. The store's calls block, so both go to a
-/// blocking thread for each step and come back for the next.
-struct Storage {
-    store: Box<dyn AuditStore>,
-    export: Exporter,
-}
-
-impl Storage {
-    /// Start the exporter, then record as unknown the writes a crash left
-    /// without an outcome.
-    async fn open(store: Box<dyn AuditStore>, sink: Option<ExportSink>) -> Storage {
-        let storage = on_blocking_thread(move || {
-            let mut store = store;
-            let export = Exporter::start(sink, store.as_mut());
-            Storage { store, export }
-        })
-        .await;
-        let (storage, recovered) = storage.blocking(|store| store.recover().map(|c| (c.len(), c))).await;
-        match recovered {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                rows = n,
-                "audit: writes whose outcome was lost in a crash are recorded as unknown"
-            ),
-            Err(error) => tracing::error!(%error, "audit: could not recover intents left by a crash"),
-        }
-        storage
-    }
-
-    /// Commit `forwarded`, `intents` and `rows` in one transaction and
-    /// answer whoever waits on the intents. Returns the rows to try again if
-    /// it failed.
-    async fn commit(
-        self,
-        forwarded: Vec<Forwarded>,
-        intents: Vec<AuditRow>,
-        rows: Vec<AuditRow>,
-        intent_acks: Vec<Ack<Result<(), String>>>,
-        metrics: &WriterMetrics,
-    ) -> (Storage, Vec<AuditRow>) {
-        let (storage, result) = self
-            .blocking(move |store| {
-                store.forwarded(forwarded);
-                store
-                    .commit(&intents, &rows)
-                    .map(|c| (c.len(), c))
-                    .map_err(|e| (e, rows))
-            })
-            .await;
-        match result {
-            Ok(n) => {
-                metrics.rows.inc_by(n as u64);
-                intent_acks.into_iter().for_each(|ack| drop(ack.send(Ok(()))));
-                (storage, Vec::new())
-            }
-            Err((error, rows)) => {
-                metrics.failures.inc();
-                tracing::error!(%error, rows = rows.len(), "audit commit failed; rows kept for another try");
-                let message = error.to_string();
-                intent_acks
-                    .into_iter()
-                    .for_each(|ack| drop(ack.send(Err(message.clone()))));
-                (storage, keep_for_retry(rows))
-            }
-        }
-    }
-
-    /// Remove the oldest rows as retention asked, and answer it.
-    async fn sweep(self, (cutoff, max, ack): Sweep) -> Storage {
-        let (storage, swept) = self
-            .blocking(move |store| store.sweep(cutoff, max).map(|n| (n, Vec::new())))
-            .await;
-        let _ = ack.send(swept.map_err(|e| e.to_string()));
-        storage
-    }
-
-    /// Export what is left, then close the store.
-    async fn close(self) {
-        // Closed before `close` returns, so that whoever opens the
-        // database next (a restart, the benchmark's count) never races
-        // SQLite's own close of this connection.
-        on_blocking_thread(move || {
-            let Storage { mut store, mut export } = self;
-            export.catch_up(store.as_mut());
-            drop(store);
-            drop(export);
-        })
-        .await;
-    }
-
-    /// Run `f` on a blocking thread with the store, then export what it
-    /// committed. Returns the storage for the next step.
-    async fn blocking<T: Send + 'static, E: Send + 'static>(
-        self,
-        f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
-    ) -> (Storage, Result<T, E>) {
-        on_blocking_thread(move || {
-            let Storage { mut store, mut export } = self;
-            let result = f(store.as_mut()).map(|(value, committed)| {
-                export.committed(store.as_mut(), &committed);
-                value
-            });
-            (Storage { store, export }, result)
-        })
-        .await
-    }
 }
 
 /// Add to `batch` what arrives within the window (or until someone waits).
@@ -409,29 +336,6 @@ async fn gather(rx: &mut mpsc::Receiver<Msg>, batch: &mut Batch, settings: Write
             Ok(msg) => batch.add(msg),
             Err(_) => break,
         }
-    }
-}
-
-fn keep_for_retry(mut rows: Vec<AuditRow>) -> Vec<AuditRow> {
-    if rows.len() > MAX_RETRY {
-        for row in rows.drain(..rows.len() - MAX_RETRY) {
-            tracing::error!(audit_id = %row.id, "audit store unavailable for too long: row lost");
-        }
-    }
-    rows
-}
-
-async fn on_blocking_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(done) => done,
-        // The runtime was dropped without the graceful shutdown (which
-        // flushes the writer first) and took the closure before it ran;
-        // this task goes with it, as in a crash: writes were committed as
-        // intents first and are recovered at the next start.
-        Err(error) if error.is_cancelled() => std::future::pending().await,
-        // The closures do not panic on any input; if one ever did, the
-        // writer cannot go on without its store.
-        Err(error) => panic!("audit writer thread failed: {error}"),
     }
 }
 

@@ -1,6 +1,8 @@
 use super::*;
 use crate::audit::chain::Anchor;
+use crate::audit::export::ExportSink;
 use crate::audit::query::Filter;
+use crate::audit::row::ChainedRow;
 use crate::audit::sqlite::SqliteAuditStore;
 use std::sync::Mutex;
 
@@ -174,4 +176,43 @@ async fn rows_another_process_commits_reach_the_export_in_chain_order() {
     assert_eq!(ids, [&own.id, &cli.id, &own_again.id, &cli_last.id]);
     let stored = SqliteAuditStore::open(&path).unwrap().chain_page(1, 10).unwrap();
     assert_eq!(exported, stored, "the export is the chain after the writer started");
+}
+
+#[tokio::test]
+async fn a_spooled_writer_ships_what_a_crash_left_before_new_rows_and_leaves_the_spool_empty_when_closed() {
+    use crate::audit::spool::{Spool, SpoolSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let settings = SpoolSettings {
+        dir: dir.path().join("spool"),
+        max_bytes: 1 << 20,
+        segment_bytes: 1 << 20,
+    };
+    let crashed = Spool::open(&settings).unwrap();
+    let answered = row();
+    drop(crashed.append(&answered));
+    drop(crashed);
+
+    let spool = Spool::open(&settings).unwrap();
+    let store = SqliteAuditStore::open(&path).unwrap();
+    let writer = AuditWriter::spawn_spooled(
+        Box::new(store),
+        None,
+        Some(spool.clone()),
+        WriterSettings::default(),
+        WriterMetrics::default(),
+    );
+    let next = row();
+    writer.submit(next.clone());
+    writer.close().await;
+    let stored = SqliteAuditStore::open(&path).unwrap().chain_page(0, 10).unwrap();
+    let ids: Vec<&str> = stored.iter().map(|r| r.row.id.as_str()).collect();
+    assert_eq!(ids, [&answered.id, &next.id], "the crash's row first, each once");
+    assert_eq!(spool.waiting(), 0);
+    let files: Vec<_> = std::fs::read_dir(spool.slot())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".spool"))
+        .collect();
+    assert!(files.is_empty(), "the spool is empty after close: {files:?}");
 }

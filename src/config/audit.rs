@@ -4,6 +4,7 @@
 
 use super::humantime_serde;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// `[audit]`: where rows are exported and how long they are kept.
@@ -26,6 +27,18 @@ pub struct AuditConfig {
     /// the webhook's own delay fit well within it.
     #[serde(with = "humantime_serde")]
     pub bypass_grace: Duration,
+    /// Where each finished request's row is appended before its answer
+    /// completes, until the store has committed it, so that a crashed
+    /// process loses none (`<data_dir>/audit-spool` when unset). Local to
+    /// each process: with several replicas, a folder of each one's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spool_dir: Option<PathBuf>,
+    /// When the spool holds more than this many bytes of rows the store has
+    /// not committed yet (it cannot keep up, or cannot commit at all), new
+    /// requests are refused with 503 rather than forwarded unrecorded
+    /// (64 MiB, about 100,000 rows; rows waiting for their commit are held
+    /// in memory too).
+    pub spool_max_bytes: u64,
 }
 
 impl Default for AuditConfig {
@@ -36,6 +49,8 @@ impl Default for AuditConfig {
             keep: 5,
             retention: Duration::from_secs(30 * 24 * 3600),
             bypass_grace: Duration::from_secs(30),
+            spool_dir: None,
+            spool_max_bytes: 64 * 1024 * 1024,
         }
     }
 }

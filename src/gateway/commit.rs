@@ -7,17 +7,25 @@ use super::{Pipeline, Trace};
 use crate::audit::forwarded::Forwarded;
 
 impl Pipeline {
-    /// The commit stage: commit the audit intent of a write or a reveal;
-    /// any other request waits for room when the audit writer lags.
+    /// The commit stage: every request waits for room when the audit
+    /// writer lags, and is refused when its row could not be kept; then the
+    /// audit intent of a write or a reveal is committed.
     pub(super) async fn commit(
         &self,
         info: &RequestInfo,
         reveal_one: bool,
         trace: &mut Trace,
     ) -> Result<(), RequestError> {
+        // Backpressure: when the audit writer lags, new requests wait; when
+        // the rows waiting for its store fill the spool, they are refused,
+        // never forwarded unrecorded.
+        self.audit.writer().room().await.map_err(|error| {
+            tracing::debug!(%error, "the audit spool is full: request refused");
+            RequestError::AuditSpoolUnavailable {
+                cause: error.to_string(),
+            }
+        })?;
         if !(info.is_write() || reveal_one) {
-            // Backpressure: when the audit writer lags, new reads wait.
-            self.audit.writer().room().await;
             // A write's intent says it was sent; a read (a watch, an exec
             // open for hours) is recorded now, batched with the rows, so
             // the API server's event for it is never taken for a bypass.

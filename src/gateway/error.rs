@@ -58,6 +58,12 @@ pub enum RequestError {
     /// A write or a Secret reveal could not be committed to the audit, so
     /// it was not sent.
     AuditUnavailable,
+    /// A request's row could not be kept: the audit spool is past its bound
+    /// (the store does not commit) or cannot be written, so it was not sent.
+    AuditSpoolUnavailable {
+        /// Why, in the audit's words.
+        cause: String,
+    },
     /// An approved write could not be committed to the audit, so it was not
     /// sent.
     ApprovedWriteUnrecorded,
@@ -216,6 +222,9 @@ impl RequestError {
             E::AuditUnavailable => Status::unavailable(
                 "portcullis cannot record this request in its audit now, so it was not sent; try again",
             ),
+            E::AuditSpoolUnavailable { cause } => Status::unavailable(format!(
+                "portcullis cannot record this request in its audit now ({cause}), so it was not sent; try again"
+            )),
             E::ApprovedWriteUnrecorded => Status::unavailable(
                 "portcullis cannot record this write in its audit now, so it was not sent; try again",
             ),
@@ -314,7 +323,7 @@ impl RequestError {
             E::IdentityHeader { .. } => Refusal::IdentityHeader,
             E::AuditQuery(AuditReadError::NotAdmin(_)) => Refusal::NotAdmin,
             E::Unauthenticated(error) => error.into(),
-            E::AuditUnavailable => Refusal::AuditUnavailable,
+            E::AuditUnavailable | E::AuditSpoolUnavailable { .. } => Refusal::AuditUnavailable,
             E::RequestTooLarge { .. } => Refusal::BodyTooLarge,
             E::WritesNotHeld => Refusal::ApprovalsUnconfigured,
             E::PreviewTooLarge { .. } => Refusal::PreviewTooLarge,

@@ -127,7 +127,7 @@ impl Pipeline {
             .map(|c| Upstream::new(c).map(|u| (c.name.clone(), u)))
             .collect::<Result<_, _>>()?;
         let metrics = metrics::Metrics::default();
-        let audit = Audit::start(&config.audit, &store, metrics.audit_writer())?;
+        let audit = Audit::start(&config.audit, &config.data_dir, &store, metrics.audit_writer())?;
         let approvals = Arc::new(crate::approvals::Approvals::new(config, store.clone())?);
         let mut tool_limits = config.limits.clone();
         tool_limits.request_timeout = tool_limits.request_timeout.min(TOOL_REQUEST_TIMEOUT);
