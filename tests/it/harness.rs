@@ -467,6 +467,22 @@ impl Raw {
             .await
     }
 
+    /// GET with a bearer token; `None` unless the whole answer arrived (the
+    /// connection failed, or broke off before the body's end).
+    pub async fn try_get(&self, path: &str, token: &str) -> Option<RawResponse> {
+        let request = Request::get(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let (parts, body) = self.client.request(request).await.ok()?.into_parts();
+        let body = body.collect().await.ok()?.to_bytes();
+        Some(RawResponse {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    }
+
     /// Send and return the streaming response, or the error if none came.
     pub async fn try_stream(
         &self,

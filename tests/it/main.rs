@@ -11,6 +11,7 @@ mod approvals_python;
 mod approvals_secrets;
 mod approvals_web;
 mod audit;
+mod audit_crash;
 mod audit_query;
 mod ci;
 mod cli;
