@@ -2,6 +2,10 @@
 
 mod harness;
 mod support;
+/// The PostgreSQL server of the store's tests, shared with the library's
+/// unit tests.
+#[path = "../support/postgres.rs"]
+mod pg_fixture;
 
 mod apiserver_audit;
 mod apiserver_audit_certs;
@@ -24,6 +28,7 @@ mod mcp_sessions;
 mod mcp_timeouts;
 mod mcp_tools;
 mod oauth;
+mod postgres_fixture;
 mod proxy;
 mod proxy_streams;
 mod proxy_upgrades;
