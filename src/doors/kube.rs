@@ -2,8 +2,11 @@
 //! and a client's `Impersonate-*` headers are refused before the token is
 //! read, so no identity claim is ever weighed; then the pipeline, called as
 //! a `tower::Service` with what the door learnt as the request's
-//! [`Entry`].
+//! [`Entry`]. A body the pipeline leaves unread when portcullis refuses
+//! the request is read to its end, within a bound, before the refusal is
+//! sent ([`super::unread`]), so that every client reads it whole.
 
+use super::unread::{self, Lent};
 use super::Doors;
 use crate::audit::row::AuditRow;
 use crate::body::Body;
@@ -12,15 +15,45 @@ use crate::gateway::service::{Entry, PipelineService};
 use crate::gateway::Trace;
 use http::{Request, Response};
 use hyper::body::Incoming;
+use std::time::Duration;
 use tower::ServiceExt;
 
+/// How long a refused request's client is given to finish sending its body
+/// before the refusal goes anyway.
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// How much of a refused request's body is read through, in body limits:
+/// enough for a manifest a few times over the limit to be answered as a
+/// plain refusal; a larger upload is cut short (reset or closed).
+const DRAIN_LIMITS: u64 = 4;
+
 impl Doors {
-    /// A request for cluster `cluster` at Kubernetes path `path`.
+    /// A request for cluster `cluster` at Kubernetes path `path`. When
+    /// portcullis refuses it, what the client still sends of its body is
+    /// read and discarded first: up to [`DRAIN_LIMITS`] times the body
+    /// limit, for at most [`DRAIN_TIME`].
     pub(super) async fn cluster_request(
         &self,
         cluster: String,
         path: String,
-        mut request: Request<Incoming>,
+        request: Request<Incoming>,
+        audit_id: uuid::Uuid,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, RequestError> {
+        let (request, unread) = unread::lend(request);
+        let result = self.lent_request(cluster, path, request, audit_id, trace).await;
+        if result.is_err() || !trace.row.refused.is_empty() {
+            let bound = self.pipeline.limits().request_body_bytes.saturating_mul(DRAIN_LIMITS);
+            unread.drain(bound, DRAIN_TIME).await;
+        }
+        result
+    }
+
+    async fn lent_request(
+        &self,
+        cluster: String,
+        path: String,
+        mut request: Request<Lent<Incoming>>,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, RequestError> {

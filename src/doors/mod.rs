@@ -26,6 +26,7 @@ pub mod apiserver_audit;
 pub mod audit;
 mod health;
 mod kube;
+mod unread;
 pub mod oauth;
 pub mod web;
 
@@ -101,6 +102,12 @@ impl Doors {
     /// Who OAuth clients are (for the periodic sweep of unused ones).
     pub fn clients(&self) -> &Arc<crate::oauth::client::Clients> {
         &self.clients
+    }
+
+    /// Who a bearer token is (its cache is dropped when another replica
+    /// changes credentials).
+    pub fn authenticator(&self) -> &Authenticator {
+        &self.authenticator
     }
 
     /// The request path behind the doors.

@@ -164,7 +164,7 @@ async fn send(
             .await
             .map_err(|_| timeout(call.upstream, call.limits))?
     };
-    sent.map_err(|e| send_error(call.upstream, &e, call.limits.request_body_bytes))
+    sent.map_err(|e| send_error(call, &e))
 }
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.
@@ -240,10 +240,15 @@ fn timeout(upstream: &Upstream, limits: &Limits) -> RequestError {
     }
 }
 
-fn send_error(upstream: &Upstream, error: &hyper_util::client::legacy::Error, limit: u64) -> RequestError {
-    if limits::is_body_limit(error) {
+fn send_error(call: &Call<'_>, error: &hyper_util::client::legacy::Error) -> RequestError {
+    let limit = call.limits.request_body_bytes;
+    // The limit's own error does not always come back: the upstream client
+    // may report the stream it reset, or the connection it closed, instead
+    // (a 502 for a chunked body over the limit). What was read says it.
+    if limits::is_body_limit(error) || call.sent.load(std::sync::atomic::Ordering::Relaxed) > limit {
         return body_too_large(limit);
     }
+    let upstream = call.upstream;
     tracing::warn!(cluster = %upstream.name, error = %error_chain(error), "upstream request failed");
     let cluster = upstream.name.clone();
     if error.is_connect() {
