@@ -29,6 +29,7 @@ mod mcp_timeouts;
 mod mcp_tools;
 mod oauth;
 mod postgres_fixture;
+mod postgres_schema;
 mod proxy;
 mod proxy_streams;
 mod proxy_upgrades;
