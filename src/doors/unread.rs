@@ -158,7 +158,9 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Lent<B> {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.as_ref().map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }
 
@@ -186,7 +188,10 @@ mod tests {
     type Chunks = StreamBody<futures_util::stream::BoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
 
     /// A body whose chunks the test sends, as a client uploading.
-    fn uploading() -> (tokio::sync::mpsc::Sender<Result<Frame<Bytes>, Infallible>>, Request<Chunks>) {
+    fn uploading() -> (
+        tokio::sync::mpsc::Sender<Result<Frame<Bytes>, Infallible>>,
+        Request<Chunks>,
+    ) {
         let (send, receive) = tokio::sync::mpsc::channel(4);
         let stream = futures_util::stream::unfold(receive, |mut receive| async move {
             receive.recv().await.map(|chunk| (chunk, receive))
@@ -229,7 +234,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_announced_over_the_bound_is_not_read_at_all() {
-        let request = Request::post("/").body(Full::new(Bytes::from(vec![b'x'; 100]))).unwrap();
+        let request = Request::post("/")
+            .body(Full::new(Bytes::from(vec![b'x'; 100])))
+            .unwrap();
         let (request, unread) = lend(request);
         drop(request);
         assert_eq!(unread.drain(99, TIME).await, Drained::TooLarge);
@@ -246,7 +253,9 @@ mod tests {
     #[tokio::test]
     async fn a_client_waiting_for_100_continue_is_answered_at_once() {
         let (_client, mut request) = uploading();
-        request.headers_mut().insert(header::EXPECT, "100-Continue".parse().unwrap());
+        request
+            .headers_mut()
+            .insert(header::EXPECT, "100-Continue".parse().unwrap());
         let (request, unread) = lend(request);
         drop(request);
         assert_eq!(unread.drain(1000, TIME).await, Drained::NotSent);

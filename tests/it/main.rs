@@ -17,6 +17,7 @@ mod approvals_web;
 mod audit;
 mod audit_crash;
 mod audit_query;
+mod body_limit_h2;
 mod ci;
 mod cli;
 mod demo;
