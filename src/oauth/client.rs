@@ -461,12 +461,10 @@ mod tests {
         let busy = clients.store().register_oauth_client("busy", &uris).unwrap();
         assert_eq!(clients.sweep_unused().unwrap(), 0, "both were used within 30 days");
         let ago = Utc::now() - chrono::TimeDelta::days(31);
-        let conn = rusqlite::Connection::open(dir.path().join("p.db")).unwrap();
-        conn.execute(
-            "UPDATE oauth_clients SET last_used_at = ?1 WHERE client_id = ?2",
-            rusqlite::params![ago, idle.client_id],
-        )
-        .unwrap();
+        clients
+            .store()
+            .set_oauth_client_last_used(&idle.client_id, ago)
+            .unwrap();
         assert_eq!(clients.sweep_unused().unwrap(), 1);
         assert_eq!(clients.store().find_oauth_client(&idle.client_id).unwrap(), None);
         assert!(clients.store().find_oauth_client(&busy.client_id).unwrap().is_some());

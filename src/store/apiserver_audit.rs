@@ -5,9 +5,9 @@
 //!
 //! Only what the join needs is here: never a request or response body.
 
+use super::sql::{params, Db, OptionalExt, Row, SqlError};
 use super::{Store, StoreError};
 use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::{params, OptionalExtension, Row};
 use serde::Serialize;
 
 /// One stage of one request, as the API server audited it.
@@ -84,7 +84,8 @@ fn kube_user(kind: &str, login: &str) -> String {
     }
 }
 
-const COLUMNS: &str = "audit_id, stage, cluster, verb, request_uri, user, impersonated_user, impersonated_groups, \
+/// `"user"` quoted: unquoted, PostgreSQL reads it as the current role.
+const COLUMNS: &str = "audit_id, stage, cluster, verb, request_uri, \"user\", impersonated_user, impersonated_groups, \
      source_ips, user_agent, code, decision, reason, received_at, stage_at";
 
 /// Fixed-width text, so that text order is time order (as the audit's).
@@ -92,20 +93,19 @@ fn text(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-fn time(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {
+fn time(r: &Row, index: usize) -> Result<DateTime<Utc>, SqlError> {
     let value: String = r.get(index)?;
     DateTime::parse_from_rfc3339(&value)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+        .map_err(|e| SqlError::decode(index, e))
 }
 
-fn list(r: &Row, index: usize) -> rusqlite::Result<Vec<String>> {
+fn list(r: &Row, index: usize) -> Result<Vec<String>, SqlError> {
     let value: String = r.get(index)?;
-    serde_json::from_str(&value)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+    serde_json::from_str(&value).map_err(|e| SqlError::decode(index, e))
 }
 
-fn event(r: &Row) -> rusqlite::Result<ApiserverEvent> {
+fn event(r: &Row) -> Result<ApiserverEvent, SqlError> {
     Ok(ApiserverEvent {
         audit_id: r.get(0)?,
         stage: r.get(1)?,
@@ -125,22 +125,45 @@ fn event(r: &Row) -> rusqlite::Result<ApiserverEvent> {
     })
 }
 
+/// The user a write's intent impersonates (its row's JSON names the person
+/// or bot), if `audit_id` has an intent: read here rather than in SQL, whose
+/// JSON functions differ between SQLite and PostgreSQL.
+fn intent_principal(c: &dyn Db, audit_id: &str) -> Result<Option<String>, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        #[serde(default)]
+        principal_kind: String,
+        #[serde(default)]
+        login: String,
+    }
+    let intent: Option<String> = c
+        .query_row(
+            "SELECT \"row\" FROM audit_intents WHERE id = ?1",
+            params![audit_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(intent) = intent else { return Ok(None) };
+    let named: Named = serde_json::from_str(&intent).map_err(|e| SqlError::decode(0, e))?;
+    Ok(Some(kube_user(&named.principal_kind, &named.login)))
+}
+
 impl Store {
     /// Keep `events` in one transaction (all or none), each stage of a
     /// request once: one already kept is skipped. Returns how many were new.
     pub fn store_apiserver_events(&self, events: &[ApiserverEvent]) -> Result<usize, StoreError> {
         let arrived = text(&Utc::now());
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        let insert = format!(
+            "INSERT INTO apiserver_audit ({COLUMNS}, arrived_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO NOTHING"
+        );
+        let json = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
+        self.write(|tx| {
             let mut added = 0;
-            {
-                let mut insert = tx.prepare_cached(&format!(
-                    "INSERT OR IGNORE INTO apiserver_audit ({COLUMNS}, arrived_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
-                ))?;
-                for e in events {
-                    let json = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
-                    added += insert.execute(params![
+            for e in events {
+                added += tx.execute(
+                    &insert,
+                    params![
                         e.audit_id,
                         e.stage,
                         e.cluster,
@@ -157,22 +180,21 @@ impl Store {
                         text(&e.received_at),
                         text(&e.stage_at),
                         arrived,
-                    ])?;
-                }
+                    ],
+                )?;
             }
-            tx.commit()?;
             Ok(added)
         })
     }
 
     /// Every stage kept of request `audit_id`, in the order they happened.
     pub fn apiserver_events(&self, audit_id: &str) -> Result<Vec<ApiserverEvent>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM apiserver_audit WHERE audit_id = ?1 ORDER BY stage_at, stage"
-            ))?;
-            let rows = stmt.query_map(params![audit_id], event)?;
-            Ok(rows.collect::<Result<_, _>>()?)
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!("SELECT {COLUMNS} FROM apiserver_audit WHERE audit_id = ?1 ORDER BY stage_at, stage"),
+                params![audit_id],
+                event,
+            )?)
         })
     }
 
@@ -183,19 +205,21 @@ impl Store {
         before: DateTime<Utc>,
         limit: usize,
     ) -> Result<Vec<ApiserverEvent>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM apiserver_audit WHERE checked = '' AND arrived_at < ?1 \
-                 ORDER BY arrived_at LIMIT ?2"
-            ))?;
-            let rows = stmt.query_map(params![text(&before), limit as i64], event)?;
-            Ok(rows.collect::<Result<_, _>>()?)
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM apiserver_audit WHERE checked = '' AND arrived_at < ?1 \
+                     ORDER BY arrived_at LIMIT ?2"
+                ),
+                params![text(&before), limit as i64],
+                event,
+            )?)
         })
     }
 
     /// What was decided about `audit_id` before, if anything.
     pub fn apiserver_audit_checked(&self, audit_id: &str) -> Result<Option<Checked>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let found: Option<String> = c
                 .query_row(
                     "SELECT checked FROM apiserver_audit WHERE audit_id = ?1 AND checked <> '' \
@@ -210,7 +234,7 @@ impl Store {
 
     /// Note what was decided about every stage of `audit_id` kept so far.
     pub fn mark_apiserver_audit(&self, audit_id: &str, checked: Checked) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "UPDATE apiserver_audit SET checked = ?2 WHERE audit_id = ?1 AND checked = ''",
                 params![audit_id, checked.as_str()],
@@ -224,23 +248,19 @@ impl Store {
     /// forwarded record (portcullis's own requests impersonate nobody; a
     /// client's stream still open has no row yet to say whom).
     pub fn portcullis_sent_as(&self, audit_id: &str) -> Result<Sent, StoreError> {
-        self.sqlite(|c| {
-            let named: Option<(String, String)> = c
+        self.with(|c| {
+            let row: Option<(String, String)> = c
                 .query_row(
-                    "SELECT principal_kind, login FROM audit WHERE id = ?1 AND kind = '' \
-                     UNION ALL SELECT json_extract(row, '$.principal_kind'), json_extract(row, '$.login') \
-                     FROM audit_intents WHERE id = ?1 LIMIT 1",
+                    "SELECT principal_kind, login FROM audit WHERE id = ?1 AND kind = '' LIMIT 1",
                     params![audit_id],
-                    |r| {
-                        Ok((
-                            r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                            r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                        ))
-                    },
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            if let Some((kind, login)) = named {
+            if let Some((kind, login)) = row {
                 return Ok(Sent::As(kube_user(&kind, &login)));
+            }
+            if let Some(intent) = intent_principal(c, audit_id)? {
+                return Ok(Sent::As(intent));
             }
             let record: Option<String> = c
                 .query_row(
@@ -260,9 +280,9 @@ impl Store {
     /// Record that request `id` (of `kind`: `request` or `system`) left for
     /// `cluster` at `at`.
     pub fn record_forwarded(&self, id: &str, cluster: &str, kind: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
-                "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO audit_forwarded (id, cluster, kind, at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
                 params![id, cluster, kind, text(&at)],
             )?;
             Ok(())
@@ -273,7 +293,7 @@ impl Store {
     /// (the audit's retention); returns how many went.
     pub fn sweep_apiserver_audit(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
         let cutoff = text(&cutoff);
-        self.sqlite(|c| {
+        self.with(|c| {
             let records = c.execute("DELETE FROM audit_forwarded WHERE at < ?1", params![cutoff])?;
             let events = c.execute(
                 "DELETE FROM apiserver_audit WHERE checked <> '' AND arrived_at < ?1",
@@ -305,14 +325,17 @@ pub struct Coverage {
     pub missing_own: u64,
 }
 
-const APISERVER_SIDE: &str = "SELECT COUNT(*), COALESCE(SUM(state = 'matched'), 0), \
-     COALESCE(SUM(state = 'alert'), 0), COALESCE(SUM(state = ''), 0) FROM ( \
-     SELECT CASE WHEN SUM(checked = 'alert') > 0 THEN 'alert' WHEN SUM(checked = 'matched') > 0 THEN 'matched' \
-     ELSE '' END AS state FROM apiserver_audit WHERE cluster = ?1 AND arrived_at >= ?2 GROUP BY audit_id)";
+/// Each request's state is its stages' worst ('alert' over 'matched' over
+/// unchecked); counted with `COUNT(CASE …)`, an integer on both databases.
+const APISERVER_SIDE: &str = "SELECT COUNT(*), COUNT(CASE WHEN state = 'matched' THEN 1 END), \
+     COUNT(CASE WHEN state = 'alert' THEN 1 END), COUNT(CASE WHEN state = '' THEN 1 END) FROM ( \
+     SELECT CASE WHEN COUNT(CASE WHEN checked = 'alert' THEN 1 END) > 0 THEN 'alert' \
+     WHEN COUNT(CASE WHEN checked = 'matched' THEN 1 END) > 0 THEN 'matched' \
+     ELSE '' END AS state FROM apiserver_audit WHERE cluster = ?1 AND arrived_at >= ?2 GROUP BY audit_id) AS requests";
 
 const PORTCULLIS_SIDE: &str = "WITH sent (id, own) AS ( \
      SELECT id, kind = 'system' FROM audit_forwarded WHERE cluster = ?1 AND at >= ?2 AND at < ?3 \
-     UNION SELECT id, 0 FROM audit WHERE cluster = ?1 AND kind = '' AND is_write = 1 AND refused = '' \
+     UNION SELECT id, FALSE FROM audit WHERE cluster = ?1 AND kind = '' AND is_write AND refused = '' \
      AND started_at >= ?2 AND started_at < ?3), \
      lost (own) AS (SELECT own FROM sent WHERE NOT EXISTS \
      (SELECT 1 FROM apiserver_audit a WHERE a.audit_id = sent.id)) \
@@ -330,7 +353,7 @@ impl Store {
         settled: DateTime<Utc>,
     ) -> Result<Coverage, StoreError> {
         let count = |r: &Row, i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
-        self.sqlite(|c| {
+        self.with(|c| {
             let mut coverage = c.query_row(APISERVER_SIDE, params![cluster, text(&since)], |r| {
                 Ok(Coverage {
                     apiserver_requests: count(r, 0)?,
@@ -351,87 +374,5 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn event(id: &str, stage: &str) -> ApiserverEvent {
-        ApiserverEvent {
-            audit_id: id.into(),
-            stage: stage.into(),
-            cluster: "prod".into(),
-            source_ips: vec!["10.0.0.1".into()],
-            received_at: Utc::now(),
-            stage_at: Utc::now(),
-            ..ApiserverEvent::default()
-        }
-    }
-
-    #[test]
-    fn a_stage_delivered_twice_is_kept_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
-        let batch = [event("a", "RequestReceived"), event("a", "ResponseComplete")];
-        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 2);
-        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 0, "the same batch again");
-        let kept = store.apiserver_events("a").unwrap();
-        assert_eq!(kept.len(), 2);
-        assert_eq!(kept[0].source_ips, ["10.0.0.1"]);
-    }
-
-    #[test]
-    fn a_forwarded_record_is_what_portcullis_sent() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
-        assert_eq!(store.portcullis_sent_as("b").unwrap(), Sent::No);
-        store.record_forwarded("b", "prod", "system", Utc::now()).unwrap();
-        assert_eq!(store.portcullis_sent_as("b").unwrap(), Sent::As(String::new()));
-        store.record_forwarded("c", "prod", "request", Utc::now()).unwrap();
-        assert_eq!(store.portcullis_sent_as("c").unwrap(), Sent::Unknown);
-        let intent = r#"{"id":"c","principal_kind":"bot","login":"deployer"}"#;
-        store
-            .sqlite(|c| Ok(c.execute("INSERT INTO audit_intents (id, row) VALUES ('c', ?1)", params![intent])?))
-            .unwrap();
-        assert_eq!(store.portcullis_sent_as("c").unwrap(), Sent::As("bot:deployer".into()));
-        store.store_apiserver_events(&[event("b", "ResponseComplete")]).unwrap();
-        assert_eq!(store.apiserver_audit_checked("b").unwrap(), None);
-        store.mark_apiserver_audit("b", Checked::Matched).unwrap();
-        assert_eq!(store.apiserver_audit_checked("b").unwrap(), Some(Checked::Matched));
-        let later = Utc::now() + chrono::TimeDelta::seconds(1);
-        assert!(store.unchecked_apiserver_events(later, 10).unwrap().is_empty());
-        assert_eq!(store.sweep_apiserver_audit(later).unwrap(), 3);
-    }
-
-    #[test]
-    fn coverage_counts_each_side_and_what_the_other_lacks() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
-        let before = Utc::now() - chrono::TimeDelta::seconds(10);
-        for (id, kind) in [("both", "request"), ("lost", "request"), ("own", "system")] {
-            store.record_forwarded(id, "prod", kind, before).unwrap();
-        }
-        store.record_forwarded("elsewhere", "test", "request", before).unwrap();
-        let batch = [
-            event("both", "RequestReceived"),
-            event("both", "ResponseComplete"),
-            event("leaked", "ResponseComplete"),
-            event("new", "ResponseComplete"),
-        ];
-        store.store_apiserver_events(&batch).unwrap();
-        store.mark_apiserver_audit("both", Checked::Matched).unwrap();
-        store.mark_apiserver_audit("leaked", Checked::Alert).unwrap();
-        let since = before - chrono::TimeDelta::seconds(1);
-        let coverage = store.apiserver_coverage("prod", since, Utc::now()).unwrap();
-        let expected = Coverage {
-            apiserver_requests: 3,
-            matched: 1,
-            alerts: 1,
-            unchecked: 1,
-            portcullis_requests: 3,
-            missing: 2,
-            missing_own: 1,
-        };
-        assert_eq!(coverage, expected);
-        let within_grace = store.apiserver_coverage("prod", since, before).unwrap();
-        assert_eq!((within_grace.portcullis_requests, within_grace.missing), (0, 0));
-    }
-}
+#[path = "apiserver_audit_tests.rs"]
+mod tests;

@@ -4,9 +4,9 @@
 //! only as its SHA-256, given by the caller; each is taken once,
 //! atomically; expired ones are swept whenever new ones are given.
 
+use super::sql::{params, OptionalExt};
 use super::{Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, OptionalExtension};
 
 /// A loopback code's login, waiting for its exchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +70,7 @@ type DeviceRow = (
 impl Store {
     /// Keep a loopback code (by its SHA-256), sweeping expired ones.
     pub fn give_cli_code(&self, code_sha256: &str, code: &CliCode) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "DELETE FROM cli_login_codes WHERE expires_at <= ?1",
                 params![Utc::now()],
@@ -94,7 +94,7 @@ impl Store {
     /// Take a loopback code: it is gone whatever is found, so it is used
     /// once; `None` when unknown, used or expired at `now`.
     pub fn take_cli_code(&self, code_sha256: &str, now: DateTime<Utc>) -> Result<Option<CliCode>, StoreError> {
-        let taken = self.sqlite(|c| {
+        let taken = self.with(|c| {
             Ok(c.query_row(
                 "DELETE FROM cli_login_codes WHERE code_sha256 = ?1 \
                  RETURNING login, session_sha256, challenge, redirect_uri, expires_at",
@@ -125,11 +125,11 @@ impl Store {
         interval: i64,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute("DELETE FROM device_codes WHERE expires_at <= ?1", params![now])?;
             let added = c.execute(
-                "INSERT OR IGNORE INTO device_codes (device_sha256, user_sha256, expires_at, interval_seconds) \
-                 VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO device_codes (device_sha256, user_sha256, expires_at, interval_seconds) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
                 params![device_sha256, user_sha256, expires_at, interval],
             )?;
             Ok(added == 1)
@@ -148,7 +148,7 @@ impl Store {
             DeviceDecision::Allowed { login, session } => ("allowed", Some(login), Some(session)),
             DeviceDecision::Denied => ("denied", None, None),
         };
-        self.sqlite(|c| {
+        self.with(|c| {
             let decided = c.execute(
                 "UPDATE device_codes SET decision = ?2, login = ?3, session_sha256 = ?4 \
                  WHERE user_sha256 = ?1 AND decision IS NULL AND expires_at > ?5",
@@ -163,8 +163,7 @@ impl Store {
     /// sooner than its interval after the last poll slows down, its
     /// interval growing by five seconds.
     pub fn poll_device_code(&self, device_sha256: &str, now: DateTime<Utc>) -> Result<DevicePoll, StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        self.write(|tx| {
             let found: Option<DeviceRow> = tx
                 .query_row(
                     "SELECT expires_at, interval_seconds, last_poll, decision, login, session_sha256 \
@@ -190,14 +189,15 @@ impl Store {
                     "UPDATE device_codes SET last_poll = ?2, interval_seconds = ?3 WHERE device_sha256 = ?1",
                     params![device_sha256, now, grown],
                 )?;
-            } else {
-                tx.execute(
-                    "DELETE FROM device_codes WHERE device_sha256 = ?1",
-                    params![device_sha256],
-                )?;
+                return Ok(poll);
             }
-            tx.commit()?;
-            Ok(poll)
+            // Used as answered: only the poll whose delete took the row gets
+            // the decision, so it is handed out once.
+            let gone = tx.execute(
+                "DELETE FROM device_codes WHERE device_sha256 = ?1",
+                params![device_sha256],
+            )?;
+            Ok(if gone == 1 { poll } else { DevicePoll::Unknown })
         })
     }
 }
@@ -205,67 +205,121 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
+    use chrono::SubsecRound;
 
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("p.db")).unwrap();
-        (dir, store)
+    /// Another handle on the same rows: a second connection to the SQLite
+    /// file; on PostgreSQL, every statement takes a connection of the pool.
+    fn other_handle(store: &Store) -> Store {
+        match store.sqlite_path() {
+            Some(path) => Store::open(path).unwrap(),
+            None => store.clone(),
+        }
     }
 
     #[test]
     fn a_loopback_code_is_taken_once_by_any_handle_on_the_store() {
-        let (dir, store) = store();
-        let other = Store::open(&dir.path().join("p.db")).unwrap();
-        let now = Utc::now();
-        let code = CliCode {
-            login: "ana".into(),
-            session: "s".into(),
-            challenge: "c".into(),
-            redirect_uri: "http://127.0.0.1:1/".into(),
-            expires_at: now + TimeDelta::minutes(2),
-        };
-        store.give_cli_code("h", &code).unwrap();
-        assert_eq!(other.take_cli_code("h", now).unwrap(), Some(code));
-        assert_eq!(store.take_cli_code("h", now).unwrap(), None);
+        for store in testing::both() {
+            let b = store.backend;
+            let other = other_handle(&store);
+            // Whole microseconds, as PostgreSQL keeps them.
+            let now = Utc::now().trunc_subsecs(6);
+            let code = CliCode {
+                login: "ana".into(),
+                session: "s".into(),
+                challenge: "c".into(),
+                redirect_uri: "http://127.0.0.1:1/".into(),
+                expires_at: now + TimeDelta::minutes(2),
+            };
+            store.give_cli_code("h", &code).unwrap();
+            assert_eq!(other.take_cli_code("h", now).unwrap(), Some(code.clone()), "{b}");
+            assert_eq!(store.take_cli_code("h", now).unwrap(), None, "{b}");
+            store.give_cli_code("late", &code).unwrap();
+            let after = code.expires_at + TimeDelta::seconds(1);
+            assert_eq!(store.take_cli_code("late", after).unwrap(), None, "{b}: expired");
+        }
     }
 
     #[test]
     fn expired_codes_are_swept_when_new_ones_are_given() {
-        let (_dir, store) = store();
-        let now = Utc::now();
-        let old = now - TimeDelta::seconds(1);
-        store.give_device_code("d1", "u1", old, 3, now).unwrap();
-        assert!(
-            store
-                .give_device_code("d2", "u1", now + TimeDelta::minutes(10), 3, now)
-                .unwrap(),
-            "the expired device's user code is free again"
-        );
-        assert!(!store
-            .give_device_code("d3", "u1", now + TimeDelta::minutes(10), 3, now)
-            .unwrap());
-        let count: i64 = store
-            .sqlite(|c| Ok(c.query_row("SELECT COUNT(*) FROM device_codes", [], |r| r.get(0))?))
-            .unwrap();
-        assert_eq!(count, 1);
+        for store in testing::both() {
+            let b = store.backend;
+            let now = Utc::now();
+            let old = now - TimeDelta::seconds(1);
+            store.give_device_code("d1", "u1", old, 3, now).unwrap();
+            assert!(
+                store
+                    .give_device_code("d2", "u1", now + TimeDelta::minutes(10), 3, now)
+                    .unwrap(),
+                "{b}: the expired device's user code is free again"
+            );
+            assert!(
+                !store
+                    .give_device_code("d3", "u1", now + TimeDelta::minutes(10), 3, now)
+                    .unwrap(),
+                "{b}"
+            );
+            let count: i64 = store
+                .with(|c| Ok(c.query_row("SELECT COUNT(*) FROM device_codes", params![], |r| r.get(0))?))
+                .unwrap();
+            assert_eq!(count, 1, "{b}");
+        }
     }
 
     #[test]
     fn a_device_polled_early_slows_down_and_its_interval_grows() {
-        let (_dir, store) = store();
-        let now = Utc::now();
-        store
-            .give_device_code("d", "u", now + TimeDelta::minutes(10), 3, now)
-            .unwrap();
-        assert_eq!(store.poll_device_code("d", now).unwrap(), DevicePoll::Pending);
-        let at = |s| now + TimeDelta::seconds(s);
-        assert_eq!(store.poll_device_code("d", at(4)).unwrap(), DevicePoll::Pending);
-        assert_eq!(store.poll_device_code("d", at(5)).unwrap(), DevicePoll::SlowDown);
-        assert_eq!(
-            store.poll_device_code("d", at(12)).unwrap(),
-            DevicePoll::SlowDown,
-            "the interval is 8 s now"
-        );
-        assert_eq!(store.poll_device_code("d", at(40)).unwrap(), DevicePoll::Pending);
+        for store in testing::both() {
+            let b = store.backend;
+            let now = Utc::now();
+            store
+                .give_device_code("d", "u", now + TimeDelta::minutes(10), 3, now)
+                .unwrap();
+            assert_eq!(store.poll_device_code("d", now).unwrap(), DevicePoll::Pending, "{b}");
+            let at = |s| now + TimeDelta::seconds(s);
+            assert_eq!(store.poll_device_code("d", at(4)).unwrap(), DevicePoll::Pending, "{b}");
+            assert_eq!(store.poll_device_code("d", at(5)).unwrap(), DevicePoll::SlowDown, "{b}");
+            assert_eq!(
+                store.poll_device_code("d", at(12)).unwrap(),
+                DevicePoll::SlowDown,
+                "{b}: the interval is 8 s now"
+            );
+            assert_eq!(store.poll_device_code("d", at(40)).unwrap(), DevicePoll::Pending, "{b}");
+        }
+    }
+
+    #[test]
+    fn a_decided_device_code_is_answered_once_even_to_concurrent_polls() {
+        for store in testing::both() {
+            let b = store.backend;
+            let now = Utc::now();
+            store
+                .give_device_code("d", "u", now + TimeDelta::minutes(10), 3, now)
+                .unwrap();
+            let allowed = DeviceDecision::Allowed {
+                login: "ana".into(),
+                session: "s".into(),
+            };
+            assert!(store.decide_device_code("u", &allowed, now).unwrap(), "{b}");
+            assert!(
+                !store.decide_device_code("u", &DeviceDecision::Denied, now).unwrap(),
+                "{b}: decided once"
+            );
+            let polls: Vec<DevicePoll> = std::thread::scope(|scope| {
+                let pollers: Vec<_> = (0..4)
+                    .map(|_| scope.spawn(|| store.poll_device_code("d", now).unwrap()))
+                    .collect();
+                pollers.into_iter().map(|poller| poller.join().unwrap()).collect()
+            });
+            let granted = DevicePoll::Allowed {
+                login: "ana".into(),
+                session: "s".into(),
+            };
+            assert_eq!(polls.iter().filter(|p| **p == granted).count(), 1, "{b}: {polls:?}");
+            assert_eq!(
+                polls.iter().filter(|p| **p == DevicePoll::Unknown).count(),
+                3,
+                "{b}: {polls:?}"
+            );
+        }
     }
 }

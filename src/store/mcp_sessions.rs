@@ -2,16 +2,16 @@
 //! the SHA-256 of their id only. The state is opaque JSON here: what it
 //! means is the MCP layer's business.
 
+use super::sql::{params, OptionalExt};
 use super::{Store, StoreError};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension};
 
 impl Store {
     /// Keep a session's state under the SHA-256 of its id (replacing what was
     /// there), as used now.
     pub fn save_mcp_session(&self, id_sha256: &str, state: &str) -> Result<(), StoreError> {
         let now = Utc::now();
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "INSERT INTO mcp_sessions (id_sha256, state, created_at, last_used_at) VALUES (?1, ?2, ?3, ?3) \
                  ON CONFLICT (id_sha256) DO UPDATE SET state = excluded.state, last_used_at = excluded.last_used_at",
@@ -24,7 +24,7 @@ impl Store {
     /// The state of the session whose id hashes to `id_sha256`, if it was
     /// used after `used_after`; it counts as used now.
     pub fn mcp_session(&self, id_sha256: &str, used_after: DateTime<Utc>) -> Result<Option<String>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 "UPDATE mcp_sessions SET last_used_at = ?3 WHERE id_sha256 = ?1 AND last_used_at > ?2 RETURNING state",
                 params![id_sha256, used_after, Utc::now()],
@@ -36,7 +36,7 @@ impl Store {
 
     /// Forget a session (the client ended it).
     pub fn delete_mcp_session(&self, id_sha256: &str) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute("DELETE FROM mcp_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
             Ok(())
         })
@@ -45,9 +45,9 @@ impl Store {
     /// Note that agent `agent_id` began the session whose id hashes to
     /// `id_sha256` (the first to say so keeps it).
     pub fn own_mcp_session(&self, id_sha256: &str, agent_id: &str) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
-                "INSERT OR IGNORE INTO mcp_session_owners (id_sha256, agent_id, created_at) VALUES (?1, ?2, ?3)",
+                "INSERT INTO mcp_session_owners (id_sha256, agent_id, created_at) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                 params![id_sha256, agent_id, Utc::now()],
             )?;
             Ok(())
@@ -56,7 +56,7 @@ impl Store {
 
     /// The agent that began the session whose id hashes to `id_sha256`.
     pub fn mcp_session_owner(&self, id_sha256: &str) -> Result<Option<String>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 "SELECT agent_id FROM mcp_session_owners WHERE id_sha256 = ?1",
                 params![id_sha256],
@@ -69,7 +69,8 @@ impl Store {
     /// Forget every session last used at or before `older_than`; returns how
     /// many.
     pub fn sweep_mcp_sessions(&self, older_than: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.sqlite(|c| {
+        // One transaction: a session used between the two deletes keeps its owner.
+        self.write(|c| {
             c.execute(
                 "DELETE FROM mcp_session_owners WHERE id_sha256 IN \
                  (SELECT id_sha256 FROM mcp_sessions WHERE last_used_at <= ?1)",
@@ -83,47 +84,88 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
     use chrono::TimeDelta;
 
     #[test]
     fn a_session_is_found_until_it_is_deleted_or_unused_for_too_long() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
-        let day_ago = Utc::now() - TimeDelta::days(1);
-        store.save_mcp_session("a", r#"{"v":1}"#).unwrap();
-        store.save_mcp_session("a", r#"{"v":2}"#).unwrap();
-        store.save_mcp_session("b", "{}").unwrap();
-        assert_eq!(store.mcp_session("a", day_ago).unwrap().as_deref(), Some(r#"{"v":2}"#));
-        assert_eq!(store.mcp_session("never", day_ago).unwrap(), None);
-        store.delete_mcp_session("a").unwrap();
-        assert_eq!(
-            store.mcp_session("a", day_ago).unwrap(),
-            None,
-            "a deleted session is gone"
-        );
-        let later = Utc::now() + TimeDelta::seconds(1);
-        assert_eq!(
-            store.mcp_session("b", later).unwrap(),
-            None,
-            "a session unused since the cutoff is not found"
-        );
-        assert_eq!(store.sweep_mcp_sessions(day_ago).unwrap(), 0, "a recent session stays");
-        assert_eq!(store.sweep_mcp_sessions(later).unwrap(), 1);
-        assert_eq!(store.mcp_session("b", day_ago).unwrap(), None);
+        for store in testing::both() {
+            let b = store.backend;
+            let day_ago = Utc::now() - TimeDelta::days(1);
+            store.save_mcp_session("a", r#"{"v":1}"#).unwrap();
+            store.save_mcp_session("a", r#"{"v":2}"#).unwrap();
+            store.save_mcp_session("b", "{}").unwrap();
+            assert_eq!(
+                store.mcp_session("a", day_ago).unwrap().as_deref(),
+                Some(r#"{"v":2}"#),
+                "{b}"
+            );
+            assert_eq!(store.mcp_session("never", day_ago).unwrap(), None, "{b}");
+            store.delete_mcp_session("a").unwrap();
+            assert_eq!(
+                store.mcp_session("a", day_ago).unwrap(),
+                None,
+                "{b}: a deleted session is gone"
+            );
+            let later = Utc::now() + TimeDelta::seconds(1);
+            assert_eq!(
+                store.mcp_session("b", later).unwrap(),
+                None,
+                "{b}: a session unused since the cutoff is not found"
+            );
+            assert_eq!(
+                store.sweep_mcp_sessions(day_ago).unwrap(),
+                0,
+                "{b}: a recent session stays"
+            );
+            assert_eq!(store.sweep_mcp_sessions(later).unwrap(), 1, "{b}");
+            assert_eq!(store.mcp_session("b", day_ago).unwrap(), None, "{b}");
+        }
     }
 
     #[test]
     fn loading_a_session_counts_as_using_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
-        store.save_mcp_session("a", "{}").unwrap();
-        store.save_mcp_session("b", "{}").unwrap();
-        let between = Utc::now();
-        while Utc::now() <= between {
-            std::hint::spin_loop();
+        for store in testing::both() {
+            let b = store.backend;
+            // PostgreSQL keeps microseconds: each use is a few apart from `between`.
+            let pause = || {
+                let start = Utc::now();
+                while Utc::now() < start + TimeDelta::microseconds(3) {
+                    std::hint::spin_loop();
+                }
+            };
+            store.save_mcp_session("a", "{}").unwrap();
+            store.save_mcp_session("b", "{}").unwrap();
+            pause();
+            let between = Utc::now();
+            pause();
+            assert!(
+                store.mcp_session("a", between - TimeDelta::days(1)).unwrap().is_some(),
+                "{b}"
+            );
+            assert_eq!(
+                store.sweep_mcp_sessions(between).unwrap(),
+                1,
+                "{b}: only b was unused since"
+            );
+            assert!(store.mcp_session("a", between).unwrap().is_some(), "{b}");
         }
-        assert!(store.mcp_session("a", between - TimeDelta::days(1)).unwrap().is_some());
-        assert_eq!(store.sweep_mcp_sessions(between).unwrap(), 1, "only b was unused since");
-        assert!(store.mcp_session("a", between).unwrap().is_some());
+    }
+
+    #[test]
+    fn the_first_agent_to_own_a_session_keeps_it_until_the_session_is_swept() {
+        for store in testing::both() {
+            let b = store.backend;
+            store.save_mcp_session("a", "{}").unwrap();
+            store.own_mcp_session("a", "agent-1").unwrap();
+            store.own_mcp_session("a", "agent-2").unwrap();
+            assert_eq!(store.mcp_session_owner("a").unwrap().as_deref(), Some("agent-1"), "{b}");
+            store.sweep_mcp_sessions(Utc::now() + TimeDelta::seconds(1)).unwrap();
+            assert_eq!(
+                store.mcp_session_owner("a").unwrap(),
+                None,
+                "{b}: swept with its session"
+            );
+        }
     }
 }

@@ -4,10 +4,10 @@
 //! as their SHA-256; each is taken once, atomically, so a second use is
 //! seen as a reuse.
 
+use super::sql::{params, Db, OptionalExt, Params};
 use super::{Store, StoreError};
 use crate::identity::{Agent, Principal, PrincipalKind};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 
 /// What a person's consent hands to an agent session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,12 +78,7 @@ impl Store {
     /// and at the consent's end at the latest). Returns the agent and the
     /// clusters whose bindings changed.
     pub fn add_agent_session(&self, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
-            let made = insert_session(&tx, plan)?;
-            tx.commit()?;
-            Ok(made)
-        })
+        self.write(|tx| insert_session(tx, plan))
     }
 
     /// Exchange a code in one write transaction: unknown or expired, or
@@ -98,31 +93,41 @@ impl Store {
         now: DateTime<Utc>,
         check: impl FnOnce(&str) -> Result<SessionPlan, E>,
     ) -> Result<Taken<Result<MadeSession, E>>, StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
-            let found: Option<CodeRow> = tx
-                .query_row(
-                    "SELECT consent, expires_at, used_at, agent_id FROM oauth_codes WHERE code_sha256 = ?1",
-                    params![code_sha256],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-                )
-                .optional()?;
-            let consent = match found {
-                None => return Ok(Taken::Unknown),
-                Some((_, _, Some(_), agent)) => return Ok(Taken::Reused(agent)),
-                Some((_, expires, None, _)) if expires <= now => return Ok(Taken::Unknown),
-                Some((consent, ..)) => consent,
-            };
-            let plan = match check(&consent) {
-                Ok(plan) => plan,
-                Err(refused) => return Ok(Taken::Fresh(Err(refused))),
-            };
-            let (agent, clusters) = insert_session(&tx, &plan)?;
-            tx.execute(
-                "UPDATE oauth_codes SET used_at = ?2, agent_id = ?3 WHERE code_sha256 = ?1",
-                params![code_sha256, Utc::now(), agent.id],
+        let found: Option<CodeRow> = self.with(|c| {
+            Ok(c.query_row(
+                "SELECT consent, expires_at, used_at, agent_id FROM oauth_codes WHERE code_sha256 = ?1",
+                params![code_sha256],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?)
+        })?;
+        let consent = match found {
+            None => return Ok(Taken::Unknown),
+            Some((_, _, Some(_), agent)) => return Ok(Taken::Reused(agent)),
+            Some((_, expires, None, _)) if expires <= now => return Ok(Taken::Unknown),
+            Some((consent, ..)) => consent,
+        };
+        // A code's consent never changes: judged once, outside the
+        // transaction (which may run again on PostgreSQL).
+        let plan = match check(&consent) {
+            Ok(plan) => plan,
+            Err(refused) => return Ok(Taken::Fresh(Err(refused))),
+        };
+        self.write(|tx| {
+            // Spent first, only if still unspent: of two exchanges racing,
+            // one spends it; the other sees the session the first made.
+            let spent = tx.execute(
+                "UPDATE oauth_codes SET used_at = ?2 WHERE code_sha256 = ?1 AND used_at IS NULL AND expires_at > ?3",
+                params![code_sha256, Utc::now(), now],
             )?;
-            tx.commit()?;
+            if spent == 0 {
+                return taken_before(tx, code_sha256);
+            }
+            let (agent, clusters) = insert_session(tx, &plan)?;
+            tx.execute(
+                "UPDATE oauth_codes SET agent_id = ?2 WHERE code_sha256 = ?1",
+                params![code_sha256, agent.id],
+            )?;
             Ok(Taken::Fresh(Ok((agent, clusters))))
         })
     }
@@ -131,9 +136,8 @@ impl Store {
     /// and refresh token of it revoked, its derived grants revoked.
     pub fn end_agent_session(&self, agent_id: &str) -> Result<(), StoreError> {
         let now = Utc::now();
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
-            tx.execute("UPDATE agents SET disabled = 1 WHERE id = ?1", params![agent_id])?;
+        self.write(|tx| {
+            tx.execute("UPDATE agents SET disabled = TRUE WHERE id = ?1", params![agent_id])?;
             tx.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE agent_id = ?1",
                 params![agent_id, now],
@@ -147,7 +151,6 @@ impl Store {
                  AND id IN (SELECT grant_id FROM agent_grants WHERE agent_id = ?1)",
                 params![agent_id, now],
             )?;
-            tx.commit()?;
             Ok(())
         })
     }
@@ -167,17 +170,17 @@ impl Store {
     }
 
     /// The agent sessions whose agent meets `clause`, newest first.
-    fn sessions_where(&self, clause: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<AgentSession>, StoreError> {
-        let rows: Vec<SessionRow> = self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT a.id, a.client_id, a.client_name, a.created_at, a.expires_at, \
-                 (SELECT MAX(last_used_at) FROM credentials WHERE agent_id = a.id) \
-                 FROM agents a WHERE {clause} ORDER BY a.created_at DESC"
-            ))?;
-            let rows = stmt.query_map(args, |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
+    fn sessions_where(&self, clause: &str, args: Params<'_>) -> Result<Vec<AgentSession>, StoreError> {
+        let rows: Vec<SessionRow> = self.with(|c| {
+            Ok(c.query_map(
+                &format!(
+                    "SELECT a.id, a.client_id, a.client_name, a.created_at, a.expires_at, \
+                     (SELECT MAX(last_used_at) FROM credentials WHERE agent_id = a.id) \
+                     FROM agents a WHERE {clause} ORDER BY a.created_at DESC"
+                ),
+                args,
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+            )?)
         })?;
         let mut sessions = Vec::new();
         for (id, client_id, client_name, created_at, expires_at, last_used_at) in rows {
@@ -197,7 +200,7 @@ impl Store {
     /// Keep an authorization code (its SHA-256) standing for `consent`
     /// until `expires_at`.
     pub fn put_code(&self, code_sha256: &str, consent: &str, expires_at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "INSERT INTO oauth_codes (code_sha256, consent, expires_at) VALUES (?1, ?2, ?3)",
                 params![code_sha256, consent, expires_at],
@@ -208,7 +211,7 @@ impl Store {
 
     /// The agent session a code's exchange made, if it was exchanged.
     pub fn code_session(&self, code_sha256: &str) -> Result<Option<String>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 "SELECT agent_id FROM oauth_codes WHERE code_sha256 = ?1",
                 params![code_sha256],
@@ -222,7 +225,7 @@ impl Store {
     /// Keep a refresh token (its SHA-256) of `agent_id`, good until
     /// `expires_at`.
     pub fn put_refresh_token(&self, sha256: &str, agent_id: &str, expires_at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "INSERT INTO oauth_refresh_tokens (token_sha256, agent_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
                 params![sha256, agent_id, Utc::now(), expires_at],
@@ -238,7 +241,7 @@ impl Store {
         sha256: &str,
         now: DateTime<Utc>,
     ) -> Result<Taken<(String, DateTime<Utc>)>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let fresh: Option<(String, DateTime<Utc>)> = c
                 .query_row(
                     "UPDATE oauth_refresh_tokens SET used_at = ?2 WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2 \
@@ -267,7 +270,7 @@ impl Store {
     /// The agent session a refresh token belongs to, without taking it
     /// (for revocation, RFC 7009).
     pub fn refresh_token_session(&self, sha256: &str) -> Result<Option<String>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 "SELECT agent_id FROM oauth_refresh_tokens WHERE token_sha256 = ?1",
                 params![sha256],
@@ -279,7 +282,7 @@ impl Store {
 
     /// Forget codes and refresh tokens past their end.
     pub fn sweep_oauth(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let codes = c.execute("DELETE FROM oauth_codes WHERE expires_at <= ?1", params![now])?;
             let tokens = c.execute("DELETE FROM oauth_refresh_tokens WHERE expires_at <= ?1", params![now])?;
             Ok(codes + tokens)
@@ -288,13 +291,13 @@ impl Store {
 
     /// One agent by id.
     pub fn agent(&self, id: &str) -> Result<Option<Agent>, StoreError> {
-        self.sqlite(|c| super::agents::load(c, id))
+        self.with(|c| super::agents::load(c, id))
     }
 }
 
 /// Insert the agent session `plan` describes, in `tx`; the agent and the
 /// clusters whose bindings changed.
-fn insert_session(tx: &Connection, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
+fn insert_session(tx: &dyn Db, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
     let mut grant_ids = Vec::new();
     let mut clusters = Vec::new();
     for (grant_id, role) in &plan.grants {
@@ -339,20 +342,47 @@ fn insert_session(tx: &Connection, plan: &SessionPlan) -> Result<(Agent, Vec<Str
     Ok((agent, clusters))
 }
 
+/// What a code spent (or expired) by another exchange stands for now.
+fn taken_before<T>(tx: &dyn Db, code_sha256: &str) -> Result<Taken<T>, StoreError> {
+    let used: Option<(Option<DateTime<Utc>>, Option<String>)> = tx
+        .query_row(
+            "SELECT used_at, agent_id FROM oauth_codes WHERE code_sha256 = ?1",
+            params![code_sha256],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match used {
+        Some((Some(_), agent)) => Taken::Reused(agent),
+        _ => Taken::Unknown,
+    })
+}
+
+/// What an agent session takes from a person's grant.
+struct OwnGrant {
+    cluster: String,
+    namespace: Option<String>,
+    role: String,
+    expires_at: DateTime<Utc>,
+}
+
 /// The person's own grant `id` (not one derived for an agent), in effect.
-fn own_grant(c: &Connection, person: &Principal, id: &str) -> Result<crate::identity::Grant, StoreError> {
+fn own_grant(c: &dyn Db, person: &Principal, id: &str) -> Result<OwnGrant, StoreError> {
     debug_assert_eq!(person.kind, PrincipalKind::Person);
     let grant = c
         .query_row(
-            &format!(
-                "{} WHERE id = ?1 AND kind = 'person' AND subject = ?2 AND parent_id IS NULL",
-                super::GRANT_SELECT
-            ),
-            params![id, person.name],
-            super::grant_row,
+            "SELECT cluster, namespace, role, expires_at FROM grants WHERE id = ?1 AND kind = 'person' \
+             AND subject = ?2 AND parent_id IS NULL AND revoked_at IS NULL AND expires_at > ?3",
+            params![id, person.name, Utc::now()],
+            |r| {
+                Ok(OwnGrant {
+                    cluster: r.get(0)?,
+                    namespace: r.get(1)?,
+                    role: r.get(2)?,
+                    expires_at: r.get(3)?,
+                })
+            },
         )
-        .optional()?
-        .filter(|g| g.in_effect(Utc::now()));
+        .optional()?;
     grant.ok_or_else(|| StoreError::Invalid(format!("grant {id} is not {person}'s own grant in effect")))
 }
 

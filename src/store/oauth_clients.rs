@@ -2,9 +2,9 @@
 //! (see `crate::oauth::client`). Registration is open to anyone, so a
 //! client nobody uses is deleted after a while instead of kept forever.
 
+use super::sql::{params, OptionalExt};
 use super::{Store, StoreError};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension};
 
 /// A registered client as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl Store {
             last_used_at: now,
         };
         let uris = serde_json::Value::from(redirect_uris.to_vec()).to_string();
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at, last_used_at) VALUES (?1, ?2, ?3, ?4, ?4)",
                 params![client.client_id, client.client_name, uris, now],
@@ -51,7 +51,7 @@ impl Store {
 
     /// The registered client `client_id`, if there is one.
     pub fn find_oauth_client(&self, client_id: &str) -> Result<Option<RegisteredClient>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let row = c
                 .query_row(
                     "SELECT client_id, client_name, redirect_uris, created_at, last_used_at FROM oauth_clients WHERE client_id = ?1",
@@ -84,7 +84,7 @@ impl Store {
 
     /// Note that `client_id` was used at `at`.
     pub fn touch_oauth_client(&self, client_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "UPDATE oauth_clients SET last_used_at = ?2 WHERE client_id = ?1 AND last_used_at < ?2",
                 params![client_id, at],
@@ -96,49 +96,68 @@ impl Store {
     /// Delete every registered client not used since `cutoff`; returns how
     /// many.
     pub fn delete_oauth_clients_unused_since(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.sqlite(|c| Ok(c.execute("DELETE FROM oauth_clients WHERE last_used_at < ?1", params![cutoff])?))
+        self.with(|c| Ok(c.execute("DELETE FROM oauth_clients WHERE last_used_at < ?1", params![cutoff])?))
+    }
+
+    /// Set when `client_id` was last used, even back in time (which
+    /// [`Store::touch_oauth_client`] never moves it): for tests of the sweep.
+    #[cfg(test)]
+    pub(crate) fn set_oauth_client_last_used(&self, client_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE oauth_clients SET last_used_at = ?2 WHERE client_id = ?1",
+                params![client_id, at],
+            )?;
+            Ok(())
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeDelta;
-
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("p.db")).unwrap();
-        (dir, store)
-    }
+    use crate::store::testing;
+    use chrono::{SubsecRound, TimeDelta};
 
     #[test]
     fn a_registered_client_is_found_by_its_id_with_its_redirect_uris() {
-        let (_dir, store) = store();
-        let uris = vec!["http://127.0.0.1/cb".to_string(), "cursor://x/cb".to_string()];
-        let client = store.register_oauth_client("Cursor", &uris).unwrap();
-        assert!(client.client_id.starts_with("pcl-client-"));
-        let found = store.find_oauth_client(&client.client_id).unwrap().unwrap();
-        assert_eq!(found.client_name, "Cursor");
-        assert_eq!(found.redirect_uris, uris);
-        assert_eq!(store.find_oauth_client("pcl-client-unknown").unwrap(), None);
-        let other = store.register_oauth_client("Cursor", &uris).unwrap();
-        assert_ne!(other.client_id, client.client_id, "each registration gets its own id");
+        for store in testing::both() {
+            let b = store.backend;
+            let uris = vec!["http://127.0.0.1/cb".to_string(), "cursor://x/cb".to_string()];
+            let client = store.register_oauth_client("Cursor", &uris).unwrap();
+            assert!(client.client_id.starts_with("pcl-client-"), "{b}");
+            let found = store.find_oauth_client(&client.client_id).unwrap().unwrap();
+            assert_eq!(found.client_name, "Cursor", "{b}");
+            assert_eq!(found.redirect_uris, uris, "{b}");
+            assert_eq!(store.find_oauth_client("pcl-client-unknown").unwrap(), None, "{b}");
+            let other = store.register_oauth_client("Cursor", &uris).unwrap();
+            assert_ne!(
+                other.client_id, client.client_id,
+                "{b}: each registration gets its own id"
+            );
+        }
     }
 
     #[test]
     fn only_clients_unused_since_the_cutoff_are_deleted() {
-        let (_dir, store) = store();
-        let uris = vec!["http://127.0.0.1/cb".to_string()];
-        let idle = store.register_oauth_client("idle", &uris).unwrap();
-        let used = store.register_oauth_client("used", &uris).unwrap();
-        let later = Utc::now() + TimeDelta::days(31);
-        store.touch_oauth_client(&used.client_id, later).unwrap();
-        let deleted = store
-            .delete_oauth_clients_unused_since(later - TimeDelta::days(1))
-            .unwrap();
-        assert_eq!(deleted, 1);
-        assert_eq!(store.find_oauth_client(&idle.client_id).unwrap(), None);
-        let kept = store.find_oauth_client(&used.client_id).unwrap().unwrap();
-        assert_eq!(kept.last_used_at, later);
+        for store in testing::both() {
+            let b = store.backend;
+            let uris = vec!["http://127.0.0.1/cb".to_string()];
+            let idle = store.register_oauth_client("idle", &uris).unwrap();
+            let used = store.register_oauth_client("used", &uris).unwrap();
+            // Whole microseconds, as PostgreSQL keeps them.
+            let later = (Utc::now() + TimeDelta::days(31)).trunc_subsecs(6);
+            store.touch_oauth_client(&used.client_id, later).unwrap();
+            store
+                .touch_oauth_client(&used.client_id, later - TimeDelta::days(2))
+                .unwrap();
+            let deleted = store
+                .delete_oauth_clients_unused_since(later - TimeDelta::days(1))
+                .unwrap();
+            assert_eq!(deleted, 1, "{b}");
+            assert_eq!(store.find_oauth_client(&idle.client_id).unwrap(), None, "{b}");
+            let kept = store.find_oauth_client(&used.client_id).unwrap().unwrap();
+            assert_eq!(kept.last_used_at, later, "{b}: a use never moves the last use back");
+        }
     }
 }
