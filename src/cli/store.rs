@@ -27,7 +27,8 @@ pub fn run(config: &Config, store: &Store, command: StoreCommand, out: &mut dyn 
     let StoreCommand::Migrate { from } = command;
     if config.store.url.is_none() {
         return Err(CliError::Message(
-            "admin store migrate copies into PostgreSQL: set [store] url (or PORTCULLIS_STORE__URL) to the target".into(),
+            "admin store migrate copies into PostgreSQL: set [store] url (or PORTCULLIS_STORE__URL) to the target"
+                .into(),
         ));
     }
     let from = from.unwrap_or_else(|| config.data_dir.join("portcullis.db"));

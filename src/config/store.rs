@@ -92,8 +92,16 @@ mod tests {
             password_file: None,
         };
         assert!(!format!("{with_password:?}").contains("hunter2"));
-        assert!(!with_password.describe().contains("hunter2"), "{}", with_password.describe());
-        assert!(with_password.describe().contains("\"p\""), "{}", with_password.describe());
+        assert!(
+            !with_password.describe().contains("hunter2"),
+            "{}",
+            with_password.describe()
+        );
+        assert!(
+            with_password.describe().contains("\"p\""),
+            "{}",
+            with_password.describe()
+        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub mod apiserver_audit;
 pub mod audit;
 mod health;
 mod kube;
-mod unread;
 pub mod oauth;
+mod unread;
 pub mod web;
 
 use crate::audit::row::{bounded, AuditRow};

@@ -18,7 +18,9 @@ pub fn copy_sqlite_into(source: &Path, target: &Store) -> Result<Vec<(String, i6
         return Err(StoreError::NotFound(format!("SQLite store {}", source.display())));
     }
     if target.sqlite_path().is_some() {
-        return Err(StoreError::Invalid("the target of a store migration is a PostgreSQL store: set [store] url".into()));
+        return Err(StoreError::Invalid(
+            "the target of a store migration is a PostgreSQL store: set [store] url".into(),
+        ));
     }
     // Opening migrates the file to this release's schema, the target's.
     let source = Store::open(source)?;
@@ -61,9 +63,11 @@ fn tables(from: &dyn Db) -> Result<Vec<String>, StoreError> {
 }
 
 fn columns(from: &dyn Db, table: &str) -> Result<Vec<String>, StoreError> {
-    Ok(from.query_map(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"), params![], |r| {
-        r.get(0)
-    })?)
+    Ok(from.query_map(
+        &format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
+        params![],
+        |r| r.get(0),
+    )?)
 }
 
 fn copy_table(from: &dyn Db, to: &dyn Db, table: &str) -> Result<(), StoreError> {

@@ -1,11 +1,11 @@
 //! One integration-test binary with a module per area.
 
 mod harness;
-mod support;
 /// The PostgreSQL server of the store's tests, shared with the library's
 /// unit tests.
 #[path = "../support/postgres.rs"]
 mod pg_fixture;
+mod support;
 
 mod apiserver_audit;
 mod apiserver_audit_certs;

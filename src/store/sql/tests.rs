@@ -42,7 +42,9 @@ fn no_row_is_an_error_that_optional_turns_into_none() {
     let db: &dyn Db = &Sqlite(&conn);
     let found = db.query_row("SELECT i FROM t", params![], |r| r.get::<_, i64>(0));
     assert!(matches!(found, Err(SqlError::NoRows)));
-    let found = db.query_row("SELECT i FROM t", params![], |r| r.get::<_, i64>(0)).optional();
+    let found = db
+        .query_row("SELECT i FROM t", params![], |r| r.get::<_, i64>(0))
+        .optional();
     assert_eq!(found.unwrap(), None);
 }
 
@@ -51,7 +53,9 @@ fn a_column_read_as_the_wrong_type_names_the_column() {
     let conn = memory();
     let db: &dyn Db = &Sqlite(&conn);
     db.execute("INSERT INTO t (s) VALUES (?1)", params!["text"]).unwrap();
-    let err = db.query_row("SELECT i, s FROM t", params![], |r| r.get::<_, i64>(1)).unwrap_err();
+    let err = db
+        .query_row("SELECT i, s FROM t", params![], |r| r.get::<_, i64>(1))
+        .unwrap_err();
     assert!(err.to_string().starts_with("column 1:"), "{err}");
 }
 
