@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::doors::Doors;
 use crate::gateway::Pipeline;
 use crate::reconcile::Reconciler;
+use crate::store::notify::{self, Change};
 use crate::store::Store;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -26,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::broadcast::Receiver;
 use tokio_rustls::TlsAcceptor;
 
 /// Why portcullis could not start.
@@ -169,9 +171,11 @@ impl App {
     /// undecided access requests and held writes expire, OAuth codes,
     /// tokens and unused clients are forgotten, and certificates
     /// and tokens are re-read, and the API servers' audit events are
-    /// checked for requests that went around portcullis.
-    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 6] {
+    /// checked for requests that went around portcullis; and what another
+    /// replica changes is dropped from the caches.
+    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 7] {
         [
+            tokio::spawn(follow_changes(self.store.changes(), self.doors.clone())),
             tokio::spawn(crate::audit::bypass::check_periodically(
                 self.store.clone(),
                 self.audit.bypass_grace,
@@ -187,6 +191,21 @@ impl App {
             tokio::spawn(crate::approvals::wait::expire_periodically(self.store.clone())),
             tokio::spawn(refresh(self.doors.pipeline().clone(), self.certificate.clone())),
         ]
+    }
+}
+
+/// Drop the cached credentials and grants another replica changed, as
+/// soon as the store tells (PostgreSQL; `changes` is `None` on SQLite,
+/// where no other replica exists).
+async fn follow_changes(changes: Option<Receiver<Change>>, doors: Arc<Doors>) {
+    let Some(mut changes) = changes else { return };
+    while let Some(change) = notify::next(&mut changes).await {
+        if change.stales_credentials() {
+            doors.authenticator().forget_all();
+        }
+        if change.stales_grants() {
+            doors.pipeline().policy().forget();
+        }
     }
 }
 

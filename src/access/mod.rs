@@ -294,15 +294,21 @@ fn delta(d: Duration) -> Result<chrono::TimeDelta, AccessError> {
     chrono::TimeDelta::from_std(d).map_err(|e| AccessError::Invalid(e.to_string()))
 }
 
-/// Expire overdue requests every 30 seconds (run by the server).
+/// Expire overdue requests every 30 seconds (run by the server), on one
+/// replica at a time.
 pub async fn expire_periodically(store: Store) {
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {
         tick.tick().await;
-        let store = store.clone();
-        match tokio::task::spawn_blocking(move || expire_pending(&store)).await {
-            Ok(Ok(expired)) if !expired.is_empty() => tracing::info!(count = expired.len(), "access requests expired"),
-            Ok(Err(error)) => tracing::warn!(%error, "cannot expire access requests"),
+        let store2 = store.clone();
+        // Begun only once the lock is held.
+        let expiry = async move { tokio::task::spawn_blocking(move || expire_pending(&store2)).await };
+        match store.exclusive("access requests expiry", expiry).await {
+            Ok(Some(Ok(Ok(expired)))) if !expired.is_empty() => {
+                tracing::info!(count = expired.len(), "access requests expired")
+            }
+            Ok(Some(Ok(Err(error)))) => tracing::warn!(%error, "cannot expire access requests"),
+            Err(error) => tracing::warn!(%error, "cannot expire access requests"),
             _ => {}
         }
     }

@@ -1,18 +1,26 @@
 //! Waiting for a decision, and expiry.
 //!
-//! A waiting call polls the store (a decision may come from the CLI, or
-//! from another replica), so waiting holds no lock and claims nothing: a
-//! caller that goes away simply stops polling. Overdue held writes expire
-//! when anyone looks at them, and every 30 seconds in the server.
+//! A waiting call looks at the store again as soon as the store tells of a
+//! change to held writes (on PostgreSQL: a decision made on another
+//! replica, web or CLI, wakes a call waiting here at once), and polls it
+//! anyway, for a change it was not told of (SQLite, where the CLI decides
+//! in another process; a notification missed). Waiting holds no lock and
+//! claims nothing: a caller that goes away simply stops polling. Overdue
+//! held writes expire when anyone looks at them, and every 30 seconds on
+//! one replica at a time.
 
 use super::decide::DecideError;
 use super::{HeldState, HeldWrite};
+use crate::store::notify::{self, Change};
 use crate::store::Store;
 use chrono::Utc;
+use std::future::Future;
 use std::time::Duration;
 
-/// How often a waiting call looks at the store.
+/// How often a waiting call looks at the store untold.
 const POLL: Duration = Duration::from_millis(200);
+/// The job's name among the replicas ([`Store::exclusive`]).
+const EXPIRY_JOB: &str = "held writes expiry";
 
 /// Expire every open held write past its expiry (each recorded once, by
 /// whichever process notices first); returns them.
@@ -50,7 +58,20 @@ pub fn current(store: &Store, id: &str) -> Result<Option<HeldWrite>, DecideError
 /// Wait up to `wait` for held write `id` to leave `pending` (and, when
 /// another call is running it, `executing`); returns it as last seen.
 pub async fn until_decided(store: &Store, id: &str, wait: Duration) -> Result<Option<HeldWrite>, DecideError> {
+    until_decided_polling(store, id, wait, || tokio::time::sleep(POLL)).await
+}
+
+/// [`until_decided`], looking again when told of a change or when `poll`
+/// completes.
+async fn until_decided_polling<P: Future<Output = ()>>(
+    store: &Store,
+    id: &str,
+    wait: Duration,
+    mut poll: impl FnMut() -> P,
+) -> Result<Option<HeldWrite>, DecideError> {
     let deadline = tokio::time::Instant::now() + wait;
+    // Subscribed before the first look, so no change after it goes unheard.
+    let mut changes = store.changes();
     loop {
         let (store2, id2) = (store.clone(), id.to_string());
         let held = tokio::task::spawn_blocking(move || current(&store2, &id2))
@@ -62,20 +83,111 @@ pub async fn until_decided(store: &Store, id: &str, wait: Duration) -> Result<Op
         if !open || tokio::time::Instant::now() >= deadline {
             return Ok(held);
         }
-        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + POLL)).await;
+        let told = async {
+            match changes.as_mut() {
+                Some(changes) => notify::wait_for(changes, Change::moves_held_writes).await,
+                None => std::future::pending().await,
+            }
+        };
+        let _ = tokio::time::timeout_at(deadline, async {
+            tokio::select! {
+                () = told => {}
+                () = poll() => {}
+            }
+        })
+        .await;
     }
 }
 
-/// Expire overdue held writes every 30 seconds (run by the server).
+/// Expire overdue held writes every 30 seconds (run by the server), on
+/// one replica at a time.
 pub async fn expire_periodically(store: Store) {
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {
         tick.tick().await;
-        let store = store.clone();
-        match tokio::task::spawn_blocking(move || expire_overdue(&store)).await {
-            Ok(Ok(expired)) if !expired.is_empty() => tracing::info!(count = expired.len(), "held writes expired"),
-            Ok(Err(error)) => tracing::warn!(%error, "cannot expire held writes"),
+        let store2 = store.clone();
+        // Begun only once the lock is held.
+        let expiry = async move { tokio::task::spawn_blocking(move || expire_overdue(&store2)).await };
+        match store.exclusive(EXPIRY_JOB, expiry).await {
+            Ok(Some(Ok(Ok(expired)))) if !expired.is_empty() => {
+                tracing::info!(count = expired.len(), "held writes expired")
+            }
+            Ok(Some(Ok(Err(error)))) => tracing::warn!(%error, "cannot expire held writes"),
+            Err(error) => tracing::warn!(%error, "cannot expire held writes"),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing;
+    use crate::store::{HeldRequest, Precondition, Preview};
+
+    fn pending(id: &str) -> HeldWrite {
+        let now = Utc::now();
+        let request = HeldRequest {
+            cluster: "c".into(),
+            requester: "bot:ci".into(),
+            agent_id: None,
+            delegated: false,
+            credential_id: "cred".into(),
+            tool: String::new(),
+            client: "127.0.0.1".into(),
+            method: "DELETE".into(),
+            path: "/api/v1/namespaces/shop/pods/web".into(),
+            query: String::new(),
+            content_type: String::new(),
+            verb: "delete".into(),
+            api_group: String::new(),
+            resource: "pods".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            preview: Preview::default(),
+            precondition: Precondition::default(),
+        };
+        HeldWrite {
+            id: id.into(),
+            digest: "d".into(),
+            state: HeldState::Pending,
+            request,
+            created_at: now,
+            expires_at: now + chrono::TimeDelta::minutes(10),
+            decided_by: None,
+            decided_at: None,
+            decision_reason: None,
+            executed_at: None,
+            outcome: None,
+            answered: false,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_decision_through_another_replica_wakes_a_call_waiting_that_would_not_poll_again() {
+        let a = testing::postgres();
+        let b = Store::connect(a.postgres_pool().unwrap().config().clone()).unwrap();
+        // b's listener listens before anything is held.
+        let mut changes = b.changes().unwrap();
+        assert_eq!(notify::next(&mut changes).await, Some(Change::Lost));
+        a.insert_held(&pending("h1"), b"sealed").unwrap();
+        let (looked, mut waiting) = tokio::sync::mpsc::unbounded_channel();
+        let waiter = tokio::spawn(async move {
+            // Its poll never completes: only word of the change can wake it.
+            let poll = || {
+                let _ = looked.send(());
+                std::future::pending()
+            };
+            until_decided_polling(&b, "h1", Duration::from_secs(3600), poll).await
+        });
+        // It saw the write pending and waits.
+        waiting.recv().await.unwrap();
+        assert!(a
+            .decide_held("h1", HeldState::Approved, "person:ana", None, Utc::now())
+            .unwrap());
+        // Untold, it would wait the hour out: 30 s only bounds a broken run.
+        let held = tokio::time::timeout(Duration::from_secs(30), waiter).await;
+        let held = held.expect("the waiting call was not woken").unwrap().unwrap().unwrap();
+        assert_eq!(held.state, HeldState::Approved);
     }
 }

@@ -142,25 +142,35 @@ pub fn alert_row(event: &ApiserverEvent, reason: &str) -> AuditRow {
 }
 
 /// Check every so often (a fraction of the grace time, 5 s at most), and
-/// sweep what the audit's retention lets go once an hour.
+/// sweep what the audit's retention lets go once an hour; on one replica
+/// at a time, so an unknown request is one alert however many replicas
+/// look.
 pub async fn check_periodically(store: Store, grace: Duration, retention: Duration, alerts: Counter) {
     let every = (grace / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     let mut tick = tokio::time::interval(every);
     let mut swept = tokio::time::Instant::now();
     loop {
         tick.tick().await;
-        let (store, alerts) = (store.clone(), alerts.clone());
+        let (store2, alerts) = (store.clone(), alerts.clone());
         let sweep = swept.elapsed() > Duration::from_secs(3600);
-        let checked = tokio::task::spawn_blocking(move || {
-            if sweep {
-                let cutoff = Utc::now() - chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX);
-                store
-                    .sweep_apiserver_audit(cutoff)
-                    .map_err(|e| AuditError::Store(e.to_string()))?;
-            }
-            check(&store, grace, Utc::now(), &alerts)
-        })
-        .await;
+        // Begun only once the lock is held.
+        let checking = async move {
+            tokio::task::spawn_blocking(move || {
+                if sweep {
+                    let cutoff = Utc::now() - chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX);
+                    store2
+                        .sweep_apiserver_audit(cutoff)
+                        .map_err(|e| AuditError::Store(e.to_string()))?;
+                }
+                check(&store2, grace, Utc::now(), &alerts)
+            })
+            .await
+        };
+        let checked = match store.exclusive("bypass check", checking).await {
+            Ok(Some(checked)) => checked,
+            Ok(None) => continue,
+            Err(error) => Ok(Err(AuditError::Store(error.to_string()))),
+        };
         if sweep {
             swept = tokio::time::Instant::now();
         }

@@ -10,8 +10,9 @@
 //!   before they are forwarded, reads group-committed within 100 ms.
 //! - [`spool`]: each finished row appended to a local file before its
 //!   answer completes, so a crash loses none; shipped at the next start.
-//! - [`store`] and [`sqlite`]: the storage interface and its SQLite
-//!   implementation (a PostgreSQL one can fill the same trait).
+//! - [`store`], [`sqlite`] and [`postgres`]: the storage interface, and
+//!   its embedded SQLite and shared PostgreSQL implementations (one chain
+//!   for every replica).
 //! - [`chain`]: the hash chain and its verification.
 //! - [`query`]: filters; `crate::cli::audit` (`portcullis audit`) and
 //!   [`read`] use them. [`read`] reads rows for an admin; the `GET /audit`
@@ -24,6 +25,7 @@ pub mod bypass;
 pub mod chain;
 pub mod export;
 pub mod forwarded;
+pub mod postgres;
 pub mod query;
 pub mod read;
 pub mod record;
@@ -37,6 +39,7 @@ pub mod writer;
 
 use crate::config::AuditConfig;
 use crate::store::Store;
+use postgres::PostgresAuditStore;
 use query::Filter;
 use row::{AuditRow, ChainedRow};
 use spool::{Spool, SpoolSettings};
@@ -84,12 +87,19 @@ pub enum AuditError {
 
 /// The running audit: the writer, a reader for queries, and the retention
 /// sweep.
-#[derive(Debug)]
 pub struct Audit {
     writer: AuditWriter,
-    reader: Arc<Mutex<SqliteAuditStore>>,
+    reader: Arc<Mutex<Box<dyn AuditStore>>>,
     store: Store,
     retention: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit")
+            .field("writer", &self.writer)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Audit {
@@ -119,8 +129,8 @@ impl Audit {
             segment_bytes: spool::SEGMENT_BYTES,
         })?;
         let writer = AuditWriter::spawn_spooled(open(store)?, sink, Some(spool), WriterSettings::default(), metrics);
-        let reader = Arc::new(Mutex::new(SqliteAuditStore::open(store.path())?));
-        let retention = retention::spawn(writer.clone(), config.retention);
+        let reader = Arc::new(Mutex::new(open(store)?));
+        let retention = retention::spawn(store.clone(), writer.clone(), config.retention);
         Ok(Audit {
             writer,
             reader,
@@ -163,10 +173,11 @@ pub fn commit_event(store: &Store, row: AuditRow) -> Result<(), AuditError> {
     Ok(())
 }
 
-/// The audit's storage in the database of `store`: the one place that
-/// knows it is SQLite.
 /// The audit's own store on the database of `store` (the CLI reads and
-/// verifies through it).
+/// verifies through it): the one place that knows which database it is.
 pub fn open(store: &Store) -> Result<Box<dyn AuditStore>, AuditError> {
-    Ok(Box::new(SqliteAuditStore::open(store.path())?))
+    match store.postgres_pool() {
+        Some(pg) => Ok(Box::new(PostgresAuditStore::open(pg)?)),
+        None => Ok(Box::new(SqliteAuditStore::open(store.path())?)),
+    }
 }

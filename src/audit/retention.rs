@@ -1,5 +1,5 @@
 //! Retention: rows older than the configured age (30 days by default) are
-//! removed hourly.
+//! removed hourly, by one replica at a time.
 //!
 //! The sweep goes through the writer in chunks, so that rows keep flowing
 //! between chunks and the proxy never waits for a long delete. The store
@@ -8,6 +8,7 @@
 
 use super::writer::AuditWriter;
 use super::AuditError;
+use crate::store::Store;
 use chrono::Utc;
 use std::time::Duration;
 
@@ -16,16 +17,21 @@ pub const EVERY: Duration = Duration::from_secs(3600);
 /// Rows removed per chunk.
 const CHUNK: usize = 2000;
 
-/// Sweep now, then every [`EVERY`], until the task is aborted.
-pub fn spawn(writer: AuditWriter, retention: Duration) -> tokio::task::JoinHandle<()> {
+/// Sweep now, then every [`EVERY`], until the task is aborted; skipped
+/// while another replica of `store` sweeps.
+pub fn spawn(store: Store, writer: AuditWriter, retention: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(EVERY);
         loop {
             tick.tick().await;
-            match sweep(&writer, retention).await {
-                Ok(0) => {}
-                Ok(rows) => tracing::info!(rows, "audit retention removed old rows"),
-                Err(error) => tracing::error!(%error, "audit retention sweep failed"),
+            let swept = store
+                .exclusive("audit retention", sweep(&writer, retention))
+                .await
+                .map_err(|e| AuditError::Store(e.to_string()));
+            match swept {
+                Ok(None | Some(Ok(0))) => {}
+                Ok(Some(Ok(rows))) => tracing::info!(rows, "audit retention removed old rows"),
+                Ok(Some(Err(error))) | Err(error) => tracing::error!(%error, "audit retention sweep failed"),
             }
         }
     })

@@ -35,8 +35,9 @@ impl std::fmt::Debug for SqliteAuditStore {
     }
 }
 
-/// The row's columns, in [`AuditRow`] field order.
-const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\", \"via\", \"kind\"";
+/// The row's columns, in [`AuditRow`] field order (the PostgreSQL store's
+/// too).
+pub(super) const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\", \"via\", \"kind\"";
 const COLUMN_COUNT: usize = 37;
 
 impl SqliteAuditStore {
@@ -241,7 +242,7 @@ fn anchor(conn: &Connection) -> Result<Anchor, AuditError> {
 
 /// Timestamps are stored as fixed-width RFC 3339 text (microseconds, `Z`),
 /// so that text order is time order.
-fn timestamp(t: &DateTime<Utc>) -> String {
+pub(super) fn timestamp(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
@@ -393,7 +394,8 @@ fn render(conditions: &[Condition]) -> (String, Vec<Value>) {
     (format!("WHERE {}", clauses.join(" AND ")), args)
 }
 
-const DENIED: &str = "(refused <> '' OR code IN (401, 403))";
+/// The rows of a denied request, in SQL both stores run.
+pub(super) const DENIED: &str = "(refused <> '' OR code IN (401, 403))";
 
 #[cfg(test)]
 #[path = "sqlite_tests.rs"]

@@ -8,8 +8,6 @@ use crate::audit::apiserver;
 use crate::audit::bypass::ALERT;
 use crate::audit::query::Filter;
 use crate::audit::row::ChainedRow;
-use crate::audit::sqlite::SqliteAuditStore;
-use crate::audit::store::AuditStore;
 use crate::config::Config;
 use crate::store::{ApiserverEvent, Store};
 use crate::text::escape_control as esc;
@@ -21,7 +19,7 @@ fn io(e: std::io::Error) -> CliError {
 }
 
 fn rows(store: &Store, filter: &Filter) -> Result<Vec<ChainedRow>, CliError> {
-    let mut audit = SqliteAuditStore::open(store.path()).map_err(|e| CliError::Message(e.to_string()))?;
+    let mut audit = crate::audit::open(store).map_err(|e| CliError::Message(e.to_string()))?;
     audit.query(filter).map_err(|e| CliError::Message(e.to_string()))
 }
 

@@ -6,8 +6,7 @@
 use super::CliError;
 use crate::audit::query::{parse_time, Filter, Outcome};
 use crate::audit::row::ChainedRow;
-use crate::audit::sqlite::SqliteAuditStore;
-use crate::audit::store::{verify, AuditStore};
+use crate::audit::store::verify;
 use crate::config::Config;
 use crate::store::Store;
 use crate::text::escape_control;
@@ -165,10 +164,10 @@ pub fn run(config: &Config, store: &Store, command: AuditCommand, out: &mut dyn 
         }
         _ => {}
     }
-    let mut audit = SqliteAuditStore::open(store.path()).map_err(|e| CliError::Message(e.to_string()))?;
+    let mut audit = crate::audit::open(store).map_err(|e| CliError::Message(e.to_string()))?;
     let io = |e: std::io::Error| CliError::Message(format!("cannot write the output: {e}"));
     if let Some(AuditAction::Verify) = command.action.as_deref() {
-        let report = verify(&mut audit).map_err(|e| CliError::Message(e.to_string()))?;
+        let report = verify(audit.as_mut()).map_err(|e| CliError::Message(e.to_string()))?;
         return match report.broken {
             None => writeln!(out, "audit chain intact: {} rows verified", report.checked).map_err(io),
             Some(broken) => Err(CliError::Message(format!(

@@ -154,6 +154,12 @@ impl Pipeline {
         &self.approvals
     }
 
+    /// The grants stage (its cache is dropped when another replica changes
+    /// grants).
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
     /// The clock grants are judged by (tests move it ahead).
     pub fn grant_clock(&self) -> &policy::GrantClock {
         self.policy.clock()

@@ -4,8 +4,11 @@
 //! portcullis does not authorize Kubernetes requests itself; the cluster's
 //! RBAC does, against the groups sent here. Expiry is checked on every
 //! request (so an expired grant stops being sent at once, even from the
-//! cache); the cache only spares the store, and lasts two seconds so a grant
-//! revoked by another process stops applying within that time.
+//! cache); the cache only spares the store. It is dropped when this process
+//! changes grants, and when the store tells of another replica's change
+//! (the server calls [`Policy::forget`]); it lasts two seconds, so a grant
+//! revoked elsewhere stops applying within that time even when that word is
+//! missed.
 
 use super::classify::RequestInfo;
 pub use crate::identity::clock::GrantClock;
@@ -111,7 +114,8 @@ impl Policy {
         Ok(Decision::Allow { groups, reveal_secrets })
     }
 
-    /// Forget cached grants (after a change made in this process).
+    /// Forget cached grants (after a change made in this process or told
+    /// of by the store).
     pub fn forget(&self) {
         self.cache.clear();
     }

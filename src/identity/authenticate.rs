@@ -3,7 +3,9 @@
 //! Tokens are checked for shape and checksum first, so garbage never reaches
 //! the store. Known tokens are cached by their SHA-256 for a couple of
 //! seconds: revocation is immediate in the process that revoked (it calls
-//! [`Authenticator::forget`]) and takes at most the cache lifetime elsewhere.
+//! [`Authenticator::forget`]), and in other replicas as soon as the store
+//! tells them of the change (the server calls [`Authenticator::forget_all`]);
+//! the cache lifetime bounds it when that word is missed.
 //! Unknown tokens are never cached, so a flood of made-up tokens cannot grow
 //! memory.
 //!
@@ -201,6 +203,12 @@ impl Authenticator {
     /// Drop every cached entry of credential `id` (after revoking it here).
     pub fn forget(&self, id: &str) {
         self.cache.retain(|_, cached| cached.found.lookup.credential.id != id);
+    }
+
+    /// Drop every cached credential (another replica changed credentials,
+    /// owners or agents: which ones, it does not say).
+    pub fn forget_all(&self) {
+        self.cache.clear();
     }
 
     /// Drop the cached entry of the token whose SHA-256 is `hash`.

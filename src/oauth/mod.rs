@@ -27,17 +27,25 @@ use std::time::Duration;
 
 /// Forget what OAuth keeps past its use: codes and refresh tokens past
 /// their end, registered clients unused for `[oauth] unused_client_ttl`.
-/// Runs beside serving, every ten minutes.
+/// Runs beside serving, every ten minutes, on one replica at a time.
 pub async fn sweep_periodically(store: Store, clients: Arc<client::Clients>) {
     let mut tick = tokio::time::interval(Duration::from_secs(600));
     loop {
         tick.tick().await;
-        let (store, clients) = (store.clone(), clients.clone());
-        let swept = tokio::task::spawn_blocking(move || {
-            let tokens = store.sweep_oauth(chrono::Utc::now())?;
-            Ok::<_, crate::store::StoreError>((tokens, clients.sweep_unused()?))
-        })
-        .await;
+        let (store2, clients) = (store.clone(), clients.clone());
+        // Begun only once the lock is held.
+        let sweep = async move {
+            tokio::task::spawn_blocking(move || {
+                let tokens = store2.sweep_oauth(chrono::Utc::now())?;
+                Ok::<_, crate::store::StoreError>((tokens, clients.sweep_unused()?))
+            })
+            .await
+        };
+        let swept = match store.exclusive("oauth sweep", sweep).await {
+            Ok(Some(swept)) => swept,
+            Ok(None) => continue,
+            Err(error) => Ok(Err(error)),
+        };
         match swept {
             Ok(Ok((tokens, clients))) if tokens + clients > 0 => {
                 tracing::info!(

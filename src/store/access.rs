@@ -1,9 +1,10 @@
 //! Access requests (see `crate::access`): the rows, and how they are kept.
 
-use super::{kind_of, Store, StoreError};
+use super::principals::kind_of;
+use super::sql::{params, OptionalExt, Row, SqlError};
+use super::{Store, StoreError};
 use crate::identity::{Grant, Principal};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension, Row};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -85,7 +86,7 @@ const SELECT: &str = "SELECT id, kind, subject, agent_id, cluster, namespace, ro
 impl Store {
     /// Store a new request.
     pub fn insert_access_request(&self, r: &AccessRequest) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             super::exists(c, &r.requester)?;
             c.execute(
                 "INSERT INTO access_requests (id, kind, subject, agent_id, cluster, namespace, role, duration_secs, reason, state, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -97,7 +98,7 @@ impl Store {
 
     /// One request.
     pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(
                 c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], request_row)
                     .optional()?,
@@ -107,16 +108,14 @@ impl Store {
 
     /// Every request, oldest first.
     pub fn list_access_requests(&self) -> Result<Vec<AccessRequest>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!("{SELECT} ORDER BY created_at"))?;
-            let rows = stmt.query_map([], request_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
+        self.with(|c| Ok(c.query_map(&format!("{SELECT} ORDER BY created_at, id"), params![], request_row)?))
     }
 
     /// In one transaction: mark the pending request approved by `by`, add
-    /// `grant`, and give it to the delegated agent `agent_id` if any. Fails
-    /// if the request is no longer pending (decided by someone else).
+    /// `grant`, and give it to the delegated agent `agent_id` if any. Fails,
+    /// adding nothing, if the request is no longer pending (decided by
+    /// someone else, on any replica: the state changes only where it is
+    /// still `pending`).
     pub fn approve_access_request(
         &self,
         id: &str,
@@ -126,8 +125,7 @@ impl Store {
         reason: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        self.write(|tx| {
             tx.execute(
                 "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at],
@@ -142,7 +140,6 @@ impl Store {
             if changed == 0 {
                 return Err(StoreError::Invalid(format!("access request {id} is no longer pending")));
             }
-            tx.commit()?;
             Ok(())
         })
     }
@@ -157,7 +154,7 @@ impl Store {
         reason: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let changed = c.execute(
                 "UPDATE access_requests SET state = ?2, decided_by = ?3, decision_reason = ?4, decided_at = ?5 WHERE id = ?1 AND state = 'pending'",
                 params![id, state.as_str(), by, reason, at],
@@ -168,7 +165,7 @@ impl Store {
 
     /// Whether `principal` is disabled; `None` if it does not exist.
     pub fn principal_disabled(&self, principal: &Principal) -> Result<Option<bool>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 "SELECT disabled FROM principals WHERE kind = ?1 AND name = ?2",
                 params![principal.kind.as_str(), principal.name],
@@ -179,11 +176,9 @@ impl Store {
     }
 }
 
-fn request_row(r: &Row) -> rusqlite::Result<AccessRequest> {
+fn request_row(r: &Row) -> Result<AccessRequest, SqlError> {
     let state: String = r.get(9)?;
-    let state = AccessState::parse(&state).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(9, rusqlite::types::Type::Text, format!("bad state {state}").into())
-    })?;
+    let state = AccessState::parse(&state).ok_or_else(|| SqlError::decode(9, format!("bad state {state}")))?;
     let seconds: i64 = r.get(7)?;
     Ok(AccessRequest {
         id: r.get(0)?,
@@ -205,4 +200,124 @@ fn request_row(r: &Row) -> rusqlite::Result<AccessRequest> {
         decision_reason: r.get(14)?,
         grant_id: r.get(15)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing;
+
+    fn request(id: &str, requester: &Principal, agent_id: Option<&str>) -> AccessRequest {
+        let now = Utc::now();
+        AccessRequest {
+            id: id.into(),
+            requester: requester.clone(),
+            agent_id: agent_id.map(Into::into),
+            cluster: "c".into(),
+            namespace: Some("shop".into()),
+            role: "editor".into(),
+            duration: Duration::from_secs(3600),
+            reason: "deploy".into(),
+            state: AccessState::Pending,
+            created_at: now,
+            expires_at: now + chrono::TimeDelta::minutes(30),
+            decided_by: None,
+            decided_at: None,
+            decision_reason: None,
+            grant_id: None,
+        }
+    }
+
+    fn grant(id: &str, subject: &Principal) -> Grant {
+        Grant {
+            id: id.into(),
+            subject: subject.clone(),
+            cluster: "c".into(),
+            namespace: Some("shop".into()),
+            role: "editor".into(),
+            expires_at: Utc::now() + chrono::TimeDelta::hours(1),
+            granted_by: "bob".into(),
+            created_at: Utc::now(),
+            revoked_at: None,
+        }
+    }
+
+    #[test]
+    fn an_access_request_is_approved_once_and_its_grant_goes_to_the_asking_agent() {
+        for store in testing::both() {
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            let agent = store.add_agent(&ana, "helper", &[], false).unwrap();
+            store
+                .insert_access_request(&request("r1", &ana, Some(&agent.id)))
+                .unwrap();
+            let approvals: Vec<_> = std::thread::scope(|s| {
+                let runs: Vec<_> = ["g1", "g2"]
+                    .map(|id| {
+                        let (store, ana, agent) = (&store, &ana, &agent.id);
+                        s.spawn(move || {
+                            store.approve_access_request("r1", &grant(id, ana), Some(agent), "bob", None, Utc::now())
+                        })
+                    })
+                    .into_iter()
+                    .collect();
+                runs.into_iter().map(|run| run.join().unwrap()).collect()
+            });
+            assert_eq!(
+                approvals.iter().filter(|a| a.is_ok()).count(),
+                1,
+                "{}: {approvals:?}",
+                store.backend
+            );
+            let decided = store.access_request("r1").unwrap().unwrap();
+            let granted = decided.grant_id.clone().unwrap();
+            assert_eq!(
+                (decided.state, decided.decided_by.as_deref()),
+                (AccessState::Approved, Some("bob")),
+                "{}",
+                store.backend
+            );
+            let lost = if granted == "g1" { "g2" } else { "g1" };
+            assert!(
+                matches!(store.grant(lost), Err(StoreError::NotFound(_))),
+                "{}",
+                store.backend
+            );
+            let agent = store.agent(&agent.id).unwrap().unwrap();
+            assert_eq!(agent.grant_ids, Some(vec![granted]), "{}", store.backend);
+            let late = store.close_access_request("r1", AccessState::Denied, Some("eve"), None, Utc::now());
+            assert!(!late.unwrap(), "{}", store.backend);
+        }
+    }
+
+    #[test]
+    fn a_pending_request_is_closed_once_and_listed_with_its_decision() {
+        for store in testing::both() {
+            let ci = Principal::bot("ci");
+            store.add_principal(&ci, false).unwrap();
+            let missing = store.insert_access_request(&request("r0", &Principal::bot("nobody"), None));
+            assert!(matches!(missing, Err(StoreError::NotFound(_))), "{}", store.backend);
+            store.insert_access_request(&request("r1", &ci, None)).unwrap();
+            store.insert_access_request(&request("r2", &ci, None)).unwrap();
+            let at = Utc::now();
+            assert!(store
+                .close_access_request("r1", AccessState::Denied, Some("bob"), Some("no"), at)
+                .unwrap());
+            assert!(!store
+                .close_access_request("r1", AccessState::Expired, None, None, at)
+                .unwrap());
+            let listed = store.list_access_requests().unwrap();
+            let states: Vec<_> = listed.iter().map(|r| (r.id.as_str(), r.state)).collect();
+            assert_eq!(
+                states,
+                [("r1", AccessState::Denied), ("r2", AccessState::Pending)],
+                "{}",
+                store.backend
+            );
+            assert_eq!(listed[0].decision_reason.as_deref(), Some("no"), "{}", store.backend);
+            assert_eq!(listed[1].duration, Duration::from_secs(3600), "{}", store.backend);
+            assert_eq!(store.principal_disabled(&ci).unwrap(), Some(false), "{}", store.backend);
+            assert_eq!(store.principal_disabled(&Principal::bot("nobody")).unwrap(), None);
+        }
+    }
 }

@@ -1,10 +1,10 @@
 //! Agents: credentials that act for a person (with a chosen subset of that
 //! person's grants) or for a bot.
 
+use super::sql::{params, Db, OptionalExt};
 use super::{exists, Store, StoreError};
 use crate::identity::{Agent, Credential, Origin, Principal, PrincipalKind};
 use chrono::Utc;
-use rusqlite::{params, Connection, OptionalExtension};
 
 impl Store {
     /// Add an agent for `owner`. A person's agent gets exactly `grant_ids`,
@@ -32,10 +32,10 @@ impl Store {
             grant_ids: delegated.then(|| grant_ids.to_vec()),
             disabled: false,
         };
-        self.sqlite(|c| {
-            exists(c, owner)?;
-            only_own_grants(c, owner, grant_ids)?;
-            insert_agent(c, &agent, grant_ids)
+        self.write(|tx| {
+            exists(tx, owner)?;
+            only_own_grants(tx, owner, grant_ids)?;
+            insert_agent(tx, &agent, grant_ids)
         })?;
         Ok(agent)
     }
@@ -59,7 +59,7 @@ impl Store {
     ) -> Result<(Credential, String), StoreError> {
         let name = format!("agent:{}", agent.name);
         let (cred, token) = self.issue_credential_with(&agent.principal, &name, expires_at, origin)?;
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "UPDATE credentials SET agent_id = ?2 WHERE id = ?1",
                 params![cred.id, agent.id],
@@ -71,7 +71,7 @@ impl Store {
 
     /// The agent a credential belongs to, if any.
     pub fn agent_of_credential(&self, credential_id: &str) -> Result<Option<Agent>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let agent_id: Option<String> = c
                 .query_row(
                     "SELECT agent_id FROM credentials WHERE id = ?1",
@@ -86,19 +86,17 @@ impl Store {
 
     /// All agents.
     pub fn list_agents(&self) -> Result<Vec<Agent>, StoreError> {
-        self.sqlite(|c| {
-            let ids: Vec<String> = c
-                .prepare("SELECT id FROM agents ORDER BY created_at")?
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
+        self.with(|c| {
+            let ids: Vec<String> =
+                c.query_map("SELECT id FROM agents ORDER BY created_at, id", params![], |r| r.get(0))?;
             ids.iter().filter_map(|id| load(c, id).transpose()).collect()
         })
     }
 
     /// Disable an agent: its credentials stop working.
     pub fn disable_agent(&self, id: &str) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            if c.execute("UPDATE agents SET disabled = 1 WHERE id = ?1", params![id])? == 0 {
+        self.with(|c| {
+            if c.execute("UPDATE agents SET disabled = TRUE WHERE id = ?1", params![id])? == 0 {
                 return Err(StoreError::NotFound(format!("agent {id}")));
             }
             Ok(())
@@ -108,7 +106,7 @@ impl Store {
 
 /// Every one of `grant_ids` must be `owner`'s own: an agent never acts with
 /// more than its person holds.
-fn only_own_grants(c: &Connection, owner: &Principal, grant_ids: &[String]) -> Result<(), StoreError> {
+fn only_own_grants(c: &dyn Db, owner: &Principal, grant_ids: &[String]) -> Result<(), StoreError> {
     for grant in grant_ids {
         let theirs: Option<i64> = c
             .query_row(
@@ -126,12 +124,14 @@ fn only_own_grants(c: &Connection, owner: &Principal, grant_ids: &[String]) -> R
     Ok(())
 }
 
-/// Insert the agent and its grants in one transaction.
-fn insert_agent(c: &Connection, agent: &Agent, grant_ids: &[String]) -> Result<(), StoreError> {
+/// Insert the agent and its grants, in the caller's transaction. A name
+/// taken is told without a failed statement, which would end a PostgreSQL
+/// transaction.
+fn insert_agent(tx: &dyn Db, agent: &Agent, grant_ids: &[String]) -> Result<(), StoreError> {
     let owner = &agent.principal;
-    let tx = super::write_transaction(c)?;
-    tx.execute(
-        "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    let inserted = tx.execute(
+        "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT DO NOTHING",
         params![
             agent.id,
             agent.name,
@@ -140,24 +140,21 @@ fn insert_agent(c: &Connection, agent: &Agent, grant_ids: &[String]) -> Result<(
             agent.writes_need_approval,
             Utc::now()
         ],
-    )
-    .map_err(|e| match e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-            StoreError::AlreadyExists(format!("agent {} of {owner}", agent.name))
-        }
-        other => other.into(),
-    })?;
+    )?;
+    if inserted == 0 {
+        return Err(StoreError::AlreadyExists(format!("agent {} of {owner}", agent.name)));
+    }
     for grant in grant_ids {
         tx.execute(
             "INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)",
             params![agent.id, grant],
         )?;
     }
-    tx.commit()?;
     Ok(())
 }
 
-pub(super) fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, StoreError> {
+/// Agent `id`, with its grants when it is a person's.
+pub(super) fn load(c: &dyn Db, id: &str) -> Result<Option<Agent>, StoreError> {
     let row = c
         .query_row(
             "SELECT name, kind, owner, writes_need_approval, disabled FROM agents WHERE id = ?1",
@@ -179,10 +176,11 @@ pub(super) fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, 
     let kind =
         PrincipalKind::parse(&kind).ok_or_else(|| StoreError::Invalid(format!("bad agent owner kind {kind}")))?;
     let grant_ids = if kind == PrincipalKind::Person {
-        let ids = c
-            .prepare("SELECT grant_id FROM agent_grants WHERE agent_id = ?1 ORDER BY grant_id")?
-            .query_map(params![id], |r| r.get(0))?
-            .collect::<Result<Vec<String>, _>>()?;
+        let ids = c.query_map(
+            "SELECT grant_id FROM agent_grants WHERE agent_id = ?1 ORDER BY grant_id",
+            params![id],
+            |r| r.get(0),
+        )?;
         Some(ids)
     } else {
         None
@@ -201,6 +199,7 @@ pub(super) fn load(c: &rusqlite::Connection, id: &str) -> Result<Option<Agent>, 
 mod tests {
     use super::*;
     use crate::identity::{credential, Grant};
+    use crate::store::testing;
 
     fn grant(id: &str, who: &Principal) -> Grant {
         Grant {
@@ -218,23 +217,57 @@ mod tests {
 
     #[test]
     fn a_delegated_agent_gets_only_its_persons_grants() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("p.db")).unwrap();
-        let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
-        store.add_principal(&ana, false).unwrap();
-        store.add_principal(&bob, false).unwrap();
-        store.add_grant(&grant("g-ana", &ana)).unwrap();
-        store.add_grant(&grant("g-bob", &bob)).unwrap();
-        let err = store.add_agent(&ana, "helper", &["g-bob".into()], false).unwrap_err();
-        assert!(err.to_string().contains("not person:ana's"), "{err}");
-        let agent = store.add_agent(&ana, "helper", &["g-ana".into()], true).unwrap();
-        let (cred, token) = store.issue_agent_credential(&agent, None).unwrap();
-        assert!(credential::check(&token).is_ok());
-        let found = store.agent_of_credential(&cred.id).unwrap().unwrap();
-        assert_eq!(found.grant_ids, Some(vec!["g-ana".to_string()]));
-        assert!(found.writes_need_approval);
-        store.disable_agent(&agent.id).unwrap();
-        assert!(store.agent_of_credential(&cred.id).unwrap().unwrap().disabled);
-        assert_eq!(store.list_agents().unwrap().len(), 1);
+        for store in testing::both() {
+            let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
+            store.add_principal(&ana, false).unwrap();
+            store.add_principal(&bob, false).unwrap();
+            store.add_grant(&grant("g-ana", &ana)).unwrap();
+            store.add_grant(&grant("g-bob", &bob)).unwrap();
+            let err = store.add_agent(&ana, "helper", &["g-bob".into()], false).unwrap_err();
+            assert!(err.to_string().contains("not person:ana's"), "{}: {err}", store.backend);
+            let agent = store.add_agent(&ana, "helper", &["g-ana".into()], true).unwrap();
+            let (cred, token) = store.issue_agent_credential(&agent, None).unwrap();
+            assert!(credential::check(&token).is_ok());
+            let found = store.agent_of_credential(&cred.id).unwrap().unwrap();
+            assert_eq!(found.grant_ids, Some(vec!["g-ana".to_string()]), "{}", store.backend);
+            assert!(found.writes_need_approval, "{}", store.backend);
+            store.disable_agent(&agent.id).unwrap();
+            assert!(
+                store.agent_of_credential(&cred.id).unwrap().unwrap().disabled,
+                "{}",
+                store.backend
+            );
+            assert_eq!(
+                store.list_agents().unwrap(),
+                [Agent {
+                    disabled: true,
+                    ..agent
+                }],
+                "{}",
+                store.backend
+            );
+        }
+    }
+
+    #[test]
+    fn a_second_agent_of_the_same_name_is_refused_and_leaves_no_grants_behind() {
+        for store in testing::both() {
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            store.add_grant(&grant("g1", &ana)).unwrap();
+            store.add_grant(&grant("g2", &ana)).unwrap();
+            let first = store.add_agent(&ana, "helper", &["g1".into()], false).unwrap();
+            let err = store.add_agent(&ana, "helper", &["g2".into()], false).unwrap_err();
+            assert!(matches!(err, StoreError::AlreadyExists(_)), "{}: {err}", store.backend);
+            assert_eq!(store.list_agents().unwrap(), [first], "{}", store.backend);
+            assert!(
+                matches!(
+                    store.add_agent(&Principal::bot("nobody"), "x", &[], false),
+                    Err(StoreError::NotFound(_))
+                ),
+                "{}",
+                store.backend
+            );
+        }
     }
 }

@@ -1,10 +1,12 @@
 //! Held writes (see `crate::approvals`): the rows, and how they are kept.
-//! State changes are compare-and-set on `state`, so two processes (or two
-//! calls) never both decide or both run one held write.
+//! Every state change is one `UPDATE … WHERE state = <expected>` whose row
+//! count says whether it happened: the row's lock makes it compare-and-set
+//! on SQLite and PostgreSQL alike, so two calls, processes or replicas
+//! never both decide or both run one held write.
 
+use super::sql::{params, OptionalExt, Row, SqlError};
 use super::{Store, StoreError};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -170,7 +172,7 @@ impl Store {
     /// Store a new held write with its sealed body.
     pub fn insert_held(&self, held: &HeldWrite, sealed_body: &[u8]) -> Result<(), StoreError> {
         let request = serde_json::to_string(&held.request).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "INSERT INTO held_writes (id, digest, state, request, body, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![held.id, held.digest, held.state.as_str(), request, sealed_body, held.created_at, held.expires_at],
@@ -181,7 +183,7 @@ impl Store {
 
     /// One held write.
     pub fn held(&self, id: &str) -> Result<Option<HeldWrite>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(&format!("{SELECT} WHERE id = ?1"), params![id], held_row)
                 .optional()?)
         })
@@ -189,9 +191,9 @@ impl Store {
 
     /// The newest held write of `digest` whose end no caller was told yet.
     pub fn held_by_digest(&self, digest: &str) -> Result<Option<HeldWrite>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
-                &format!("{SELECT} WHERE digest = ?1 AND answered = 0 ORDER BY created_at DESC LIMIT 1"),
+                &format!("{SELECT} WHERE digest = ?1 AND NOT answered ORDER BY created_at DESC, id DESC LIMIT 1"),
                 params![digest],
                 held_row,
             )
@@ -201,27 +203,29 @@ impl Store {
 
     /// Every held write, newest first.
     pub fn list_held(&self) -> Result<Vec<HeldWrite>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!("{SELECT} ORDER BY created_at DESC"))?;
-            let rows = stmt.query_map([], held_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!("{SELECT} ORDER BY created_at DESC, id DESC"),
+                params![],
+                held_row,
+            )?)
         })
     }
 
     /// The held writes still open (pending or approved), newest first.
     pub fn list_open_held(&self) -> Result<Vec<HeldWrite>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!(
-                "{SELECT} WHERE state IN ('pending', 'approved') ORDER BY created_at DESC"
-            ))?;
-            let rows = stmt.query_map([], held_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!("{SELECT} WHERE state IN ('pending', 'approved') ORDER BY created_at DESC, id DESC"),
+                params![],
+                held_row,
+            )?)
         })
     }
 
     /// The sealed body (gone once run or expired).
     pub fn held_body(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let body: Option<Option<Vec<u8>>> = c
                 .query_row("SELECT body FROM held_writes WHERE id = ?1", params![id], |r| r.get(0))
                 .optional()?;
@@ -242,11 +246,11 @@ impl Store {
         if !matches!(state, HeldState::Approved | HeldState::Denied) {
             return Err(StoreError::Invalid("a decision approves or denies".into()));
         }
-        self.sqlite(|c| {
+        self.with(|c| {
             // A denied write will never run: its body goes at once.
             let n = c.execute(
                 "UPDATE held_writes SET state = ?2, decided_by = ?3, decided_at = ?4, decision_reason = ?5, \
-                 body = CASE WHEN ?2 = 'denied' THEN NULL ELSE body END WHERE id = ?1 AND state = 'pending'",
+                 body = CASE WHEN CAST(?2 AS TEXT) = 'denied' THEN NULL ELSE body END WHERE id = ?1 AND state = 'pending'",
                 params![id, state.as_str(), by, at, reason],
             )?;
             Ok(n == 1)
@@ -255,7 +259,7 @@ impl Store {
 
     /// Approved → executing: true for exactly one caller.
     pub fn claim_held(&self, id: &str) -> Result<bool, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let n = c.execute(
                 "UPDATE held_writes SET state = 'executing' WHERE id = ?1 AND state = 'approved'",
                 params![id],
@@ -268,9 +272,9 @@ impl Store {
     /// caller that ran it was told.
     pub fn finish_held(&self, id: &str, outcome: &Outcome, at: DateTime<Utc>) -> Result<(), StoreError> {
         let outcome = serde_json::to_string(outcome).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
-                "UPDATE held_writes SET state = 'executed', executed_at = ?2, outcome = ?3, body = NULL, answered = 1 \
+                "UPDATE held_writes SET state = 'executed', executed_at = ?2, outcome = ?3, body = NULL, answered = TRUE \
                  WHERE id = ?1 AND state = 'executing'",
                 params![id, at, outcome],
             )?;
@@ -280,7 +284,7 @@ impl Store {
 
     /// Pending or approved → expired, body deleted. False when it had moved on.
     pub fn expire_held(&self, id: &str) -> Result<bool, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let n = c.execute(
                 "UPDATE held_writes SET state = 'expired', body = NULL WHERE id = ?1 AND state IN ('pending', 'approved')",
                 params![id],
@@ -291,7 +295,7 @@ impl Store {
 
     /// Does `principal`'s switch say its writes need approval (bots)?
     pub fn writes_need_approval(&self, principal: &crate::identity::Principal) -> Result<bool, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let found: Option<bool> = c
                 .query_row(
                     "SELECT writes_need_approval FROM principals WHERE kind = ?1 AND name = ?2",
@@ -305,8 +309,8 @@ impl Store {
 
     /// A caller was told how this held write ended.
     pub fn mark_held_answered(&self, id: &str) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            c.execute("UPDATE held_writes SET answered = 1 WHERE id = ?1", params![id])?;
+        self.with(|c| {
+            c.execute("UPDATE held_writes SET answered = TRUE WHERE id = ?1", params![id])?;
             Ok(())
         })
     }
@@ -315,10 +319,10 @@ impl Store {
     /// when it is the first one given (recorded), else the one recorded
     /// first. Every replica sharing the store must hold the same key.
     pub fn approvals_key_fingerprint(&self, fingerprint: &str) -> Result<String, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 "INSERT INTO settings (key, value) VALUES ('approvals_key_fingerprint', ?1) \
-                 ON CONFLICT (key) DO UPDATE SET value = value RETURNING value",
+                 ON CONFLICT (key) DO UPDATE SET value = settings.value RETURNING value",
                 params![fingerprint],
                 |r| r.get(0),
             )?)
@@ -326,19 +330,15 @@ impl Store {
     }
 }
 
-fn held_row(r: &Row<'_>) -> rusqlite::Result<HeldWrite> {
-    let json_error = |i: usize, e: serde_json::Error| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-    };
+fn held_row(r: &Row) -> Result<HeldWrite, SqlError> {
+    let json_error = SqlError::decode;
     let state: String = r.get(2)?;
     let request: String = r.get(3)?;
     let outcome: Option<String> = r.get(10)?;
     Ok(HeldWrite {
         id: r.get(0)?,
         digest: r.get(1)?,
-        state: HeldState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
-        })?,
+        state: HeldState::parse(&state).ok_or_else(|| SqlError::decode(2, format!("state {state}")))?,
         request: serde_json::from_str::<HeldRequest>(&request).map_err(|e| json_error(3, e))?,
         created_at: r.get(4)?,
         expires_at: r.get(5)?,
@@ -353,3 +353,7 @@ fn held_row(r: &Row<'_>) -> rusqlite::Result<HeldWrite> {
         answered: r.get(11)?,
     })
 }
+
+#[cfg(test)]
+#[path = "approvals_tests.rs"]
+mod tests;

@@ -4,10 +4,11 @@
 //! a consent narrows what the person was granted, not what an earlier
 //! consent made.
 
-use super::{Store, StoreError, GRANT_SELECT};
+use super::grants::GRANT_SELECT;
+use super::sql::params;
+use super::{Store, StoreError};
 use crate::identity::{Grant, Principal};
 use chrono::Utc;
-use rusqlite::params;
 
 impl Store {
     /// `person`'s own grants in effect now, oldest first: not revoked, not
@@ -16,7 +17,7 @@ impl Store {
         let grants = self.query_grants(
             &format!(
                 "{GRANT_SELECT} WHERE kind = ?1 AND subject = ?2 AND parent_id IS NULL AND revoked_at IS NULL \
-                 ORDER BY created_at"
+                 ORDER BY created_at, id"
             ),
             params![person.kind.as_str(), person.name],
         )?;
@@ -28,7 +29,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SessionPlan;
+    use crate::store::{testing, SessionPlan};
     use chrono::TimeDelta;
 
     fn grant(id: &str, subject: &Principal, role: &str, ends_in: TimeDelta) -> Grant {
@@ -47,44 +48,45 @@ mod tests {
 
     #[test]
     fn only_a_persons_own_grants_in_effect_are_theirs_to_hand_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
-        let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
-        store.add_principal(&ana, false).unwrap();
-        store.add_principal(&bob, false).unwrap();
-        store
-            .add_grant(&grant("dev", &ana, "developer", TimeDelta::hours(2)))
-            .unwrap();
-        store
-            .add_grant(&grant("old", &ana, "admin", TimeDelta::seconds(-1)))
-            .unwrap();
-        store
-            .add_grant(&grant("gone", &ana, "admin", TimeDelta::hours(2)))
-            .unwrap();
-        store.revoke_grant("gone").unwrap();
-        store
-            .add_grant(&grant("bobs", &bob, "viewer", TimeDelta::hours(2)))
-            .unwrap();
-        let plan = SessionPlan {
-            person: ana.clone(),
-            client_id: "c".into(),
-            client_name: "Client".into(),
-            grants: vec![("dev".into(), "viewer".into())],
-            until: Utc::now() + TimeDelta::hours(1),
-            writes_need_approval: true,
-        };
-        store.add_agent_session(&plan).unwrap();
-        let all_of_anas = store.grants_of(&ana, "sim").unwrap();
-        assert!(
-            all_of_anas.iter().any(|g| g.role == "viewer"),
-            "the derived grant exists"
-        );
-        let own: Vec<String> = store
-            .own_grants_in_effect(&ana)
-            .unwrap()
-            .into_iter()
-            .map(|g| g.id)
-            .collect();
-        assert_eq!(own, ["dev"]);
+        for store in testing::both() {
+            let backend = store.backend;
+            let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
+            store.add_principal(&ana, false).unwrap();
+            store.add_principal(&bob, false).unwrap();
+            store
+                .add_grant(&grant("dev", &ana, "developer", TimeDelta::hours(2)))
+                .unwrap();
+            store
+                .add_grant(&grant("old", &ana, "admin", TimeDelta::seconds(-1)))
+                .unwrap();
+            store
+                .add_grant(&grant("gone", &ana, "admin", TimeDelta::hours(2)))
+                .unwrap();
+            store.revoke_grant("gone").unwrap();
+            store
+                .add_grant(&grant("bobs", &bob, "viewer", TimeDelta::hours(2)))
+                .unwrap();
+            let plan = SessionPlan {
+                person: ana.clone(),
+                client_id: "c".into(),
+                client_name: "Client".into(),
+                grants: vec![("dev".into(), "viewer".into())],
+                until: Utc::now() + TimeDelta::hours(1),
+                writes_need_approval: true,
+            };
+            store.add_agent_session(&plan).unwrap();
+            let all_of_anas = store.grants_of(&ana, "sim").unwrap();
+            assert!(
+                all_of_anas.iter().any(|g| g.role == "viewer"),
+                "{backend}: the derived grant exists"
+            );
+            let own: Vec<String> = store
+                .own_grants_in_effect(&ana)
+                .unwrap()
+                .into_iter()
+                .map(|g| g.id)
+                .collect();
+            assert_eq!(own, ["dev"], "{backend}");
+        }
     }
 }

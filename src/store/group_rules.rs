@@ -5,10 +5,11 @@
 //! binds it like any grant. The domain side (what a sign-in wants, the
 //! audit) is `crate::signin::groups`.
 
-use super::{grant_row, Store, StoreError};
+use super::grants::grant_row;
+use super::sql::{params, Db, OptionalExt, Params, Row, SqlError};
+use super::{Store, StoreError};
 use crate::identity::{Grant, Principal};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// People signed in with `group` hold `role` on `cluster`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -52,7 +53,7 @@ const RULE_SELECT: &str = "SELECT id, group_name, cluster, namespace, role, crea
 impl Store {
     /// Add a rule.
     pub fn add_group_rule(&self, rule: &GroupRule) -> Result<(), StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "INSERT INTO group_rules (id, group_name, cluster, namespace, role, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![rule.id, rule.group, rule.cluster, rule.namespace, rule.role, rule.created_by, rule.created_at],
@@ -63,32 +64,26 @@ impl Store {
 
     /// Every rule, oldest first.
     pub fn group_rules(&self) -> Result<Vec<GroupRule>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!("{RULE_SELECT} ORDER BY created_at, id"))?;
-            let rows = stmt.query_map([], rule_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
+        self.with(|c| Ok(c.query_map(&format!("{RULE_SELECT} ORDER BY created_at, id"), params![], rule_row)?))
     }
 
     /// Remove rule `id` and revoke the grants it made; returns the rule and
     /// the grants revoked (in effect or not).
     pub fn remove_group_rule(&self, id: &str) -> Result<(GroupRule, Vec<Grant>), StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        self.write(|tx| {
             let rule = tx
                 .query_row(&format!("{RULE_SELECT} WHERE id = ?1"), params![id], rule_row)
                 .optional()?
                 .ok_or_else(|| StoreError::NotFound(format!("group rule {id}")))?;
-            let grants: Vec<Grant> = rule_grants(&tx, "rule_id = ?1", params![id])?
+            let grants: Vec<Grant> = rule_grants(tx, "rule_id = ?1", params![id])?
                 .into_iter()
                 .map(|(_, g)| g)
                 .collect();
             let now = Utc::now();
             for grant in &grants {
-                revoke(&tx, &grant.id, now)?;
+                revoke(tx, &grant.id, now)?;
             }
             tx.execute("DELETE FROM group_rules WHERE id = ?1", params![id])?;
-            tx.commit()?;
             let revoked = grants.into_iter().map(|g| Grant {
                 revoked_at: Some(now),
                 ..g
@@ -107,10 +102,9 @@ impl Store {
         person: &Principal,
         wanted: &[(String, Grant)],
     ) -> Result<Vec<RuleGrantChange>, StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        self.write(|tx| {
             let held = rule_grants(
-                &tx,
+                tx,
                 "kind = ?1 AND subject = ?2",
                 params![person.kind.as_str(), person.name],
             )?;
@@ -118,7 +112,7 @@ impl Store {
             let now = Utc::now();
             for (rule_id, grant) in &held {
                 if !wanted.iter().any(|(id, _)| id == rule_id) {
-                    revoke(&tx, &grant.id, now)?;
+                    revoke(tx, &grant.id, now)?;
                     changes.push(RuleGrantChange::Revoked(Grant {
                         revoked_at: Some(now),
                         ..grant.clone()
@@ -139,29 +133,26 @@ impl Store {
                         }));
                     }
                     None => {
-                        insert(&tx, rule_id, candidate)?;
+                        insert(tx, rule_id, candidate)?;
                         changes.push(RuleGrantChange::Granted(candidate.clone()));
                     }
                 }
             }
-            tx.commit()?;
             Ok(changes)
         })
     }
 }
 
 /// The unrevoked rule grants matching `filter`, with their rule ids.
-fn rule_grants(c: &Connection, filter: &str, args: impl rusqlite::Params) -> Result<Vec<(String, Grant)>, StoreError> {
+fn rule_grants(c: &dyn Db, filter: &str, args: Params<'_>) -> Result<Vec<(String, Grant)>, StoreError> {
     let sql = format!(
         "SELECT id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, revoked_at, rule_id \
-         FROM grants WHERE rule_id IS NOT NULL AND revoked_at IS NULL AND {filter} ORDER BY created_at"
+         FROM grants WHERE rule_id IS NOT NULL AND revoked_at IS NULL AND {filter} ORDER BY created_at, id"
     );
-    let mut stmt = c.prepare(&sql)?;
-    let rows = stmt.query_map(args, |r| Ok((r.get::<_, String>(10)?, grant_row(r)?)))?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(c.query_map(&sql, args, |r| Ok((r.get::<_, String>(10)?, grant_row(r)?)))?)
 }
 
-fn insert(c: &Connection, rule_id: &str, grant: &Grant) -> Result<(), StoreError> {
+fn insert(c: &dyn Db, rule_id: &str, grant: &Grant) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, rule_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at, rule_id],
@@ -169,7 +160,7 @@ fn insert(c: &Connection, rule_id: &str, grant: &Grant) -> Result<(), StoreError
     Ok(())
 }
 
-fn revoke(c: &Connection, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+fn revoke(c: &dyn Db, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
     c.execute(
         "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
         params![id, at],
@@ -177,7 +168,7 @@ fn revoke(c: &Connection, id: &str, at: DateTime<Utc>) -> Result<(), StoreError>
     Ok(())
 }
 
-fn rule_row(r: &Row) -> rusqlite::Result<GroupRule> {
+fn rule_row(r: &Row) -> Result<GroupRule, SqlError> {
     Ok(GroupRule {
         id: r.get(0)?,
         group: r.get(1)?,
@@ -192,6 +183,13 @@ fn rule_row(r: &Row) -> rusqlite::Result<GroupRule> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
+    use chrono::SubsecRound;
+
+    /// Now, as precisely as both stores keep a time (PostgreSQL: microseconds).
+    fn now() -> DateTime<Utc> {
+        Utc::now().trunc_subsecs(6)
+    }
 
     fn rule(id: &str, group: &str) -> GroupRule {
         GroupRule {
@@ -201,12 +199,12 @@ mod tests {
             namespace: Some("shop".into()),
             role: "viewer".into(),
             created_by: "admin".into(),
-            created_at: Utc::now(),
+            created_at: now(),
         }
     }
 
     fn candidate(rule: &GroupRule, hours: i64) -> (String, Grant) {
-        let now = Utc::now();
+        let now = now();
         let grant = Grant {
             id: uuid::Uuid::now_v7().to_string(),
             subject: Principal::person("ana"),
@@ -223,42 +221,47 @@ mod tests {
 
     #[test]
     fn a_person_holds_one_grant_per_rule_extended_at_each_sign_in_and_revoked_when_not_wanted() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("r.db")).unwrap();
-        let ana = Principal::person("ana");
-        store.add_principal(&ana, false).unwrap();
-        let (devs, ops) = (rule("r1", "devs"), rule("r2", "ops"));
-        store.add_group_rule(&devs).unwrap();
-        store.add_group_rule(&ops).unwrap();
-        assert_eq!(store.group_rules().unwrap(), [devs.clone(), ops.clone()]);
+        for store in testing::both() {
+            let backend = store.backend;
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            let (devs, ops) = (rule("r1", "devs"), rule("r2", "ops"));
+            store.add_group_rule(&devs).unwrap();
+            store.add_group_rule(&ops).unwrap();
+            assert_eq!(store.group_rules().unwrap(), [devs.clone(), ops.clone()], "{backend}");
 
-        let first = store
-            .sync_rule_grants(&ana, &[candidate(&devs, 1), candidate(&ops, 1)])
-            .unwrap();
-        assert!(matches!(
-            first[..],
-            [RuleGrantChange::Granted(_), RuleGrantChange::Granted(_)]
-        ));
-        let again = store.sync_rule_grants(&ana, &[candidate(&devs, 2)]).unwrap();
-        let [RuleGrantChange::Revoked(gone), RuleGrantChange::Extended(kept)] = &again[..] else {
-            panic!("{again:?}");
-        };
-        assert_eq!(gone.granted_by, "rule:r2");
-        assert_eq!(kept.granted_by, "rule:r1");
-        let held = store.grants_of(&ana, "c").unwrap();
-        assert_eq!(held.len(), 1, "{held:?}");
-        assert_eq!(
-            (held[0].id.as_str(), held[0].expires_at),
-            (kept.id.as_str(), kept.expires_at)
-        );
-        assert!(
-            store.sync_rule_grants(&ana, &[candidate(&devs, 1)]).unwrap().is_empty(),
-            "a shorter sign-in never shortens the grant"
-        );
+            let first = store
+                .sync_rule_grants(&ana, &[candidate(&devs, 1), candidate(&ops, 1)])
+                .unwrap();
+            assert!(
+                matches!(first[..], [RuleGrantChange::Granted(_), RuleGrantChange::Granted(_)]),
+                "{backend}"
+            );
+            let again = store.sync_rule_grants(&ana, &[candidate(&devs, 2)]).unwrap();
+            let [RuleGrantChange::Revoked(gone), RuleGrantChange::Extended(kept)] = &again[..] else {
+                panic!("{backend}: {again:?}");
+            };
+            assert_eq!(gone.granted_by, "rule:r2", "{backend}");
+            assert_eq!(kept.granted_by, "rule:r1", "{backend}");
+            let held = store.grants_of(&ana, "c").unwrap();
+            assert_eq!(held.len(), 1, "{backend}: {held:?}");
+            assert_eq!(
+                (held[0].id.as_str(), held[0].expires_at),
+                (kept.id.as_str(), kept.expires_at),
+                "{backend}"
+            );
+            assert!(
+                store.sync_rule_grants(&ana, &[candidate(&devs, 1)]).unwrap().is_empty(),
+                "{backend}: a shorter sign-in never shortens the grant"
+            );
 
-        let (removed, revoked) = store.remove_group_rule("r1").unwrap();
-        assert_eq!((removed, revoked.len()), (devs, 1));
-        assert!(store.grants_of(&ana, "c").unwrap().is_empty());
-        assert!(matches!(store.remove_group_rule("r1"), Err(StoreError::NotFound(_))));
+            let (removed, revoked) = store.remove_group_rule("r1").unwrap();
+            assert_eq!((removed, revoked.len()), (devs, 1), "{backend}");
+            assert!(store.grants_of(&ana, "c").unwrap().is_empty(), "{backend}");
+            assert!(
+                matches!(store.remove_group_rule("r1"), Err(StoreError::NotFound(_))),
+                "{backend}"
+            );
+        }
     }
 }

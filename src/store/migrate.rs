@@ -11,7 +11,7 @@
 //! to start on anything newer, saying so.
 
 use super::postgres::{wait, Pg, Postgres};
-use super::sql::{params, Db, Sqlite, SqlError};
+use super::sql::{params, Db, SqlError, Sqlite};
 use super::StoreError;
 use rusqlite::Connection;
 
@@ -33,10 +33,28 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0013_ci_trust.sql"),
     include_str!("migrations/0014_apiserver_audit.sql"),
     include_str!("migrations/0015_login_codes.sql"),
+    include_str!("migrations/0016_notify.sql"),
 ];
 
 /// The same versions for PostgreSQL.
-const POSTGRES_MIGRATIONS: &[&str] = &[];
+const POSTGRES_MIGRATIONS: &[&str] = &[
+    include_str!("migrations/postgres/0001_identity.sql"),
+    include_str!("migrations/postgres/0002_audit.sql"),
+    include_str!("migrations/postgres/0003_agents.sql"),
+    include_str!("migrations/postgres/0004_reconcile_access.sql"),
+    include_str!("migrations/postgres/0005_approvals.sql"),
+    include_str!("migrations/postgres/0006_web_sessions.sql"),
+    include_str!("migrations/postgres/0007_settings.sql"),
+    include_str!("migrations/postgres/0008_sign_in.sql"),
+    include_str!("migrations/postgres/0009_group_rules.sql"),
+    include_str!("migrations/postgres/0010_session_groups.sql"),
+    include_str!("migrations/postgres/0011_oauth.sql"),
+    include_str!("migrations/postgres/0012_mcp_sessions.sql"),
+    include_str!("migrations/postgres/0013_ci_trust.sql"),
+    include_str!("migrations/postgres/0014_apiserver_audit.sql"),
+    include_str!("migrations/postgres/0015_login_codes.sql"),
+    include_str!("migrations/postgres/0016_notify.sql"),
+];
 
 /// The schema version this release knows.
 pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
@@ -64,9 +82,9 @@ pub(crate) fn migrate_postgres(pg: &Postgres) -> Result<(), StoreError> {
     let mut client = pg.client()?;
     let db = Pg(&client);
     db.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")?;
-    db.query("SELECT pg_advisory_lock(?1)", params![MIGRATION_LOCK])?;
+    db.execute("SELECT pg_advisory_lock(?1)", params![MIGRATION_LOCK])?;
     let result = apply_postgres(&mut client);
-    let unlocked = Pg(&client).query("SELECT pg_advisory_unlock(?1)", params![MIGRATION_LOCK]);
+    let unlocked = Pg(&client).execute("SELECT pg_advisory_unlock(?1)", params![MIGRATION_LOCK]);
     result?;
     unlocked?;
     Ok(())
@@ -78,7 +96,10 @@ fn apply_postgres(client: &mut deadpool_postgres::Object) -> Result<(), StoreErr
         let tx = wait(client.transaction()).map_err(SqlError::from)?;
         let db = Pg(&tx);
         db.execute_batch(sql)?;
-        db.execute("INSERT INTO schema_migrations (version) VALUES (?1)", params![(index + 1) as i64])?;
+        db.execute(
+            "INSERT INTO schema_migrations (version) VALUES (?1)",
+            params![(index + 1) as i64],
+        )?;
         wait(tx.commit()).map_err(SqlError::from)?;
     }
     Ok(())
@@ -87,9 +108,11 @@ fn apply_postgres(client: &mut deadpool_postgres::Object) -> Result<(), StoreErr
 /// The version applied, or a refusal when it is newer than this release
 /// can run on.
 fn check_version(db: &dyn Db) -> Result<usize, StoreError> {
-    let applied: i64 = db.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", params![], |r| {
-        r.get(0)
-    })?;
+    let applied: i64 = db.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        params![],
+        |r| r.get(0),
+    )?;
     let applied = applied.max(0) as usize;
     if applied > SCHEMA_VERSION + 1 {
         return Err(StoreError::Invalid(format!(
@@ -118,6 +141,31 @@ mod tests {
     fn a_store_one_version_ahead_is_run_on_during_a_rolling_upgrade() {
         let conn = with_version(SCHEMA_VERSION + 1);
         migrate(&conn).unwrap();
+    }
+
+    #[test]
+    fn both_backends_have_a_migration_for_every_version() {
+        assert_eq!(POSTGRES_MIGRATIONS.len(), MIGRATIONS.len());
+    }
+
+    #[test]
+    fn a_postgres_store_migrates_once_and_refuses_a_schema_two_versions_ahead() {
+        let store = crate::store::testing::postgres();
+        let Some(pg) = store.postgres_pool() else {
+            panic!("not on PostgreSQL")
+        };
+        // A second replica starting on the same database applies nothing.
+        migrate_postgres(&pg).unwrap();
+        store
+            .with(|c| {
+                Ok(c.execute(
+                    "INSERT INTO schema_migrations (version) VALUES (?1)",
+                    params![(SCHEMA_VERSION + 2) as i64],
+                )?)
+            })
+            .unwrap();
+        let err = migrate_postgres(&pg).unwrap_err().to_string();
+        assert!(err.contains("run a newer portcullis"), "{err}");
     }
 
     #[test]

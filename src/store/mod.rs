@@ -15,9 +15,11 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub(crate) mod sql;
-pub mod postgres;
 mod copy;
+pub mod postgres;
+pub(crate) mod sql;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use copy::copy_sqlite_into;
 
@@ -29,9 +31,11 @@ mod consent;
 mod credentials;
 mod grants;
 mod group_rules;
+mod jobs;
 mod login_codes;
 mod mcp_sessions;
 mod migrate;
+pub mod notify;
 mod oauth;
 mod oauth_clients;
 mod people;
@@ -156,21 +160,21 @@ impl Store {
         })
     }
 
+    /// The PostgreSQL pool, when the store is on PostgreSQL (the audit's
+    /// own store and the notification listener use it).
+    pub fn postgres_pool(&self) -> Option<Arc<postgres::Postgres>> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some(pg.clone()),
+            Backend::Sqlite { .. } => None,
+        }
+    }
+
     /// The SQLite file (the audit writer opens its own connection to it);
     /// `None` on PostgreSQL.
     pub fn sqlite_path(&self) -> Option<&Path> {
         match &self.backend {
             Backend::Sqlite { path, .. } => Some(path),
             Backend::Postgres(_) => None,
-        }
-    }
-
-    /// The PostgreSQL pool (the audit keeps its chain there with SQL of its
-    /// own); `None` on SQLite.
-    pub fn postgres(&self) -> Option<Arc<postgres::Postgres>> {
-        match &self.backend {
-            Backend::Postgres(pg) => Some(pg.clone()),
-            Backend::Sqlite { .. } => None,
         }
     }
 
@@ -221,15 +225,16 @@ impl Store {
         }
     }
 
-    /// Run `f` with the SQLite connection: the repository's code not yet
-    /// written against [`sql::Db`]. On PostgreSQL it fails, saying so.
+    /// Run `f` with the SQLite connection itself (copying a whole SQLite
+    /// store into PostgreSQL reads it table by table). On PostgreSQL it
+    /// fails, saying so.
     fn sqlite<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
         match &self.backend {
             Backend::Sqlite { conn, .. } => {
                 let conn = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 f(&conn)
             }
-            Backend::Postgres(_) => Err(StoreError::Invalid("not available on PostgreSQL yet".into())),
+            Backend::Postgres(_) => Err(StoreError::Invalid("this store is not an SQLite file".into())),
         }
     }
 }

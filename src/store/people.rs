@@ -2,10 +2,10 @@
 //! linked once to a portcullis person, so a login claim or an email that
 //! changes at the provider never moves a sign-in to someone else.
 
+use super::sql::{params, Db, OptionalExt};
 use super::{validate_name, Store, StoreError};
 use crate::identity::{Principal, PrincipalKind};
-use chrono::Utc;
-use rusqlite::{params, Connection, OptionalExtension};
+use chrono::{SubsecRound, Utc};
 
 /// Who signed in at the provider, as its ID token says (login already
 /// normalised).
@@ -46,8 +46,9 @@ impl Store {
     /// login (an operator's `person add`, or created when `create`). The
     /// email and groups are brought up to date. One transaction.
     pub fn sign_in_person(&self, seen: &ProviderPerson, create: bool) -> Result<SignInPerson, StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        let groups = serde_json::to_string(&seen.groups).unwrap_or_else(|_| "[]".into());
+        let now = Utc::now().trunc_subsecs(6);
+        self.write(|tx| {
             let linked: Option<String> = tx
                 .query_row(
                     "SELECT login FROM person_identities WHERE issuer = ?1 AND subject = ?2",
@@ -57,15 +58,14 @@ impl Store {
                 .optional()?;
             let (login, created) = match linked {
                 Some(login) => (login, false),
-                None => match link(&tx, seen, create)? {
+                None => match link(tx, seen, create, now)? {
                     Ok(created) => (seen.login.clone(), created),
                     Err(refused) => return Ok(refused),
                 },
             };
-            let groups = serde_json::to_string(&seen.groups).unwrap_or_else(|_| "[]".into());
             tx.execute(
                 "UPDATE person_identities SET email = ?3, groups = ?4, last_sign_in_at = ?5 WHERE issuer = ?1 AND subject = ?2",
-                params![seen.issuer, seen.subject, seen.email, groups, Utc::now()],
+                params![seen.issuer, seen.subject, seen.email, groups, now],
             )?;
             let disabled: Option<bool> = tx
                 .query_row(
@@ -74,7 +74,6 @@ impl Store {
                     |r| r.get(0),
                 )
                 .optional()?;
-            tx.commit()?;
             Ok(match disabled {
                 None => SignInPerson::Unknown(login),
                 Some(true) => SignInPerson::Disabled(login),
@@ -85,7 +84,7 @@ impl Store {
 
     /// The groups of `login`'s last sign-in at `issuer`.
     pub fn person_groups(&self, issuer: &str, login: &str) -> Result<Vec<String>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             let text: Option<String> = c
                 .query_row(
                     "SELECT groups FROM person_identities WHERE issuer = ?1 AND login = ?2",
@@ -100,7 +99,12 @@ impl Store {
 
 /// Link a first sign-in to the person its login names: `Ok(created)`, or
 /// the refusal.
-fn link(c: &Connection, seen: &ProviderPerson, create: bool) -> Result<Result<bool, SignInPerson>, StoreError> {
+fn link(
+    c: &dyn Db,
+    seen: &ProviderPerson,
+    create: bool,
+    now: chrono::DateTime<Utc>,
+) -> Result<Result<bool, SignInPerson>, StoreError> {
     let taken: Option<String> = c
         .query_row(
             "SELECT subject FROM person_identities WHERE issuer = ?1 AND login = ?2",
@@ -123,11 +127,10 @@ fn link(c: &Connection, seen: &ProviderPerson, create: bool) -> Result<Result<bo
     if !exists {
         validate_name(&person.name)?;
         c.execute(
-            "INSERT INTO principals (kind, name, disabled, writes_need_approval, created_at) VALUES ('person', ?1, 0, 0, ?2)",
-            params![person.name, Utc::now()],
+            "INSERT INTO principals (kind, name, disabled, writes_need_approval, created_at) VALUES ('person', ?1, FALSE, FALSE, ?2)",
+            params![person.name, now],
         )?;
     }
-    let now = Utc::now();
     c.execute(
         "INSERT INTO person_identities (issuer, subject, login, created_at, last_sign_in_at) VALUES (?1, ?2, ?3, ?4, ?4)",
         params![seen.issuer, seen.subject, seen.login, now],
@@ -138,6 +141,7 @@ fn link(c: &Connection, seen: &ProviderPerson, create: bool) -> Result<Result<bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn seen(subject: &str, login: &str) -> ProviderPerson {
         ProviderPerson {
@@ -151,51 +155,55 @@ mod tests {
 
     #[test]
     fn a_sign_in_finds_its_person_by_issuer_and_subject_even_when_the_login_claim_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        for store in testing::both() {
+            finds_by_issuer_and_subject(&store, store.backend);
+        }
+    }
+
+    fn finds_by_issuer_and_subject(store: &Store, backend: &str) {
+        let person = |login: &str, created| SignInPerson::Person {
+            login: login.into(),
+            created,
+        };
+        let sign_in = |subject, login, create| store.sign_in_person(&seen(subject, login), create).unwrap();
         assert_eq!(
-            store.sign_in_person(&seen("s1", "ana"), false).unwrap(),
-            SignInPerson::Unknown("ana".into())
+            sign_in("s1", "ana", false),
+            SignInPerson::Unknown("ana".into()),
+            "{backend}"
         );
-        let first = store.sign_in_person(&seen("s1", "ana"), true).unwrap();
+        assert_eq!(sign_in("s1", "ana", true), person("ana", true), "{backend}");
+        assert_eq!(sign_in("s1", "anna", true), person("ana", false), "{backend}");
         assert_eq!(
-            first,
-            SignInPerson::Person {
-                login: "ana".into(),
-                created: true
-            }
-        );
-        let renamed = store.sign_in_person(&seen("s1", "anna"), true).unwrap();
-        assert_eq!(
-            renamed,
-            SignInPerson::Person {
-                login: "ana".into(),
-                created: false
-            }
+            sign_in("s2", "ana", true),
+            SignInPerson::LoginTaken("ana".into()),
+            "{backend}"
         );
         assert_eq!(
-            store.sign_in_person(&seen("s2", "ana"), true).unwrap(),
-            SignInPerson::LoginTaken("ana".into())
+            store.person_groups("https://idp", "ana").unwrap(),
+            ["devs"],
+            "{backend}"
         );
-        assert_eq!(store.person_groups("https://idp", "ana").unwrap(), ["devs"]);
         store.disable_principal(&Principal::person("ana")).unwrap();
         assert_eq!(
-            store.sign_in_person(&seen("s1", "ana"), true).unwrap(),
-            SignInPerson::Disabled("ana".into())
+            sign_in("s1", "ana", true),
+            SignInPerson::Disabled("ana".into()),
+            "{backend}"
         );
     }
 
     #[test]
     fn a_person_an_operator_added_is_linked_at_their_first_sign_in() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("p.db")).unwrap();
-        store.add_principal(&Principal::person("bo"), false).unwrap();
-        assert_eq!(
-            store.sign_in_person(&seen("s9", "bo"), false).unwrap(),
-            SignInPerson::Person {
-                login: "bo".into(),
-                created: false
-            }
-        );
+        for store in testing::both() {
+            store.add_principal(&Principal::person("bo"), false).unwrap();
+            assert_eq!(
+                store.sign_in_person(&seen("s9", "bo"), false).unwrap(),
+                SignInPerson::Person {
+                    login: "bo".into(),
+                    created: false
+                },
+                "{}",
+                store.backend
+            );
+        }
     }
 }

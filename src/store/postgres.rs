@@ -7,7 +7,7 @@
 //! thread of the server's runtime ever drives a connection it also waits
 //! for, so a waiting request cannot starve the database.
 
-use super::sql::{Backend, Db, Owned, Params, Row, SqlError, Value};
+use super::sql::{Db, Owned, Params, Row, SqlError, Value};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::borrow::Cow;
 use std::time::Duration;
@@ -17,6 +17,11 @@ use tokio_postgres::types::{IsNull, ToSql, Type};
 pub struct Postgres {
     pool: Pool,
     runtime: Runtime,
+    /// Where the pool connects, kept for connections outside it (the
+    /// notification listener's).
+    config: tokio_postgres::Config,
+    /// The notification listener, started by the first subscriber.
+    listener: super::notify::Listener,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -39,7 +44,10 @@ impl Drop for Runtime {
 
 impl Runtime {
     fn handle(&self) -> &tokio::runtime::Handle {
-        self.0.as_ref().expect("the store's runtime runs until dropped").handle()
+        self.0
+            .as_ref()
+            .expect("the store's runtime runs until dropped")
+            .handle()
     }
 }
 
@@ -56,7 +64,7 @@ impl Postgres {
             .build()
             .map_err(|e| SqlError::Pool(format!("starting the store's runtime: {e}")))?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             tokio_postgres::NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -72,12 +80,24 @@ impl Postgres {
         Ok(Postgres {
             pool,
             runtime: Runtime(Some(runtime)),
+            config,
+            listener: super::notify::Listener::default(),
         })
     }
 
     /// The store's runtime, for tasks of its own (notifications).
     pub fn handle(&self) -> &tokio::runtime::Handle {
         self.runtime.handle()
+    }
+
+    /// Where the pool connects (password included: never print it).
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// The notification listener of this database.
+    pub(crate) fn listener(&self) -> &super::notify::Listener {
+        &self.listener
     }
 
     /// A connection from the pool, waited for on this thread.
@@ -130,10 +150,6 @@ impl<C: GenericClient + Sync> Db for Pg<'_, C> {
     fn execute_batch(&self, sql: &str) -> Result<(), SqlError> {
         Ok(wait(self.0.batch_execute(sql))?)
     }
-
-    fn backend(&self) -> Backend {
-        Backend::Postgres
-    }
 }
 
 /// `?1` → `$1`, and a bare `?` → the next number, outside quotes.
@@ -174,7 +190,10 @@ fn row(row: &tokio_postgres::Row) -> Result<Row, SqlError> {
 }
 
 fn column_value(row: &tokio_postgres::Row, i: usize, ty: &Type) -> Result<Owned, SqlError> {
-    fn get<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a tokio_postgres::Row, i: usize) -> Result<Option<T>, SqlError> {
+    fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+        row: &'a tokio_postgres::Row,
+        i: usize,
+    ) -> Result<Option<T>, SqlError> {
         row.try_get::<_, Option<T>>(i).map_err(SqlError::from)
     }
     let value = match *ty {
@@ -190,7 +209,10 @@ fn column_value(row: &tokio_postgres::Row, i: usize, ty: &Type) -> Result<Owned,
         Type::BYTEA => get::<Vec<u8>>(row, i)?.map(Owned::Blob),
         Type::TIMESTAMPTZ => get::<chrono::DateTime<chrono::Utc>>(row, i)?.map(Owned::Time),
         ref other => {
-            return Err(SqlError::decode(i, format!("PostgreSQL type {other} is not read here: cast it")));
+            return Err(SqlError::decode(
+                i,
+                format!("PostgreSQL type {other} is not read here: cast it"),
+            ));
         }
     };
     Ok(value.unwrap_or(Owned::Null))
@@ -212,11 +234,7 @@ fn int_to_sql(i: i64, ty: &Type, out: &mut bytes::BytesMut) -> Result<IsNull, Bo
 
 /// Each value becomes the type PostgreSQL inferred for its parameter.
 impl ToSql for Value<'_> {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut bytes::BytesMut,
-    ) -> Result<IsNull, BoxError> {
+    fn to_sql(&self, ty: &Type, out: &mut bytes::BytesMut) -> Result<IsNull, BoxError> {
         match *self {
             Value::Null => Ok(IsNull::Yes),
             Value::Int(i) => int_to_sql(i, ty, out),
@@ -249,7 +267,10 @@ mod tests {
     #[test]
     fn numbered_and_bare_placeholders_become_dollars_outside_quotes() {
         assert_eq!(placeholders("SELECT 1"), "SELECT 1");
-        assert_eq!(placeholders("a = ?1 AND b = ?12 OR ?1 IS NULL"), "a = $1 AND b = $12 OR $1 IS NULL");
+        assert_eq!(
+            placeholders("a = ?1 AND b = ?12 OR ?1 IS NULL"),
+            "a = $1 AND b = $12 OR $1 IS NULL"
+        );
         assert_eq!(placeholders("a = ? AND b = ?"), "a = $1 AND b = $2");
         assert_eq!(placeholders("x = '?1' AND \"q?\" = ?2"), "x = '?1' AND \"q?\" = $2");
     }

@@ -1,9 +1,9 @@
 //! Sign-in sessions of the approval pages (see
 //! `crate::doors::web::session`), by the SHA-256 of their id only.
 
+use super::sql::{params, OptionalExt, Row, SqlError};
 use super::{Store, StoreError};
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension};
 
 /// A sign-in session as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct WebSession {
 const SESSION_SELECT: &str =
     "SELECT login, credential_id, expires_at, signed_in_with = 'oidc', groups FROM web_sessions";
 
-fn session_row(r: &rusqlite::Row) -> rusqlite::Result<WebSession> {
+fn session_row(r: &Row) -> Result<WebSession, SqlError> {
     let groups: Option<String> = r.get(4)?;
     Ok(WebSession {
         login: r.get(0)?,
@@ -46,7 +46,7 @@ impl Store {
         let groups = session
             .oidc
             .then(|| serde_json::Value::from(session.groups.clone()).to_string());
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute("DELETE FROM web_sessions WHERE expires_at <= ?1", params![now])?;
             c.execute(
                 "INSERT INTO web_sessions (id_sha256, login, credential_id, created_at, expires_at, signed_in_with, groups) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -58,7 +58,7 @@ impl Store {
 
     /// The unexpired session whose id hashes to `id_sha256`.
     pub fn web_session(&self, id_sha256: &str) -> Result<Option<WebSession>, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 &format!("{SESSION_SELECT} WHERE id_sha256 = ?1 AND expires_at > ?2"),
                 params![id_sha256, Utc::now()],
@@ -70,32 +70,33 @@ impl Store {
 
     /// `login`'s unexpired sessions.
     pub fn web_sessions_of(&self, login: &str) -> Result<Vec<WebSession>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!("{SESSION_SELECT} WHERE login = ?1 AND expires_at > ?2"))?;
-            let rows = stmt.query_map(params![login, Utc::now()], session_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!("{SESSION_SELECT} WHERE login = ?1 AND expires_at > ?2"),
+                params![login, Utc::now()],
+                session_row,
+            )?)
         })
     }
 
     /// End one session (signing out); a session signed into through the
     /// identity provider takes its own credential with it.
     pub fn delete_web_session(&self, id_sha256: &str) -> Result<(), StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        let now = Utc::now();
+        self.write(|tx| {
             tx.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id IN \
                  (SELECT credential_id FROM web_sessions WHERE id_sha256 = ?1 AND signed_in_with = 'oidc')",
-                params![id_sha256, Utc::now()],
+                params![id_sha256, now],
             )?;
             tx.execute("DELETE FROM web_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
-            tx.commit()?;
             Ok(())
         })
     }
 
     /// How many sessions `login` has (ended or not), for tests and checks.
     pub fn web_session_count(&self, login: &str) -> Result<i64, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             Ok(c.query_row(
                 "SELECT COUNT(*) FROM web_sessions WHERE login = ?1",
                 params![login],
@@ -109,11 +110,17 @@ impl Store {
 mod tests {
     use super::*;
     use crate::identity::Principal;
+    use crate::store::testing;
+    use chrono::SubsecRound;
 
     #[test]
     fn a_session_is_found_until_it_ends_and_disabling_its_person_ends_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        for store in testing::both() {
+            session_ends(&store, store.backend);
+        }
+    }
+
+    fn session_ends(store: &Store, backend: &str) {
         let ana = Principal::person("ana");
         store.add_principal(&ana, false).unwrap();
         let session = |expires_at| WebSession {
@@ -123,25 +130,39 @@ mod tests {
             oidc: false,
             groups: Vec::new(),
         };
-        let later = Utc::now() + chrono::TimeDelta::hours(1);
+        // PostgreSQL keeps microseconds.
+        let later = Utc::now().trunc_subsecs(6) + chrono::TimeDelta::hours(1);
         store.insert_web_session("h1", &session(later)).unwrap();
         store.insert_web_session("h2", &session(later)).unwrap();
         store
             .insert_web_session("old", &session(Utc::now() - chrono::TimeDelta::seconds(1)))
             .unwrap();
-        assert_eq!(store.web_session("h1").unwrap(), Some(session(later)));
-        assert_eq!(store.web_session("old").unwrap(), None, "an ended session is not found");
+        assert_eq!(store.web_session("h1").unwrap(), Some(session(later)), "{backend}");
+        assert_eq!(
+            store.web_session("old").unwrap(),
+            None,
+            "{backend}: an ended session is not found"
+        );
         store.delete_web_session("h1").unwrap();
-        assert_eq!(store.web_session("h1").unwrap(), None);
-        assert!(store.web_session("h2").unwrap().is_some());
+        assert_eq!(store.web_session("h1").unwrap(), None, "{backend}");
+        assert!(store.web_session("h2").unwrap().is_some(), "{backend}");
+        assert_eq!(
+            store.web_session_count("ana").unwrap(),
+            2,
+            "{backend}: h2 and the ended one"
+        );
         store.disable_principal(&ana).unwrap();
-        assert_eq!(store.web_session_count("ana").unwrap(), 0);
+        assert_eq!(store.web_session_count("ana").unwrap(), 0, "{backend}");
     }
 
     #[test]
     fn signing_out_revokes_a_provider_sessions_own_credential_and_disabling_revokes_them_all() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        for store in testing::both() {
+            signing_out_revokes(&store, store.backend);
+        }
+    }
+
+    fn signing_out_revokes(store: &Store, backend: &str) {
         let ana = Principal::person("ana");
         store.add_principal(&ana, false).unwrap();
         let (kubeconfig, _) = store.issue_credential(&ana, "laptop", None).unwrap();
@@ -158,17 +179,31 @@ mod tests {
             .insert_web_session("token", &session(&kubeconfig.id, false))
             .unwrap();
         store.insert_web_session("oidc", &session(&own.id, true)).unwrap();
-        assert_eq!(store.web_session("oidc").unwrap().unwrap().groups, ["devs"]);
-        assert_eq!(store.web_sessions_of("ana").unwrap().len(), 2);
+        assert_eq!(
+            store.web_session("oidc").unwrap().unwrap().groups,
+            ["devs"],
+            "{backend}"
+        );
+        assert!(store.web_session("oidc").unwrap().unwrap().oidc, "{backend}");
+        assert_eq!(store.web_sessions_of("ana").unwrap().len(), 2, "{backend}");
         store.delete_web_session("token").unwrap();
         store.delete_web_session("oidc").unwrap();
         let revoked = |id: &str| {
             let all = store.list_credentials(Some(&ana)).unwrap();
             all.iter().find(|c| c.id == id).unwrap().revoked_at.is_some()
         };
-        assert!(!revoked(&kubeconfig.id), "a token sign-in leaves the token alone");
-        assert!(revoked(&own.id), "the provider session's credential ends with it");
+        assert!(
+            !revoked(&kubeconfig.id),
+            "{backend}: a token sign-in leaves the token alone"
+        );
+        assert!(
+            revoked(&own.id),
+            "{backend}: the provider session's credential ends with it"
+        );
         store.disable_principal(&ana).unwrap();
-        assert!(revoked(&kubeconfig.id), "disabling a person revokes every credential");
+        assert!(
+            revoked(&kubeconfig.id),
+            "{backend}: disabling a person revokes every credential"
+        );
     }
 }

@@ -2,10 +2,10 @@
 //! already exchanged (replay detection). The domain side (checking a token,
 //! the exchange, the audit) is `crate::ci`.
 
+use super::sql::{params, OptionalExt, Row, SqlError};
 use super::{exists, Store, StoreError};
 use crate::identity::Principal;
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension, Row};
 use std::collections::BTreeMap;
 
 /// A bot trusts tokens from `issuer` for `audience` whose claims meet every
@@ -38,7 +38,7 @@ impl Store {
     /// Add a trust rule; its bot must exist.
     pub fn add_trust_rule(&self, rule: &TrustRule) -> Result<(), StoreError> {
         let claims = serde_json::to_string(&rule.claims).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.sqlite(|c| {
+        self.with(|c| {
             exists(c, &Principal::bot(&rule.bot))?;
             c.execute(
                 "INSERT INTO ci_trust_rules (id, bot, issuer, audience, claims, duration_seconds, max_token_age_seconds, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -50,7 +50,7 @@ impl Store {
 
     /// The rules of `bot`, or every rule; oldest first.
     pub fn trust_rules(&self, bot: Option<&str>) -> Result<Vec<TrustRule>, StoreError> {
-        self.query_trust_rules("?1 IS NULL OR bot = ?1", bot)
+        self.query_trust_rules("CAST(?1 AS TEXT) IS NULL OR bot = ?1", bot)
     }
 
     /// The rules trusting `issuer`, oldest first.
@@ -61,8 +61,7 @@ impl Store {
     /// Remove rule `id` and revoke the credentials exchanged through it
     /// (their origin names it); returns the rule and how many were revoked.
     pub fn remove_trust_rule(&self, id: &str) -> Result<(TrustRule, usize), StoreError> {
-        self.sqlite(|c| {
-            let tx = super::write_transaction(c)?;
+        self.write(|tx| {
             let rule = tx
                 .query_row(&format!("{RULE_SELECT} WHERE id = ?1"), params![id], rule_row)
                 .optional()?
@@ -71,10 +70,9 @@ impl Store {
             // A prefix compared as text: an id is never read as a pattern.
             let revoked = tx.execute(
                 "UPDATE credentials SET revoked_at = ?4 WHERE kind = 'bot' AND owner = ?1 AND revoked_at IS NULL \
-                 AND substr(via, 1, length(?2)) = ?2 AND length(via) > length(?3)",
+                 AND substr(via, 1, length(CAST(?2 AS TEXT))) = ?2 AND length(via) > length(CAST(?3 AS TEXT))",
                 params![rule.bot, format!("ci rule={id} "), format!("ci rule={id}"), Utc::now()],
             )?;
-            tx.commit()?;
             Ok((rule, revoked))
         })
     }
@@ -84,13 +82,13 @@ impl Store {
     /// insert is the check, so two replicas cannot both accept a token.
     /// Records past their time are swept first.
     pub fn mark_exchanged(&self, digest: &str, keep_until: DateTime<Utc>) -> Result<bool, StoreError> {
-        self.sqlite(|c| {
+        self.with(|c| {
             c.execute(
                 "DELETE FROM ci_exchanged_tokens WHERE keep_until < ?1",
                 params![Utc::now()],
             )?;
             let inserted = c.execute(
-                "INSERT OR IGNORE INTO ci_exchanged_tokens (digest, keep_until) VALUES (?1, ?2)",
+                "INSERT INTO ci_exchanged_tokens (digest, keep_until) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                 params![digest, keep_until],
             )?;
             Ok(inserted == 1)
@@ -98,18 +96,19 @@ impl Store {
     }
 
     fn query_trust_rules(&self, filter: &str, arg: Option<&str>) -> Result<Vec<TrustRule>, StoreError> {
-        self.sqlite(|c| {
-            let mut stmt = c.prepare(&format!("{RULE_SELECT} WHERE {filter} ORDER BY created_at, id"))?;
-            let rows = stmt.query_map(params![arg], rule_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!("{RULE_SELECT} WHERE {filter} ORDER BY created_at, id"),
+                params![arg],
+                rule_row,
+            )?)
         })
     }
 }
 
-fn rule_row(r: &Row) -> rusqlite::Result<TrustRule> {
+fn rule_row(r: &Row) -> Result<TrustRule, SqlError> {
     let claims: String = r.get(4)?;
-    let claims = serde_json::from_str(&claims)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, e.into()))?;
+    let claims = serde_json::from_str(&claims).map_err(|e| SqlError::decode(4, e))?;
     Ok(TrustRule {
         id: r.get(0)?,
         bot: r.get(1)?,

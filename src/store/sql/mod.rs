@@ -60,9 +60,7 @@ impl SqlError {
             SqlError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => {
                 f.code == rusqlite::ErrorCode::ConstraintViolation
             }
-            SqlError::Postgres(e) => e
-                .code()
-                .is_some_and(|code| code.code().starts_with("23")),
+            SqlError::Postgres(e) => e.code().is_some_and(|code| code.code().starts_with("23")),
             _ => false,
         }
     }
@@ -315,15 +313,6 @@ impl<T: FromSql> FromSql for Option<T> {
     }
 }
 
-/// Which database a [`Db`] talks to, for the rare statement that differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// The embedded SQLite file.
-    Sqlite,
-    /// A shared PostgreSQL.
-    Postgres,
-}
-
 /// A connection, or a transaction on one.
 pub trait Db {
     /// Run one statement; how many rows it changed.
@@ -334,9 +323,6 @@ pub trait Db {
 
     /// Run statements without parameters, separated by `;`.
     fn execute_batch(&self, sql: &str) -> Result<(), SqlError>;
-
-    /// Which database this is.
-    fn backend(&self) -> Backend;
 }
 
 impl dyn Db + '_ {
@@ -439,10 +425,6 @@ impl Db for Sqlite<'_> {
 
     fn execute_batch(&self, sql: &str) -> Result<(), SqlError> {
         Ok(self.0.execute_batch(sql)?)
-    }
-
-    fn backend(&self) -> Backend {
-        Backend::Sqlite
     }
 }
 

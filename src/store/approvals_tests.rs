@@ -1,0 +1,165 @@
+use super::*;
+use crate::identity::Principal;
+use crate::store::testing;
+use std::sync::Barrier;
+
+fn held(id: &str, digest: &str) -> HeldWrite {
+    let now = Utc::now();
+    HeldWrite {
+        id: id.into(),
+        digest: digest.into(),
+        state: HeldState::Pending,
+        request: HeldRequest {
+            cluster: "c".into(),
+            requester: "bot:ci".into(),
+            agent_id: None,
+            delegated: false,
+            credential_id: "cred".into(),
+            tool: String::new(),
+            client: "127.0.0.1".into(),
+            method: "DELETE".into(),
+            path: "/api/v1/namespaces/shop/pods/web".into(),
+            query: String::new(),
+            content_type: String::new(),
+            verb: "delete".into(),
+            api_group: String::new(),
+            resource: "pods".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            preview: Preview::default(),
+            precondition: Precondition::default(),
+        },
+        created_at: now,
+        expires_at: now + chrono::TimeDelta::minutes(10),
+        decided_by: None,
+        decided_at: None,
+        decision_reason: None,
+        executed_at: None,
+        outcome: None,
+        answered: false,
+    }
+}
+
+/// Runs `f` on `n` threads released at the same moment; how many said yes.
+fn racing(n: usize, f: impl Fn() -> bool + Sync) -> usize {
+    let start = Barrier::new(n);
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..n)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    f()
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap())
+            .filter(|&yes| yes)
+            .count()
+    })
+}
+
+#[test]
+fn a_held_write_is_decided_once_and_claimed_by_exactly_one_of_the_callers_racing_for_it() {
+    for store in testing::both() {
+        let write = held("h1", "d1");
+        store.insert_held(&write, b"sealed").unwrap();
+        let decided = racing(4, || {
+            store
+                .decide_held("h1", HeldState::Approved, "ana", Some("ok"), Utc::now())
+                .unwrap()
+        });
+        assert_eq!(decided, 1, "{}", store.backend);
+        let claimed = racing(4, || store.claim_held("h1").unwrap());
+        assert_eq!(claimed, 1, "{}", store.backend);
+        assert!(!store.expire_held("h1").unwrap(), "{}", store.backend);
+        let outcome = Outcome {
+            code: 200,
+            body: "{}".into(),
+        };
+        store.finish_held("h1", &outcome, Utc::now()).unwrap();
+        let done = store.held("h1").unwrap().unwrap();
+        assert_eq!(
+            (done.state, done.decided_by.as_deref(), done.outcome, done.answered),
+            (HeldState::Executed, Some("ana"), Some(outcome), true),
+            "{}",
+            store.backend
+        );
+        assert_eq!(done.request, write.request, "{}", store.backend);
+        assert_eq!(store.held_body("h1").unwrap(), None, "{}", store.backend);
+        assert!(!store.claim_held("h1").unwrap(), "{}", store.backend);
+    }
+}
+
+#[test]
+fn a_denied_held_write_loses_its_body_and_its_digest_is_free_once_a_caller_was_told() {
+    for store in testing::both() {
+        store.insert_held(&held("h1", "d1"), b"sealed").unwrap();
+        store.insert_held(&held("h2", "d2"), b"other").unwrap();
+        assert_eq!(
+            store.held_body("h1").unwrap().as_deref(),
+            Some(&b"sealed"[..]),
+            "{}",
+            store.backend
+        );
+        assert!(store
+            .decide_held("h1", HeldState::Denied, "ana", None, Utc::now())
+            .unwrap());
+        assert!(!store
+            .decide_held("h1", HeldState::Approved, "bob", None, Utc::now())
+            .unwrap());
+        assert_eq!(store.held_body("h1").unwrap(), None, "{}", store.backend);
+        assert_eq!(
+            store.held_by_digest("d1").unwrap().map(|h| h.state),
+            Some(HeldState::Denied)
+        );
+        store.mark_held_answered("h1").unwrap();
+        assert_eq!(store.held_by_digest("d1").unwrap(), None, "{}", store.backend);
+        let open: Vec<String> = store.list_open_held().unwrap().into_iter().map(|h| h.id).collect();
+        assert_eq!(open, ["h2"], "{}", store.backend);
+        assert!(store.expire_held("h2").unwrap(), "{}", store.backend);
+        assert_eq!(store.held_body("h2").unwrap(), None, "{}", store.backend);
+        assert_eq!(store.list_held().unwrap().len(), 2, "{}", store.backend);
+    }
+}
+
+#[test]
+fn the_first_approvals_key_fingerprint_recorded_is_the_one_kept() {
+    for store in testing::both() {
+        assert_eq!(
+            store.approvals_key_fingerprint("first").unwrap(),
+            "first",
+            "{}",
+            store.backend
+        );
+        assert_eq!(
+            store.approvals_key_fingerprint("second").unwrap(),
+            "first",
+            "{}",
+            store.backend
+        );
+    }
+}
+
+#[test]
+fn only_a_principal_switched_so_needs_approval_for_its_writes() {
+    for store in testing::both() {
+        store.add_principal(&Principal::bot("ci"), true).unwrap();
+        store.add_principal(&Principal::bot("cron"), false).unwrap();
+        assert!(
+            store.writes_need_approval(&Principal::bot("ci")).unwrap(),
+            "{}",
+            store.backend
+        );
+        assert!(
+            !store.writes_need_approval(&Principal::bot("cron")).unwrap(),
+            "{}",
+            store.backend
+        );
+        assert!(
+            !store.writes_need_approval(&Principal::bot("nobody")).unwrap(),
+            "{}",
+            store.backend
+        );
+    }
+}
