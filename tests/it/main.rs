@@ -42,6 +42,7 @@ mod rbac_roles;
 mod real;
 mod replicas;
 mod secrets;
+mod serve;
 mod signin;
 mod sim_auth;
 mod sim_classification;
