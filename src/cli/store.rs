@@ -2,7 +2,7 @@
 
 use super::CliError;
 use crate::config::Config;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use clap::Subcommand;
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,8 +32,20 @@ pub fn run(config: &Config, store: &Store, command: StoreCommand, out: &mut dyn 
         ));
     }
     let from = from.unwrap_or_else(|| config.data_dir.join("portcullis.db"));
-    let tables = crate::store::copy_sqlite_into(&from, store)
-        .map_err(|e| CliError::Message(format!("the copy failed, and nothing was kept: {e}")))?;
+    if !from.is_file() {
+        return Err(CliError::Message(format!(
+            "there is no SQLite store at {}: name it with --from, or set data_dir to the folder that holds portcullis.db",
+            from.display()
+        )));
+    }
+    let tables = crate::store::copy_sqlite_into(&from, store).map_err(|e| match e {
+        // A refusal says itself what it left alone.
+        StoreError::Invalid(refused) => CliError::Message(refused),
+        failed => CliError::Message(format!(
+            "the copy failed, and nothing was kept: {}",
+            with_causes(&failed)
+        )),
+    })?;
     let io = |e: std::io::Error| CliError::Message(format!("cannot write the output: {e}"));
     for (table, rows) in &tables {
         writeln!(out, "{table}: {rows} rows").map_err(io)?;
@@ -54,4 +66,19 @@ pub fn run(config: &Config, store: &Store, command: StoreCommand, out: &mut dyn 
         report.checked
     )
     .map_err(io)
+}
+
+/// `error` and what caused it: PostgreSQL's own message (which constraint,
+/// which table) is a source of the driver's bare "db error".
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut said = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let text = inner.to_string();
+        if !said.contains(&text) {
+            said = format!("{said}: {text}");
+        }
+        cause = inner.source();
+    }
+    said
 }
