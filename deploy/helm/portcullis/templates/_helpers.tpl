@@ -48,13 +48,59 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-data" (include "portcullis.fullname" .)) .Values.persistence.existingClaim -}}
 {{- end -}}
 
-{{/* What this release of portcullis cannot do yet, refused rather than ignored. */}}
-{{- define "portcullis.validate" -}}
-{{- if gt (int .Values.replicaCount) 1 -}}
-{{- fail "replicaCount: the embedded SQLite store serves one replica; several need the PostgreSQL store, which this release of portcullis does not have yet" -}}
+{{/* "true" when the store is PostgreSQL, empty on the embedded SQLite. */}}
+{{- define "portcullis.postgres" -}}
+{{- with .Values.store.postgres -}}
+{{- if or .urlSecret.name .url -}}true{{- end -}}
 {{- end -}}
-{{- if .Values.store.postgres.urlSecret.name -}}
-{{- fail "store.postgres.urlSecret: this release of portcullis has no PostgreSQL store yet and reads no store URL; leave it empty" -}}
+{{- end -}}
+
+{{/* The PodDisruptionBudget's spec field: explicit, or from the replicas. */}}
+{{- define "portcullis.pdbBound" -}}
+{{- with .Values.podDisruptionBudget -}}
+{{- if not (kindIs "invalid" .minAvailable) -}}
+minAvailable: {{ .minAvailable }}
+{{- else if not (kindIs "invalid" .maxUnavailable) -}}
+maxUnavailable: {{ .maxUnavailable }}
+{{- else if gt (int $.Values.replicaCount) 1 -}}
+minAvailable: {{ sub (int $.Values.replicaCount) 1 }}
+{{- else -}}
+maxUnavailable: 1
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Values portcullis or the cluster would refuse, or the chart would ignore. */}}
+{{- define "portcullis.validate" -}}
+{{- $pg := include "portcullis.postgres" . -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not $pg) -}}
+{{- fail (printf "replicaCount %d: the embedded SQLite store is one file that one process holds, so it serves one replica; several replicas need the PostgreSQL store (set store.postgres.urlSecret, or store.postgres.url and store.postgres.passwordSecret)" (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- with .Values.store.postgres -}}
+{{- if and .urlSecret.name .url -}}
+{{- fail "store.postgres: set urlSecret or url, not both" -}}
+{{- end -}}
+{{- if and .passwordSecret.name (not $pg) -}}
+{{- fail "store.postgres.passwordSecret needs store.postgres.url or store.postgres.urlSecret" -}}
+{{- end -}}
+{{- /* user:password@ in the URL, or password= in its query or key-value form */ -}}
+{{- if or (regexMatch "^[^:/]+://[^/@]*:[^/@]*@" .url) (regexMatch "(?i)(^|[\\s?&])password\\s*=" .url) -}}
+{{- fail "store.postgres.url holds a password, which would be written into the ConfigMap: put the URL in a Secret (store.postgres.urlSecret) or the password alone (store.postgres.passwordSecret)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $pg .Values.persistence.existingClaim -}}
+{{- fail "persistence.existingClaim: the PostgreSQL store uses no claim; leave it empty" -}}
+{{- end -}}
+{{- if lt (int .Values.terminationGracePeriodSeconds) (add (int .Values.preStopSleepSeconds) 30) -}}
+{{- fail "terminationGracePeriodSeconds must be at least preStopSleepSeconds + 30: after SIGTERM portcullis releases its Lease, drains requests and ships its audit spool" -}}
+{{- end -}}
+{{- with .Values.podDisruptionBudget -}}
+{{- if and (not (kindIs "invalid" .minAvailable)) (not (kindIs "invalid" .maxUnavailable)) -}}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" -}}
+{{- end -}}
+{{- if and .enabled (or (kindIs "int64" .minAvailable) (kindIs "float64" .minAvailable)) (ge (int .minAvailable) (int $.Values.replicaCount)) -}}
+{{- fail "podDisruptionBudget.minAvailable must be below replicaCount, or no pod could be evicted and node drains would never end" -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.oidc.enabled (not .Values.approvals.keySecret.name) -}}
 {{- fail "oidc.enabled needs approvals.keySecret.name: portcullis signs the sign-in state with that key" -}}
