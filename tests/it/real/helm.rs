@@ -12,13 +12,13 @@ use std::process::Command;
 /// The values file with one remote cluster, sign-in on, ServiceMonitor off.
 const ONE_CLUSTER_OIDC: &str = "deploy/helm/portcullis/ci/one-cluster-oidc-values.yaml";
 
-fn root() -> &'static Path {
+pub(super) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// `helm template` as `release` in `namespace`, with `args` after; its
 /// output, or its error message.
-fn helm_template(release: &str, namespace: &str, args: &[&str]) -> Result<String, String> {
+pub(super) fn helm_template(release: &str, namespace: &str, args: &[&str]) -> Result<String, String> {
     let helm = root().join(".tools/bin/helm");
     assert!(helm.exists(), "{} is missing: scripts/setup builds it", helm.display());
     let out = Command::new(&helm)
@@ -35,18 +35,18 @@ fn helm_template(release: &str, namespace: &str, args: &[&str]) -> Result<String
 }
 
 /// Every object of a multi-document YAML text.
-fn objects(text: &str) -> Vec<Value> {
+pub(super) fn objects(text: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(text)
         .map(|doc| Value::deserialize(doc).expect("valid YAML"))
         .filter(|doc| !doc.is_null())
         .collect()
 }
 
-fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
+pub(super) fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
     objects(&helm_template(release, namespace, args).unwrap_or_else(|e| panic!("helm template: {e}")))
 }
 
-fn str_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
+pub(super) fn str_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
     let mut node = object;
     for key in path {
         node = &node[*key];
@@ -67,8 +67,10 @@ fn kubectl_name(object: &Value) -> String {
 }
 
 /// `helm install` the chart with `args` into a fresh namespace of the real
-/// cluster, as its admin: every object the chart renders must be created.
-fn install_into_real_cluster(args: &[&str]) {
+/// cluster, as its admin: every object the chart renders must be created,
+/// the Deployment with `replicas`. Returns the namespace (the release's
+/// name too).
+pub(super) fn install_into_real_cluster(args: &[&str], replicas: u32) -> String {
     let cluster = super::shared();
     let ns = cluster.namespace("helm").unwrap();
     // The release's name is the namespace's: its cluster-scoped objects
@@ -107,7 +109,7 @@ fn install_into_real_cluster(args: &[&str]) {
     expected.sort();
     found.sort();
     assert_eq!(found, expected, "every rendered object is created");
-    let replicas = [
+    let replicas_of = [
         "get",
         "deployment",
         "-n",
@@ -115,21 +117,18 @@ fn install_into_real_cluster(args: &[&str]) {
         "-o",
         "jsonpath={.items[0].spec.replicas}",
     ];
-    assert_eq!(
-        cluster.admin(&replicas).unwrap(),
-        "1",
-        "one replica on the SQLite store"
-    );
+    assert_eq!(cluster.admin(&replicas_of).unwrap(), replicas.to_string());
+    ns
 }
 
 #[test]
 fn the_chart_with_its_default_values_is_accepted_by_a_real_api_server() {
-    install_into_real_cluster(&[]);
+    install_into_real_cluster(&[], 1);
 }
 
 #[test]
 fn the_chart_with_one_cluster_and_sign_in_is_accepted_by_a_real_api_server() {
-    install_into_real_cluster(&["-f", ONE_CLUSTER_OIDC]);
+    install_into_real_cluster(&["-f", ONE_CLUSTER_OIDC], 1);
 }
 
 /// Objects of RBAC kinds, by `kind/namespace/name`.
@@ -165,7 +164,7 @@ fn the_charts_rbac_grants_exactly_what_deploy_rbac_yaml_grants() {
 }
 
 /// Where the Deployment's container mounts its volumes.
-fn mount_paths(objects: &[Value]) -> Vec<PathBuf> {
+pub(super) fn mount_paths(objects: &[Value]) -> Vec<PathBuf> {
     let deployment = objects
         .iter()
         .find(|o| str_at(o, &["kind"]) == "Deployment")
@@ -213,7 +212,7 @@ fn the_rendered_configuration_is_accepted_by_portcullis_and_its_files_are_mounte
 }
 
 /// The portcullis.toml of the ConfigMap among `objects`, as portcullis reads it.
-fn config_of(objects: &[Value]) -> Config {
+pub(super) fn config_of(objects: &[Value]) -> Config {
     let configmap = objects
         .iter()
         .find(|o| str_at(o, &["kind"]) == "ConfigMap")
@@ -234,9 +233,11 @@ fn the_plain_manifests_configure_and_run_portcullis_as_the_charts_defaults_do() 
         deployment.expect("a Deployment")["spec"]["template"]["spec"].clone()
     };
     let (plain_pod, chart_pod) = (pod(&plain), pod(&chart));
-    assert_eq!(plain_pod["securityContext"], chart_pod["securityContext"]);
+    for field in ["securityContext", "terminationGracePeriodSeconds"] {
+        assert_eq!(plain_pod[field], chart_pod[field], "{field}");
+    }
     let (plain_container, chart_container) = (&plain_pod["containers"][0], &chart_pod["containers"][0]);
-    for field in ["args", "env", "securityContext", "resources"] {
+    for field in ["args", "env", "securityContext", "resources", "lifecycle"] {
         assert_eq!(plain_container[field], chart_container[field], "{field}");
     }
     for probe in ["readinessProbe", "livenessProbe"] {
@@ -251,12 +252,7 @@ fn the_plain_manifests_configure_and_run_portcullis_as_the_charts_defaults_do() 
 }
 
 #[test]
-fn the_chart_refuses_what_this_release_of_portcullis_cannot_do() {
-    let several = helm_template("portcullis", "portcullis", &["--set", "replicaCount=2"]).unwrap_err();
-    assert!(several.contains("PostgreSQL"), "{several}");
-    let postgres = ["--set", "store.postgres.urlSecret.name=portcullis-store"];
-    let url = helm_template("portcullis", "portcullis", &postgres).unwrap_err();
-    assert!(url.contains("store.postgres.urlSecret"), "{url}");
+fn the_chart_refuses_sign_in_without_the_approvals_key() {
     let no_key = helm_template("portcullis", "portcullis", &["--set", "oidc.enabled=true"]).unwrap_err();
     assert!(no_key.contains("approvals.keySecret"), "{no_key}");
 }

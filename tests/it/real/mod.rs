@@ -42,6 +42,7 @@ mod fixture;
 mod grants;
 mod held_writes;
 mod helm;
+mod helm_postgres;
 mod instances;
 mod kubectl;
 mod lease;
