@@ -41,6 +41,7 @@ mod rbac_lease;
 mod rbac_roles;
 mod real;
 mod replicas;
+mod replicas_pg;
 mod secrets;
 mod serve;
 mod signin;
