@@ -238,12 +238,14 @@ def outside(text, sections):
 
 
 def check_results_md(original, written, sections, paths):
-    """The generated sections are there, name every path, and the rest of
-    the file is as it was."""
+    """The generated sections are there, name every path (`paths`, or
+    `paths[section]`: a section's own rows), and the rest of the file is as
+    it was."""
     old, new = open(original).read(), open(written).read()
     for section in sections:
         inside = new.split(f"<!-- {section}:start -->", 1)[1].split(f"<!-- {section}:end -->", 1)[0]
-        missing = [p for p in paths if f"| {p} |" not in inside]
+        names = paths[section] if isinstance(paths, dict) else paths
+        missing = [p for p in names if f"| {p} |" not in inside]
         if missing:
             raise SystemExit(f"{written}: section {section} has no row for {', '.join(missing)}")
     if outside(old, sections) != outside(new, sections):

@@ -31,6 +31,7 @@ import subprocess
 import time
 import urllib.request
 
+import postgres
 import real_upstream
 from measure import NS, Path, check_configmap, check_list, h2load, interleaved, log, summary, table
 from measure import check_results_md, markdown_tables, write_results_md
@@ -332,11 +333,28 @@ def write_markdown(cfg, info, results, tables, target_rows):
         shutil.copyfile(cfg.results_md, target)
     write_results_md(target, markdown(info, tables, target_rows, cfg))
     write_results_md(target, real_upstream.markdown(info, results["real"], cfg), section=real_upstream.SECTION)
+    write_results_md(target, postgres.markdown(info, results["postgres"], cfg), section=postgres.SECTION)
     if cfg.smoke:
-        check_results_md(cfg.results_md, target, ("results", real_upstream.SECTION), real_upstream.ORDER)
-        log(f"checked {target}: both generated sections written, the hand-written text around them kept")
+        rows = {"results": real_upstream.ORDER, real_upstream.SECTION: real_upstream.ORDER, postgres.SECTION: postgres.ORDER}
+        check_results_md(cfg.results_md, target, tuple(rows), rows)
+        log(f"checked {target}: the generated sections written, the hand-written text around them kept")
     else:
         log(f"figures written to {target}")
+
+
+def only_postgres(cfg, stack):
+    """`scripts/bench --postgres`: the PostgreSQL scenarios alone, and their
+    section of RESULTS.md (a full run, not the smoke run, rewrites it)."""
+    log("(g, h) PostgreSQL: the audit writer alone, and two replicas on one database")
+    results, _ = postgres.run(cfg, stack)
+    info = machine()
+    results["machine"], results["smoke"] = info, cfg.smoke
+    with open(cfg.out, "w") as f:
+        json.dump(results, f, indent=2)
+    log(f"\nresults: {cfg.out}")
+    if cfg.results_md and not cfg.smoke:
+        write_results_md(cfg.results_md, postgres.markdown(info, results, cfg), section=postgres.SECTION)
+        log(f"figures written to {cfg.results_md}")
 
 
 def main():
@@ -347,8 +365,11 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--results-md", help="RESULTS.md (the smoke run writes a copy of it)")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--only", choices=["postgres"], help="only these scenarios, and only their section of RESULTS.md")
     cfg = configure(parser.parse_args())
     stack = json.load(open(cfg.stack))
+    if cfg.only == "postgres":
+        return only_postgres(cfg, stack)
     paths = paths_from(stack)
     four = [paths[n] for n in ("direct", "portcullis", "kubectl-proxy", "nginx")]
     audit = AuditCount(paths["portcullis"])
@@ -382,6 +403,8 @@ def main():
     log("(f) audit")
     results["audit"], t = scenario_audit(cfg, audit)
     tables.append(t)
+    log("(g, h) PostgreSQL: the audit writer alone, and two replicas on one database")
+    results["postgres"], _ = postgres.run(cfg, stack)
 
     target_rows = targets(results)
     print("\nTargets (issue 9, item 5)")

@@ -1,10 +1,14 @@
 //! `audit`: the audit writer alone, fed finished rows as the request path
 //! feeds it (`submit`, from many tasks, as fast as they can), then flushed;
-//! rows per second, and rows lost (sent but not in the database).
+//! rows per second, and rows lost (sent but not in the database). Into a
+//! fresh SQLite file, or with `--postgres` into a PostgreSQL database.
 
+use portcullis::audit::postgres::PostgresAuditStore;
 use portcullis::audit::row::AuditRow;
 use portcullis::audit::sqlite::SqliteAuditStore;
+use portcullis::audit::store::AuditStore;
 use portcullis::audit::writer::{AuditWriter, WriterMetrics, WriterSettings};
+use portcullis::store::Store;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -20,15 +24,52 @@ pub struct Args {
     /// Concurrent senders.
     #[arg(long, default_value_t = 64)]
     senders: u64,
+    /// A PostgreSQL database (`postgres://…`) to commit into instead of a
+    /// SQLite file; its rows are counted before and after.
+    #[arg(long)]
+    postgres: Option<String>,
+}
+
+/// Where the rows go, and how many it holds.
+enum Target {
+    Sqlite(PathBuf),
+    Postgres(Store),
+}
+
+impl Target {
+    fn open(args: &Args) -> anyhow::Result<(Target, Box<dyn AuditStore>)> {
+        if let Some(url) = &args.postgres {
+            let store = Store::connect(url.parse()?)?;
+            let pool = store.postgres_pool().expect("a PostgreSQL store");
+            return Ok((Target::Postgres(store), Box::new(PostgresAuditStore::open(pool)?)));
+        }
+        std::fs::create_dir_all(&args.dir)?;
+        let path = args.dir.join(format!("audit-{}.db", uuid::Uuid::new_v4()));
+        let store = SqliteAuditStore::open(&path)?;
+        Ok((Target::Sqlite(path), Box::new(store)))
+    }
+
+    fn rows(&self) -> anyhow::Result<u64> {
+        let count: i64 = match self {
+            Target::Sqlite(path) => {
+                rusqlite::Connection::open(path)?.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?
+            }
+            Target::Postgres(store) => {
+                let client = store.postgres_pool().expect("a PostgreSQL store").client()?;
+                let row = portcullis::store::postgres::wait(client.query_one("SELECT count(*) FROM audit", &[]))?;
+                row.get(0)
+            }
+        };
+        Ok(count.max(0) as u64)
+    }
 }
 
 /// Send, flush, count; print one JSON object.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.dir)?;
-    let path = args.dir.join(format!("audit-{}.db", uuid::Uuid::new_v4()));
-    let store = SqliteAuditStore::open(&path)?;
+    let (target, store) = Target::open(&args)?;
+    let before = target.rows()?;
     let metrics = WriterMetrics::default();
-    let writer = AuditWriter::spawn(Box::new(store), None, WriterSettings::default(), metrics.clone());
+    let writer = AuditWriter::spawn(store, None, WriterSettings::default(), metrics.clone());
     let per_sender = args.rows / args.senders.max(1);
     let started = Instant::now();
     let tasks: Vec<_> = (0..args.senders)
@@ -50,8 +91,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     writer.close().await;
     let sent = per_sender * args.senders;
-    let stored: i64 = rusqlite::Connection::open(&path)?.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
-    let stored = stored.max(0) as u64;
+    let stored = target.rows()?.saturating_sub(before);
     let result = serde_json::json!({
         "rows": sent,
         "stored": stored,
@@ -61,7 +101,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "rows_per_second": sent as f64 / seconds,
     });
     println!("{result}");
-    let _ = std::fs::remove_file(&path);
+    if let Target::Sqlite(path) = &target {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 
