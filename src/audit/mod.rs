@@ -60,13 +60,20 @@ pub enum AuditError {
     /// A commit failed (the message is the store's error).
     #[error("audit commit failed: {0}")]
     Commit(String),
+    /// A write's intent did not commit (the store cannot be reached, or
+    /// fails): the write is refused; the writer tries again with backoff.
+    /// The store's own error is in the writer's log, not here.
+    #[error("the audit store cannot be reached")]
+    StoreUnreachable,
     /// The spool holds more rows waiting for the store than its bound.
-    #[error("its spool holds {waiting} bytes of rows the audit store has not committed yet, over [audit] spool_max_bytes ({bound})")]
+    #[error("{}", spool_full(*.waiting, *.bound, *.unreachable))]
     SpoolFull {
         /// Bytes of rows not committed yet.
         waiting: u64,
         /// `[audit] spool_max_bytes`.
         bound: u64,
+        /// Whether the store's last commit failed (else it is only slow).
+        unreachable: bool,
     },
     /// The spool cannot be opened or written.
     #[error("audit spool: {0}")]
@@ -83,6 +90,14 @@ pub enum AuditError {
         #[source]
         source: std::io::Error,
     },
+}
+
+fn spool_full(waiting: u64, bound: u64, unreachable: bool) -> String {
+    let why = match unreachable {
+        true => "the audit store cannot be reached, and ",
+        false => "",
+    };
+    format!("{why}its spool holds {waiting} bytes of rows the audit store has not committed yet, over [audit] spool_max_bytes ({bound})")
 }
 
 /// The running audit: the writer, a reader for queries, and the retention

@@ -209,9 +209,13 @@ impl AuditStore for PostgresAuditStore {
             let chained = append(db, rows)?;
             settle(db, &settled)?;
             Ok(chained)
-        })?;
-        self.forwarded.clear();
+        });
+        // A commit that failed may have committed all the same (the
+        // connection lost after COMMIT was sent): the row that follows
+        // settles its intents either way.
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
+        let chained = chained?;
+        self.forwarded.clear();
         for row in rows {
             self.intents.remove(&row.id);
         }

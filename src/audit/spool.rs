@@ -229,6 +229,8 @@ impl Spool {
             true => Err(AuditError::SpoolFull {
                 waiting,
                 bound: self.0.max_bytes,
+                // The writer knows; it says so (`AuditWriter::room`).
+                unreachable: false,
             }),
             false => Ok(()),
         }

@@ -12,7 +12,13 @@
 //! start ships what the spool holds (and a write's intent without its row
 //! becomes a row of unknown outcome); without one, a crash loses at most
 //! the rows of the last commit window.
+//!
+//! When the store does not commit (PostgreSQL unreachable or restarting),
+//! the writer keeps the rows, in order, and tries again with backoff until
+//! it answers (see [`run`]); reads go on being served while the spool is
+//! within its bound, and each write is refused unless its intent commits.
 
+mod run;
 mod storage;
 
 use super::export::ExportSink;
@@ -24,10 +30,11 @@ use super::AuditError;
 use chrono::{DateTime, Utc};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use run::Health;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use storage::{Commit, Rows, Storage};
+use storage::Storage;
 use tokio::sync::{mpsc, oneshot};
 
 /// How the writer batches.
@@ -69,7 +76,7 @@ type Sweep = (DateTime<Utc>, usize, Ack<Result<usize, String>>);
 enum Msg {
     Row(AuditRow, Option<Ticket>),
     Forwarded(Forwarded),
-    Intent(AuditRow, Ack<Result<(), String>>),
+    Intent(AuditRow, Ack<bool>),
     Flush(Ack<()>),
     Sweep(DateTime<Utc>, usize, Ack<Result<usize, String>>),
     Stop(Ack<()>),
@@ -83,6 +90,8 @@ pub struct AuditWriter {
     waiting: Arc<AtomicUsize>,
     /// Where finished rows are appended before they are queued.
     spool: Option<Spool>,
+    /// Whether the store's last commit failed (to say why the spool is full).
+    health: Arc<Health>,
 }
 
 impl AuditWriter {
@@ -107,11 +116,14 @@ impl AuditWriter {
         metrics: WriterMetrics,
     ) -> AuditWriter {
         let (tx, rx) = mpsc::channel(settings.capacity.max(1));
-        tokio::spawn(run(Storage::open(store, sink, spool.clone()), rx, settings, metrics));
+        let health = Arc::new(Health::default());
+        let storage = Storage::open(store, sink, spool.clone());
+        tokio::spawn(run::run(storage, rx, settings, metrics, health.clone()));
         AuditWriter {
             tx,
             waiting: Arc::new(AtomicUsize::new(0)),
             spool,
+            health,
         }
     }
 
@@ -123,7 +135,10 @@ impl AuditWriter {
             .send(Msg::Intent(row, ack))
             .await
             .map_err(|_| AuditError::Stopped)?;
-        done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
+        match done.await.map_err(|_| AuditError::Stopped)? {
+            true => Ok(()),
+            false => Err(AuditError::StoreUnreachable),
+        }
     }
 
     /// Append a finished row to the spool (one write, so it reaches the
@@ -171,7 +186,14 @@ impl AuditWriter {
     /// be kept.
     pub async fn room(&self) -> Result<(), AuditError> {
         if let Some(spool) = &self.spool {
-            spool.admit()?;
+            spool.admit().map_err(|error| match error {
+                AuditError::SpoolFull { waiting, bound, .. } => AuditError::SpoolFull {
+                    waiting,
+                    bound,
+                    unreachable: self.health.is_down(),
+                },
+                other => other,
+            })?;
         }
         // A permit taken and given back at once: cheap when there is room.
         let _ = self.tx.reserve().await;
@@ -205,8 +227,9 @@ impl AuditWriter {
     }
 
     /// Commit everything queued (including rows waiting for room), then
-    /// stop, leaving the spool empty. Rows submitted afterwards are logged,
-    /// and kept in the spool for the next start.
+    /// stop, leaving the spool empty. If the store does not commit, it is
+    /// tried again for up to 10 s; what it has not taken by then stays in
+    /// the spool for the next start, as do rows submitted afterwards.
     pub async fn close(&self) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while self.waiting.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
@@ -231,111 +254,6 @@ fn lost(msg: Msg) {
             tracing::warn!(audit_id = %record.id, "the audit writer has stopped: this request's forwarded record is lost")
         }
         _ => {}
-    }
-}
-
-/// What one commit carries.
-#[derive(Default)]
-struct Batch {
-    rows: Rows,
-    intents: Vec<AuditRow>,
-    forwarded: Vec<Forwarded>,
-    intent_acks: Vec<Ack<Result<(), String>>>,
-    flushes: Vec<Ack<()>>,
-    sweep: Option<Sweep>,
-    stop: Option<Ack<()>>,
-}
-
-impl Batch {
-    fn add(&mut self, msg: Msg) {
-        match msg {
-            Msg::Row(row, ticket) => self.rows.push(row, ticket),
-            Msg::Forwarded(record) => self.forwarded.push(record),
-            Msg::Intent(row, ack) => {
-                self.intents.push(row);
-                self.intent_acks.push(ack);
-            }
-            Msg::Flush(ack) => self.flushes.push(ack),
-            Msg::Sweep(cutoff, max, ack) => self.sweep = Some((cutoff, max, ack)),
-            Msg::Stop(ack) => self.stop = Some(ack),
-        }
-    }
-
-    /// Someone is waiting on this commit: do not wait for more rows.
-    fn urgent(&self) -> bool {
-        !self.intents.is_empty() || !self.flushes.is_empty() || self.sweep.is_some() || self.stop.is_some()
-    }
-
-    /// Nothing more may join (a sweep or stop closes the batch).
-    fn closed(&self, max: usize) -> bool {
-        self.sweep.is_some() || self.stop.is_some() || self.rows.len() + self.intents.len() >= max
-    }
-}
-
-async fn run(
-    storage: impl std::future::Future<Output = Storage>,
-    mut rx: mpsc::Receiver<Msg>,
-    settings: WriterSettings,
-    metrics: WriterMetrics,
-) {
-    let mut storage = storage.await;
-    let mut retry = Rows::default();
-    loop {
-        let Some(batch) = next_batch(&mut rx, std::mem::take(&mut retry), settings).await else {
-            return;
-        };
-        metrics.queue_depth.set(rx.len() as i64);
-        let commit = Commit {
-            forwarded: batch.forwarded,
-            intents: batch.intents,
-            intent_acks: batch.intent_acks,
-        };
-        (storage, retry) = storage.commit(commit, batch.rows, &metrics).await;
-        for ack in batch.flushes {
-            let _ = ack.send(());
-        }
-        if let Some(sweep) = batch.sweep {
-            storage = storage.sweep(sweep).await;
-        }
-        if let Some(ack) = batch.stop {
-            storage.close().await;
-            let _ = ack.send(());
-            return;
-        }
-    }
-}
-
-/// The next batch: the rows kept for another try, or else the first message
-/// to arrive, then what [`gather`] adds. `None` once every sender is gone.
-async fn next_batch(rx: &mut mpsc::Receiver<Msg>, retry: Rows, settings: WriterSettings) -> Option<Batch> {
-    let mut batch = Batch {
-        rows: retry,
-        ..Batch::default()
-    };
-    if batch.rows.is_empty() {
-        batch.add(rx.recv().await?);
-    }
-    gather(rx, &mut batch, settings).await;
-    Some(batch)
-}
-
-/// Add to `batch` what arrives within the window (or until someone waits).
-async fn gather(rx: &mut mpsc::Receiver<Msg>, batch: &mut Batch, settings: WriterSettings) {
-    let deadline = tokio::time::Instant::now() + settings.window;
-    while !batch.urgent() && !batch.closed(settings.max_batch) {
-        tokio::select! {
-            msg = rx.recv() => match msg {
-                Some(msg) => batch.add(msg),
-                None => break,
-            },
-            () = tokio::time::sleep_until(deadline) => break,
-        }
-    }
-    while !batch.closed(settings.max_batch) {
-        match rx.try_recv() {
-            Ok(msg) => batch.add(msg),
-            Err(_) => break,
-        }
     }
 }
 

@@ -12,23 +12,42 @@ fn row() -> AuditRow {
     row
 }
 
-/// A store that counts commits and can be told to fail.
+/// A store that counts commits and can be told to fail, or to commit and
+/// then fail (an answer lost with the connection).
 #[derive(Default, Clone)]
 struct Probe {
     commits: Arc<Mutex<Vec<(usize, usize)>>>,
+    /// The ids of the rows committed, in order.
+    ids: Arc<Mutex<Vec<String>>>,
     failing: Arc<std::sync::atomic::AtomicBool>,
+    lose_next_answer: Arc<std::sync::atomic::AtomicBool>,
+    /// Calls made (commits and checks), failed or not.
+    tries: Arc<AtomicUsize>,
 }
 
 impl AuditStore for Probe {
     fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+        self.tries.fetch_add(1, Ordering::SeqCst);
         if self.failing.load(Ordering::SeqCst) {
             return Err(AuditError::Store("disk full".into()));
         }
         self.commits.lock().unwrap().push((intents.len(), rows.len()));
+        self.ids.lock().unwrap().extend(rows.iter().map(|r| r.id.clone()));
+        if self.lose_next_answer.swap(false, Ordering::SeqCst) {
+            return Err(AuditError::Store("connection closed".into()));
+        }
         Ok(rows
             .iter()
             .map(|r| crate::audit::chain::append(&Anchor::default(), r.clone()))
             .collect())
+    }
+    fn committed(&mut self, ids: &[String]) -> Result<std::collections::HashSet<String>, AuditError> {
+        self.tries.fetch_add(1, Ordering::SeqCst);
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(AuditError::Store("disk full".into()));
+        }
+        let stored = self.ids.lock().unwrap();
+        Ok(ids.iter().filter(|id| stored.contains(id)).cloned().collect())
     }
     fn forwarded(&mut self, _: Vec<Forwarded>) {}
     fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
@@ -106,13 +125,10 @@ async fn a_failed_commit_refuses_the_intent_and_keeps_the_rows() {
     probe.failing.store(true, Ordering::SeqCst);
     writer.submit(row());
     let refused = writer.commit_intent(row()).await.unwrap_err();
-    assert!(
-        matches!(refused, AuditError::Commit(ref m) if m.contains("disk full")),
-        "{refused}"
-    );
+    assert!(matches!(refused, AuditError::StoreUnreachable), "{refused}");
     probe.failing.store(false, Ordering::SeqCst);
     writer.flush().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let rows: usize = probe.commits.lock().unwrap().iter().map(|(_, rows)| rows).sum();
     assert_eq!(rows, 1, "the read row was retried, not lost");
 }
@@ -215,4 +231,162 @@ async fn a_spooled_writer_ships_what_a_crash_left_before_new_rows_and_leaves_the
         .filter(|name| name.ends_with(".spool"))
         .collect();
     assert!(files.is_empty(), "the spool is empty after close: {files:?}");
+}
+
+/// Let paused time run (each sleep moves the clock on) until `done`.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never: {what}");
+}
+
+fn ids(rows: &[&AuditRow]) -> Vec<String> {
+    rows.iter().map(|r| r.id.clone()).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn while_the_store_does_not_commit_rows_wait_in_order_writes_are_refused_and_all_follow_once_it_is_back() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_millis(20));
+    let before = row();
+    writer.submit(before.clone());
+    writer.flush().await;
+    probe.failing.store(true, Ordering::SeqCst);
+    let during: Vec<AuditRow> = (0..300).map(|_| row()).collect();
+    writer.submit(during[0].clone());
+    writer.flush().await;
+    let tries = probe.tries.load(Ordering::SeqCst);
+    let refused = writer.commit_intent(row()).await.unwrap_err();
+    assert!(matches!(refused, AuditError::StoreUnreachable), "{refused}");
+    assert!(probe.tries.load(Ordering::SeqCst) > tries, "the write was tried");
+    let tries = probe.tries.load(Ordering::SeqCst);
+    for r in &during[1..] {
+        writer.submit(r.clone());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(probe.tries.load(Ordering::SeqCst) > tries + 1, "tried again meanwhile");
+    assert_eq!(*probe.ids.lock().unwrap(), std::slice::from_ref(&before.id));
+
+    probe.failing.store(false, Ordering::SeqCst);
+    writer.commit_intent(row()).await.unwrap();
+    let expected = ids(&std::iter::once(&before).chain(&during).collect::<Vec<_>>());
+    until("every row committed", || {
+        probe.ids.lock().unwrap().len() >= expected.len()
+    })
+    .await;
+    writer.close().await;
+    assert_eq!(*probe.ids.lock().unwrap(), expected, "in order, each once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn rows_of_a_commit_whose_answer_was_lost_are_not_committed_again() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_millis(20));
+    let (lost, next) = (row(), row());
+    probe.lose_next_answer.store(true, Ordering::SeqCst);
+    writer.submit(lost.clone());
+    writer.flush().await;
+    writer.submit(next.clone());
+    writer.close().await;
+    assert_eq!(*probe.ids.lock().unwrap(), ids(&[&lost, &next]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_while_the_store_is_down_commits_the_rows_when_it_comes_back_in_time() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_millis(20));
+    probe.failing.store(true, Ordering::SeqCst);
+    let waiting = row();
+    writer.submit(waiting.clone());
+    writer.flush().await;
+    let closing = tokio::spawn({
+        let writer = writer.clone();
+        async move { writer.close().await }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!closing.is_finished(), "still trying to commit");
+    probe.failing.store(false, Ordering::SeqCst);
+    closing.await.unwrap();
+    assert_eq!(*probe.ids.lock().unwrap(), ids(&[&waiting]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_while_the_store_stays_down_leaves_the_rows_in_the_spool_for_the_next_start() {
+    use crate::audit::spool::{Spool, SpoolSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let settings = SpoolSettings {
+        dir: dir.path().join("spool"),
+        max_bytes: 1 << 20,
+        segment_bytes: 1 << 20,
+    };
+    let probe = Probe::default();
+    probe.failing.store(true, Ordering::SeqCst);
+    let spool = Spool::open(&settings).unwrap();
+    let writer = AuditWriter::spawn_spooled(
+        Box::new(probe.clone()),
+        None,
+        Some(spool.clone()),
+        WriterSettings::default(),
+        WriterMetrics::default(),
+    );
+    let waiting = row();
+    writer.submit(waiting.clone());
+    writer.close().await;
+    assert!(probe.ids.lock().unwrap().is_empty());
+    assert!(spool.waiting() > 0, "the row is still in the spool");
+    drop((writer, spool));
+
+    let next = Probe::default();
+    let spool = Spool::open(&settings).unwrap();
+    let writer = AuditWriter::spawn_spooled(
+        Box::new(next.clone()),
+        None,
+        Some(spool.clone()),
+        WriterSettings::default(),
+        WriterMetrics::default(),
+    );
+    writer.close().await;
+    assert_eq!(*next.ids.lock().unwrap(), ids(&[&waiting]), "shipped at the next start");
+    assert_eq!(spool.waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_spool_refuses_requests_saying_the_store_cannot_be_reached_until_it_commits_again() {
+    use crate::audit::spool::{Spool, SpoolSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&SpoolSettings {
+        dir: dir.path().join("spool"),
+        max_bytes: 1,
+        segment_bytes: 1 << 20,
+    })
+    .unwrap();
+    let probe = Probe::default();
+    probe.failing.store(true, Ordering::SeqCst);
+    let writer = AuditWriter::spawn_spooled(
+        Box::new(probe.clone()),
+        None,
+        Some(spool),
+        WriterSettings::default(),
+        WriterMetrics::default(),
+    );
+    writer.submit(row());
+    writer.flush().await;
+    let refused = writer.room().await.unwrap_err();
+    assert!(
+        matches!(refused, AuditError::SpoolFull { unreachable: true, .. }),
+        "{refused}"
+    );
+    let message = refused.to_string();
+    assert!(
+        message.contains("the audit store cannot be reached") && message.contains("spool_max_bytes"),
+        "{message}"
+    );
+    probe.failing.store(false, Ordering::SeqCst);
+    writer.flush().await;
+    until("served again", || probe.ids.lock().unwrap().len() == 1).await;
+    writer.room().await.unwrap();
 }

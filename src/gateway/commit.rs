@@ -5,6 +5,7 @@ use super::classify::RequestInfo;
 use super::error::RequestError;
 use super::{Pipeline, Trace};
 use crate::audit::forwarded::Forwarded;
+use crate::audit::AuditError;
 
 impl Pipeline {
     /// The commit stage: every request waits for room when the audit
@@ -39,7 +40,13 @@ impl Pipeline {
             .await
             .map_err(|error| {
                 tracing::error!(%error, "the audit cannot commit: request refused");
-                RequestError::AuditUnavailable
+                match error {
+                    // Say why: the writer tries again until the store is back.
+                    AuditError::StoreUnreachable => RequestError::AuditSpoolUnavailable {
+                        cause: error.to_string(),
+                    },
+                    _ => RequestError::AuditUnavailable,
+                }
             })
     }
 }

@@ -59,7 +59,9 @@ pub enum RequestError {
     /// it was not sent.
     AuditUnavailable,
     /// A request's row could not be kept: the audit spool is past its bound
-    /// (the store does not commit) or cannot be written, so it was not sent.
+    /// (the store does not commit) or cannot be written, or a write's intent
+    /// cannot be committed while the audit store is unreachable; so it was
+    /// not sent.
     AuditSpoolUnavailable {
         /// Why, in the audit's words.
         cause: String,

@@ -72,7 +72,7 @@ fn rows_are_counted_until_shipped_and_past_the_bound_requests_are_refused() {
     assert_eq!(waiting, encode(&row("ana")).unwrap().len() as u64);
     let refused = spool.admit().unwrap_err();
     assert!(
-        matches!(refused, AuditError::SpoolFull { waiting: w, bound: 10 } if w == waiting),
+        matches!(refused, AuditError::SpoolFull { waiting: w, bound: 10, .. } if w == waiting),
         "{refused}"
     );
     assert!(refused.to_string().contains("spool_max_bytes"), "{refused}");

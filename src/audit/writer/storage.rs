@@ -2,19 +2,22 @@
 //! thread, the export kept in step, and the spool's segments fsynced,
 //! rotated and deleted as rows are committed.
 
-use super::{Ack, Sweep, WriterMetrics};
+use super::{Sweep, WriterMetrics};
 use crate::audit::export::{ExportSink, Exporter};
 use crate::audit::forwarded::Forwarded;
 use crate::audit::row::{AuditRow, ChainedRow};
 use crate::audit::spool::{self, Spool, Ticket};
 use crate::audit::store::AuditStore;
+use std::collections::HashSet;
 
-/// Rows kept for another try after failed commits; past this, the oldest
-/// are given up in memory (a spooled one waits in the spool for the next
-/// start).
-const MAX_RETRY: usize = 100_000;
+/// Rows kept for another try after failed commits that have no place in
+/// the spool (retention's, or a row the spool could not take); past this,
+/// the oldest of them are given up. Spooled rows are all kept: the spool's
+/// bound refuses requests before they grow past it.
+const MAX_UNSPOOLED: usize = 100_000;
 
-/// Rows to commit, each with its place in the spool (if it has one).
+/// Rows to commit, in order, each with its place in the spool (if it has
+/// one).
 #[derive(Default)]
 pub(super) struct Rows {
     pub rows: Vec<AuditRow>,
@@ -35,20 +38,50 @@ impl Rows {
         self.rows.is_empty()
     }
 
-    /// Keep at most [`MAX_RETRY`] rows, giving up the oldest.
-    fn bounded(mut self) -> Rows {
-        if self.rows.len() > MAX_RETRY {
-            let over = self.rows.len() - MAX_RETRY;
-            for (row, ticket) in self.rows.drain(..over).zip(self.tickets.drain(..over)) {
-                match ticket {
-                    // Dropped, not shipped: its segment stays until the next
-                    // start ships it.
-                    Some(_) => {
-                        tracing::warn!(audit_id = %row.id, "audit store unavailable for too long: row left in the spool for the next start")
-                    }
-                    None => tracing::error!(audit_id = %row.id, "audit store unavailable for too long: row lost"),
-                }
+    /// The first `n` rows, taken out.
+    pub fn take_front(&mut self, n: usize) -> Rows {
+        let n = n.min(self.rows.len());
+        Rows {
+            rows: self.rows.drain(..n).collect(),
+            tickets: self.tickets.drain(..n).collect(),
+        }
+    }
+
+    /// Put `rows` back before these, keeping the order they came in.
+    pub fn put_front(&mut self, mut rows: Rows) {
+        rows.rows.append(&mut self.rows);
+        rows.tickets.append(&mut self.tickets);
+        *self = rows.bounded();
+    }
+
+    /// Take out the rows whose ids are in `done`; their tickets.
+    fn drop_committed(&mut self, done: &HashSet<String>) -> Vec<Ticket> {
+        let mut shipped = Vec::new();
+        let (rows, tickets) = (std::mem::take(&mut self.rows), std::mem::take(&mut self.tickets));
+        for (row, ticket) in rows.into_iter().zip(tickets) {
+            match done.contains(&row.id) {
+                true => shipped.extend(ticket),
+                false => self.push(row, ticket),
             }
+        }
+        shipped
+    }
+
+    /// Keep at most [`MAX_UNSPOOLED`] rows without a place in the spool,
+    /// giving up the oldest of them.
+    fn bounded(mut self) -> Rows {
+        let unspooled = self.tickets.iter().filter(|t| t.is_none()).count();
+        let Some(mut over) = unspooled.checked_sub(MAX_UNSPOOLED).filter(|n| *n > 0) else {
+            return self;
+        };
+        let (rows, tickets) = (std::mem::take(&mut self.rows), std::mem::take(&mut self.tickets));
+        for (row, ticket) in rows.into_iter().zip(tickets) {
+            if over > 0 && ticket.is_none() {
+                over -= 1;
+                tracing::error!(audit_id = %row.id, "audit store unavailable for too long: row lost");
+                continue;
+            }
+            self.push(row, ticket);
         }
         self
     }
@@ -58,7 +91,6 @@ impl Rows {
 pub(super) struct Commit {
     pub forwarded: Vec<Forwarded>,
     pub intents: Vec<AuditRow>,
-    pub intent_acks: Vec<Ack<Result<(), String>>>,
 }
 
 /// The store, its exporter and the spool. The store's calls block, so all
@@ -125,21 +157,39 @@ impl Storage {
     }
 
     /// Commit `forwarded`, `intents` and `rows` in one transaction (the
-    /// spool fsynced first) and answer whoever waits on the intents.
-    /// Returns the rows to try again if it failed.
-    pub async fn commit(self, commit: Commit, rows: Rows, metrics: &WriterMetrics) -> (Storage, Rows) {
-        let Commit {
-            forwarded,
-            intents,
-            intent_acks,
-        } = commit;
+    /// spool fsynced first). After a failed commit (`recheck`), which may
+    /// have committed all the same (the connection lost after COMMIT was
+    /// sent), rows the store already holds are left out by their audit id,
+    /// so none is committed twice. Returns the store's error and the rows
+    /// to try again if it failed.
+    pub async fn commit(
+        self,
+        commit: Commit,
+        rows: Rows,
+        recheck: bool,
+        metrics: &WriterMetrics,
+    ) -> (Storage, Result<(), (String, Rows)>) {
+        let Commit { forwarded, intents } = commit;
         let spool = self.spool.clone();
         let (storage, result) = self
             .blocking(move |store| {
+                let mut rows = rows;
                 if let Some(spool) = &spool {
                     spool.sync();
                 }
                 store.forwarded(forwarded);
+                if recheck && !rows.is_empty() {
+                    let ids: Vec<String> = rows.rows.iter().map(|row| row.id.clone()).collect();
+                    match store.committed(&ids) {
+                        Ok(done) => {
+                            let shipped = rows.drop_committed(&done);
+                            if let Some(spool) = &spool {
+                                spool.shipped(shipped);
+                            }
+                        }
+                        Err(error) => return Err((error, rows)),
+                    }
+                }
                 match store.commit(&intents, &rows.rows) {
                     Ok(chained) => {
                         if let Some(spool) = &spool {
@@ -155,17 +205,11 @@ impl Storage {
         match result {
             Ok(n) => {
                 metrics.rows.inc_by(n as u64);
-                intent_acks.into_iter().for_each(|ack| drop(ack.send(Ok(()))));
-                (storage, Rows::default())
+                (storage, Ok(()))
             }
             Err((error, rows)) => {
                 metrics.failures.inc();
-                tracing::error!(%error, rows = rows.len(), "audit commit failed; rows kept for another try");
-                let message = error.to_string();
-                intent_acks
-                    .into_iter()
-                    .for_each(|ack| drop(ack.send(Err(message.clone()))));
-                (storage, rows.bounded())
+                (storage, Err((error.to_string(), rows)))
             }
         }
     }
