@@ -16,6 +16,7 @@ mod approvals_secrets;
 mod approvals_web;
 mod audit;
 mod audit_crash;
+mod audit_outage;
 mod audit_query;
 mod body_limit_h2;
 mod ci;
