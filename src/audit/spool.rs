@@ -20,7 +20,8 @@
 //!
 //! The rows not committed yet are counted: past
 //! [`SpoolSettings::max_bytes`], [`Spool::admit`] refuses new requests
-//! before they are forwarded.
+//! before they are forwarded; past [`HARD_CAP`] times it, new requests
+//! wait to be read until the store commits again.
 
 mod recover;
 mod slot;
@@ -53,6 +54,11 @@ pub struct SpoolSettings {
 /// that a new file is rare (one every few thousand rows).
 pub const SEGMENT_BYTES: u64 = 1024 * 1024;
 
+/// How many times [`SpoolSettings::max_bytes`] the spool may hold before new
+/// requests wait to be read ([`Spool::relief`]): between the bound and
+/// this, requests are read and refused with a 503, each still a row.
+pub const HARD_CAP: u64 = 2;
+
 /// The spool of this process; cheap to clone.
 #[derive(Clone)]
 pub struct Spool(Arc<Shared>);
@@ -80,6 +86,9 @@ struct Shared {
     broken: AtomicBool,
     /// Over the bound at the last look (to log the change, not each request).
     over: AtomicBool,
+    /// Told whenever committed rows leave the spool, for requests waiting
+    /// past the hard cap ([`Spool::relief`]).
+    drained: tokio::sync::Notify,
     /// Segments a crash left, with the slots they are in, until shipped.
     leftovers: Mutex<Leftovers>,
 }
@@ -155,6 +164,7 @@ impl Spool {
             retired: Mutex::new(Vec::new()),
             next: AtomicU64::new(last.map_or(0, |n| n + 1)),
             unshipped: AtomicU64::new(unshipped),
+            drained: tokio::sync::Notify::new(),
             broken: AtomicBool::new(false),
             over: AtomicBool::new(false),
             leftovers: Mutex::new(Leftovers { segments, orphans }),
@@ -246,6 +256,28 @@ impl Spool {
         for ticket in tickets {
             ticket.segment.pending.fetch_sub(1, Ordering::Relaxed);
             self.0.unshipped.fetch_sub(ticket.bytes, Ordering::Relaxed);
+        }
+        self.0.drained.notify_waiters();
+    }
+
+    /// Past [`HARD_CAP`] times the bound? Requests refused before they are
+    /// forwarded are still rows: while the store is down, a flood of them
+    /// would grow the spool, and the writer's memory, without end.
+    pub fn overwhelmed(&self) -> bool {
+        self.0.unshipped.load(Ordering::Relaxed) > self.0.max_bytes.saturating_mul(HARD_CAP)
+    }
+
+    /// Wait until the spool is back under the hard cap. New requests wait
+    /// here before they are read (backpressure, as a full listen queue
+    /// gives): none is answered, forwarded or refused unrecorded, and a
+    /// client that gives up leaves nothing behind.
+    pub async fn relief(&self) {
+        loop {
+            let drained = self.0.drained.notified();
+            if !self.overwhelmed() {
+                return;
+            }
+            drained.await;
         }
     }
 
@@ -340,6 +372,7 @@ impl Spool {
         if let Some(at) = leftovers.segments.iter().position(|(p, _)| p == path) {
             let (_, size) = leftovers.segments.remove(at);
             self.0.unshipped.fetch_sub(size, Ordering::Relaxed);
+            self.0.drained.notify_waiters();
             if let Err(error) = std::fs::remove_file(path) {
                 tracing::warn!(%error, segment = %path.display(), "audit spool: cannot delete a shipped segment");
             }

@@ -200,6 +200,15 @@ impl AuditWriter {
         Ok(())
     }
 
+    /// Wait while the spool is past its hard cap (see [`Spool::relief`]);
+    /// at once when it is not, which is one atomic load.
+    pub async fn relief(&self) {
+        if let Some(spool) = self.spool.as_ref().filter(|spool| spool.overwhelmed()) {
+            tracing::warn!("audit spool past its hard cap: new requests wait until the store commits");
+            spool.relief().await;
+        }
+    }
+
     /// Queue a row that records no request (retention's), waiting for room
     /// if the queue is full; it is not spooled.
     pub async fn append(&self, row: AuditRow) {

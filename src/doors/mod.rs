@@ -118,6 +118,9 @@ impl Doors {
     /// Handle one request from `peer`. Never fails: every error becomes a
     /// Kubernetes Status, and every response carries the audit id.
     pub async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        // Before the request becomes a row: past the spool's hard cap it
+        // waits, read by nobody, until the store commits again.
+        self.pipeline.audit().writer().relief().await;
         let audit_id = uuid::Uuid::now_v7();
         // Every log line about this request carries its audit id.
         let span = tracing::info_span!("request", %audit_id);

@@ -157,3 +157,27 @@ fn shipping_a_leftover_segment_skips_the_rows_already_committed_and_keeps_the_ch
     let report = verify(&mut store).unwrap();
     assert_eq!((report.checked, report.broken), (5, None));
 }
+
+#[tokio::test]
+async fn past_the_hard_cap_new_requests_wait_until_committed_rows_leave_the_spool() {
+    use futures_util::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = settings(dir.path(), SEGMENT_BYTES);
+    let one_row = encode(&row("ana")).unwrap().len() as u64;
+    // Two rows are past the bound; three are past the hard cap.
+    settings.max_bytes = one_row + 1;
+    let spool = Spool::open(&settings).unwrap();
+    let tickets: Vec<Ticket> = (0..2).map(|_| spool.append(&row("ana")).unwrap()).collect();
+    assert!(spool.admit().is_err() && !spool.overwhelmed(), "refused, still read");
+    let third = spool.append(&row("ana")).unwrap();
+    assert!(spool.overwhelmed());
+    let mut waiting = Box::pin(spool.relief());
+    assert!(
+        (&mut waiting).now_or_never().is_none(),
+        "a request waits past the hard cap"
+    );
+    spool.shipped([third]);
+    assert!((&mut waiting).now_or_never().is_some(), "woken once rows are committed");
+    spool.shipped(tickets);
+    spool.admit().unwrap();
+}
