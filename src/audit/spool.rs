@@ -366,6 +366,11 @@ impl Spool {
         leftovers.segments.iter().map(|(path, _)| path.clone()).collect()
     }
 
+    /// Are rows a crash left still waiting to be shipped?
+    pub fn has_leftovers(&self) -> bool {
+        !lock(&self.0.leftovers).segments.is_empty()
+    }
+
     /// The rows of leftover `path` are in the store: delete it.
     pub fn leftover_shipped(&self, path: &Path) {
         let mut leftovers = lock(&self.0.leftovers);

@@ -390,3 +390,42 @@ async fn a_full_spool_refuses_requests_saying_the_store_cannot_be_reached_until_
     until("served again", || probe.ids.lock().unwrap().len() == 1).await;
     writer.room().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn rows_a_crash_left_that_the_store_refused_at_start_ship_first_once_it_commits_without_a_restart() {
+    use crate::audit::spool::{Spool, SpoolSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let settings = SpoolSettings {
+        dir: dir.path().join("spool"),
+        max_bytes: 1 << 20,
+        segment_bytes: 1 << 20,
+    };
+    let crashed = Spool::open(&settings).unwrap();
+    let answered = row();
+    drop(crashed.append(&answered));
+    drop(crashed);
+
+    let probe = Probe::default();
+    probe.failing.store(true, Ordering::SeqCst);
+    let spool = Spool::open(&settings).unwrap();
+    let writer = AuditWriter::spawn_spooled(
+        Box::new(probe.clone()),
+        None,
+        Some(spool.clone()),
+        WriterSettings::default(),
+        WriterMetrics::default(),
+    );
+    let next = row();
+    writer.submit(next.clone());
+    writer.flush().await;
+    assert!(probe.ids.lock().unwrap().is_empty());
+    probe.failing.store(false, Ordering::SeqCst);
+    until("both rows committed", || probe.ids.lock().unwrap().len() >= 2).await;
+    assert_eq!(
+        *probe.ids.lock().unwrap(),
+        ids(&[&answered, &next]),
+        "the crash's row first"
+    );
+    writer.close().await;
+    assert_eq!(spool.waiting(), 0);
+}

@@ -112,7 +112,8 @@ impl Storage {
         })
         .await;
         if let Some(spool) = storage.spool.clone() {
-            storage = storage.ship_leftovers(&spool).await;
+            // What cannot ship now is tried again before each commit.
+            (storage, _) = storage.ship_leftovers(&spool).await;
         }
         let (storage, recovered) = storage.blocking(|store| store.recover().map(|c| (c.len(), c))).await;
         match recovered {
@@ -128,8 +129,9 @@ impl Storage {
 
     /// Ship the spool's leftover segments in order, before any new row: a
     /// row already committed is skipped by its audit id. A segment that
-    /// cannot be shipped stays, with those after it, for the next start.
-    async fn ship_leftovers(mut self, spool: &Spool) -> Storage {
+    /// cannot be shipped stays, with those after it, and is tried again
+    /// before the next commit ([`commit`](Self::commit)).
+    async fn ship_leftovers(mut self, spool: &Spool) -> (Storage, Result<(), String>) {
         let mut total = 0;
         for path in spool.leftovers() {
             let at = path.clone();
@@ -142,7 +144,7 @@ impl Storage {
                 }
                 Err(error) => {
                     tracing::error!(%error, segment = %path.display(), "audit: rows a crash left in the spool cannot be shipped yet");
-                    break;
+                    return (self, Err(error.to_string()));
                 }
             }
         }
@@ -153,7 +155,7 @@ impl Storage {
                 "audit: rows answered before a crash were shipped from the spool"
             );
         }
-        self
+        (self, Ok(()))
     }
 
     /// Commit `forwarded`, `intents` and `rows` in one transaction (the
@@ -171,7 +173,18 @@ impl Storage {
     ) -> (Storage, Result<(), (String, Rows)>) {
         let Commit { forwarded, intents } = commit;
         let spool = self.spool.clone();
-        let (storage, result) = self
+        let mut this = self;
+        // A crash's leftovers go first, so the chain keeps their order.
+        if let Some(spool) = spool.as_ref().filter(|spool| spool.has_leftovers()) {
+            let shipped;
+            (this, shipped) = this.ship_leftovers(spool).await;
+            if let Err(error) = shipped {
+                // Kept in memory for the commit that follows them.
+                this.store.forwarded(forwarded);
+                return (this, Err((error, rows)));
+            }
+        }
+        let (storage, result) = this
             .blocking(move |store| {
                 let mut rows = rows;
                 if let Some(spool) = &spool {
