@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 NS = "bench"
@@ -136,6 +137,16 @@ def summary(runs, key):
         "max": max(values),
         "runs": values,
     }
+
+
+def rows_of(results, keys):
+    """[(path, {metric: summary})] of the metrics every run of a path has
+    (direct has no added latency and no process of its own)."""
+    rows = []
+    for name, runs in results.items():
+        present = [k for k in keys if all(r.get(k) is not None for r in runs)]
+        rows.append((name, {k: summary(runs, k) for k in present}))
+    return rows
 
 
 def table(title, rows, columns):
@@ -299,3 +310,25 @@ def cpu_seconds(pids):
             continue  # a worker that has gone
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / ticks
+
+
+def with_cpu(path, upstream, run):
+    """`run()` (one h2load run) with the CPU that the path's own processes
+    (`path.process` and its children) and the upstream's process spent on it,
+    in ms per 1000 requests: CPU over the run's wall time (cores busy) over
+    its request rate, so that h2load's warm-up, which the rate leaves out,
+    counts on neither side. None where there is no such process (direct)."""
+    own = process_tree(path.process) if path.process else []
+    up = [upstream] if upstream else []
+    own_before, up_before, began = cpu_seconds(own), cpu_seconds(up), time.monotonic()
+    result = run()
+    wall = time.monotonic() - began
+
+    def per_1000(pids, before):
+        if not pids or not result["rps"]:
+            return None
+        return 1e6 * (cpu_seconds(pids) - before) / wall / result["rps"]
+
+    result["cpu_ms"] = per_1000(own, own_before)
+    result["upstream_cpu_ms"] = per_1000(up, up_before)
+    return result

@@ -7,8 +7,8 @@ per request.
 
 import time
 
-from measure import NS, Path, check_configmap, check_list, cpu_seconds, h2load, interleaved, log
-from measure import markdown_tables, named_below, process_tree, summary, table
+from measure import NS, Path, check_configmap, check_list, h2load, interleaved, log
+from measure import markdown_tables, named_below, rows_of, table, with_cpu
 
 ORDER = ("direct", "portcullis", "kubectl-proxy", "nginx")
 # The markers of this section in RESULTS.md.
@@ -45,20 +45,8 @@ def check_real(path):
 
 def measured(path, api_server, target, concurrency, cfg, requests):
     """One h2load run, with the CPU the path's processes and kube-apiserver
-    used per request (ms): their CPU over the run's wall time (cores
-    busy) over its request rate, so that h2load's warm-up, which its rate
-    leaves out, counts on neither side."""
-    own = process_tree(path.process) if path.process else []
-    own_before, api_before, began = cpu_seconds(own), cpu_seconds([api_server]), time.monotonic()
-    result = h2load(path, target, concurrency, cfg.seconds, requests)
-    wall = time.monotonic() - began
-
-    def per_request(used):
-        return 1000 * used / wall / result["rps"] if result["rps"] else None
-
-    result["cpu_ms"] = per_request(cpu_seconds(own) - own_before) if own else None
-    result["api_cpu_ms"] = per_request(cpu_seconds([api_server]) - api_before)
-    return result
+    used, in ms per 1000 requests."""
+    return with_cpu(path, api_server, lambda: h2load(path, target, concurrency, cfg.seconds, requests))
 
 
 def with_added(results):
@@ -73,23 +61,13 @@ def with_added(results):
     return results
 
 
-def rows_of(results, keys):
-    """Summaries of the metrics every run of a path has (direct has no
-    added latency and no process of its own)."""
-    rows = []
-    for name, runs in results.items():
-        present = [k for k in keys if all(r.get(k) is not None for r in runs)]
-        rows.append((name, {k: summary(runs, k) for k in present}))
-    return rows
-
-
 LATENCY_COLUMNS = [
     ("p50_ms", "p50 ms", False),
     ("added_p50_ms", "+p50 ms", False),
     ("p99_ms", "p99 ms", False),
     ("added_p99_ms", "+p99 ms", False),
-    ("cpu_ms", "path CPU ms/req", False),
-    ("api_cpu_ms", "kube-apiserver CPU ms/req", False),
+    ("cpu_ms", "path CPU ms/1000 req", False),
+    ("upstream_cpu_ms", "kube-apiserver CPU ms/1000 req", False),
 ]
 
 
@@ -182,6 +160,6 @@ def markdown(info, out, cfg):
         f"{plane['started_seconds']:.1f} s; the 501 objects created in {plane['objects_seconds']:.1f} s). "
         f"Each cell is the median of {cfg.real_repeats} interleaved runs of {cfg.seconds} s; spread is min-max. "
         "\"+p50\" and \"+p99\" are a path's figure less direct's in the same repeat; \"path CPU\" is the CPU of "
-        "the path's own process (nginx: master and workers), \"kube-apiserver CPU\" the API server's, per request.",
+        "the path's own process (nginx: master and workers), \"kube-apiserver CPU\" the API server's, in ms per 1000 requests.",
     ]
     return "\n".join(lines + markdown_tables(out["tables"]))

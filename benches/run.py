@@ -12,6 +12,11 @@ HTTP/1.1 only); one stream per connection, so "concurrency" is the number
 of connections on every path. Watches, MCP calls, redaction and the audit
 writer are driven by the bench_stack example.
 
+Beside each h2load run's rate and latency: the CPU that the path's own
+process (portcullis serve, kubectl proxy, nginx's master and workers) and
+the simulated cluster spent, in ms per 1000 requests, from their
+/proc/<pid>/stat before and after the run.
+
 Every measured request must answer 2xx, and each path's answer is checked
 once per scenario (right object, right number of items, Secret values
 hidden or shown as the path promises): a wrong answer fails the run, which
@@ -33,14 +38,20 @@ import urllib.request
 
 import postgres
 import real_upstream
-from measure import NS, Path, check_configmap, check_list, h2load, interleaved, log, summary, table
+from measure import NS, Path, check_configmap, check_list, h2load, interleaved, log, rows_of, summary, table, with_cpu
 from measure import check_results_md, markdown_tables, write_results_md
+
+
+# The CPU columns of every h2load scenario: the path's own process (nginx:
+# master and workers) and the simulated cluster's, per 1000 requests.
+CPU_COLUMNS = [("cpu_ms", "CPU ms/1000 req", False), ("upstream_cpu_ms", "cluster CPU ms/1000 req", False)]
+LATENCY_COLUMNS = [("rps", "req/s", True), ("p50_ms", "p50 ms", True), ("p99_ms", "p99 ms", True)]
 
 
 def paths_from(stack):
     sim, pc = stack["sim"], stack["portcullis"]
     admin = sim["admin_token"]
-    return {
+    paths = {
         "direct": Path("direct", sim["url"], token=admin, ca=sim["ca_file"], pid=sim["pid"]),
         "portcullis": Path(
             "portcullis", pc["url"], pc["cluster_path"], pc["person_token"], pc["ca_file"], pid=stack["portcullis_pid"]
@@ -51,6 +62,19 @@ def paths_from(stack):
             "portcullis-redacting", pc["url"], pc["cluster_path"], pc["agent_token"], pc["ca_file"]
         ),
     }
+    for name, process in (
+        ("portcullis", stack["portcullis_pid"]),
+        ("portcullis-redacting", stack["portcullis_pid"]),
+        ("kubectl-proxy", stack["kubectl_proxy_pid"]),
+        ("nginx", stack["nginx_pid"]),
+    ):
+        paths[name].process = process
+    return paths
+
+
+def measured(cfg, path, target, concurrency, requests=None, rate=None):
+    """One h2load run with the CPU of the path's process and the cluster's."""
+    return with_cpu(path, cfg.sim_pid, lambda: h2load(path, target, concurrency, cfg.seconds, requests, rate))
 
 
 def scenario_get(cfg, paths, audit):
@@ -61,20 +85,15 @@ def scenario_get(cfg, paths, audit):
     for c in cfg.concurrencies:
         def run(p, c=c):
             before = audit.rows() if p.name == "portcullis" else None
-            result = h2load(p, target, c, cfg.seconds, cfg.requests)
+            result = measured(cfg, p, target, c, cfg.requests)
             if before is not None:
                 audit.count(before, result)
             return result
 
         results = interleaved(paths, cfg.repeats, run)
-        rows = [(n, {k: summary(rs, k) for k in ("rps", "p50_ms", "p99_ms")}) for n, rs in results.items()]
-        tables.append(
-            table(
-                f"(a) GET 1 KiB ConfigMap, concurrency {c}",
-                rows,
-                [("rps", "req/s", True), ("p50_ms", "p50 ms", True), ("p99_ms", "p99 ms", True)],
-            )
-        )
+        columns = LATENCY_COLUMNS + CPU_COLUMNS
+        rows = rows_of(results, [k for k, _, _ in columns])
+        tables.append(table(f"(a) GET 1 KiB ConfigMap, concurrency {c}", rows, columns))
         out[str(c)] = dict(rows)
     return out, tables
 
@@ -86,14 +105,11 @@ def scenario_added_latency(cfg, paths, get_results):
     rate = max(best / 2, 10)
     c = 16
     results = interleaved(
-        paths, cfg.repeats, lambda p: h2load(p, f"/api/v1/namespaces/{NS}/configmaps/small", c, cfg.seconds, rate=rate)
+        paths, cfg.repeats, lambda p: measured(cfg, p, f"/api/v1/namespaces/{NS}/configmaps/small", c, rate=rate)
     )
-    rows = [(n, {k: summary(rs, k) for k in ("rps", "p50_ms", "p99_ms")}) for n, rs in results.items()]
-    t = table(
-        f"(a') GET at half of portcullis's best throughput ({rate:.0f} req/s offered, {c} connections)",
-        rows,
-        [("rps", "req/s", True), ("p50_ms", "p50 ms", True), ("p99_ms", "p99 ms", True)],
-    )
+    columns = LATENCY_COLUMNS + CPU_COLUMNS
+    rows = rows_of(results, [k for k, _, _ in columns])
+    t = table(f"(a') GET at half of portcullis's best throughput ({rate:.0f} req/s offered, {c} connections)", rows, columns)
     return {"offered_rps": rate, "paths": dict(rows)}, t
 
 
@@ -103,14 +119,15 @@ def scenario_list(cfg, paths, resource, title, concurrency=4):
     target = f"/api/v1/namespaces/{NS}/{resource}"
     # h2load needs at least one request per connection.
     requests = cfg.requests and max(cfg.requests // 10, concurrency)
-    results = interleaved(paths, cfg.repeats, lambda p: h2load(p, target, concurrency, cfg.seconds, requests))
-    keys = ("mbps", "rps", "p50_ms", "bytes_per_response")
-    rows = [(n, {k: summary(rs, k) for k in keys}) for n, rs in results.items()]
-    t = table(
-        title,
-        rows,
-        [("mbps", "MB/s", True), ("rps", "req/s", True), ("p50_ms", "p50 ms", True), ("bytes_per_response", "bytes", False)],
-    )
+    results = interleaved(paths, cfg.repeats, lambda p: measured(cfg, p, target, concurrency, requests))
+    columns = [
+        ("mbps", "MB/s", True),
+        ("rps", "req/s", True),
+        ("p50_ms", "p50 ms", True),
+        ("bytes_per_response", "bytes", False),
+    ] + CPU_COLUMNS
+    rows = rows_of(results, [k for k, _, _ in columns])
+    t = table(title, rows, columns)
     return dict(rows), t
 
 
@@ -368,6 +385,7 @@ def main():
     parser.add_argument("--only", choices=["postgres"], help="only these scenarios, and only their section of RESULTS.md")
     cfg = configure(parser.parse_args())
     stack = json.load(open(cfg.stack))
+    cfg.sim_pid = stack["sim"]["pid"]
     if cfg.only == "postgres":
         return only_postgres(cfg, stack)
     paths = paths_from(stack)
