@@ -8,7 +8,11 @@
 //! The writer's [`Exporter`] exports the whole chain from the writer's
 //! start, not only its own commits: the rows another process committed (the
 //! CLI's access request steps and approval decisions) are exported before
-//! the writer's next rows, and at its close.
+//! the writer's next rows, and at its close. On PostgreSQL, where replicas
+//! append to one chain, the replicas share one cursor in the store instead
+//! ([`AuditStore::export_shared`]): after each commit, a replica exports
+//! whatever rows follow it, its own or others', so each row reaches one
+//! replica's sink, once.
 
 use super::row::ChainedRow;
 use super::store::AuditStore;
@@ -116,19 +120,41 @@ const PAGE: usize = 1000;
 pub struct Exporter {
     sink: Option<ExportSink>,
     last: Option<i64>,
+    /// The store keeps the cursor, shared by the replicas.
+    shared: bool,
+    /// The shared cursor is known to exist.
+    placed: bool,
 }
 
 impl Exporter {
     /// Export to `sink` (nothing when `None`) the rows committed after the
     /// chain's current end in `store`.
     pub fn start(sink: Option<ExportSink>, store: &mut dyn AuditStore) -> Exporter {
+        if sink.is_some() {
+            if let Some(placed) = store.export_shared(None) {
+                if let Err(error) = &placed {
+                    tracing::warn!(%error, "audit export: the shared cursor could not be placed; tried again at each commit");
+                }
+                return Exporter {
+                    sink,
+                    last: None,
+                    shared: true,
+                    placed: placed.is_ok(),
+                };
+            }
+        }
         let last = match sink {
             Some(_) => store.head().map(|head| head.seq).map_err(|error| {
                 tracing::warn!(%error, "audit export: the chain's end could not be read; rows of other processes are exported from the next commit on");
             }),
             None => Err(()),
         };
-        Exporter { sink, last: last.ok() }
+        Exporter {
+            sink,
+            last: last.ok(),
+            shared: false,
+            placed: false,
+        }
     }
 
     /// Export `committed` (one commit's rows, in chain order), after any
@@ -139,6 +165,9 @@ impl Exporter {
         };
         if self.sink.is_none() {
             return;
+        }
+        if self.shared {
+            return self.shared_turns(store);
         }
         if self.last.is_some_and(|seen| first.seq > seen + 1) {
             self.others(store, Some(first.seq));
@@ -151,8 +180,36 @@ impl Exporter {
 
     /// Export every row committed since the last one exported (at close).
     pub fn catch_up(&mut self, store: &mut dyn AuditStore) {
-        if self.sink.is_some() {
-            self.others(store, None);
+        match (self.sink.is_some(), self.shared) {
+            (false, _) => {}
+            (true, true) => self.shared_turns(store),
+            (true, false) => self.others(store, None),
+        }
+    }
+
+    /// Export what follows the shared cursor, page after page.
+    fn shared_turns(&mut self, store: &mut dyn AuditStore) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        // A cursor not placed at start (the store was down) is placed now:
+        // exporting starts from the chain's end at that moment.
+        if !self.placed {
+            if let Some(Err(error)) = store.export_shared(None) {
+                tracing::warn!(%error, "audit export: the shared cursor could not be placed; tried again at the next commit");
+                return;
+            }
+            self.placed = true;
+        }
+        loop {
+            match store.export_shared(Some(&mut |rows: &[ChainedRow]| sink.write(rows))) {
+                Some(Ok(n)) if n >= PAGE => continue,
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "audit export: rows could not be read for export; tried again at the next commit")
+                }
+                _ => {}
+            }
+            return;
         }
     }
 

@@ -282,6 +282,10 @@ impl AuditStore for PostgresAuditStore {
         self.with(head_of)
     }
 
+    fn export_shared(&mut self, write: Option<&mut dyn FnMut(&[ChainedRow])>) -> Option<Result<usize, AuditError>> {
+        Some(self.export_turn(write))
+    }
+
     fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError> {
         let limit = limit.min(i64::MAX as usize) as i64;
         self.select("WHERE seq > ?1 ORDER BY seq LIMIT ?2", params![after_seq, limit])
@@ -465,6 +469,7 @@ fn render(conditions: &[Condition]) -> (String, Vec<String>) {
     (format!("WHERE {}", clauses.join(" AND ")), args)
 }
 
+mod export;
 mod json;
 
 #[cfg(test)]

@@ -44,6 +44,19 @@ pub trait AuditStore: Send {
     /// Returns how many were removed.
     fn sweep(&mut self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError>;
 
+    /// The export shared by every process appending to this chain, when
+    /// the store keeps one (PostgreSQL, where replicas append to one
+    /// chain): with `write`, hand it the rows after the shared cursor, in
+    /// chain order, a page at most, and move the cursor past them, under a
+    /// lock, so each row is exported by one replica (twice only if that one
+    /// dies between writing and moving the cursor); returns how many. With
+    /// `None`, only place the cursor at the chain's end if there is none
+    /// yet. `None` back: no shared cursor (SQLite: one process, whose
+    /// writer exports the whole chain itself).
+    fn export_shared(&mut self, _write: Option<&mut dyn FnMut(&[ChainedRow])>) -> Option<Result<usize, AuditError>> {
+        None
+    }
+
     /// Which of `ids` already have their row in the chain (an intent is
     /// not a row): what a crash's spool holds beyond them is shipped.
     fn committed(&mut self, ids: &[String]) -> Result<HashSet<String>, AuditError> {

@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0014_apiserver_audit.sql"),
     include_str!("migrations/0015_login_codes.sql"),
     include_str!("migrations/0016_notify.sql"),
+    include_str!("migrations/0017_audit_export.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -54,6 +55,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0014_apiserver_audit.sql"),
     include_str!("migrations/postgres/0015_login_codes.sql"),
     include_str!("migrations/postgres/0016_notify.sql"),
+    include_str!("migrations/postgres/0017_audit_export.sql"),
 ];
 
 /// The schema version this release knows.
