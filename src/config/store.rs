@@ -57,7 +57,11 @@ impl StoreConfig {
     pub fn describe(&self) -> String {
         match self.postgres() {
             Ok(Some(c)) => {
-                let host = c.get_hosts().first().map(|h| format!("{h:?}")).unwrap_or_default();
+                let host = match c.get_hosts().first() {
+                    Some(tokio_postgres::config::Host::Tcp(name)) => name.clone(),
+                    Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+                    None => String::new(),
+                };
                 let port = c.get_ports().first().copied().unwrap_or(5432);
                 format!(
                     "PostgreSQL database {:?} on {host}:{port} as {:?}",
@@ -87,6 +91,11 @@ mod tests {
         let pg = config.postgres().unwrap().unwrap();
         assert_eq!(pg.get_password(), Some(&b"s3cret"[..]));
         assert_eq!(pg.get_ports(), [5433]);
+        assert!(
+            config.describe().ends_with("on db.internal:5433 as \"portcullis\""),
+            "{}",
+            config.describe()
+        );
         let with_password = StoreConfig {
             url: Some("postgres://portcullis:hunter2@db/p".into()),
             password_file: None,

@@ -83,12 +83,26 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
 pub(crate) fn migrate_postgres(pg: &Postgres) -> Result<(), StoreError> {
     let mut client = pg.client()?;
     let db = Pg(&client);
-    db.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)")?;
     db.execute("SELECT pg_advisory_lock(?1)", params![MIGRATION_LOCK])?;
-    let result = apply_postgres(&mut client);
+    let result = create_versions_table(&Pg(&client)).and_then(|()| apply_postgres(&mut client));
     let unlocked = Pg(&client).execute("SELECT pg_advisory_unlock(?1)", params![MIGRATION_LOCK]);
     result?;
     unlocked?;
+    Ok(())
+}
+
+/// The table of applied versions, made under the migration lock (checked
+/// first: `IF NOT EXISTS` on a made table sends a NOTICE every replica would
+/// log at each start).
+fn create_versions_table(db: &dyn Db) -> Result<(), StoreError> {
+    let made: Option<String> = db.query_row(
+        "SELECT CAST(to_regclass('schema_migrations') AS TEXT)",
+        params![],
+        |r| r.get(0),
+    )?;
+    if made.is_none() {
+        db.execute_batch("CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY)")?;
+    }
     Ok(())
 }
 
