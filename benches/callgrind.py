@@ -229,17 +229,17 @@ def markdown(info, results, cfg):
 def machine():
     def output(*command):
         done = subprocess.run(command, capture_output=True, text=True)
-        return (done.stdout + done.stderr).strip()
+        return done.stdout + done.stderr
 
-    commit = output("git", "rev-parse", "--short", "HEAD")
+    commit = output("git", "rev-parse", "--short", "HEAD").strip()
     # What the counts depend on: the proxy's own sources, not the bench's.
     dirty = output("git", "status", "--porcelain", "--", "src", "sim", "Cargo.toml", "Cargo.lock").splitlines()
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit,
         "uncommitted": sorted(line[3:] for line in dirty),
-        "valgrind": output("valgrind", "--version"),
-        "nginx": output("nginx", "-v").removeprefix("nginx version: "),
+        "valgrind": output("valgrind", "--version").strip(),
+        "nginx": output("nginx", "-v").strip().removeprefix("nginx version: "),
     }
 
 
