@@ -298,7 +298,7 @@ pub fn generate_certs(out: &std::path::Path, names: &[String]) -> Result<(), Cli
 /// is set, else the embedded SQLite file in `data_dir`.
 pub fn open_store(config: &Config) -> Result<Store, CliError> {
     if let Some(pg) = config.store.postgres().map_err(CliError::Message)? {
-        return Store::connect(pg)
+        return Store::connect_with_ca(pg, config.store.ca_file.as_deref())
             .map_err(|e| CliError::Message(format!("cannot open the store ({}): {e}", config.store.describe())));
     }
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {

@@ -19,6 +19,10 @@ pub struct StoreConfig {
     /// when the URL has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub password_file: Option<PathBuf>,
+    /// CA certificates (PEM) trusted for the server's certificate besides
+    /// the system's, for a private CA; TLS itself is the URL's `sslmode`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -27,6 +31,7 @@ impl std::fmt::Debug for StoreConfig {
         f.debug_struct("StoreConfig")
             .field("url", &self.url.as_ref().map(|_| "<set>"))
             .field("password_file", &self.password_file)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -87,6 +92,7 @@ mod tests {
         let config = StoreConfig {
             url: Some("postgres://portcullis@db.internal:5433/p".into()),
             password_file: Some(file),
+            ca_file: None,
         };
         let pg = config.postgres().unwrap().unwrap();
         assert_eq!(pg.get_password(), Some(&b"s3cret"[..]));
@@ -99,6 +105,7 @@ mod tests {
         let with_password = StoreConfig {
             url: Some("postgres://portcullis:hunter2@db/p".into()),
             password_file: None,
+            ca_file: None,
         };
         assert!(!format!("{with_password:?}").contains("hunter2"));
         assert!(
@@ -119,6 +126,7 @@ mod tests {
         let bad = StoreConfig {
             url: Some("mysql://x:pw@y/z".into()),
             password_file: None,
+            ca_file: None,
         };
         let err = bad.postgres().unwrap_err();
         assert!(err.starts_with("[store] url"), "{err}");

@@ -151,9 +151,17 @@ impl Store {
         })
     }
 
-    /// Connect to the PostgreSQL database of `config` and migrate it.
+    /// Connect to the PostgreSQL database of `config` and migrate it; TLS
+    /// as its `sslmode` says, checked against the system's roots.
     pub fn connect(config: tokio_postgres::Config) -> Result<Store, StoreError> {
-        let pg = postgres::Postgres::connect(config)?;
+        Store::connect_with_ca(config, None)
+    }
+
+    /// [`connect`](Self::connect), trusting also the CA certificates in
+    /// `ca_file` (`[store] ca_file`).
+    pub fn connect_with_ca(config: tokio_postgres::Config, ca_file: Option<&Path>) -> Result<Store, StoreError> {
+        let tls = postgres::tls(ca_file).map_err(StoreError::Invalid)?;
+        let pg = postgres::Postgres::connect(config, tls)?;
         migrate::migrate_postgres(&pg)?;
         Ok(Store {
             backend: Backend::Postgres(Arc::new(pg)),

@@ -122,7 +122,7 @@ impl Store {
     /// after each reconnection). Dropping the receiver unsubscribes.
     pub fn changes(&self) -> Option<broadcast::Receiver<Change>> {
         let pg = self.postgres_pool()?;
-        Some(pg.listener().subscribe(pg.handle(), pg.config()))
+        Some(pg.listener().subscribe(pg.handle(), pg.config(), pg.tls()))
     }
 }
 
@@ -138,11 +138,12 @@ impl Listener {
         &self,
         runtime: &tokio::runtime::Handle,
         config: &tokio_postgres::Config,
+        tls: &super::postgres::Tls,
     ) -> broadcast::Receiver<Change> {
         self.sender
             .get_or_init(|| {
                 let (sender, _) = broadcast::channel(CAPACITY);
-                runtime.spawn(listen(listener_config(config), sender.clone()));
+                runtime.spawn(listen(listener_config(config), tls.clone(), sender.clone()));
                 sender
             })
             .subscribe()
@@ -166,10 +167,10 @@ fn listener_config(config: &tokio_postgres::Config) -> tokio_postgres::Config {
 
 /// Listen, and listen again whenever the connection ends, forever (until
 /// the store's runtime stops).
-async fn listen(config: tokio_postgres::Config, sender: broadcast::Sender<Change>) {
+async fn listen(config: tokio_postgres::Config, tls: super::postgres::Tls, sender: broadcast::Sender<Change>) {
     let mut retry = FIRST_RETRY;
     loop {
-        let ended = match connect(&config, &sender).await {
+        let ended = match connect(&config, &tls, &sender).await {
             Ok((client, connection)) => {
                 retry = FIRST_RETRY;
                 // What changed while nobody listened was not heard.
@@ -195,9 +196,10 @@ type Connection = tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>;
 /// notifications until it ends.
 async fn connect(
     config: &tokio_postgres::Config,
+    tls: &super::postgres::Tls,
     sender: &broadcast::Sender<Change>,
 ) -> Result<(tokio_postgres::Client, Connection), tokio_postgres::Error> {
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+    let (client, connection) = config.connect(tls.clone()).await?;
     let connection = tokio::spawn(forward(connection, sender.clone()));
     match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
         Ok(()) => Ok((client, connection)),
@@ -208,8 +210,8 @@ async fn connect(
     }
 }
 
-async fn forward(
-    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+async fn forward<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, T>,
     sender: broadcast::Sender<Change>,
 ) -> Result<(), tokio_postgres::Error> {
     loop {

@@ -9,9 +9,43 @@
 
 use super::sql::{Db, Owned, Params, Row, SqlError, Value};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
 use std::borrow::Cow;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::types::{IsNull, ToSql, Type};
+
+/// TLS to PostgreSQL: rustls, through tokio-postgres-rustls.
+pub type Tls = tokio_postgres_rustls::MakeRustlsConnect;
+
+/// TLS as the URL's `sslmode` asks for it (`prefer`, the default: when the
+/// server offers it; `require`: always), the server's certificate checked
+/// against the system's roots and, when `ca_file` names one, a private CA
+/// (as in-cluster PostgreSQL operators issue). A certificate that does not
+/// check out is refused, never passed over for plain text.
+pub fn tls(ca_file: Option<&Path>) -> Result<Tls, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    // Certificates the system cannot parse are skipped, as curl does.
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(path) = ca_file {
+        let error = |message: String| format!("[store] ca_file {}: {message}", path.display());
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| error(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| error(e.to_string()))?;
+        if roots.add_parsable_certificates(certs).0 == 0 {
+            return Err(error("no certificate in it".into()));
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS to PostgreSQL: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Tls::new(config))
+}
 
 /// Connections to one PostgreSQL database.
 pub struct Postgres {
@@ -20,6 +54,7 @@ pub struct Postgres {
     /// Where the pool connects, kept for connections outside it (the
     /// notification listener's).
     config: tokio_postgres::Config,
+    tls: Tls,
     /// The notification listener, started by the first subscriber.
     listener: super::notify::Listener,
 }
@@ -56,7 +91,7 @@ const POOL_SIZE: usize = 16;
 
 impl Postgres {
     /// A pool on `config` (connections are made when first needed).
-    pub fn connect(config: tokio_postgres::Config) -> Result<Postgres, SqlError> {
+    pub fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Postgres, SqlError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("portcullis-postgres")
@@ -65,7 +100,7 @@ impl Postgres {
             .map_err(|e| SqlError::Pool(format!("starting the store's runtime: {e}")))?;
         let manager = Manager::from_config(
             config.clone(),
-            tokio_postgres::NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -81,6 +116,7 @@ impl Postgres {
             pool,
             runtime: Runtime(Some(runtime)),
             config,
+            tls,
             listener: super::notify::Listener::default(),
         })
     }
@@ -93,6 +129,11 @@ impl Postgres {
     /// Where the pool connects (password included: never print it).
     pub fn config(&self) -> &tokio_postgres::Config {
         &self.config
+    }
+
+    /// The pool's TLS, for connections outside it.
+    pub fn tls(&self) -> &Tls {
+        &self.tls
     }
 
     /// The notification listener of this database.
@@ -109,10 +150,26 @@ impl Postgres {
         });
         match rx.recv() {
             Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(SqlError::Pool(e.to_string())),
+            Ok(Err(e)) => Err(SqlError::Pool(with_causes(&e))),
             Err(_) => Err(SqlError::Pool("the store's runtime has stopped".into())),
         }
     }
+}
+
+/// `error` and each cause under it: a refused TLS handshake says only
+/// that, and why (the server's certificate) is in its source.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Wait for `future` on this thread; its connection's task runs on the
@@ -275,3 +332,7 @@ mod tests {
         assert_eq!(placeholders("x = '?1' AND \"q?\" = ?2"), "x = '?1' AND \"q?\" = $2");
     }
 }
+
+#[cfg(test)]
+#[path = "postgres_tls_tests.rs"]
+mod tls_tests;

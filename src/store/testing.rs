@@ -6,7 +6,7 @@ use super::Store;
 
 #[path = "../../tests/support/postgres.rs"]
 #[allow(dead_code)]
-mod pg_fixture;
+pub(crate) mod pg_fixture;
 
 /// A store and what keeps it alive.
 pub(crate) struct TestStore {
@@ -49,4 +49,34 @@ pub(crate) fn postgres() -> TestStore {
 /// A fresh store of each backend, for a test to run on both.
 pub(crate) fn both() -> [TestStore; 2] {
     [sqlite(), postgres()]
+}
+
+/// A PostgreSQL server of its own that also takes TLS, with a certificate
+/// for 127.0.0.1 from a CA of its own; the server (stopped when dropped)
+/// and the CA's PEM.
+pub(crate) fn postgres_with_tls() -> (pg_fixture::PgServer, String) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let server = pg_fixture::PgServer::start().unwrap();
+    let generated = crate::tls::generate(&[]).unwrap();
+    let data = server.dir().join("data");
+    for (name, pem) in [("server.crt", &generated.cert_pem), ("server.key", &generated.key_pem)] {
+        let path = data.join(name);
+        std::fs::write(&path, pem).unwrap();
+        // PostgreSQL refuses a key others may read, and runs as postgres.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let owner = std::fs::metadata(&data).unwrap();
+        std::os::unix::fs::chown(&path, Some(owner.uid()), Some(owner.gid())).unwrap();
+    }
+    server.psql("postgres", "ALTER SYSTEM SET ssl = on").unwrap();
+    server.psql("postgres", "SELECT pg_reload_conf()").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.psql("postgres", "SHOW ssl").unwrap().trim() != "on" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "TLS never came on: {}",
+            server.log_tail()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (server, generated.ca_pem)
 }
