@@ -49,7 +49,7 @@ use super::forwarded::Forwarded;
 use super::query::{Condition, Filter, Outcome};
 use super::row::{AuditRow, ChainedRow};
 use super::sqlite::{timestamp, COLUMNS, DENIED};
-use super::store::AuditStore;
+use super::store::{AuditStore, ExportWrite};
 use super::AuditError;
 use crate::store::postgres::{wait, Pg, Postgres};
 use crate::store::sql::{params, Db, OptionalExt, SqlError, ToSql};
@@ -282,7 +282,7 @@ impl AuditStore for PostgresAuditStore {
         self.with(head_of)
     }
 
-    fn export_shared(&mut self, write: Option<&mut dyn FnMut(&[ChainedRow])>) -> Option<Result<usize, AuditError>> {
+    fn export_shared(&mut self, write: Option<ExportWrite<'_>>) -> Option<Result<usize, AuditError>> {
         Some(self.export_turn(write))
     }
 

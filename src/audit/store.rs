@@ -11,6 +11,9 @@ use super::AuditError;
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
 
+/// Where an exporter writes rows a store hands it ([`AuditStore::export_shared`]).
+pub type ExportWrite<'a> = &'a mut dyn FnMut(&[ChainedRow]);
+
 /// Where audit rows are kept.
 pub trait AuditStore: Send {
     /// In one durable transaction: record `intents` (writes about to be
@@ -53,7 +56,7 @@ pub trait AuditStore: Send {
     /// `None`, only place the cursor at the chain's end if there is none
     /// yet. `None` back: no shared cursor (SQLite: one process, whose
     /// writer exports the whole chain itself).
-    fn export_shared(&mut self, _write: Option<&mut dyn FnMut(&[ChainedRow])>) -> Option<Result<usize, AuditError>> {
+    fn export_shared(&mut self, _write: Option<ExportWrite<'_>>) -> Option<Result<usize, AuditError>> {
         None
     }
 

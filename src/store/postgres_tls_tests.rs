@@ -31,11 +31,13 @@ fn a_server_whose_certificate_chains_to_the_ca_file_is_reached_over_tls_and_one_
     let preferred = Store::connect_with_ca(database.parse().unwrap(), Some(&ca_file)).unwrap();
     assert!(encrypted(&preferred), "TLS when offered");
 
-    let refused = Store::connect(required).err().expect("an unknown CA is refused");
+    let Err(refused) = Store::connect(required) else {
+        panic!("an unknown CA is refused")
+    };
     assert!(refused.to_string().to_lowercase().contains("certificate"), "{refused}");
-    let unknown = Store::connect(database.parse().unwrap())
-        .err()
-        .expect("never plain text in its place");
+    let Err(unknown) = Store::connect(database.parse().unwrap()) else {
+        panic!("never plain text in its place")
+    };
     assert!(unknown.to_string().to_lowercase().contains("certificate"), "{unknown}");
 }
 

@@ -5,7 +5,6 @@
 use super::Store;
 
 #[path = "../../tests/support/postgres.rs"]
-#[allow(dead_code)]
 pub(crate) mod pg_fixture;
 
 /// A store and what keeps it alive.

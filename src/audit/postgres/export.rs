@@ -3,7 +3,7 @@
 //! exactly one replica's sink however many append to the chain.
 
 use super::{head_of, json, PostgresAuditStore};
-use crate::audit::row::ChainedRow;
+use crate::audit::store::ExportWrite;
 use crate::audit::AuditError;
 use crate::store::sql::{params, OptionalExt};
 
@@ -11,7 +11,7 @@ use crate::store::sql::{params, OptionalExt};
 pub(super) const PAGE: i64 = 1000;
 
 impl PostgresAuditStore {
-    pub(super) fn export_turn(&mut self, write: Option<&mut dyn FnMut(&[ChainedRow])>) -> Result<usize, AuditError> {
+    pub(super) fn export_turn(&mut self, write: Option<ExportWrite<'_>>) -> Result<usize, AuditError> {
         let Some(write) = write else {
             self.transaction(false, |db| {
                 let head = head_of(db)?;
