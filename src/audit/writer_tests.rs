@@ -196,14 +196,10 @@ async fn rows_another_process_commits_reach_the_export_in_chain_order() {
 
 #[tokio::test]
 async fn a_spooled_writer_ships_what_a_crash_left_before_new_rows_and_leaves_the_spool_empty_when_closed() {
-    use crate::audit::spool::{Spool, SpoolSettings};
+    use crate::audit::spool::Spool;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.db");
-    let settings = SpoolSettings {
-        dir: dir.path().join("spool"),
-        max_bytes: 1 << 20,
-        segment_bytes: 1 << 20,
-    };
+    let settings = spool_settings(&dir);
     let crashed = Spool::open(&settings).unwrap();
     let answered = row();
     drop(crashed.append(&answered));
@@ -211,13 +207,7 @@ async fn a_spooled_writer_ships_what_a_crash_left_before_new_rows_and_leaves_the
 
     let spool = Spool::open(&settings).unwrap();
     let store = SqliteAuditStore::open(&path).unwrap();
-    let writer = AuditWriter::spawn_spooled(
-        Box::new(store),
-        None,
-        Some(spool.clone()),
-        WriterSettings::default(),
-        WriterMetrics::default(),
-    );
+    let writer = spooled(Box::new(store), &spool);
     let next = row();
     writer.submit(next.clone());
     writer.close().await;
@@ -231,6 +221,26 @@ async fn a_spooled_writer_ships_what_a_crash_left_before_new_rows_and_leaves_the
         .filter(|name| name.ends_with(".spool"))
         .collect();
     assert!(files.is_empty(), "the spool is empty after close: {files:?}");
+}
+
+/// Spool settings in `dir` (1 MiB bound and segments).
+fn spool_settings(dir: &tempfile::TempDir) -> crate::audit::spool::SpoolSettings {
+    crate::audit::spool::SpoolSettings {
+        dir: dir.path().join("spool"),
+        max_bytes: 1 << 20,
+        segment_bytes: 1 << 20,
+    }
+}
+
+/// A writer on `store` with `spool`.
+fn spooled(store: Box<dyn AuditStore>, spool: &crate::audit::spool::Spool) -> AuditWriter {
+    AuditWriter::spawn_spooled(
+        store,
+        None,
+        Some(spool.clone()),
+        WriterSettings::default(),
+        WriterMetrics::default(),
+    )
 }
 
 /// Let paused time run (each sleep moves the clock on) until `done`.
@@ -316,23 +326,13 @@ async fn a_shutdown_while_the_store_is_down_commits_the_rows_when_it_comes_back_
 
 #[tokio::test(start_paused = true)]
 async fn a_shutdown_while_the_store_stays_down_leaves_the_rows_in_the_spool_for_the_next_start() {
-    use crate::audit::spool::{Spool, SpoolSettings};
+    use crate::audit::spool::Spool;
     let dir = tempfile::tempdir().unwrap();
-    let settings = SpoolSettings {
-        dir: dir.path().join("spool"),
-        max_bytes: 1 << 20,
-        segment_bytes: 1 << 20,
-    };
+    let settings = spool_settings(&dir);
     let probe = Probe::default();
     probe.failing.store(true, Ordering::SeqCst);
     let spool = Spool::open(&settings).unwrap();
-    let writer = AuditWriter::spawn_spooled(
-        Box::new(probe.clone()),
-        None,
-        Some(spool.clone()),
-        WriterSettings::default(),
-        WriterMetrics::default(),
-    );
+    let writer = spooled(Box::new(probe.clone()), &spool);
     let waiting = row();
     writer.submit(waiting.clone());
     writer.close().await;
@@ -342,13 +342,7 @@ async fn a_shutdown_while_the_store_stays_down_leaves_the_rows_in_the_spool_for_
 
     let next = Probe::default();
     let spool = Spool::open(&settings).unwrap();
-    let writer = AuditWriter::spawn_spooled(
-        Box::new(next.clone()),
-        None,
-        Some(spool.clone()),
-        WriterSettings::default(),
-        WriterMetrics::default(),
-    );
+    let writer = spooled(Box::new(next.clone()), &spool);
     writer.close().await;
     assert_eq!(*next.ids.lock().unwrap(), ids(&[&waiting]), "shipped at the next start");
     assert_eq!(spool.waiting(), 0);
@@ -393,13 +387,9 @@ async fn a_full_spool_refuses_requests_saying_the_store_cannot_be_reached_until_
 
 #[tokio::test(start_paused = true)]
 async fn rows_a_crash_left_that_the_store_refused_at_start_ship_first_once_it_commits_without_a_restart() {
-    use crate::audit::spool::{Spool, SpoolSettings};
+    use crate::audit::spool::Spool;
     let dir = tempfile::tempdir().unwrap();
-    let settings = SpoolSettings {
-        dir: dir.path().join("spool"),
-        max_bytes: 1 << 20,
-        segment_bytes: 1 << 20,
-    };
+    let settings = spool_settings(&dir);
     let crashed = Spool::open(&settings).unwrap();
     let answered = row();
     drop(crashed.append(&answered));
@@ -408,13 +398,7 @@ async fn rows_a_crash_left_that_the_store_refused_at_start_ship_first_once_it_co
     let probe = Probe::default();
     probe.failing.store(true, Ordering::SeqCst);
     let spool = Spool::open(&settings).unwrap();
-    let writer = AuditWriter::spawn_spooled(
-        Box::new(probe.clone()),
-        None,
-        Some(spool.clone()),
-        WriterSettings::default(),
-        WriterMetrics::default(),
-    );
+    let writer = spooled(Box::new(probe.clone()), &spool);
     let next = row();
     writer.submit(next.clone());
     writer.flush().await;
