@@ -26,7 +26,8 @@
 //! instructions), [`read_tools`], [`write_tools`] and [`whoami`] (the
 //! tools), [`args`]
 //! (their arguments as JSON Schema), [`context`] (one call's way into the
-//! gateway), [`discovery`] (kind resolution), [`render`] (compact text),
+//! gateway), [`discovery`] (kind resolution), [`render`] and [`table`]
+//! (compact text),
 //! [`error`] (tool errors), [`sessions`] (2025-11-25 sessions kept in the
 //! store, so they survive a restart and work on any replica).
 
@@ -40,6 +41,7 @@ pub mod read_tools;
 pub mod render;
 pub mod server;
 pub mod sessions;
+pub mod table;
 pub mod whoami;
 pub mod write_tools;
 

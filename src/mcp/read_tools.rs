@@ -7,6 +7,7 @@ use super::context::{ClusterRequest, ToolContext};
 use super::error::ToolError;
 use super::render;
 use super::server::{outcome, Tools};
+use super::table;
 use base64::Engine;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
@@ -16,6 +17,11 @@ use serde_json::Value;
 
 /// What `Accept` asks for in a list: a Table, as kubectl does.
 pub const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json";
+/// `includeObject` for a list whose rows are all in one namespace (or in
+/// none): the text needs a row's object only for its namespace, and leaving
+/// the objects out spares the cluster, the wire and the parse most of the
+/// answer (a pod's metadata is larger than its row).
+const WITHOUT_OBJECTS: &str = "None";
 /// Most objects a list page holds.
 const MAX_LIST: u32 = 500;
 /// Most log lines returned.
@@ -164,34 +170,39 @@ async fn list_resources(ctx: &ToolContext, args: ListResources) -> Result<String
         .resolve(ctx, &args.kind, args.api_version.as_deref())
         .await?;
     let namespace = args.namespace.as_deref().filter(|_| resource.namespaced);
-    // The serializer is not `Send`: finish it before awaiting.
-    let query = {
-        let mut query = form_urlencoded::Serializer::new(String::new());
-        query.append_pair("limit", &limit.to_string());
-        for (key, value) in [
-            ("labelSelector", &args.label_selector),
-            ("fieldSelector", &args.field_selector),
-            ("continue", &args.continue_token),
-        ] {
-            if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
-                query.append_pair(key, value);
-            }
-        }
-        query.finish()
-    };
+    let query = list_query(&args, limit, namespace.is_none() && resource.namespaced);
     let path = format!("{}?{query}", resource.path(namespace, None, None)?);
     let answer = ctx
         .send(ClusterRequest::get(path).accept(TABLE).in_namespace(namespace))
         .await?;
-    let document: Value = json(&answer.body)?;
     let what = match namespace {
         Some(ns) => format!("{} in {ns}", resource.plural),
         None => resource.plural.clone(),
     };
     Ok(render::cut(
-        render::table(&document, &what),
+        table::text(&answer.body, &what)?,
         "ask for a smaller page with limit, or narrow with label_selector",
     ))
+}
+
+/// The query of a `list_resources` page. The rows' objects are asked for
+/// only when the list spans `namespaces`, to name each row's.
+fn list_query(args: &ListResources, limit: u32, namespaces: bool) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("limit", &limit.to_string());
+    if !namespaces {
+        query.append_pair("includeObject", WITHOUT_OBJECTS);
+    }
+    for (key, value) in [
+        ("labelSelector", &args.label_selector),
+        ("fieldSelector", &args.field_selector),
+        ("continue", &args.continue_token),
+    ] {
+        if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+            query.append_pair(key, value);
+        }
+    }
+    query.finish()
 }
 
 async fn get_resource(ctx: &ToolContext, args: ObjectArgs) -> Result<String, ToolError> {
@@ -228,6 +239,9 @@ async fn get_events(ctx: &ToolContext, args: GetEvents) -> Result<String, ToolEr
         None => "/api/v1/events".to_string(),
     };
     path.push_str(&format!("?limit={MAX_LIST}"));
+    if args.namespace.is_some() {
+        path.push_str(&format!("&includeObject={WITHOUT_OBJECTS}"));
+    }
     if !selector.is_empty() {
         path.push('&');
         path.push_str(
@@ -244,7 +258,7 @@ async fn get_events(ctx: &ToolContext, args: GetEvents) -> Result<String, ToolEr
         )
         .await?;
     Ok(render::cut(
-        render::table(&json(&answer.body)?, "events"),
+        table::text(&answer.body, "events")?,
         "narrow with namespace, kind and name",
     ))
 }
@@ -356,4 +370,31 @@ pub fn json(body: &[u8]) -> Result<Value, ToolError> {
         message: "the cluster's answer is not JSON".into(),
         audit_id: String::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(namespace: Option<&str>, selector: &str, token: Option<&str>) -> ListResources {
+        ListResources {
+            cluster: "c".into(),
+            kind: "pods".into(),
+            api_version: None,
+            namespace: namespace.map(String::from),
+            label_selector: Some(selector.into()),
+            field_selector: None,
+            limit: None,
+            continue_token: token.map(String::from),
+        }
+    }
+
+    #[test]
+    fn a_page_within_one_namespace_leaves_the_rows_objects_out_and_one_across_namespaces_asks_for_them() {
+        assert_eq!(
+            list_query(&args(Some("shop"), "app=web", Some("t+1")), 20, false),
+            "limit=20&includeObject=None&labelSelector=app%3Dweb&continue=t%2B1"
+        );
+        assert_eq!(list_query(&args(None, "", None), 500, true), "limit=500");
+    }
 }

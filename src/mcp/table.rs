@@ -1,0 +1,176 @@
+//! A cluster `Table` (`meta.k8s.io/v1`) as list text: a header with the
+//! columns the cluster shows by default (priority 0), `NAMESPACE` first when
+//! rows come from several namespaces, one aligned line per row, then the
+//! continue token and the count of the rest.
+//!
+//! [`text`] reads only what the text shows, typed ([`wire`]): strings are
+//! borrowed from the answer, and the rest (a row's object: its labels,
+//! annotations, owner references) is skipped without being built. A body of
+//! another shape is read again as a whole JSON document and looked at
+//! leniently ([`Table::from_value`]), so both readings give the same text.
+
+mod wire;
+
+use super::error::ToolError;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// What of a Table the list text shows, borrowed from the answer.
+#[derive(Debug, Default, PartialEq)]
+pub struct Table<'a> {
+    /// The index and upper-cased name of each column shown.
+    columns: Vec<(usize, String)>,
+    rows: Vec<Row<'a>>,
+    /// Present and non-empty.
+    continue_token: Option<Cow<'a, str>>,
+    remaining: Option<u64>,
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct Row<'a> {
+    /// Empty when the row's object does not say (or is not sent).
+    namespace: Cow<'a, str>,
+    cells: Vec<Cell<'a>>,
+}
+
+/// A row's cell: most are strings; `Other` is any other JSON value.
+#[derive(Debug, PartialEq)]
+enum Cell<'a> {
+    Text(Cow<'a, str>),
+    Other(Cow<'a, Value>),
+}
+
+/// The Table in a cluster's answer as text; `what` names the objects for
+/// an empty answer (`pods in shop`). `cluster.invalid_response` when the
+/// answer is not JSON.
+pub fn text(body: &[u8], what: &str) -> Result<String, ToolError> {
+    match typed(body) {
+        Some(table) => Ok(table.render(what)),
+        None => Ok(Table::from_value(&super::read_tools::json(body)?).render(what)),
+    }
+}
+
+/// The typed read, or `None` when the body is not a Table of the shape
+/// expected. UTF-8 is checked whole first: the skipped strings are not
+/// otherwise, and the lenient reading refuses a body with bad UTF-8.
+fn typed(body: &[u8]) -> Option<Table<'_>> {
+    let text = std::str::from_utf8(body).ok()?;
+    serde_json::from_str::<wire::Obj<wire::Table>>(text)
+        .ok()
+        .map(|wire::Obj(table)| table.into())
+}
+
+impl<'a> Table<'a> {
+    /// Any JSON document read as a Table: a field missing or of another
+    /// type counts as absent.
+    pub fn from_value(document: &'a Value) -> Table<'a> {
+        let columns = document["columnDefinitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, c)| c["priority"].as_i64().unwrap_or(0) == 0)
+            .map(|(i, c)| (i, c["name"].as_str().unwrap_or_default().to_ascii_uppercase()))
+            .collect();
+        let rows = document["rows"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let rows = rows
+            .iter()
+            .map(|r| Row {
+                namespace: r["object"]["metadata"]["namespace"].as_str().unwrap_or_default().into(),
+                cells: r["cells"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| match c {
+                        Value::String(s) => Cell::Text(s.into()),
+                        other => Cell::Other(Cow::Borrowed(other)),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let metadata = &document["metadata"];
+        Table {
+            columns,
+            rows,
+            continue_token: metadata["continue"].as_str().map(Cow::Borrowed),
+            remaining: metadata["remainingItemCount"].as_u64(),
+        }
+        .without_empty_token()
+    }
+
+    fn without_empty_token(mut self) -> Table<'a> {
+        self.continue_token = self.continue_token.filter(|t| !t.is_empty());
+        self
+    }
+
+    /// The text; `what` names the objects for an empty answer.
+    pub fn render(&self, what: &str) -> String {
+        let mut text = match self.rows.first() {
+            None => format!("No {what} found.\n"),
+            Some(first) => {
+                let several = self.rows.iter().any(|r| r.namespace != first.namespace);
+                let mut cells = Vec::with_capacity((self.rows.len() + 1) * (self.columns.len() + 1));
+                if several {
+                    cells.push(Cow::Borrowed("NAMESPACE"));
+                }
+                cells.extend(self.columns.iter().map(|(_, name)| Cow::Borrowed(name.as_str())));
+                for row in &self.rows {
+                    if several {
+                        cells.push(Cow::Borrowed(&*row.namespace));
+                    }
+                    cells.extend(self.columns.iter().map(|(i, _)| shown(row.cells.get(*i))));
+                }
+                match self.columns.len() + usize::from(several) {
+                    0 => "\n".repeat(self.rows.len() + 1),
+                    width => aligned(&cells, width),
+                }
+            }
+        };
+        if let Some(token) = &self.continue_token {
+            text.push_str("continue: ");
+            text.push_str(token);
+            if let Some(n) = self.remaining {
+                text.push_str(&format!(" ({n} more)"));
+            }
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// A cell as shown: `<none>` when empty or absent, on one line.
+fn shown<'c>(cell: Option<&'c Cell<'_>>) -> Cow<'c, str> {
+    match cell {
+        None => Cow::Borrowed("<none>"),
+        Some(Cell::Text(s)) if s.is_empty() => Cow::Borrowed("<none>"),
+        Some(Cell::Text(s)) if s.contains(['\n', '\r', '\t']) => Cow::Owned(s.replace(['\n', '\r', '\t'], " ")),
+        Some(Cell::Text(s)) => Cow::Borrowed(s),
+        Some(Cell::Other(value)) if value.is_null() => Cow::Borrowed("<none>"),
+        Some(Cell::Other(value)) => Cow::Owned(value.to_string()),
+    }
+}
+
+/// `cells`, `width` to a line, each column padded to its widest cell (in
+/// characters) and two spaces; the last cell of a line is not padded.
+fn aligned(cells: &[Cow<'_, str>], width: usize) -> String {
+    let counts: Vec<usize> = cells.iter().map(|c| c.chars().count()).collect();
+    let mut widths = vec![0; width];
+    for (i, count) in counts.iter().enumerate() {
+        widths[i % width] = widths[i % width].max(*count);
+    }
+    let line = widths.iter().sum::<usize>() + 2 * width + 1;
+    let mut text = String::with_capacity(line * cells.len() / width);
+    for (i, (cell, count)) in cells.iter().zip(&counts).enumerate() {
+        text.push_str(cell);
+        if i % width == width - 1 {
+            text.push('\n');
+        } else {
+            text.extend(std::iter::repeat_n(' ', widths[i % width] - count + 2));
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests;

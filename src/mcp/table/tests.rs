@@ -1,0 +1,250 @@
+use super::*;
+use portcullis_sim::table::{table_at, IncludeObject};
+use serde_json::json;
+use std::sync::Arc;
+
+fn lenient(document: &Value, what: &str) -> String {
+    Table::from_value(document).render(what)
+}
+
+/// The typed read of `body` was taken, and gives what the lenient reading
+/// of the whole document gives.
+fn assert_typed_reads_as_lenient(body: &str) {
+    let document = serde_json::from_str(body).unwrap();
+    let lenient = Table::from_value(&document);
+    let typed = typed(body.as_bytes()).unwrap_or_else(|| panic!("the typed read refused {body}"));
+    assert_eq!(typed, lenient, "{body}");
+    assert_eq!(typed.render("pods"), former::table(&document, "pods"), "{body}");
+}
+
+/// The text as it was made before the typed read: the whole answer as a
+/// `Value`, looked at field by field.
+mod former {
+    use serde_json::Value;
+
+    pub fn table(document: &Value, what: &str) -> String {
+        let columns: Vec<(usize, String)> = document["columnDefinitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, c)| c["priority"].as_i64().unwrap_or(0) == 0)
+            .map(|(i, c)| (i, c["name"].as_str().unwrap_or_default().to_ascii_uppercase()))
+            .collect();
+        let rows = document["rows"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let namespaces: Vec<&str> = rows
+            .iter()
+            .map(|r| r["object"]["metadata"]["namespace"].as_str().unwrap_or_default())
+            .collect();
+        let several = namespaces.iter().any(|ns| *ns != namespaces[0]);
+        let mut lines: Vec<Vec<String>> = Vec::with_capacity(rows.len() + 1);
+        let mut header: Vec<String> = columns.iter().map(|(_, name)| name.clone()).collect();
+        if several {
+            header.insert(0, "NAMESPACE".into());
+        }
+        lines.push(header);
+        for (row, namespace) in rows.iter().zip(&namespaces) {
+            let cells = row["cells"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let mut line: Vec<String> = columns.iter().map(|(i, _)| cell(cells.get(*i))).collect();
+            if several {
+                line.insert(0, namespace.to_string());
+            }
+            lines.push(line);
+        }
+        let mut text = if rows.is_empty() {
+            format!("No {what} found.\n")
+        } else {
+            aligned(&lines)
+        };
+        let metadata = &document["metadata"];
+        if let Some(token) = metadata["continue"].as_str().filter(|t| !t.is_empty()) {
+            let rest = metadata["remainingItemCount"]
+                .as_u64()
+                .map(|n| format!(" ({n} more)"))
+                .unwrap_or_default();
+            text.push_str(&format!("continue: {token}{rest}\n"));
+        }
+        text
+    }
+
+    fn cell(value: Option<&Value>) -> String {
+        match value {
+            None | Some(Value::Null) => "<none>".into(),
+            Some(Value::String(s)) if s.is_empty() => "<none>".into(),
+            Some(Value::String(s)) => s.replace(['\n', '\r', '\t'], " "),
+            Some(other) => other.to_string(),
+        }
+    }
+
+    fn aligned(lines: &[Vec<String>]) -> String {
+        let count = lines.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..count)
+            .map(|i| {
+                lines
+                    .iter()
+                    .filter_map(|l| l.get(i))
+                    .map(|c| c.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut text = String::new();
+        for line in lines {
+            let last = line.len().saturating_sub(1);
+            for (i, cell) in line.iter().enumerate() {
+                text.push_str(cell);
+                if i != last {
+                    text.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+                }
+            }
+            text.push('\n');
+        }
+        text
+    }
+}
+
+#[test]
+fn a_table_is_one_aligned_line_per_row_with_the_continue_token() {
+    let document = json!({
+        "metadata": {"continue": "abc", "remainingItemCount": 3},
+        "columnDefinitions": [{"name": "Name", "priority": 0}, {"name": "Ready", "priority": 0}, {"name": "IP", "priority": 1}],
+        "rows": [
+            {"cells": ["web-1", "1/1", "10.0.0.1"], "object": {"metadata": {"namespace": "shop"}}},
+            {"cells": ["db", "0/1", "10.0.0.2"], "object": {"metadata": {"namespace": "shop"}}}
+        ]
+    });
+    assert_eq!(
+        lenient(&document, "pods"),
+        "NAME   READY\nweb-1  1/1\ndb     0/1\ncontinue: abc (3 more)\n"
+    );
+}
+
+#[test]
+fn rows_from_several_namespaces_name_theirs_and_an_empty_list_says_so() {
+    let document = json!({
+        "columnDefinitions": [{"name": "Name", "priority": 0}],
+        "rows": [
+            {"cells": ["a"], "object": {"metadata": {"namespace": "shop"}}},
+            {"cells": ["b"], "object": {"metadata": {"namespace": "payments"}}}
+        ]
+    });
+    assert_eq!(
+        lenient(&document, "pods"),
+        "NAMESPACE  NAME\nshop       a\npayments   b\n"
+    );
+    assert_eq!(
+        lenient(&json!({"rows": []}), "pods in shop"),
+        "No pods in shop found.\n"
+    );
+}
+
+#[test]
+fn cells_of_every_json_type_align_by_characters_and_missing_ones_show_none() {
+    let document = json!({
+        "columnDefinitions": [{"name": "Name"}, {"name": "Data", "priority": null}, {"name": "x", "priority": 0}],
+        "rows": [
+            {"cells": ["café", 3, {"a": [1]}]},
+            {"cells": ["two\nlines\tand\rtab", "", null]},
+            {"cells": [true, 1.5]},
+            {"object": null}
+        ]
+    });
+    assert_eq!(
+        lenient(&document, "pods"),
+        "NAME               DATA    X\n\
+         café               3       {\"a\":[1]}\n\
+         two lines and tab  <none>  <none>\n\
+         true               1.5     <none>\n\
+         <none>             <none>  <none>\n"
+    );
+}
+
+#[test]
+fn the_typed_read_gives_what_the_whole_document_gives_on_every_shape_it_takes() {
+    for body in [
+        r#"{"kind":"Table","metadata":{"continue":"a\"b","remainingItemCount":7},"columnDefinitions":[{"name":"Name","type":"string","priority":0},{"name":"Ready","priority":0},{"name":"IP","priority":1},{"priority":0},{"name":null}],"rows":[{"cells":["w\u00e9b","1/1","10.0.0.1"],"object":{"kind":"PartialObjectMetadata","metadata":{"name":"w","namespace":"shop","labels":{"a":"b"},"managedFields":[{"manager":"k","fieldsV1":{"f:x":{}}}]}}},{"cells":["db",null,2,true,{"x":[1,2.5]}],"object":null}]}"#,
+        r#"{"metadata":{"continue":""},"rows":[{"cells":[],"object":{}},{"object":{"metadata":{}}},{"cells":null,"object":{"metadata":null}},{}]}"#,
+        r#"{"metadata":{"remainingItemCount":3},"columnDefinitions":null,"rows":null}"#,
+        r#"{"columnDefinitions":[{"name":"Name","priority":0}],"rows":[{"cells":["a"],"object":{"metadata":{"namespace":"x"}}},{"cells":["b"],"object":{"metadata":{"namespace":"y"}}}]}"#,
+        r#"{"metadata":null,"rows":[]}"#,
+        r#"{}"#,
+        r#"{"columnDefinitions":[{"name":"A","priority":1}],"rows":[{"cells":[1]},{"cells":[2]}]}"#,
+        r#"{"rows":[{"object":{"metadata":{"namespace":"a"}}},{"object":{"metadata":{"namespace":"b\u00e9"}}}]}"#,
+    ] {
+        assert_typed_reads_as_lenient(body);
+    }
+}
+
+#[test]
+fn a_body_of_another_shape_is_read_whole_and_leniently() {
+    for body in [
+        // A row as an array: a derived struct would read it by position.
+        r#"{"columnDefinitions":[{"name":"Name"}],"rows":[[["x"],{"metadata":{"namespace":"a"}}],{"cells":["y"]}]}"#,
+        r#"{"columnDefinitions":[["Name",0]],"rows":[{"cells":["x"]}]}"#,
+        r#"{"columnDefinitions":{"name":"Name"},"rows":[{"cells":["x"]}]}"#,
+        r#"{"columnDefinitions":[{"name":"A","priority":"1"},{"name":"B","priority":1.0},{"name":7}],"rows":[{"cells":[1,2,3]}]}"#,
+        r#"{"columnDefinitions":[{"name":"A"}],"rows":[{"cells":"x"},{"cells":[1],"object":"pod"},{"cells":[2],"object":{"metadata":{"namespace":5}}}]}"#,
+        r#"{"metadata":{"continue":5,"remainingItemCount":-1},"rows":[{"cells":[1]}],"columnDefinitions":[{"name":"A"}]}"#,
+        r#"{"metadata":{"continue":"t","remainingItemCount":2.5},"rows":[{"cells":[1]}],"columnDefinitions":[{"name":"A"}]}"#,
+        r#"{"metadata":"x","rows":[7]}"#,
+        r#"{"rows":[{"cells":["a"]}],"columnDefinitions":[{"name":"A"}],"rows":[{"cells":["b"]}]}"#,
+        r#"[{"rows":[]}]"#,
+        r#"null"#,
+        r#""text""#,
+    ] {
+        assert!(typed(body.as_bytes()).is_none(), "the typed read took {body}");
+        let former = former::table(&serde_json::from_str(body).unwrap(), "pods");
+        assert_eq!(text(body.as_bytes(), "pods").unwrap(), former, "{body}");
+    }
+}
+
+#[test]
+fn a_body_that_is_not_json_is_refused_even_where_the_typed_read_skips() {
+    let mut bad_utf8 = br#"{"rows":[{"cells":["a"],"object":{"metadata":{"labels":{"x":"#.to_vec();
+    bad_utf8.extend_from_slice(b"\"\xff\xfe\"}}}}]}");
+    for body in [&b"{\"rows\": ["[..], b"<html>502</html>", &bad_utf8] {
+        let error = text(body, "pods").unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ToolError::Refused {
+                    code: "cluster.invalid_response",
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+    }
+}
+
+/// Every kind the simulated cluster serves, listed from the demo seed as
+/// kube-apiserver's Tables, with and without the rows' objects.
+#[test]
+fn the_typed_read_gives_the_former_text_for_every_seeded_kind_s_table() {
+    let now = chrono::Utc::now();
+    let objects = portcullis_sim::seed::demo_objects();
+    let mut tables = 0;
+    for resource in portcullis_sim::registry::RESOURCES {
+        let of_kind: Vec<Arc<Value>> = objects
+            .iter()
+            .filter(|o| o["kind"] == resource.kind && o["apiVersion"] == resource.api_version().as_str())
+            .cloned()
+            .map(Arc::new)
+            .collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        for include in [IncludeObject::Metadata, IncludeObject::None, IncludeObject::Object] {
+            let table = table_at(
+                resource,
+                &of_kind,
+                include,
+                json!({"continue": "c", "remainingItemCount": 1}),
+                now,
+            );
+            assert_typed_reads_as_lenient(&table.to_string());
+            tables += 1;
+        }
+    }
+    assert!(tables >= 30, "only {tables} Tables: the seed lost its kinds");
+}
