@@ -12,6 +12,14 @@
 //! know how to hide values in (a ConfigMap in a `v1` List, a Table whose row
 //! holds a Pod) is an error, and so is anything without the expected shape:
 //! never passed. A body of several JSON values is a watch's events.
+//!
+//! A response's bytes go first to the fast redactor (`fast`), which copies
+//! what passes as it came and builds no tree; anything it does not read
+//! exactly as the parsed redactor here would, it declines, and the parsed
+//! redactor decides (errors included).
+
+mod fast;
+mod scan;
 
 use crate::body::BoxError;
 use serde_json::{Map, Value};
@@ -98,6 +106,15 @@ pub fn marker(len: usize) -> String {
 /// A line that is a whole object instead (a watch answered with one
 /// document) is redacted as that object.
 pub fn redact_event(line: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactError> {
+    if let Some(redacted) = fast::event(line, target) {
+        return Ok(Some(redacted));
+    }
+    parsed_event(line, target)
+}
+
+/// [`redact_event`] on the event parsed whole: the one that decides
+/// whatever the fast redactor declines.
+fn parsed_event(line: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactError> {
     let mut event: Value = serde_json::from_slice(line).map_err(RedactError::not_json)?;
     if event.get("kind").is_some() {
         if is_status(&event) {
@@ -168,6 +185,15 @@ pub fn starts_like_event(line: &[u8]) -> bool {
 /// the events of a watch that ended (possibly served as plain JSON).
 /// `None` when it passes unchanged (a single Status).
 pub fn redact_json(body: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactError> {
+    if let Some(redacted) = fast::document(body, target) {
+        return Ok(Some(redacted));
+    }
+    parsed_json(body, target)
+}
+
+/// [`redact_json`] on the body parsed whole: the one that decides whatever
+/// the fast redactor declines (see [`fast`]).
+fn parsed_json(body: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactError> {
     let mut values = Vec::new();
     for value in serde_json::Deserializer::from_slice(body).into_iter::<Value>() {
         values.push(value.map_err(RedactError::not_json)?);
@@ -338,19 +364,28 @@ fn hide_values(
 /// The decoded length of standard base64 (padded or not), computed without
 /// decoding: the value itself is never copied.
 fn decoded_len(text: &str) -> Result<usize, RedactError> {
-    let bytes = text.as_bytes();
+    decoded_len_bytes(text.as_bytes())
+}
+
+fn decoded_len_bytes(bytes: &[u8]) -> Result<usize, RedactError> {
     let body = bytes
         .strip_suffix(b"==")
         .or_else(|| bytes.strip_suffix(b"="))
         .unwrap_or(bytes);
-    let padded = body.len() != bytes.len();
-    let alphabet = |b: &u8| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/';
-    // Padding only ever completes a whole group of four characters.
-    let whole_groups = bytes.len() & 3 == 0;
-    if !body.iter().all(alphabet) || body.len() % 4 == 1 || (padded && !whole_groups) {
+    if scan::alphabet_run(body) != body.len() {
         return Err(RedactError::NotBase64);
     }
-    Ok(body.len() / 4 * 3 + (body.len() % 4).saturating_sub(1))
+    padded_len(body.len(), bytes.len())
+}
+
+/// The decoded length of base64 whose `body` characters (of `whole`, the
+/// rest padding) are known to be of its alphabet.
+fn padded_len(body: usize, whole: usize) -> Result<usize, RedactError> {
+    // Padding only ever completes a whole group of four characters.
+    if body % 4 == 1 || (body != whole && !whole.is_multiple_of(4)) {
+        return Err(RedactError::NotBase64);
+    }
+    Ok(body / 4 * 3 + (body % 4).saturating_sub(1))
 }
 
 /// A TokenRequest's `status.token`, the only value in it.
