@@ -206,8 +206,14 @@ where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    let mut buffer = BytesMut::new();
+    // The announced length, if any, up to the cap (the body is capped).
+    let announced = body.size_hint().exact().unwrap_or(0).min(limit);
+    let mut buffer = BytesMut::with_capacity(usize::try_from(announced).unwrap_or(0));
     let mut sniffed = false;
+    // How much of the buffer is known to hold no newline: each frame is
+    // searched once, not the whole buffer again (a list that arrives in
+    // hundreds of frames without a newline would cost their square).
+    let mut searched = 0;
     while let Some(frame) = body.frame().await {
         match frame {
             Err(error) => return Read::Whole(Err(RedactError::Incomplete(error.into()))),
@@ -220,7 +226,8 @@ where
         if sniffed {
             continue;
         }
-        if let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+        let from = std::mem::replace(&mut searched, buffer.len());
+        if let Some(end) = newline(&buffer[from..]).map(|at| from + at) {
             sniffed = true;
             if secrets::starts_like_event(&buffer[..end]) {
                 let events = watch::RedactedWatch::new(body, target, limit).after(buffer.freeze());
@@ -234,6 +241,20 @@ where
         return Read::Whole(Ok(bytes));
     }
     Read::Whole(secrets::redact_json(&bytes, target).map(|redacted| redacted.map(Bytes::from).unwrap_or(bytes)))
+}
+
+/// The first newline in `bytes`, looked for 32 bytes at a time: a list is
+/// megabytes without one, and a watch event thousands of bytes.
+fn newline(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    for chunk in bytes.chunks_exact(32) {
+        // Branch-free, so that a chunk is checked as a vector.
+        if chunk.iter().fold(false, |found, b| found | (*b == b'\n')) {
+            break;
+        }
+        at += 32;
+    }
+    bytes[at..].iter().position(|b| *b == b'\n').map(|i| at + i)
 }
 
 /// Why a response that could not be redacted is refused.

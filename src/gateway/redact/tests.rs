@@ -331,3 +331,13 @@ fn every_spelling_of_watch_the_api_server_takes_is_planned_as_a_watch() {
         );
     }
 }
+
+#[test]
+fn the_first_newline_is_found_wherever_it_falls() {
+    for len in 0..100 {
+        let mut bytes = vec![b'a'; len];
+        assert_eq!(super::newline(&bytes), None);
+        bytes.extend_from_slice(b"\nb\n");
+        assert_eq!(super::newline(&bytes), Some(len), "{len}");
+    }
+}

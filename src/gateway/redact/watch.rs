@@ -54,7 +54,7 @@ impl<B> RedactedWatch<B> {
     fn feed(&mut self, data: &[u8]) -> Option<Bytes> {
         let mut out = Vec::with_capacity(data.len() + 64);
         let mut rest = data;
-        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+        while let Some(end) = super::newline(rest) {
             let (line, after) = (&rest[..end], &rest[end + 1..]);
             rest = after;
             let done = if self.partial.is_empty() {
