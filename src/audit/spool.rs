@@ -20,7 +20,7 @@
 //!
 //! The rows not committed yet are counted: past
 //! [`SpoolSettings::max_bytes`], [`Spool::admit`] refuses new requests
-//! before they are forwarded; past [`HARD_CAP`] times it, new requests
+//! before they are forwarded; past a hard cap above it, new requests
 //! wait to be read until the store commits again.
 
 mod recover;
@@ -54,10 +54,12 @@ pub struct SpoolSettings {
 /// that a new file is rare (one every few thousand rows).
 pub const SEGMENT_BYTES: u64 = 1024 * 1024;
 
-/// How many times [`SpoolSettings::max_bytes`] the spool may hold before new
-/// requests wait to be read ([`Spool::relief`]): between the bound and
-/// this, requests are read and refused with a 503, each still a row.
-pub const HARD_CAP: u64 = 2;
+/// How far past [`SpoolSettings::max_bytes`] the spool may grow before new
+/// requests wait to be read ([`Spool::relief`]): the bound again, and at
+/// least this. Between the bound and the cap, requests are read and refused
+/// with a 503, each still a row; a small bound (a test's) must still show
+/// those refusals, so the margin never shrinks below 64 MiB.
+pub const HARD_CAP_MARGIN: u64 = 64 * 1024 * 1024;
 
 /// The spool of this process; cheap to clone.
 #[derive(Clone)]
@@ -260,11 +262,12 @@ impl Spool {
         self.0.drained.notify_waiters();
     }
 
-    /// Past [`HARD_CAP`] times the bound? Requests refused before they are
+    /// Past the hard cap ([`HARD_CAP_MARGIN`])? Requests refused before they are
     /// forwarded are still rows: while the store is down, a flood of them
     /// would grow the spool, and the writer's memory, without end.
     pub fn overwhelmed(&self) -> bool {
-        self.0.unshipped.load(Ordering::Relaxed) > self.0.max_bytes.saturating_mul(HARD_CAP)
+        let cap = self.0.max_bytes.saturating_add(self.0.max_bytes.max(HARD_CAP_MARGIN));
+        self.0.unshipped.load(Ordering::Relaxed) > cap
     }
 
     /// Wait until the spool is back under the hard cap. New requests wait
