@@ -98,6 +98,19 @@ impl RealCluster {
             }
         }
         let began = Instant::now();
+        // A free port can be taken by another test's server before etcd or
+        // kube-apiserver binds it: start again, on new ports, when that is
+        // why it failed.
+        let mut attempt = 1;
+        loop {
+            match Self::boot_once(tools, parent, api_server_flags, began) {
+                Err(err) if attempt < 3 && err.to_string().contains("address already in use") => attempt += 1,
+                done => return done,
+            }
+        }
+    }
+
+    fn boot_once(tools: &Tools, parent: &Path, api_server_flags: &[String], began: Instant) -> io::Result<RealCluster> {
         std::fs::create_dir_all(parent)?;
         let dir = tempfile_dir(parent)?;
         let mut cluster = RealCluster {
