@@ -70,6 +70,26 @@ pub fn optional_client_verifier(
         .map_err(|e| TlsError::Certificate(e.to_string()))
 }
 
+/// The system's trusted roots and, when `ca_file` names one, the CA
+/// certificates (PEM) in it: for a peer behind a private CA. The error says
+/// what is wrong with the file, for the caller to name its setting.
+pub fn system_roots_and(ca_file: Option<&std::path::Path>) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    // Certificates the system cannot parse are skipped, as curl does.
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let Some(path) = ca_file else {
+        return Ok(roots);
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| e.to_string())?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    if roots.add_parsable_certificates(certs).0 == 0 {
+        return Err("no certificate in it".into());
+    }
+    Ok(roots)
+}
+
 /// Mint a CA and a serving certificate for `localhost`, `127.0.0.1` and
 /// `names` (DNS names or IP addresses), signed by that CA.
 pub fn generate(names: &[&str]) -> Result<GeneratedTls, rcgen::Error> {

@@ -9,8 +9,6 @@
 
 use super::sql::{Db, Owned, Params, Row, SqlError, Value};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::CertificateDer;
 use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
@@ -26,19 +24,10 @@ pub type Tls = tokio_postgres_rustls::MakeRustlsConnect;
 /// (as in-cluster PostgreSQL operators issue). A certificate that does not
 /// check out is refused, never passed over for plain text.
 pub fn tls(ca_file: Option<&Path>) -> Result<Tls, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    // Certificates the system cannot parse are skipped, as curl does.
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    if let Some(path) = ca_file {
-        let error = |message: String| format!("[store] ca_file {}: {message}", path.display());
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| error(e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| error(e.to_string()))?;
-        if roots.add_parsable_certificates(certs).0 == 0 {
-            return Err(error("no certificate in it".into()));
-        }
-    }
+    let roots = crate::tls::system_roots_and(ca_file).map_err(|message| {
+        let path = ca_file.map(|p| p.display().to_string()).unwrap_or_default();
+        format!("[store] ca_file {path}: {message}")
+    })?;
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS to PostgreSQL: {e}"))?

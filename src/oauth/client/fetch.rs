@@ -9,8 +9,7 @@ use crate::oauth::redirect;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
@@ -203,21 +202,10 @@ async fn read(response: http::Response<hyper::body::Incoming>) -> Result<Vec<u8>
 }
 
 fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    // Certificates the system cannot parse are skipped, as curl does.
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    let Some(path) = ca_file else {
-        return Ok(roots);
-    };
-    let error = |message: String| format!("cannot use client_metadata_ca_file {}: {message}", path.display());
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| error(e.to_string()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| error(e.to_string()))?;
-    if roots.add_parsable_certificates(certs).0 == 0 {
-        return Err(error("no certificate in it".into()));
-    }
-    Ok(roots)
+    crate::tls::system_roots_and(ca_file).map_err(|message| {
+        let path = ca_file.map(|p| p.display().to_string()).unwrap_or_default();
+        format!("cannot use client_metadata_ca_file {path}: {message}")
+    })
 }
 
 /// May portcullis fetch from `ip`? Only a globally reachable unicast
