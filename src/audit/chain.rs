@@ -33,19 +33,124 @@ impl Default for Anchor {
     }
 }
 
+/// A finished row and its canonical JSON, serialised once: the spool
+/// writes these bytes and the chain hashes them. They are made here from
+/// the row and nowhere else, and the row cannot be changed beside them, so
+/// a row whose carried bytes say something else cannot be chained.
+///
+/// ```
+/// # use portcullis::audit::{chain::Encoded, row::AuditRow};
+/// let encoded = Encoded::new(AuditRow::default());
+/// assert_eq!(encoded.json(), serde_json::to_vec(encoded.row()).unwrap());
+/// ```
+///
+/// Bytes cannot be put beside a row from outside:
+///
+/// ```compile_fail,E0451
+/// # use portcullis::audit::{chain::Encoded, row::AuditRow};
+/// let forged = Encoded { row: AuditRow::default(), line: b"{}\n".to_vec() };
+/// ```
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    row: AuditRow,
+    /// The JSON and a newline: the spool's line as is.
+    line: Vec<u8>,
+}
+
+impl Encoded {
+    /// Serialise `row` (field order is the struct's, so it is stable).
+    pub fn new(row: AuditRow) -> Encoded {
+        // A row's JSON is some 600 to 900 bytes: one allocation.
+        let mut line = Vec::with_capacity(1024);
+        // Serializing plain strings, numbers, booleans and timestamps cannot
+        // fail.
+        if serde_json::to_writer(&mut line, &row).is_err() {
+            line.clear();
+        }
+        line.push(b'\n');
+        Encoded { row, line }
+    }
+
+    /// The row.
+    pub fn row(&self) -> &AuditRow {
+        &self.row
+    }
+
+    /// Its JSON, `serde_json::to_vec(row)` byte for byte.
+    pub fn json(&self) -> &[u8] {
+        &self.line[..self.line.len() - 1]
+    }
+
+    /// Its JSON and a newline (the spool's line).
+    pub fn line(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// The row, its bytes dropped.
+    pub fn into_row(self) -> AuditRow {
+        self.row
+    }
+}
+
+impl From<AuditRow> for Encoded {
+    fn from(row: AuditRow) -> Self {
+        Encoded::new(row)
+    }
+}
+
 /// The hash of `row` at position `seq` after a row hashed `prev_hash`:
 /// lower-case hex SHA-256 over `seq`, `prev_hash` and the row's canonical
-/// JSON (field order is the struct's, so it is stable).
+/// JSON (field order is the struct's, so it is stable). Verification
+/// serialises the row read back; a commit hashes the bytes it carries
+/// ([`Encoded`]), the same bytes.
 pub fn link(seq: i64, prev_hash: &str, row: &AuditRow) -> String {
+    // Serializing plain strings, numbers, booleans and timestamps cannot fail.
+    hash(seq, prev_hash, &serde_json::to_vec(row).unwrap_or_default())
+}
+
+fn hash(seq: i64, prev_hash: &str, json: &[u8]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(seq.to_string().as_bytes());
     hasher.update(b"\n");
     hasher.update(prev_hash.as_bytes());
     hasher.update(b"\n");
-    // Serializing plain strings, numbers, booleans and timestamps cannot fail.
-    hasher.update(serde_json::to_vec(row).unwrap_or_default());
+    hasher.update(json);
     // One formatting call for the whole digest: this runs for every row.
     format!("{:x}", hasher.finalize())
+}
+
+/// A row's place in the chain, as a store's commit returns it: the caller,
+/// who owns the rows, puts each with its place ([`Link::chain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Position in the chain.
+    pub seq: i64,
+    /// The previous row's hash.
+    pub prev_hash: String,
+    /// This row's hash.
+    pub hash: String,
+}
+
+impl Link {
+    /// `row` at this place.
+    pub fn chain(self, row: AuditRow) -> ChainedRow {
+        ChainedRow {
+            seq: self.seq,
+            prev_hash: self.prev_hash,
+            hash: self.hash,
+            row,
+        }
+    }
+}
+
+/// Put `row` in the chain after `prev` (the last row's seq and hash),
+/// which moves on to it.
+pub fn next(prev: &mut Anchor, row: &Encoded) -> Link {
+    let seq = prev.seq + 1;
+    let hash = hash(seq, &prev.hash, row.json());
+    let prev_hash = std::mem::replace(&mut prev.hash, hash.clone());
+    prev.seq = seq;
+    Link { seq, prev_hash, hash }
 }
 
 /// Put `row` in the chain after `prev` (the last row's seq and hash).
@@ -58,6 +163,11 @@ pub fn append(prev: &Anchor, row: AuditRow) -> ChainedRow {
         hash,
         row,
     }
+}
+
+/// Each of `rows` with its place, in order.
+pub fn chained(links: Vec<Link>, rows: impl IntoIterator<Item = AuditRow>) -> Vec<ChainedRow> {
+    links.into_iter().zip(rows).map(|(link, row)| link.chain(row)).collect()
 }
 
 /// The first break found in the chain.
@@ -257,6 +367,54 @@ mod tests {
                 seq: 2
             })
         );
+    }
+
+    fn tricky_row(via: &str) -> AuditRow {
+        let mut row = AuditRow::new(uuid::Uuid::now_v7(), Utc::now());
+        row.login = "ana \"quoted\"\nnewline é ✓ \u{7f}".into();
+        row.query = "labelSelector=a%0Ab&x=<y>".into();
+        row.via = via.into();
+        row.bytes_out = u64::MAX;
+        row.finish(Utc::now());
+        row
+    }
+
+    #[test]
+    fn the_carried_bytes_are_the_rows_json_and_hash_as_a_fresh_serialisation_does() {
+        let mut prev = Anchor::default();
+        let mut rows = Vec::new();
+        for via in ["", "oauth:cli"] {
+            let row = tricky_row(via);
+            let encoded = Encoded::new(row.clone());
+            assert_eq!(encoded.json(), serde_json::to_vec(&row).unwrap().as_slice());
+            assert_eq!(encoded.line(), crate::audit::spool::encode(&row).unwrap().as_slice());
+            let at = prev.clone();
+            let placed = next(&mut prev, &encoded);
+            assert_eq!(placed.hash, link(at.seq + 1, &at.hash, &row));
+            assert_eq!(placed.chain(encoded.into_row()), append(&at, row.clone()));
+            rows.push(append(&at, row));
+        }
+        assert_eq!(verify(&rows, Anchor::default()), Ok(2));
+    }
+
+    #[test]
+    fn a_row_changed_after_it_was_encoded_is_not_the_row_chained() {
+        let mut row = tricky_row("");
+        let encoded = Encoded::new(row.clone());
+        // The caller's copy changes; the encoded row cannot (no access but
+        // `row()`), so what is hashed and what is stored stay one row.
+        row.login = "mallory".into();
+        let placed = next(&mut Anchor::default(), &encoded);
+        let chained = placed.chain(encoded.into_row());
+        assert_ne!(chained.row, row);
+        assert_eq!(verify(&[chained.clone()], Anchor::default()), Ok(1));
+        // Pairing the link with another row (what carried bytes that differ
+        // from their row would amount to) is caught as an edit.
+        let forged = ChainedRow { row, ..chained };
+        assert!(matches!(
+            verify(&[forged], Anchor::default()),
+            Err(Break::Edited { seq: 1, .. })
+        ));
     }
 
     #[test]

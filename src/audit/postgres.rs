@@ -44,7 +44,7 @@
 //! have in flight as unknown, and their rows follow under the same audit
 //! id. Nothing is lost and the chain still verifies.
 
-use super::chain::{self, Anchor};
+use super::chain::{self, Anchor, Encoded, Link};
 use super::forwarded::Forwarded;
 use super::query::{Condition, Filter, Outcome};
 use super::row::{AuditRow, ChainedRow};
@@ -189,7 +189,7 @@ impl PostgresAuditStore {
 }
 
 impl AuditStore for PostgresAuditStore {
-    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+    fn commit_encoded(&mut self, intents: &[AuditRow], rows: &[Encoded]) -> Result<Vec<Link>, AuditError> {
         if intents.is_empty() && rows.is_empty() && self.forwarded.is_empty() {
             return Ok(Vec::new());
         }
@@ -200,26 +200,26 @@ impl AuditStore for PostgresAuditStore {
         let fresh: HashSet<&str> = intents.iter().map(|row| row.id.as_str()).collect();
         let settled: Vec<&str> = rows
             .iter()
-            .map(|row| row.id.as_str())
+            .map(|row| row.row().id.as_str())
             .filter(|id| self.intents.contains(*id) || fresh.contains(id))
             .collect();
-        let chained = self.transaction(!rows.is_empty(), |db| {
+        let links = self.transaction(!rows.is_empty(), |db| {
             insert_forwarded(db, &self.forwarded)?;
             insert_intents(db, replica, intents)?;
-            let chained = append(db, rows)?;
+            let links = append(db, rows)?;
             settle(db, &settled)?;
-            Ok(chained)
+            Ok(links)
         });
         // A commit that failed may have committed all the same (the
         // connection lost after COMMIT was sent): the row that follows
         // settles its intents either way.
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
-        let chained = chained?;
+        let links = links?;
         self.forwarded.clear();
         for row in rows {
-            self.intents.remove(&row.id);
+            self.intents.remove(&row.row().id);
         }
-        Ok(chained)
+        Ok(links)
     }
 
     fn forwarded(&mut self, records: Vec<Forwarded>) {
@@ -242,11 +242,12 @@ impl AuditStore for PostgresAuditStore {
                 row.code = 0;
                 row.reason = "Unknown".into();
                 row.finish(now);
-                rows.push(row);
+                rows.push(Encoded::new(row));
             }
-            let ids: Vec<&str> = rows.iter().map(|row| row.id.as_str()).collect();
+            let ids: Vec<&str> = rows.iter().map(|row| row.row().id.as_str()).collect();
             settle(db, &ids)?;
-            append(db, &rows)
+            let links = append(db, &rows)?;
+            Ok(chain::chained(links, rows.into_iter().map(Encoded::into_row)))
         })?;
         for row in &chained {
             self.intents.remove(&row.row.id);
@@ -337,25 +338,21 @@ fn head_of(db: &dyn Db) -> Result<Anchor, SqlError> {
 
 /// Append `rows` after the chain's head, in one statement. The caller holds
 /// the chain's lock.
-fn append(db: &dyn Db, rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+fn append(db: &dyn Db, rows: &[Encoded]) -> Result<Vec<Link>, AuditError> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
     let mut prev = head_of(db)?;
-    let mut chained = Vec::with_capacity(rows.len());
+    let mut links = Vec::with_capacity(rows.len());
     let mut records = Vec::with_capacity(rows.len());
     for row in rows {
-        let link = chain::append(&prev, row.clone());
-        prev = Anchor {
-            seq: link.seq,
-            hash: link.hash.clone(),
-        };
-        records.push(json::record(&link)?);
-        chained.push(link);
+        let link = chain::next(&mut prev, row);
+        records.push(json::record(&link, row.row())?);
+        links.push(link);
     }
     let records = Value::Array(records).to_string();
     db.execute(insert_sql(), params![records])?;
-    Ok(chained)
+    Ok(links)
 }
 
 /// `INSERT INTO audit … SELECT … FROM json_populate_recordset(…)`, built

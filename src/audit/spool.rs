@@ -28,6 +28,7 @@ mod slot;
 
 pub use recover::{read_rows, ship};
 
+use super::chain::Encoded;
 use super::row::AuditRow;
 use super::AuditError;
 use slot::Slot;
@@ -134,7 +135,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A row as its spool line: its JSON (which escapes every newline in its
-/// text) and a newline.
+/// text) and a newline, as [`Encoded::line`] holds it.
 pub fn encode(row: &AuditRow) -> serde_json::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(row)?;
     line.push(b'\n');
@@ -180,14 +181,15 @@ impl Spool {
         &self.0.slot.dir
     }
 
-    /// Append `row` with one write. `None` if it could not be written (the
-    /// spool then refuses requests until the writer begins a new segment).
-    pub fn append(&self, row: &AuditRow) -> Option<Ticket> {
-        let line = encode(row).ok()?;
+    /// Append `row`'s line with one write. `None` if it could not be
+    /// written (the spool then refuses requests until the writer begins a
+    /// new segment).
+    pub fn append(&self, row: &Encoded) -> Option<Ticket> {
+        let line = row.line();
         let segment = self.take_place()?;
         // One write(2): with O_APPEND the kernel places the line whole at
         // the end, however many threads append at once.
-        match (&segment.file).write(&line) {
+        match (&segment.file).write(line) {
             Ok(written) if written == line.len() => {
                 let bytes = written as u64;
                 segment.size.fetch_add(bytes, Ordering::Relaxed);
@@ -198,7 +200,7 @@ impl Spool {
                 segment.pending.fetch_sub(1, Ordering::Relaxed);
                 self.0.broken.store(true, Ordering::Relaxed);
                 let error = outcome.map_or_else(|e| e.to_string(), |n| format!("wrote {n} of {} bytes", line.len()));
-                tracing::error!(audit_id = %row.id, %error, "audit spool: a row could not be written; requests are refused until the spool is writable");
+                tracing::error!(audit_id = %row.row().id, %error, "audit spool: a row could not be written; requests are refused until the spool is writable");
                 None
             }
         }

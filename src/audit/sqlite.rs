@@ -6,16 +6,15 @@
 //! keeps that to one fsync per commit window rather than one per request.
 //! WAL mode lets the CLI and the admin endpoint read while it writes.
 
-use super::chain::{self, Anchor};
+use super::chain::{self, Anchor, Encoded, Link};
 use super::forwarded::Forwarded;
 use super::query::{Condition, Filter, Outcome};
 use super::row::{AuditRow, ChainedRow};
 use super::store::AuditStore;
 use super::AuditError;
-use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::types::ToSqlOutput;
+use chrono::{DateTime, Datelike, SecondsFormat, Timelike, Utc};
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Statement, ToSql, TransactionBehavior};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -86,15 +85,16 @@ impl SqliteAuditStore {
 }
 
 impl AuditStore for SqliteAuditStore {
-    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+    fn commit_encoded(&mut self, intents: &[AuditRow], rows: &[Encoded]) -> Result<Vec<Link>, AuditError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut chained = Vec::with_capacity(rows.len());
+        let mut links = Vec::with_capacity(rows.len());
         {
             let mut forwarded = tx.prepare_cached(
                 "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at) VALUES (?1, ?2, ?3, ?4)",
             )?;
             for record in &self.forwarded {
-                forwarded.execute(params![record.id, record.cluster, record.kind, timestamp(&record.at)])?;
+                let at = Stamp::of(&record.at);
+                forwarded.execute(params![record.id, record.cluster, record.kind, at.as_str()])?;
             }
             let mut intent = tx.prepare_cached("INSERT OR REPLACE INTO audit_intents (id, row) VALUES (?1, ?2)")?;
             for row in intents {
@@ -107,33 +107,24 @@ impl AuditStore for SqliteAuditStore {
             let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let mut prev = Self::last(&tx)?;
             let fresh: HashSet<&str> = intents.iter().map(|row| row.id.as_str()).collect();
-            for row in rows {
-                let link = chain::append(&prev, row.clone());
-                let mut values = Vec::with_capacity(COLUMN_COUNT + 3);
-                values.extend([
-                    ToSqlOutput::from(link.seq),
-                    ToSqlOutput::from(link.prev_hash.as_str()),
-                    ToSqlOutput::from(link.hash.as_str()),
-                ]);
-                values_of(&link.row, &mut values);
-                insert.execute(params_from_iter(values))?;
+            for encoded in rows {
+                let link = chain::next(&mut prev, encoded);
+                let row = encoded.row();
+                bind_row(&mut insert, &link, row)?;
+                insert.raw_execute()?;
                 if self.intents.contains(&row.id) || fresh.contains(row.id.as_str()) {
                     settle.execute(params![row.id])?;
                 }
-                prev = Anchor {
-                    seq: link.seq,
-                    hash: link.hash.clone(),
-                };
-                chained.push(link);
+                links.push(link);
             }
         }
         tx.commit()?;
         self.forwarded.clear();
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
         for row in rows {
-            self.intents.remove(&row.id);
+            self.intents.remove(&row.row().id);
         }
-        Ok(chained)
+        Ok(links)
     }
 
     fn forwarded(&mut self, records: Vec<Forwarded>) {
@@ -153,9 +144,10 @@ impl AuditStore for SqliteAuditStore {
             row.code = 0;
             row.reason = "Unknown".into();
             row.finish(now);
-            rows.push(row);
+            rows.push(Encoded::new(row));
         }
-        self.commit(&[], &rows)
+        let links = self.commit_encoded(&[], &rows)?;
+        Ok(chain::chained(links, rows.into_iter().map(Encoded::into_row)))
     }
 
     fn query(&mut self, filter: &Filter) -> Result<Vec<ChainedRow>, AuditError> {
@@ -188,6 +180,7 @@ impl AuditStore for SqliteAuditStore {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut last: Option<Anchor> = None;
         let mut count = 0;
+        let cutoff = timestamp(&cutoff);
         {
             let mut stmt = tx.prepare("SELECT seq, hash, ended_at FROM audit ORDER BY seq LIMIT ?1")?;
             let mut rows = stmt.query(params![max_rows as i64])?;
@@ -195,7 +188,7 @@ impl AuditStore for SqliteAuditStore {
             // to the anchor.
             while let Some(r) = rows.next()? {
                 let ended: String = r.get(2)?;
-                if ended >= timestamp(&cutoff) {
+                if ended >= cutoff {
                     break;
                 }
                 last = Some(Anchor {
@@ -243,7 +236,49 @@ fn anchor(conn: &Connection) -> Result<Anchor, AuditError> {
 /// Timestamps are stored as fixed-width RFC 3339 text (microseconds, `Z`),
 /// so that text order is time order.
 pub(super) fn timestamp(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+    Stamp::of(t).as_str().to_owned()
+}
+
+/// [`timestamp`]'s text on the stack: a commit writes two for each row and
+/// one for each forwarded record, and chrono's general formatter costs
+/// several times this.
+pub(super) enum Stamp {
+    /// Years 0 to 9999, no leap second: `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+    Fixed([u8; 27]),
+    /// Anything else, as chrono writes it.
+    Other(String),
+}
+
+impl Stamp {
+    pub(super) fn of(t: &DateTime<Utc>) -> Stamp {
+        let micros = t.timestamp_subsec_nanos() / 1000;
+        if !(0..=9999).contains(&t.year()) || micros >= 1_000_000 {
+            return Stamp::Other(t.to_rfc3339_opts(SecondsFormat::Micros, true));
+        }
+        let mut text = *b"0000-00-00T00:00:00.000000Z";
+        let mut put = |at: usize, width: usize, mut n: u32| {
+            for digit in text[at..at + width].iter_mut().rev() {
+                *digit = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        put(0, 4, t.year() as u32);
+        put(5, 2, t.month());
+        put(8, 2, t.day());
+        put(11, 2, t.hour());
+        put(14, 2, t.minute());
+        put(17, 2, t.second());
+        put(20, 6, micros);
+        Stamp::Fixed(text)
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        match self {
+            // Only ASCII digits and separators were written.
+            Stamp::Fixed(text) => std::str::from_utf8(text).unwrap_or_default(),
+            Stamp::Other(text) => text,
+        }
+    }
 }
 
 /// `INSERT INTO audit (seq, prev_hash, hash, <COLUMNS>) VALUES (?, …)`,
@@ -256,50 +291,57 @@ fn insert_sql() -> &'static str {
     })
 }
 
-/// The row's column values, in [`COLUMNS`] order, borrowing its text.
-fn values_of<'a>(row: &'a AuditRow, out: &mut Vec<ToSqlOutput<'a>>) {
-    let text = |s: &'a String| ToSqlOutput::from(s.as_str());
-    let int = |n: u64| ToSqlOutput::from(n.min(i64::MAX as u64) as i64);
-    let flag = |b: bool| ToSqlOutput::from(b as i64);
-    out.extend([
-        text(&row.id),
-        ToSqlOutput::from(timestamp(&row.started_at)),
-        ToSqlOutput::from(timestamp(&row.ended_at)),
-        text(&row.cluster),
-        text(&row.principal_kind),
-        text(&row.login),
-        text(&row.credential_id),
-        text(&row.credential_prefix),
-        text(&row.session),
-        text(&row.tool),
-        text(&row.client),
-        text(&row.method),
-        text(&row.path),
-        text(&row.query),
-        text(&row.verb),
-        text(&row.api_group),
-        text(&row.api_version),
-        text(&row.resource),
-        text(&row.subresource),
-        text(&row.namespace),
-        text(&row.name),
-        int(row.code.into()),
-        text(&row.reason),
-        text(&row.refused),
-        int(row.bytes_in),
-        int(row.bytes_out),
-        int(row.duration_ms),
-        flag(row.write),
-        flag(row.discovery),
-        flag(row.dry_run),
-        flag(row.redacted),
-        flag(row.truncated),
-        flag(row.secret_revealed),
-        flag(row.held),
-        flag(row.approved),
-        text(&row.via),
-        text(&row.kind),
-    ]);
+/// Bind `link` and `row` to the INSERT's parameters, in its order (seq,
+/// prev_hash, hash, then [`COLUMNS`]), borrowing the text.
+fn bind_row(insert: &mut Statement<'_>, link: &Link, row: &AuditRow) -> rusqlite::Result<()> {
+    let int = |n: u64| n.min(i64::MAX as u64) as i64;
+    let (started, ended) = (Stamp::of(&row.started_at), Stamp::of(&row.ended_at));
+    let values: [&dyn ToSql; COLUMN_COUNT + 3] = [
+        &link.seq,
+        &link.prev_hash,
+        &link.hash,
+        &row.id,
+        &started.as_str(),
+        &ended.as_str(),
+        &row.cluster,
+        &row.principal_kind,
+        &row.login,
+        &row.credential_id,
+        &row.credential_prefix,
+        &row.session,
+        &row.tool,
+        &row.client,
+        &row.method,
+        &row.path,
+        &row.query,
+        &row.verb,
+        &row.api_group,
+        &row.api_version,
+        &row.resource,
+        &row.subresource,
+        &row.namespace,
+        &row.name,
+        &row.code,
+        &row.reason,
+        &row.refused,
+        &int(row.bytes_in),
+        &int(row.bytes_out),
+        &int(row.duration_ms),
+        &row.write,
+        &row.discovery,
+        &row.dry_run,
+        &row.redacted,
+        &row.truncated,
+        &row.secret_revealed,
+        &row.held,
+        &row.approved,
+        &row.via,
+        &row.kind,
+    ];
+    for (at, value) in values.into_iter().enumerate() {
+        insert.raw_bind_parameter(at + 1, value)?;
+    }
+    Ok(())
 }
 
 fn time_at(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {

@@ -214,3 +214,54 @@ fn an_intent_is_settled_by_its_row_in_the_same_commit_or_after_a_reopen() {
         .collect();
     assert_eq!(ids, vec![same.id, later.id]);
 }
+
+#[test]
+fn a_timestamp_is_written_as_chrono_writes_it_fixed_width() {
+    use chrono::{NaiveDate, TimeZone};
+    let at = |y, mo, d, h, mi, s, micros| {
+        let time = NaiveDate::from_ymd_opt(y, mo, d)
+            .unwrap()
+            .and_hms_micro_opt(h, mi, s, micros)
+            .unwrap();
+        Utc.from_utc_datetime(&time)
+    };
+    for t in [
+        at(2026, 12, 5, 2, 53, 7, 123_456),
+        at(2026, 1, 1, 0, 0, 0, 0),
+        at(1, 2, 3, 4, 5, 6, 7),
+        at(9999, 12, 31, 23, 59, 59, 999_999),
+        // A leap second and a year of five digits: chrono's own text.
+        at(2016, 12, 31, 23, 59, 59, 1_500_000),
+        at(10_000, 1, 1, 0, 0, 0, 0),
+        Utc::now(),
+    ] {
+        assert_eq!(timestamp(&t), t.to_rfc3339_opts(SecondsFormat::Micros, true));
+    }
+    assert_eq!(timestamp(&at(2026, 1, 2, 3, 4, 5, 6)), "2026-01-02T03:04:05.000006Z");
+}
+
+#[test]
+fn rows_committed_with_their_carried_json_verify_and_read_back_equal() {
+    let (_dir, mut store) = open();
+    let mut odd = row("ana \"q\"\né", "get", 200);
+    odd.via = "oauth:cli".into();
+    odd.bytes_in = 1 << 40;
+    let rows = [odd, row("ben", "create", 201)].map(Encoded::new);
+    let links = store.commit_encoded(&[], &rows).unwrap();
+    let read = store.query(&Filter::default()).unwrap();
+    assert_eq!(read.len(), 2);
+    for ((link, encoded), stored) in links.iter().zip(&rows).zip(&read) {
+        assert_eq!(
+            (stored.seq, &stored.prev_hash, &stored.hash),
+            (link.seq, &link.prev_hash, &link.hash)
+        );
+        assert_eq!(serde_json::to_vec(&stored.row).unwrap(), encoded.json());
+    }
+    assert_eq!(
+        verify(&mut store).unwrap(),
+        VerifyReport {
+            checked: 2,
+            broken: None
+        }
+    );
+}

@@ -3,7 +3,7 @@
 //! same methods. Methods are blocking: the writer calls them from a blocking
 //! thread, never from the request path.
 
-use super::chain::{Anchor, Break, Verifier};
+use super::chain::{chained, Anchor, Break, Encoded, Link, Verifier};
 use super::forwarded::Forwarded;
 use super::query::Filter;
 use super::row::{AuditRow, ChainedRow};
@@ -18,8 +18,17 @@ pub type ExportWrite<'a> = &'a mut dyn FnMut(&[ChainedRow]);
 pub trait AuditStore: Send {
     /// In one durable transaction: record `intents` (writes about to be
     /// forwarded, whose outcome is not known yet), then append `rows` to the
-    /// hash chain, each replacing its intent. Returns the rows as chained.
-    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError>;
+    /// hash chain (hashing the JSON each carries), each replacing its
+    /// intent. Returns each row's place in the chain, in order.
+    fn commit_encoded(&mut self, intents: &[AuditRow], rows: &[Encoded]) -> Result<Vec<Link>, AuditError>;
+
+    /// [`commit_encoded`](Self::commit_encoded) for rows not serialised
+    /// yet (an event's, recovery's, tests'); returns them as chained.
+    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+        let rows: Vec<Encoded> = rows.iter().cloned().map(Encoded::new).collect();
+        let links = self.commit_encoded(intents, &rows)?;
+        Ok(chained(links, rows.into_iter().map(Encoded::into_row)))
+    }
 
     /// Keep `records` for the next [`commit`](Self::commit), which writes
     /// them in its transaction (and keeps them for the one after if it

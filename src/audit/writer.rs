@@ -21,6 +21,7 @@
 mod run;
 mod storage;
 
+use super::chain::Encoded;
 use super::export::ExportSink;
 use super::forwarded::Forwarded;
 use super::row::AuditRow;
@@ -74,7 +75,7 @@ type Ack<T> = oneshot::Sender<T>;
 type Sweep = (DateTime<Utc>, usize, Ack<Result<usize, String>>);
 
 enum Msg {
-    Row(AuditRow, Option<Ticket>),
+    Row(Encoded, Option<Ticket>),
     Forwarded(Forwarded),
     Intent(AuditRow, Ack<bool>),
     Flush(Ack<()>),
@@ -146,6 +147,9 @@ impl AuditWriter {
     /// without waiting (from `Drop`): if the queue is full, a task waits
     /// for room.
     pub fn submit(&self, row: AuditRow) {
+        // Serialised once: the spool writes these bytes and the commit
+        // hashes them.
+        let row = Encoded::new(row);
         let ticket = self.spool.as_ref().and_then(|spool| spool.append(&row));
         self.queue(Msg::Row(row, ticket));
     }
@@ -212,7 +216,7 @@ impl AuditWriter {
     /// Queue a row that records no request (retention's), waiting for room
     /// if the queue is full; it is not spooled.
     pub async fn append(&self, row: AuditRow) {
-        if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(row, None)).await {
+        if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(Encoded::new(row), None)).await {
             lost(msg);
         }
     }
@@ -254,9 +258,12 @@ impl AuditWriter {
 fn lost(msg: Msg) {
     match msg {
         Msg::Row(row, Some(_)) => {
-            tracing::warn!(audit_id = %row.id, "the audit writer has stopped: this request's row waits in the spool for the next start")
+            tracing::warn!(audit_id = %row.row().id, "the audit writer has stopped: this request's row waits in the spool for the next start")
         }
-        Msg::Row(row, None) | Msg::Intent(row, _) => {
+        Msg::Row(row, None) => {
+            tracing::error!(audit_id = %row.row().id, "the audit writer has stopped: this request's row is lost")
+        }
+        Msg::Intent(row, _) => {
             tracing::error!(audit_id = %row.id, "the audit writer has stopped: this request's row is lost")
         }
         Msg::Forwarded(record) => {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::audit::chain::Anchor;
+use crate::audit::chain::{self, Anchor, Encoded, Link};
 use crate::audit::export::ExportSink;
 use crate::audit::query::Filter;
 use crate::audit::row::ChainedRow;
@@ -26,20 +26,17 @@ struct Probe {
 }
 
 impl AuditStore for Probe {
-    fn commit(&mut self, intents: &[AuditRow], rows: &[AuditRow]) -> Result<Vec<ChainedRow>, AuditError> {
+    fn commit_encoded(&mut self, intents: &[AuditRow], rows: &[Encoded]) -> Result<Vec<Link>, AuditError> {
         self.tries.fetch_add(1, Ordering::SeqCst);
         if self.failing.load(Ordering::SeqCst) {
             return Err(AuditError::Store("disk full".into()));
         }
         self.commits.lock().unwrap().push((intents.len(), rows.len()));
-        self.ids.lock().unwrap().extend(rows.iter().map(|r| r.id.clone()));
+        self.ids.lock().unwrap().extend(rows.iter().map(|r| r.row().id.clone()));
         if self.lose_next_answer.swap(false, Ordering::SeqCst) {
             return Err(AuditError::Store("connection closed".into()));
         }
-        Ok(rows
-            .iter()
-            .map(|r| crate::audit::chain::append(&Anchor::default(), r.clone()))
-            .collect())
+        Ok(rows.iter().map(|r| chain::next(&mut Anchor::default(), r)).collect())
     }
     fn committed(&mut self, ids: &[String]) -> Result<std::collections::HashSet<String>, AuditError> {
         self.tries.fetch_add(1, Ordering::SeqCst);
@@ -202,7 +199,7 @@ async fn a_spooled_writer_ships_what_a_crash_left_before_new_rows_and_leaves_the
     let settings = spool_settings(&dir);
     let crashed = Spool::open(&settings).unwrap();
     let answered = row();
-    drop(crashed.append(&answered));
+    drop(crashed.append(&Encoded::new(answered.clone())));
     drop(crashed);
 
     let spool = Spool::open(&settings).unwrap();
@@ -392,7 +389,7 @@ async fn rows_a_crash_left_that_the_store_refused_at_start_ship_first_once_it_co
     let settings = spool_settings(&dir);
     let crashed = Spool::open(&settings).unwrap();
     let answered = row();
-    drop(crashed.append(&answered));
+    drop(crashed.append(&Encoded::new(answered.clone())));
     drop(crashed);
 
     let probe = Probe::default();

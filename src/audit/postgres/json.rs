@@ -2,6 +2,7 @@
 //! as the row's own serde fields, so no column list is repeated by
 //! position.
 
+use crate::audit::chain::Link;
 use crate::audit::row::{AuditRow, ChainedRow};
 use crate::audit::sqlite::timestamp;
 use crate::audit::AuditError;
@@ -10,17 +11,17 @@ use serde_json::{Map, Value};
 /// The field of an intent's JSON that names its replica.
 const REPLICA_FIELD: &str = "intent_replica";
 
-/// A chained row as the JSON object of its columns: the row's own fields,
-/// but the times as the fixed-width text the column holds (text order is
-/// time order) and `write` as its column `is_write`.
-pub(super) fn record(link: &ChainedRow) -> Result<Value, AuditError> {
-    let mut value = serde_json::to_value(&link.row).map_err(|e| AuditError::Store(e.to_string()))?;
+/// A row at its place in the chain as the JSON object of its columns: the
+/// row's own fields, but the times as the fixed-width text the column holds
+/// (text order is time order) and `write` as its column `is_write`.
+pub(super) fn record(link: &Link, row: &AuditRow) -> Result<Value, AuditError> {
+    let mut value = serde_json::to_value(row).map_err(|e| AuditError::Store(e.to_string()))?;
     let fields = object(&mut value)?;
     fields.insert("seq".into(), link.seq.into());
     fields.insert("prev_hash".into(), link.prev_hash.clone().into());
     fields.insert("hash".into(), link.hash.clone().into());
-    fields.insert("started_at".into(), timestamp(&link.row.started_at).into());
-    fields.insert("ended_at".into(), timestamp(&link.row.ended_at).into());
+    fields.insert("started_at".into(), timestamp(&row.started_at).into());
+    fields.insert("ended_at".into(), timestamp(&row.ended_at).into());
     if let Some(write) = fields.remove("write") {
         fields.insert("is_write".into(), write);
     }

@@ -1,6 +1,7 @@
 //! Shipping what a crash left in the spool: a segment's rows, in the order
 //! they were written, to the store, skipping those it already committed.
 
+use crate::audit::chain::{self, Encoded};
 use crate::audit::row::{AuditRow, ChainedRow};
 use crate::audit::store::AuditStore;
 use crate::audit::AuditError;
@@ -56,19 +57,27 @@ fn complete_lines(bytes: &[u8]) -> &[u8] {
 /// yet, in their order; returns how many, and the rows as chained.
 pub fn ship(path: &Path, store: &mut dyn AuditStore) -> Result<(usize, Vec<ChainedRow>), AuditError> {
     let bytes = std::fs::read(path).map_err(|e| AuditError::Spool(format!("{}: {e}", path.display())))?;
-    let rows = read_rows(&bytes);
+    let mut rows = read_rows(&bytes).into_iter();
     let mut chained = Vec::new();
-    for batch in rows.chunks(BATCH) {
+    loop {
+        let batch: Vec<AuditRow> = rows.by_ref().take(BATCH).collect();
+        if batch.is_empty() {
+            return Ok((chained.len(), chained));
+        }
         let ids: Vec<String> = batch.iter().map(|row| row.id.clone()).collect();
         let committed = store.committed(&ids)?;
-        let fresh: Vec<AuditRow> = batch
-            .iter()
+        // Serialised again rather than hashing the line as read: a line an
+        // older version wrote may differ from this version's JSON of the
+        // row it reads as, and the chain hashes what verification will
+        // serialise.
+        let fresh: Vec<Encoded> = batch
+            .into_iter()
             .filter(|row| !committed.contains(&row.id))
-            .cloned()
+            .map(Encoded::new)
             .collect();
         if !fresh.is_empty() {
-            chained.extend(store.commit(&[], &fresh)?);
+            let links = store.commit_encoded(&[], &fresh)?;
+            chained.extend(chain::chained(links, fresh.into_iter().map(Encoded::into_row)));
         }
     }
-    Ok((chained.len(), chained))
 }

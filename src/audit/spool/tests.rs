@@ -1,4 +1,5 @@
 use super::*;
+use crate::audit::chain::Encoded;
 use crate::audit::sqlite::SqliteAuditStore;
 use crate::audit::store::{verify, AuditStore};
 use chrono::Utc;
@@ -67,7 +68,7 @@ fn rows_are_counted_until_shipped_and_past_the_bound_requests_are_refused() {
     settings.max_bytes = 10;
     let spool = Spool::open(&settings).unwrap();
     spool.admit().unwrap();
-    let ticket = spool.append(&row("ana")).unwrap();
+    let ticket = spool.append(&Encoded::new(row("ana"))).unwrap();
     let waiting = spool.waiting();
     assert_eq!(waiting, encode(&row("ana")).unwrap().len() as u64);
     let refused = spool.admit().unwrap_err();
@@ -85,8 +86,8 @@ fn rows_are_counted_until_shipped_and_past_the_bound_requests_are_refused() {
 fn a_full_segment_is_rotated_and_deleted_once_its_rows_are_shipped() {
     let dir = tempfile::tempdir().unwrap();
     let spool = Spool::open(&settings(dir.path(), 1)).unwrap();
-    let first = spool.append(&row("a")).unwrap();
-    let second = spool.append(&row("b")).unwrap();
+    let first = spool.append(&Encoded::new(row("a"))).unwrap();
+    let second = spool.append(&Encoded::new(row("b"))).unwrap();
     spool.maintain();
     let files = segment_files(&spool);
     assert_eq!(files.len(), 2, "a new segment begun: {files:?}");
@@ -101,7 +102,7 @@ fn a_full_segment_is_rotated_and_deleted_once_its_rows_are_shipped() {
     spool.shipped([second]);
     spool.maintain();
     assert_eq!(segment_files(&spool), files[1..], "deleted once all its rows are");
-    let third = spool.append(&row("c")).unwrap();
+    let third = spool.append(&Encoded::new(row("c"))).unwrap();
     spool.shipped([third]);
     spool.close();
     assert!(
@@ -118,7 +119,7 @@ fn a_slot_held_by_a_live_spool_is_not_taken_and_its_rows_ship_once_it_is_gone() 
     assert_ne!(crashed.slot(), beside.slot(), "a live spool's slot is its own");
     assert!(beside.leftovers().is_empty());
     let lost = row("ana");
-    drop(crashed.append(&lost)); // its ticket never shipped: not committed
+    drop(crashed.append(&Encoded::new(lost.clone()))); // its ticket never shipped: not committed
     let slot = crashed.slot().to_path_buf();
     drop(crashed); // as the kernel releases a killed process's lock
 
@@ -165,7 +166,7 @@ async fn past_the_hard_cap_new_requests_wait_until_committed_rows_leave_the_spoo
     let mut settings = settings(dir.path(), SEGMENT_BYTES);
     settings.max_bytes = 10;
     let spool = Spool::open(&settings).unwrap();
-    let ticket = spool.append(&row("ana")).unwrap();
+    let ticket = spool.append(&Encoded::new(row("ana"))).unwrap();
     assert!(spool.admit().is_err() && !spool.overwhelmed(), "refused, still read");
     // Rows up to the margin past the bound, as a long outage's refusals.
     spool.0.unshipped.fetch_add(HARD_CAP_MARGIN, Ordering::Relaxed);

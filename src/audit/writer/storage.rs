@@ -3,6 +3,7 @@
 //! rotated and deleted as rows are committed.
 
 use super::{Sweep, WriterMetrics};
+use crate::audit::chain::{self, Encoded};
 use crate::audit::export::{ExportSink, Exporter};
 use crate::audit::forwarded::Forwarded;
 use crate::audit::row::{AuditRow, ChainedRow};
@@ -20,12 +21,12 @@ const MAX_UNSPOOLED: usize = 100_000;
 /// one).
 #[derive(Default)]
 pub(super) struct Rows {
-    pub rows: Vec<AuditRow>,
+    pub rows: Vec<Encoded>,
     pub tickets: Vec<Option<Ticket>>,
 }
 
 impl Rows {
-    pub fn push(&mut self, row: AuditRow, ticket: Option<Ticket>) {
+    pub fn push(&mut self, row: Encoded, ticket: Option<Ticket>) {
         self.rows.push(row);
         self.tickets.push(ticket);
     }
@@ -59,7 +60,7 @@ impl Rows {
         let mut shipped = Vec::new();
         let (rows, tickets) = (std::mem::take(&mut self.rows), std::mem::take(&mut self.tickets));
         for (row, ticket) in rows.into_iter().zip(tickets) {
-            match done.contains(&row.id) {
+            match done.contains(&row.row().id) {
                 true => shipped.extend(ticket),
                 false => self.push(row, ticket),
             }
@@ -78,7 +79,7 @@ impl Rows {
         for (row, ticket) in rows.into_iter().zip(tickets) {
             if over > 0 && ticket.is_none() {
                 over -= 1;
-                tracing::error!(audit_id = %row.id, "audit store unavailable for too long: row lost");
+                tracing::error!(audit_id = %row.row().id, "audit store unavailable for too long: row lost");
                 continue;
             }
             self.push(row, ticket);
@@ -192,7 +193,7 @@ impl Storage {
                 }
                 store.forwarded(forwarded);
                 if recheck && !rows.is_empty() {
-                    let ids: Vec<String> = rows.rows.iter().map(|row| row.id.clone()).collect();
+                    let ids: Vec<String> = rows.rows.iter().map(|row| row.row().id.clone()).collect();
                     match store.committed(&ids) {
                         Ok(done) => {
                             let shipped = rows.drop_committed(&done);
@@ -203,12 +204,14 @@ impl Storage {
                         Err(error) => return Err((error, rows)),
                     }
                 }
-                match store.commit(&intents, &rows.rows) {
-                    Ok(chained) => {
+                match store.commit_encoded(&intents, &rows.rows) {
+                    Ok(links) => {
                         if let Some(spool) = &spool {
                             spool.shipped(rows.tickets.into_iter().flatten());
                             spool.maintain();
                         }
+                        // The rows move into their places, for the export.
+                        let chained = chain::chained(links, rows.rows.into_iter().map(Encoded::into_row));
                         Ok((chained.len(), chained))
                     }
                     Err(error) => Err((error, rows)),
