@@ -11,6 +11,14 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, UPGRADE};
 use ipnet::IpNet;
 use std::net::IpAddr;
 
+/// `Audit-ID`, named once: a name given as a string is parsed and
+/// hashed again on every request.
+pub const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
+/// `Impersonate-User`.
+pub const IMPERSONATE_USER: HeaderName = HeaderName::from_static("impersonate-user");
+/// `Impersonate-Group`.
+pub const IMPERSONATE_GROUP: HeaderName = HeaderName::from_static("impersonate-group");
+
 /// Does the request carry any `Impersonate-*` header (any letter case)?
 pub fn has_impersonation(headers: &HeaderMap) -> Option<&HeaderName> {
     headers.keys().find(|name| name.as_str().starts_with("impersonate-"))
@@ -86,6 +94,12 @@ pub fn strip_request(headers: &mut HeaderMap, upgrade: bool) {
 /// Remove hop-by-hop headers from a response (keeping the upgrade pair on a
 /// 101).
 pub fn strip_response(headers: &mut HeaderMap, keep_upgrade: bool) {
+    // An HTTP/2 answer carries none: one pass over its few names is
+    // cheaper than looking each hop-by-hop name up (and `Connection`
+    // names nothing when there is no `Connection`).
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(&name.as_str())) {
+        return;
+    }
     remove_connection_listed(headers, keep_upgrade);
     for name in HOP_BY_HOP {
         if keep_upgrade && matches!(*name, "connection" | "upgrade") {
@@ -160,17 +174,34 @@ pub fn impersonate(
     groups: &[String],
     extras: &[(&str, &str)],
 ) -> Result<(), UnsendableIdentity> {
-    let value = |v: &str| HeaderValue::from_str(v).map_err(|_| UnsendableIdentity(v.to_string()));
-    headers.insert("impersonate-user", value(user)?);
+    headers.insert(IMPERSONATE_USER, identity_value(user)?);
     for group in groups {
-        headers.append("impersonate-group", value(group)?);
+        headers.append(IMPERSONATE_GROUP, identity_value(group)?);
     }
     for (key, extra) in extras {
-        let name = format!("impersonate-extra-{}", encode_extra_key(key));
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| UnsendableIdentity(key.to_string()))?;
-        headers.append(name, value(extra)?);
+        headers.append(extra_name(key)?, identity_value(extra)?);
     }
     Ok(())
+}
+
+/// `value` as a header value, verbatim, or why it cannot be one.
+fn identity_value(value: &str) -> Result<HeaderValue, UnsendableIdentity> {
+    HeaderValue::from_str(value).map_err(|_| UnsendableIdentity(value.to_string()))
+}
+
+/// `Impersonate-Extra-<key>`, encoded. The keys portcullis sends on every
+/// request are named once; any other is encoded and parsed.
+fn extra_name(key: &str) -> Result<HeaderName, UnsendableIdentity> {
+    const CREDENTIAL: HeaderName = HeaderName::from_static("impersonate-extra-portcullis.dev%2fcredential-id");
+    const AGENT: HeaderName = HeaderName::from_static("impersonate-extra-portcullis.dev%2fagent-session");
+    match key {
+        super::forward::CREDENTIAL_EXTRA => Ok(CREDENTIAL),
+        super::forward::AGENT_EXTRA => Ok(AGENT),
+        _ => {
+            let name = format!("impersonate-extra-{}", encode_extra_key(key));
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| UnsendableIdentity(key.to_string()))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -283,5 +314,34 @@ mod tests {
         let groups: Vec<_> = h.get_all("impersonate-group").iter().collect();
         assert_eq!(groups, ["Domain Admins", "portcullis:grant:1"]);
         assert_eq!(h["impersonate-extra-portcullis.dev%2fcredential-id"], "x%41 y");
+    }
+
+    #[test]
+    fn the_extra_names_named_once_are_the_ones_encoding_gives() {
+        for key in [
+            crate::gateway::forward::CREDENTIAL_EXTRA,
+            crate::gateway::forward::AGENT_EXTRA,
+            "example.org/other key",
+        ] {
+            let encoded = format!("impersonate-extra-{}", encode_extra_key(key));
+            let parsed = HeaderName::from_bytes(encoded.as_bytes()).unwrap();
+            assert_eq!(extra_name(key).unwrap(), parsed, "{key}");
+        }
+    }
+
+    #[test]
+    fn a_response_without_hop_by_hop_headers_keeps_every_header_and_one_with_them_loses_them() {
+        let mut h = map(&[("Content-Type", "application/json"), ("Audit-ID", "a")]);
+        strip_response(&mut h, false);
+        assert_eq!(h.len(), 2);
+        let mut h = map(&[
+            ("Content-Type", "application/json"),
+            ("Connection", "close, X-Hop"),
+            ("X-Hop", "1"),
+            ("Keep-Alive", "timeout=5"),
+        ]);
+        strip_response(&mut h, false);
+        let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["content-type"]);
     }
 }

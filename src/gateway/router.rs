@@ -163,6 +163,16 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
 }
 
 fn check_path(path: &str) -> Result<(), RequestError> {
+    if path.contains('%') {
+        check_encoded_path(path)
+    } else {
+        check_plain_path(path)
+    }
+}
+
+/// [`check_path`] for a path with percent-encoding: each segment is
+/// checked as the API server would decode it.
+fn check_encoded_path(path: &str) -> Result<(), RequestError> {
     let lower = path.to_ascii_lowercase();
     if lower.contains("%2f") || lower.contains("%5c") || path.contains('\\') {
         return Err(RequestError::EncodedSlash);
@@ -178,6 +188,25 @@ fn check_path(path: &str) -> Result<(), RequestError> {
             return Err(RequestError::DotSegment);
         }
         if segment.is_empty() && i != last {
+            return Err(RequestError::EmptySegment);
+        }
+    }
+    Ok(())
+}
+
+/// [`check_path`] for a path without any percent-encoding, the usual
+/// kind: nothing to decode, so its segments are checked as they are,
+/// without copies (it runs on every request).
+fn check_plain_path(path: &str) -> Result<(), RequestError> {
+    if path.contains('\\') {
+        return Err(RequestError::EncodedSlash);
+    }
+    let mut segments = path.split('/').skip(1).peekable();
+    while let Some(segment) = segments.next() {
+        if segment == "." || segment == ".." {
+            return Err(RequestError::DotSegment);
+        }
+        if segment.is_empty() && segments.peek().is_some() {
             return Err(RequestError::EmptySegment);
         }
     }
@@ -233,6 +262,30 @@ mod tests {
         ] {
             let err = route(bad).unwrap_err().status();
             assert_eq!(err.code, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_plain_path_is_judged_as_the_decoding_check_judges_it() {
+        for path in [
+            "/api/v1/pods",
+            "/api/v1/pods/",
+            "/api//v1",
+            "/api/./v1",
+            "/api/../v1",
+            "/api/v1/..",
+            "/api/v1/.",
+            "/api/v1/...",
+            "/api/.x/v1",
+            "/api\\v1",
+            "/",
+            "",
+            "//",
+            "/CAFÉ/Ümlaut",
+        ] {
+            let plain = check_plain_path(path).map_err(|e| format!("{e:?}"));
+            let decoded = check_encoded_path(path).map_err(|e| format!("{e:?}"));
+            assert_eq!(plain, decoded, "{path:?}");
         }
     }
 

@@ -82,7 +82,7 @@ impl Pipeline {
     ) -> Response<Body> {
         response
             .headers_mut()
-            .insert("audit-id", headers::audit_id_value(audit_id));
+            .insert(headers::AUDIT_ID, headers::audit_id_value(audit_id));
         self.record(&trace, response.status().as_u16(), started);
         if !trace.audited {
             return response;

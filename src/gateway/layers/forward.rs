@@ -133,7 +133,7 @@ fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Outg
     }
     headers::impersonate(headers, &user, &call.groups, &extras)
         .map_err(|e| RequestError::Internal { cause: e.to_string() })?;
-    headers.insert("audit-id", headers::audit_id_value(call.audit_id));
+    headers.insert(headers::AUDIT_ID, headers::audit_id_value(call.audit_id));
     let counted = Counted::new(incoming, call.sent.clone());
     let limited = http_body_util::Limited::new(counted, call.limits.request_body_bytes as usize);
     Ok(Request::from_parts(parts, limited))
