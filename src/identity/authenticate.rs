@@ -121,9 +121,11 @@ pub trait CredentialSource: Send + Sync + 'static {
     fn touch(&self, id: &str, at: DateTime<Utc>) -> Result<(), SourceError>;
 }
 
+/// Shared with the cache: a cached request copies pointers, not the
+/// credential's strings.
 #[derive(Clone)]
 struct Found {
-    lookup: CredentialLookup,
+    lookup: Arc<CredentialLookup>,
     agent: Option<Arc<Agent>>,
     origin: Option<Arc<Origin>>,
 }
@@ -171,25 +173,26 @@ impl Authenticator {
         audience: Option<Audience>,
     ) -> Result<Identity, AuthError> {
         let token = bearer_token(headers).ok_or(AuthError::Missing)?;
-        let prefix = credential::display_prefix(token);
-        credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix.clone() })?;
+        // Only a refusal shows the prefix: an accepted token is not copied.
+        let prefix = || credential::display_prefix(token);
+        credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix() })?;
         let hash = credential::hash(token);
         let found = self
             .lookup(hash)
             .await?
-            .ok_or(AuthError::Unknown { prefix: prefix.clone() })?;
+            .ok_or_else(|| AuthError::Unknown { prefix: prefix() })?;
         let now = Utc::now();
         let cred = &found.lookup.credential;
         let agent_disabled = found.agent.as_ref().is_some_and(|a| a.disabled);
         if cred.revoked_at.is_some() || found.lookup.owner_disabled || agent_disabled {
-            return Err(AuthError::Revoked { prefix });
+            return Err(AuthError::Revoked { prefix: prefix() });
         }
         if cred.expires_at.is_some_and(|at| at <= now) {
-            return Err(AuthError::Expired { prefix });
+            return Err(AuthError::Expired { prefix: prefix() });
         }
         let bound_to = found.origin.as_ref().and_then(|o| o.audience);
         if bound_to.is_some() && bound_to != audience {
-            return Err(AuthError::WrongAudience { prefix });
+            return Err(AuthError::WrongAudience { prefix: prefix() });
         }
         self.touch(&found.lookup, now);
         Ok(Identity {
@@ -235,7 +238,7 @@ impl Authenticator {
             let found = store.find(&key)?;
             Ok::<_, SourceError>(found.map(|(lookup, agent)| Found {
                 origin: lookup.origin.clone().map(Arc::new),
-                lookup,
+                lookup: Arc::new(lookup),
                 agent: agent.map(Arc::new),
             }))
         })
@@ -270,7 +273,7 @@ impl Authenticator {
         // Update the cached copy first so concurrent requests don't all write.
         for mut entry in self.cache.iter_mut() {
             if entry.found.lookup.credential.id == lookup.credential.id {
-                entry.found.lookup.credential.last_used_at = Some(now);
+                Arc::make_mut(&mut entry.found.lookup).credential.last_used_at = Some(now);
             }
         }
         let store = self.store.clone();
