@@ -36,7 +36,7 @@ impl Pipeline {
         }
         self.audit
             .writer()
-            .commit_intent(trace.row.clone())
+            .commit_intent((*trace.row).clone())
             .await
             .map_err(|error| {
                 tracing::error!(%error, "the audit cannot commit: request refused");

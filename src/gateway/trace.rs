@@ -29,8 +29,10 @@ const CHALLENGE: &str = "Bearer realm=\"portcullis\"";
 /// line reads too.
 #[derive(Debug, Clone)]
 pub struct Trace {
-    /// The request's audit row, filled in by each stage.
-    pub row: AuditRow,
+    /// The request's audit row, filled in by each stage. Boxed: the trace
+    /// moves in and out of extensions several times per request, and the
+    /// futures that hold it would each carry the row's 600 bytes.
+    pub row: Box<AuditRow>,
     /// Request body bytes forwarded, counted by `forward`.
     pub sent: Arc<AtomicU64>,
     /// Probes and scrapes are not audited.
@@ -41,7 +43,7 @@ impl Trace {
     /// The trace of a request whose row is `row`.
     pub fn new(row: AuditRow) -> Trace {
         Trace {
-            row,
+            row: Box::new(row),
             sent: Arc::default(),
             audited: true,
         }
@@ -89,7 +91,7 @@ impl Pipeline {
         }
         // Written when the body ends or an upgraded stream closes, so that
         // bytes and truncation are known.
-        crate::audit::record::attach(self.audit.writer(), trace.row, trace.sent, response)
+        crate::audit::record::attach(self.audit.writer(), *trace.row, trace.sent, response)
     }
 
     /// The request's log line (the audit id comes from its span) and

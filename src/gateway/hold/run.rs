@@ -79,7 +79,7 @@ impl Pipeline {
         // The approved write is on record before the cluster sees it.
         self.audit
             .writer()
-            .commit_intent(trace.row.clone())
+            .commit_intent((*trace.row).clone())
             .await
             .map_err(|error| {
                 tracing::error!(%error, "the audit cannot commit: approved write not sent");
