@@ -45,6 +45,7 @@ pub mod router;
 pub mod service;
 pub mod trace;
 pub mod upstream;
+pub mod upstream_uri;
 
 use crate::audit::{Audit, AuditError};
 use crate::body::{self, Body};
