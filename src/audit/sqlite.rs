@@ -14,7 +14,7 @@ use super::store::AuditStore;
 use super::AuditError;
 use chrono::{DateTime, Datelike, SecondsFormat, Timelike, Utc};
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, Statement, ToSql, TransactionBehavior};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -37,7 +37,7 @@ impl std::fmt::Debug for SqliteAuditStore {
 /// The row's columns, in [`AuditRow`] field order (the PostgreSQL store's
 /// too).
 pub(super) const COLUMNS: &str = "\"id\", \"started_at\", \"ended_at\", \"cluster\", \"principal_kind\", \"login\", \"credential_id\", \"credential_prefix\", \"session\", \"tool\", \"client\", \"method\", \"path\", \"query\", \"verb\", \"api_group\", \"api_version\", \"resource\", \"subresource\", \"namespace\", \"name\", \"code\", \"reason\", \"refused\", \"bytes_in\", \"bytes_out\", \"duration_ms\", \"is_write\", \"discovery\", \"dry_run\", \"redacted\", \"truncated\", \"secret_revealed\", \"held\", \"approved\", \"via\", \"kind\"";
-const COLUMN_COUNT: usize = 37;
+pub(super) const COLUMN_COUNT: usize = 37;
 
 impl SqliteAuditStore {
     /// Open the database at `path` (migrating it if needed).
@@ -48,6 +48,9 @@ impl SqliteAuditStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
+        // A statement for each size of multi-row INSERT (see `insert`),
+        // besides the rest.
+        conn.set_prepared_statement_cache_capacity(32);
         crate::store::migrate(&conn).map_err(|e| AuditError::Store(e.to_string()))?;
         let intents = {
             let mut stmt = conn.prepare("SELECT id FROM audit_intents")?;
@@ -89,13 +92,7 @@ impl AuditStore for SqliteAuditStore {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut links = Vec::with_capacity(rows.len());
         {
-            let mut forwarded = tx.prepare_cached(
-                "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for record in &self.forwarded {
-                let at = Stamp::of(&record.at);
-                forwarded.execute(params![record.id, record.cluster, record.kind, at.as_str()])?;
-            }
+            insert::forwarded(&tx, &self.forwarded)?;
             let mut intent = tx.prepare_cached("INSERT OR REPLACE INTO audit_intents (id, row) VALUES (?1, ?2)")?;
             for row in intents {
                 intent.execute(params![
@@ -103,19 +100,14 @@ impl AuditStore for SqliteAuditStore {
                     serde_json::to_string(row).map_err(|e| AuditError::Store(e.to_string()))?
                 ])?;
             }
-            let mut insert = tx.prepare_cached(insert_sql())?;
-            let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let mut prev = Self::last(&tx)?;
+            insert::rows(&tx, &mut prev, rows, &mut links)?;
+            let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let fresh: HashSet<&str> = intents.iter().map(|row| row.id.as_str()).collect();
-            for encoded in rows {
-                let link = chain::next(&mut prev, encoded);
-                let row = encoded.row();
-                bind_row(&mut insert, &link, row)?;
-                insert.raw_execute()?;
+            for row in rows.iter().map(Encoded::row) {
                 if self.intents.contains(&row.id) || fresh.contains(row.id.as_str()) {
                     settle.execute(params![row.id])?;
                 }
-                links.push(link);
             }
         }
         tx.commit()?;
@@ -281,69 +273,6 @@ impl Stamp {
     }
 }
 
-/// `INSERT INTO audit (seq, prev_hash, hash, <COLUMNS>) VALUES (?, …)`,
-/// built once.
-fn insert_sql() -> &'static str {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
-        let placeholders = vec!["?"; COLUMN_COUNT + 3].join(", ");
-        format!("INSERT INTO audit (seq, prev_hash, hash, {COLUMNS}) VALUES ({placeholders})")
-    })
-}
-
-/// Bind `link` and `row` to the INSERT's parameters, in its order (seq,
-/// prev_hash, hash, then [`COLUMNS`]), borrowing the text.
-fn bind_row(insert: &mut Statement<'_>, link: &Link, row: &AuditRow) -> rusqlite::Result<()> {
-    let int = |n: u64| n.min(i64::MAX as u64) as i64;
-    let (started, ended) = (Stamp::of(&row.started_at), Stamp::of(&row.ended_at));
-    let values: [&dyn ToSql; COLUMN_COUNT + 3] = [
-        &link.seq,
-        &link.prev_hash,
-        &link.hash,
-        &row.id,
-        &started.as_str(),
-        &ended.as_str(),
-        &row.cluster,
-        &row.principal_kind,
-        &row.login,
-        &row.credential_id,
-        &row.credential_prefix,
-        &row.session,
-        &row.tool,
-        &row.client,
-        &row.method,
-        &row.path,
-        &row.query,
-        &row.verb,
-        &row.api_group,
-        &row.api_version,
-        &row.resource,
-        &row.subresource,
-        &row.namespace,
-        &row.name,
-        &row.code,
-        &row.reason,
-        &row.refused,
-        &int(row.bytes_in),
-        &int(row.bytes_out),
-        &int(row.duration_ms),
-        &row.write,
-        &row.discovery,
-        &row.dry_run,
-        &row.redacted,
-        &row.truncated,
-        &row.secret_revealed,
-        &row.held,
-        &row.approved,
-        &row.via,
-        &row.kind,
-    ];
-    for (at, value) in values.into_iter().enumerate() {
-        insert.raw_bind_parameter(at + 1, value)?;
-    }
-    Ok(())
-}
-
 fn time_at(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {
     let text: String = r.get(index)?;
     DateTime::parse_from_rfc3339(&text)
@@ -438,6 +367,8 @@ fn render(conditions: &[Condition]) -> (String, Vec<Value>) {
 
 /// The rows of a denied request, in SQL both stores run.
 pub(super) const DENIED: &str = "(refused <> '' OR code IN (401, 403))";
+
+mod insert;
 
 #[cfg(test)]
 #[path = "sqlite_tests.rs"]

@@ -265,3 +265,40 @@ fn rows_committed_with_their_carried_json_verify_and_read_back_equal() {
         }
     );
 }
+
+#[test]
+fn a_batch_of_any_size_is_written_whole_with_every_forwarded_record_once() {
+    use crate::audit::forwarded::Forwarded;
+    let (_dir, mut store) = open();
+    let mut written = Vec::new();
+    // Sizes that take every statement size and a remainder of each kind.
+    for size in [1, 2, 3, 31, 32, 33, 70] {
+        let rows: Vec<AuditRow> = (0..size).map(|i| row(&format!("p{i}"), "get", 200)).collect();
+        let mut records: Vec<Forwarded> = rows.iter().map(|r| Forwarded::request(&r.id, "sim")).collect();
+        // A record already there (sent again) stays once.
+        records.extend(written.last().map(|r: &AuditRow| Forwarded::request(&r.id, "sim")));
+        store.forwarded(records);
+        let chained = store.commit(&[], &rows).unwrap();
+        assert_eq!(chained.len(), size);
+        written.extend(rows);
+    }
+    let read: Vec<AuditRow> = store
+        .query(&Filter::default())
+        .unwrap()
+        .into_iter()
+        .map(|c| c.row)
+        .collect();
+    assert_eq!(read, written);
+    let forwarded: Vec<String> = {
+        let mut stmt = store
+            .conn
+            .prepare("SELECT id FROM audit_forwarded ORDER BY id")
+            .unwrap();
+        let ids = stmt.query_map([], |r| r.get(0)).unwrap();
+        ids.collect::<Result<_, _>>().unwrap()
+    };
+    let mut ids: Vec<String> = written.iter().map(|r| r.id.clone()).collect();
+    ids.sort();
+    assert_eq!(forwarded, ids);
+    assert_eq!(verify(&mut store).unwrap().broken, None);
+}
