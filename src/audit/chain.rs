@@ -407,7 +407,7 @@ mod tests {
         let placed = next(&mut Anchor::default(), &encoded);
         let chained = placed.chain(encoded.into_row());
         assert_ne!(chained.row, row);
-        assert_eq!(verify(&[chained.clone()], Anchor::default()), Ok(1));
+        assert_eq!(verify(std::slice::from_ref(&chained), Anchor::default()), Ok(1));
         // Pairing the link with another row (what carried bytes that differ
         // from their row would amount to) is caught as an edit.
         let forged = ChainedRow { row, ..chained };
