@@ -258,7 +258,10 @@ async fn exec_works_over_websocket_and_spdy() {
         .into_iter()
         .find(|r| r.path.ends_with("/pods"))
         .unwrap();
-    assert_eq!(ordinary.version, "HTTP/2.0", "ordinary requests go over pooled HTTP/2");
+    assert_eq!(
+        ordinary.version, "HTTP/1.1",
+        "ordinary requests go over pooled HTTP/1.1"
+    );
     env.stop().await;
 }
 
@@ -338,7 +341,8 @@ async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
     assert_eq!(env.raw().get(&path, &token).await.status, 200);
-    // A watch is open on the pooled HTTP/2 connection when the GOAWAY comes.
+    // A watch is open on an HTTP/2 connection when the GOAWAY comes, while
+    // the GETs use a pooled HTTP/1.1 one, which the cluster then closes.
     let watch = env.raw().stream(&format!("{path}?watch=1"), &token).await;
     assert_eq!(watch.status(), 200);
     let before = env.sim().connections_accepted();
@@ -388,5 +392,36 @@ async fn more_watches_than_one_upstream_connection_carries_all_open() {
     assert!(watches.iter().all(|w| w.status() == 200));
     assert_eq!(env.gateway.metrics.open_streams.get(), 300);
     drop(watches);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordinary_requests_reuse_http1_keep_alive_connections_and_watches_go_over_http2() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    let before = env.sim().connections_accepted();
+    for _ in 0..5 {
+        assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    }
+    assert_eq!(env.sim().connections_accepted(), before, "one kept-alive connection");
+    let watch = env.raw().stream(&format!("{path}?watch=1"), &token).await;
+    assert_eq!(watch.status(), 200);
+    let requests = env.sim().requests();
+    let version = |watching: bool| {
+        let mut versions: Vec<_> = requests
+            .iter()
+            .filter(|r| {
+                r.path.ends_with("/configmaps") && r.query.as_deref().is_some_and(|q| q.contains("watch=1")) == watching
+            })
+            .map(|r| r.version.clone())
+            .collect();
+        versions.dedup();
+        versions
+    };
+    assert_eq!(version(false), ["HTTP/1.1"], "GETs over HTTP/1.1");
+    assert_eq!(version(true), ["HTTP/2.0"], "the watch over HTTP/2");
+    drop(watch);
     env.stop().await;
 }
