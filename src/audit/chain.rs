@@ -9,7 +9,6 @@
 //! portcullis's hands) carries the hashes too.
 
 use super::row::{AuditRow, ChainedRow};
-use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// The `prev_hash` of the first row ever written.
@@ -109,14 +108,17 @@ pub fn link(seq: i64, prev_hash: &str, row: &AuditRow) -> String {
 }
 
 fn hash(seq: i64, prev_hash: &str, json: &[u8]) -> String {
-    let mut hasher = Sha256::new();
+    // ring's SHA-256, not the `sha2` crate's: the same digest, from
+    // assembly that uses the SHA extensions or AVX2 where the CPU has them
+    // (`sha2` has only the SHA extensions, else portable code). Hashing the
+    // row is most of an audit commit's instructions.
+    let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
     hasher.update(seq.to_string().as_bytes());
     hasher.update(b"\n");
     hasher.update(prev_hash.as_bytes());
     hasher.update(b"\n");
     hasher.update(json);
-    // One formatting call for the whole digest: this runs for every row.
-    format!("{:x}", hasher.finalize())
+    crate::identity::credential::lower_hex(hasher.finish().as_ref())
 }
 
 /// A row's place in the chain, as a store's commit returns it: the caller,
@@ -296,6 +298,17 @@ mod tests {
                 chained
             })
             .collect()
+    }
+
+    #[test]
+    fn a_link_is_the_sha256_the_chain_has_always_been_defined_as() {
+        use sha2::{Digest, Sha256};
+        let mut row = AuditRow::new(uuid::Uuid::now_v7(), Utc::now());
+        row.login = "ana".into();
+        let json = serde_json::to_vec(&row).unwrap();
+        let mut input = format!("7\n{GENESIS}\n").into_bytes();
+        input.extend_from_slice(&json);
+        assert_eq!(link(7, GENESIS, &row), format!("{:x}", Sha256::digest(&input)));
     }
 
     fn verify(rows: &[ChainedRow], anchor: Anchor) -> Result<u64, Break> {

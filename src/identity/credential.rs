@@ -6,7 +6,6 @@
 //! lookup. Only the SHA-256 of a token is ever stored.
 
 use rand::Rng;
-use sha2::{Digest, Sha256};
 
 /// Every portcullis token starts with this.
 pub const PREFIX: &str = "pcl_";
@@ -73,13 +72,18 @@ pub fn check(token: &str) -> Result<(), MalformedToken> {
     Ok(())
 }
 
-/// SHA-256 of a token, lower-case hex.
+/// SHA-256 of a token, lower-case hex. ring's SHA-256, as the audit
+/// chain's: this runs on every request.
 pub fn hash(token: &str) -> String {
-    // Encoded by hand, not through `format!`: this runs on every request.
+    lower_hex(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref())
+}
+
+/// `bytes` in lower-case hex, encoded by hand rather than through `format!`:
+/// digests are encoded on every request and every audit row.
+pub fn lower_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(token.as_bytes());
-    let mut hex = String::with_capacity(digest.len() * 2);
-    for byte in digest {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         hex.push(HEX[usize::from(byte >> 4)] as char);
         hex.push(HEX[usize::from(byte & 0xf)] as char);
     }
@@ -120,6 +124,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn minted_tokens_pass_their_own_check() {
