@@ -103,12 +103,17 @@ impl RequestInfo {
 /// `%73ecrets` would be Secrets to the cluster but not to portcullis. (The
 /// router refuses encoded slashes, so decoding cannot create segments.)
 pub fn classify(method: &http::Method, path: &str, query: Option<&str>) -> RequestInfo {
-    let decoded: Vec<std::borrow::Cow<'_, str>> = path
-        .trim_matches('/')
-        .split('/')
-        .filter(|p| !p.is_empty())
-        .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy())
-        .collect();
+    let segments = path.trim_matches('/').split('/').filter(|p| !p.is_empty());
+    // Most paths hold no `%`: their segments are what Go decodes them to,
+    // so the per-segment decoding (a copy-free scan each, but one per
+    // segment on every request) is skipped.
+    let decoded: Vec<std::borrow::Cow<'_, str>> = if path.as_bytes().contains(&b'%') {
+        segments
+            .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy())
+            .collect()
+    } else {
+        segments.map(std::borrow::Cow::Borrowed).collect()
+    };
     let parts: Vec<&str> = decoded.iter().map(|p| p.as_ref()).collect();
     resource_info(method, &parts, query).unwrap_or_else(|| RequestInfo {
         is_resource_request: false,
