@@ -143,6 +143,29 @@ pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> I
     hops.iter().rev().find(|ip| !is_trusted(ip)).copied().unwrap_or(peer)
 }
 
+/// `ip` as `to_string` writes it. An IPv4 address (the usual peer) is
+/// written digit by digit: `Display` formats each octet through
+/// `core::fmt`, about 1.3k instructions on every request's audit row.
+pub fn address_text(ip: std::net::IpAddr) -> String {
+    let std::net::IpAddr::V4(v4) = ip else {
+        return ip.to_string();
+    };
+    let mut text = String::with_capacity(15);
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        if octet >= 100 {
+            text.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            text.push(char::from(b'0' + octet / 10 % 10));
+        }
+        text.push(char::from(b'0' + octet % 10));
+    }
+    text
+}
+
 /// Percent-encode an extra key for `Impersonate-Extra-<key>`: the API server
 /// lower-cases the suffix, then percent-decodes it, so every byte outside the
 /// RFC 7230 token set, and `%` itself, is encoded. Keys must be lower-case to
@@ -207,6 +230,22 @@ fn extra_name(key: &str) -> Result<HeaderName, UnsendableIdentity> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_is_written_as_to_string_writes_it() {
+        for text in [
+            "127.0.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "10.200.9.99",
+            "::1",
+            "fe80::1:2",
+            "::ffff:1.2.3.4",
+        ] {
+            let ip: std::net::IpAddr = text.parse().unwrap();
+            assert_eq!(address_text(ip), ip.to_string());
+        }
+    }
 
     fn map(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -70,7 +70,11 @@ where
         let uri = request.uri();
         let mut row = AuditRow::arrived(self.layer.audit_id, request.method(), uri.path(), uri.query());
         let layer = self.layer;
-        row.client = headers::client_address(layer.peer, request.headers(), layer.trusted_proxies).to_string();
+        row.client = headers::address_text(headers::client_address(
+            layer.peer,
+            request.headers(),
+            layer.trusted_proxies,
+        ));
         request.extensions_mut().insert(Trace::new(row));
         RecordFuture {
             inner: self.inner.call(request),
