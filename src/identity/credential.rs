@@ -82,12 +82,14 @@ pub fn hash(token: &str) -> String {
 /// digests are encoded on every request and every audit row.
 pub fn lower_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        hex.push(HEX[usize::from(byte >> 4)] as char);
-        hex.push(HEX[usize::from(byte & 0xf)] as char);
-    }
-    hex
+    // Bytes, not `String::push` (a char's UTF-8 encoding and a capacity
+    // check per digit): 760 instructions per 32-byte digest in the issue-23
+    // profile.
+    let hex: Vec<u8> = bytes
+        .iter()
+        .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]])
+        .collect();
+    String::from_utf8(hex).expect("hex digits are ASCII")
 }
 
 /// The part of a token that may be shown: `pcl_` and 6 characters. Also used
@@ -125,6 +127,12 @@ fn crc32(bytes: &[u8]) -> u32 {
 mod tests {
     use super::*;
     use sha2::{Digest, Sha256};
+
+    #[test]
+    fn a_digest_is_written_in_lower_case_hex_two_digits_a_byte() {
+        assert_eq!(lower_hex(&[0x00, 0x0f, 0xa0, 0xff, 0x5c]), "000fa0ff5c");
+        assert_eq!(lower_hex(&[]), "");
+    }
 
     #[test]
     fn minted_tokens_pass_their_own_check() {
