@@ -163,7 +163,7 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
 }
 
 fn check_path(path: &str) -> Result<(), RequestError> {
-    if path.contains('%') {
+    if path.as_bytes().contains(&b'%') {
         check_encoded_path(path)
     } else {
         check_plain_path(path)
@@ -198,12 +198,15 @@ fn check_encoded_path(path: &str) -> Result<(), RequestError> {
 /// kind: nothing to decode, so its segments are checked as they are,
 /// without copies (it runs on every request).
 fn check_plain_path(path: &str) -> Result<(), RequestError> {
-    if path.contains('\\') {
+    if path.as_bytes().contains(&b'\\') {
         return Err(RequestError::EncodedSlash);
     }
-    let mut segments = path.split('/').skip(1).peekable();
+    // Split as bytes: `str::split`'s searcher, set up for each of a
+    // path's short segments, was 1.4k instructions per request in the
+    // issue-23 profile.
+    let mut segments = path.as_bytes().split(|&b| b == b'/').skip(1).peekable();
     while let Some(segment) = segments.next() {
-        if segment == "." || segment == ".." {
+        if segment == b"." || segment == b".." {
             return Err(RequestError::DotSegment);
         }
         if segment.is_empty() && segments.peek().is_some() {
