@@ -43,7 +43,7 @@ pub fn run(config: &Config, store: &Store, command: StoreCommand, out: &mut dyn 
         StoreError::Invalid(refused) => CliError::Message(refused),
         failed => CliError::Message(format!(
             "the copy failed, and nothing was kept: {}",
-            with_causes(&failed)
+            crate::store::postgres::with_causes(&failed)
         )),
     })?;
     let io = |e: std::io::Error| CliError::Message(format!("cannot write the output: {e}"));
@@ -66,19 +66,4 @@ pub fn run(config: &Config, store: &Store, command: StoreCommand, out: &mut dyn 
         report.checked
     )
     .map_err(io)
-}
-
-/// `error` and what caused it: PostgreSQL's own message (which constraint,
-/// which table) is a source of the driver's bare "db error".
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut said = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let text = inner.to_string();
-        if !said.contains(&text) {
-            said = format!("{said}: {text}");
-        }
-        cause = inner.source();
-    }
-    said
 }

@@ -146,8 +146,10 @@ impl Postgres {
 }
 
 /// `error` and each cause under it: a refused TLS handshake says only
-/// that, and why (the server's certificate) is in its source.
-fn with_causes(error: &dyn std::error::Error) -> String {
+/// that, and why (the server's certificate) is in its source; a refused
+/// statement's "db error" has PostgreSQL's own message (which constraint,
+/// which table) in its source.
+pub fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
