@@ -65,13 +65,7 @@ fn a_committed_row_reads_back_equal_and_chained() {
             hash: read[1].hash.clone()
         }
     );
-    assert_eq!(
-        verify(&mut store).unwrap(),
-        VerifyReport {
-            checked: 2,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(2));
 }
 
 #[test]
@@ -208,13 +202,7 @@ fn a_sweep_removes_only_old_rows_and_the_chain_still_verifies() {
             hash: chained[1].hash.clone()
         }
     );
-    assert_eq!(
-        verify(&mut store).unwrap(),
-        VerifyReport {
-            checked: 1,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(1));
     let next = store.commit(&[], &[row("ben", "get", 200)]).unwrap();
     assert_eq!(next[0].seq, 4);
     assert_eq!(verify(&mut store).unwrap().checked, 2);
@@ -222,13 +210,7 @@ fn a_sweep_removes_only_old_rows_and_the_chain_still_verifies() {
     assert_eq!(store.sweep(Utc::now() + chrono::TimeDelta::days(1), 100).unwrap(), 2);
     assert_eq!(store.head().unwrap(), store.anchor().unwrap());
     assert_eq!(store.commit(&[], &[row("cy", "get", 200)]).unwrap()[0].seq, 5);
-    assert_eq!(
-        verify(&mut store).unwrap(),
-        VerifyReport {
-            checked: 1,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(1));
 }
 
 #[test]
@@ -329,13 +311,7 @@ fn a_replicas_recovery_leaves_the_intents_of_a_live_replica_alone() {
     assert!(starting.recover().unwrap().is_empty());
     let finished = live.commit(&[], std::slice::from_ref(&in_flight)).unwrap();
     assert_eq!(finished[0].row.code, 201);
-    assert_eq!(
-        verify(&mut starting).unwrap(),
-        VerifyReport {
-            checked: 2,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut starting).unwrap(), VerifyReport::intact(2));
 }
 
 #[test]
@@ -363,13 +339,7 @@ fn replicas_committing_at_once_append_to_one_chain_that_verifies() {
     let committed: Vec<Vec<String>> = committers.into_iter().map(|t| t.join().unwrap()).collect();
     let mut store = PostgresAuditStore::open(pg(&db)).unwrap();
     let total: usize = committed.iter().map(Vec::len).sum();
-    assert_eq!(
-        verify(&mut store).unwrap(),
-        VerifyReport {
-            checked: total as u64,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(total as u64));
     let chain = store.chain_page(0, total + 1).unwrap();
     let seqs: Vec<i64> = chain.iter().map(|c| c.seq).collect();
     assert_eq!(seqs, (1..=total as i64).collect::<Vec<_>>(), "no gaps, no row lost");

@@ -28,13 +28,7 @@ fn a_committed_row_reads_back_equal_and_chained() {
     assert_eq!(read, chained);
     assert_eq!(read[0].row, rows[0]);
     assert_eq!(read[1].prev_hash, read[0].hash);
-    assert_eq!(
-        verify(&mut store).unwrap(),
-        VerifyReport {
-            checked: 2,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(2));
 }
 
 #[test]
@@ -158,13 +152,7 @@ fn a_sweep_removes_only_old_rows_and_the_chain_still_verifies() {
             hash: chained[1].hash.clone()
         }
     );
-    assert_eq!(
-        verify(&mut store).unwrap(),
-        VerifyReport {
-            checked: 1,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(1));
     let next = store.commit(&[], &[row("ben", "get", 200)]).unwrap();
     assert_eq!(next[0].seq, 4);
     assert_eq!(verify(&mut store).unwrap().checked, 2);
@@ -257,13 +245,7 @@ fn rows_committed_with_their_carried_json_verify_and_read_back_equal() {
         );
         assert_eq!(serde_json::to_vec(&stored.row).unwrap(), encoded.json());
     }
-    assert_eq!(
-        verify(&mut store).unwrap(),
-        VerifyReport {
-            checked: 2,
-            broken: None
-        }
-    );
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(2));
 }
 
 #[test]
