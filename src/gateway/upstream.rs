@@ -74,7 +74,6 @@ const IDLE_CONNECTIONS: usize = 128;
 pub struct Upstream {
     /// Cluster name.
     pub name: String,
-    base: String,
     server_url: ServerUrl,
     client: HttpsClient,
     upgrade_client: HttpsClient,
@@ -93,7 +92,7 @@ impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("name", &self.name)
-            .field("base", &self.base)
+            .field("server", &self.server_url.as_str())
             .finish()
     }
 }
@@ -115,8 +114,7 @@ impl Upstream {
         if roots.is_empty() {
             return Err(ca_error("no certificate found".into()));
         }
-        let base = config.server.trim_end_matches('/').to_string();
-        let server_url = ServerUrl::new(&base).map_err(|_| UpstreamError::Url {
+        let server_url = ServerUrl::new(config.server.trim_end_matches('/')).map_err(|_| UpstreamError::Url {
             cluster: config.name.clone(),
             url: config.server.clone(),
         })?;
@@ -127,7 +125,6 @@ impl Upstream {
         })?;
         Ok(Arc::new(Upstream {
             name: config.name.clone(),
-            base,
             server_url,
             client: client(roots.clone(), Protocol::Http1),
             streaming_clients: (0..STREAMING_CONNECTIONS)

@@ -39,6 +39,11 @@ impl ServerUrl {
         })
     }
 
+    /// The server URL, as configured less its trailing `/`.
+    pub fn as_str(&self) -> &str {
+        &self.base
+    }
+
     /// The URI of Kubernetes path `path` (starting with `/`) and `query`:
     /// what `format!("{base}{path}?{query}").parse()` gives.
     pub fn uri(&self, path: &str, query: Option<&str>) -> Result<Uri, InvalidUri> {
