@@ -13,7 +13,8 @@
 //! - [`store`], [`sqlite`] and [`postgres`]: the storage interface, and
 //!   its embedded SQLite and shared PostgreSQL implementations (one chain
 //!   for every replica).
-//! - [`chain`]: the hash chain and its verification.
+//! - [`chain`]: the hash chain and its verification; [`stamp`]: a row's
+//!   timestamps as text.
 //! - [`query`]: filters; `crate::cli::audit` (`portcullis audit`) and
 //!   [`read`] use them. [`read`] reads rows for an admin; the `GET /audit`
 //!   door that serves them is `crate::doors::audit`.
@@ -34,6 +35,7 @@ pub mod retention;
 pub mod row;
 pub mod spool;
 pub mod sqlite;
+pub mod stamp;
 pub mod store;
 pub mod writer;
 

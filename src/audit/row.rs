@@ -17,8 +17,10 @@ pub struct AuditRow {
     /// UUIDv7, also sent upstream as `Audit-ID` and returned as `Audit-Id`.
     pub id: String,
     /// When the request arrived (microseconds).
+    #[serde(serialize_with = "super::stamp::serialize")]
     pub started_at: DateTime<Utc>,
     /// When its response ended, or its stream closed (microseconds).
+    #[serde(serialize_with = "super::stamp::serialize")]
     pub ended_at: DateTime<Utc>,
     /// Cluster name; empty for requests that named none.
     pub cluster: String,
@@ -234,6 +236,18 @@ mod tests {
         for path in ["/healthz", "/metrics", "/logs"] {
             assert!(!is_discovery(path), "{path}");
         }
+    }
+
+    #[test]
+    fn a_rows_json_holds_its_times_as_chrono_writes_them() {
+        let started = DateTime::from_timestamp(1_764_918_146, 120_000_000).unwrap();
+        let mut row = AuditRow::new(uuid::Uuid::now_v7(), started);
+        row.finish(started + chrono::Duration::microseconds(1_234_567));
+        let json: serde_json::Value = serde_json::from_slice(&serde_json::to_vec(&row).unwrap()).unwrap();
+        assert_eq!(json["started_at"], serde_json::to_value(row.started_at).unwrap());
+        assert_eq!(json["ended_at"], serde_json::to_value(row.ended_at).unwrap());
+        assert_eq!(json["started_at"], "2025-12-05T07:02:26.120Z");
+        assert_eq!(json["ended_at"], "2025-12-05T07:02:27.354567Z");
     }
 
     #[test]
