@@ -150,7 +150,17 @@ impl Upstream {
 
     /// Send an ordinary request (HTTP/1.1, keep-alive).
     pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
-        self.client.request(request).await
+        self.client.request(self.with_host(request)).await
+    }
+
+    /// `request` with the server's `Host`: the HTTP/1.1 clients leave it
+    /// to us, made once ([`ServerUrl::host`]); a client's own never gets
+    /// this far (`headers::strip_request`).
+    fn with_host(&self, mut request: Request<Body>) -> Request<Body> {
+        if let Some(host) = self.server_url.host() {
+            request.headers_mut().insert(http::header::HOST, host.clone());
+        }
+        request
     }
 
     /// Send a long-running request (watch, log follow, proxy) on the next of
@@ -168,7 +178,7 @@ impl Upstream {
         &self,
         request: Request<Body>,
     ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
-        self.upgrade_client.request(request).await
+        self.upgrade_client.request(self.with_host(request)).await
     }
 
     /// Was the cluster reachable at the last probe?
@@ -257,7 +267,10 @@ fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
         Protocol::Http1 => builder.enable_http1().wrap_connector(tcp),
     };
     let mut client = Client::builder(TokioExecutor::new());
+    // The HTTP/1.1 clients' requests carry the `Host` made once
+    // (`Upstream::with_host`); over HTTP/2 hyper sends `:authority`.
     client
+        .set_host(protocol == Protocol::Http2)
         .timer(hyper_util::rt::TokioTimer::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .pool_idle_timeout(Duration::from_secs(90))

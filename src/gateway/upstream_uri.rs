@@ -4,7 +4,7 @@
 //! building the path and query alone.
 
 use http::uri::{Authority, InvalidUri, PathAndQuery, Scheme};
-use http::Uri;
+use http::{HeaderValue, Uri};
 
 /// The longest URI `http` parses from a string; a built one is held to it
 /// too, so both ways refuse the same requests.
@@ -17,6 +17,9 @@ pub struct ServerUrl {
     /// Scheme, authority and path prefix, when the URL is plainly
     /// `scheme://authority/prefix`; else every URI is parsed whole.
     parts: Option<(Scheme, Authority, String)>,
+    /// The `Host` an HTTP/1.1 request carries, made once: hyper's client
+    /// formats it again for every request.
+    host: Option<HeaderValue>,
 }
 
 impl ServerUrl {
@@ -36,7 +39,15 @@ impl ServerUrl {
         Ok(ServerUrl {
             base: base.to_string(),
             parts,
+            host: host(&uri),
         })
+    }
+
+    /// The `Host` header of a request to this server, as hyper's client
+    /// would write it: the host, and the port unless it is the scheme's
+    /// default; `None` for a URL without a host.
+    pub fn host(&self) -> Option<&HeaderValue> {
+        self.host.as_ref()
     }
 
     /// The server URL, as configured less its trailing `/`.
@@ -76,6 +87,18 @@ impl ServerUrl {
             None => format!("{}{path}", self.base).parse(),
         }
     }
+}
+
+fn host(uri: &Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let secure = matches!(uri.scheme_str(), Some("https" | "wss"));
+    let value = match uri.port_u16() {
+        Some(443) if secure => host.to_string(),
+        Some(80) if !secure => host.to_string(),
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    };
+    HeaderValue::from_str(&value).ok()
 }
 
 #[cfg(test)]
@@ -127,5 +150,24 @@ mod tests {
         let path = format!("/{}", "a".repeat(MAX_URI_LEN));
         assert!(server.uri(&path, None).is_err());
         assert!(server.parsed(&path, None).is_err());
+    }
+
+    #[test]
+    fn the_host_header_names_the_host_and_any_port_but_the_schemes_own() {
+        let cases = [
+            ("https://127.0.0.1:6443", "127.0.0.1:6443"),
+            ("https://api.example.org", "api.example.org"),
+            ("https://api.example.org:443/k8s/clusters/c-1", "api.example.org"),
+            ("http://api.example.org:80", "api.example.org"),
+            ("http://api.example.org:443", "api.example.org:443"),
+            ("https://api.example.org:80", "api.example.org:80"),
+            ("http://[::1]:8080", "[::1]:8080"),
+            ("https://user@host:1", "host:1"),
+        ];
+        for (base, host) in cases {
+            let server = ServerUrl::new(base).unwrap();
+            assert_eq!(server.host().map(|h| h.to_str().unwrap()), Some(host), "{base}");
+        }
+        assert!(ServerUrl::new("/relative").unwrap().host().is_none());
     }
 }

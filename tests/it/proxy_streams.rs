@@ -252,6 +252,16 @@ async fn exec_works_over_websocket_and_spdy() {
         upgrades.iter().all(|r| r.version == "HTTP/1.1"),
         "upgrades go over HTTP/1.1"
     );
+    let server = env.sim().addr().to_string();
+    assert!(
+        upgrades.iter().all(|r| r
+            .headers
+            .iter()
+            .filter(|(name, _)| name == "host")
+            .map(|(_, v)| v)
+            .eq([&server])),
+        "each upgrade carries one Host, the cluster's"
+    );
     let ordinary = env
         .sim()
         .requests()
@@ -422,6 +432,16 @@ async fn ordinary_requests_reuse_http1_keep_alive_connections_and_watches_go_ove
     };
     assert_eq!(version(false), ["HTTP/1.1"], "GETs over HTTP/1.1");
     assert_eq!(version(true), ["HTTP/2.0"], "the watch over HTTP/2");
+    let server = env.sim().addr().to_string();
+    for request in requests.iter().filter(|r| r.version == "HTTP/1.1") {
+        let hosts: Vec<_> = request
+            .headers
+            .iter()
+            .filter(|(name, _)| name == "host")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(hosts, [&server], "one Host, the cluster's: {}", request.path);
+    }
     drop(watch);
     env.stop().await;
 }
