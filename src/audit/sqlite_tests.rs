@@ -42,8 +42,10 @@ fn filters_select_exactly_the_matching_rows() {
     ];
     store.commit(&[], &rows).unwrap();
     let ids = |filter: Filter| -> Vec<String> {
+        let conn = Connection::open(store.conn.path().unwrap()).unwrap();
         let mut s = SqliteAuditStore {
-            conn: Connection::open(store.conn.path().unwrap()).unwrap(),
+            inserts: raw::Statements::new(&conn),
+            conn,
             intents: HashSet::new(),
             forwarded: Vec::new(),
         };
@@ -283,4 +285,216 @@ fn a_batch_of_any_size_is_written_whole_with_every_forwarded_record_once() {
     ids.sort();
     assert_eq!(forwarded, ids);
     assert_eq!(verify(&mut store).unwrap().broken, None);
+}
+
+/// `tag` then non-ASCII text, 2048 bytes in all.
+fn long(tag: &str) -> String {
+    let mut text = format!("{tag}:");
+    while text.len() + 9 <= 2048 {
+        text.push_str("é日\u{1F600}");
+    }
+    text.extend(std::iter::repeat_n('x', 2048 - text.len()));
+    text
+}
+
+/// Every text long and not ASCII, every flag set, every number at its
+/// largest.
+fn full_row(tag: &str) -> AuditRow {
+    let mut row = AuditRow::new(uuid::Uuid::now_v7(), Utc::now());
+    for (i, field) in [
+        &mut row.id,
+        &mut row.cluster,
+        &mut row.principal_kind,
+        &mut row.login,
+        &mut row.credential_id,
+        &mut row.credential_prefix,
+        &mut row.session,
+        &mut row.tool,
+        &mut row.client,
+        &mut row.method,
+        &mut row.path,
+        &mut row.query,
+        &mut row.verb,
+        &mut row.api_group,
+        &mut row.api_version,
+        &mut row.resource,
+        &mut row.subresource,
+        &mut row.namespace,
+        &mut row.name,
+        &mut row.reason,
+        &mut row.refused,
+        &mut row.via,
+        &mut row.kind,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        *field = long(&format!("{tag}{i}"));
+    }
+    row.code = u16::MAX;
+    (row.bytes_in, row.bytes_out) = (u64::MAX, i64::MAX as u64);
+    (row.write, row.discovery, row.dry_run, row.redacted) = (true, true, true, true);
+    (row.truncated, row.secret_revealed, row.held, row.approved) = (true, true, true, true);
+    row.finish(Utc::now());
+    row.duration_ms = u64::MAX;
+    row
+}
+
+/// What rusqlite's own binding stored (the store's way before
+/// `sqlite::raw`).
+fn written_by_rusqlite(conn: &Connection, links: &[Link], rows: &[AuditRow], records: &[Forwarded]) {
+    use rusqlite::ToSql;
+    let marks = vec!["?"; COLUMN_COUNT + 3].join(",");
+    let sql = format!("INSERT INTO audit (seq, prev_hash, hash, {COLUMNS}) VALUES ({marks})");
+    let mut insert = conn.prepare(&sql).unwrap();
+    let int = |n: u64| n.min(i64::MAX as u64) as i64;
+    for (link, row) in links.iter().zip(rows) {
+        let (started, ended) = (timestamp(&row.started_at), timestamp(&row.ended_at));
+        let values: [&dyn ToSql; COLUMN_COUNT + 3] = [
+            &link.seq,
+            &link.prev_hash,
+            &link.hash,
+            &row.id,
+            &started,
+            &ended,
+            &row.cluster,
+            &row.principal_kind,
+            &row.login,
+            &row.credential_id,
+            &row.credential_prefix,
+            &row.session,
+            &row.tool,
+            &row.client,
+            &row.method,
+            &row.path,
+            &row.query,
+            &row.verb,
+            &row.api_group,
+            &row.api_version,
+            &row.resource,
+            &row.subresource,
+            &row.namespace,
+            &row.name,
+            &row.code,
+            &row.reason,
+            &row.refused,
+            &int(row.bytes_in),
+            &int(row.bytes_out),
+            &int(row.duration_ms),
+            &row.write,
+            &row.discovery,
+            &row.dry_run,
+            &row.redacted,
+            &row.truncated,
+            &row.secret_revealed,
+            &row.held,
+            &row.approved,
+            &row.via,
+            &row.kind,
+        ];
+        insert.execute(values.as_slice()).unwrap();
+    }
+    for r in records {
+        let sql = "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at) VALUES (?, ?, ?, ?)";
+        conn.execute(sql, params![r.id, r.cluster, r.kind, timestamp(&r.at)])
+            .unwrap();
+    }
+}
+
+/// Every value of `table`, as stored (type and bytes).
+fn stored(conn: &Connection, table: &str) -> Vec<Vec<Value>> {
+    let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid")).unwrap();
+    let width = stmt.column_count();
+    let rows = stmt.query_map([], |r| (0..width).map(|i| r.get(i)).collect()).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+#[test]
+fn long_non_ascii_rows_are_stored_byte_for_byte_as_rusqlite_stored_them() {
+    let ((_dir, mut store), (_theirs, theirs)) = (open(), open());
+    let rows = vec![full_row("a"), row("ana", "get", 200), full_row("b")];
+    assert_eq!(rows[0].path.len(), 2048);
+    let records: Vec<Forwarded> = rows.iter().map(|r| Forwarded::system(&r.id, &long("c"))).collect();
+    store.forwarded(records.clone());
+    let encoded: Vec<Encoded> = rows.iter().cloned().map(Encoded::new).collect();
+    let links = store.commit_encoded(&[], &encoded).unwrap();
+    written_by_rusqlite(&theirs.conn, &links, &rows, &records);
+    assert_eq!(stored(&store.conn, "audit").len(), 3);
+    assert_eq!(stored(&store.conn, "audit"), stored(&theirs.conn, "audit"));
+    assert_eq!(stored(&store.conn, "audit_forwarded").len(), 3);
+    assert_eq!(
+        stored(&store.conn, "audit_forwarded"),
+        stored(&theirs.conn, "audit_forwarded")
+    );
+    let mut expected = rows.clone();
+    for full in [0, 2] {
+        (expected[full].bytes_in, expected[full].duration_ms) = (i64::MAX as u64, i64::MAX as u64);
+    }
+    let read: Vec<AuditRow> = store.chain_page(0, 10).unwrap().into_iter().map(|c| c.row).collect();
+    assert_eq!(read, expected);
+}
+
+#[test]
+fn a_failed_insert_leaves_no_row_and_the_next_commit_succeeds() {
+    let (_dir, mut store) = open();
+    let first = row("ana", "get", 200);
+    store.commit(&[], std::slice::from_ref(&first)).unwrap();
+    // The chain's place forced back to the start: the rows take a seq
+    // already there.
+    let taken = [row("ben", "get", 200), row("cy", "get", 200)].map(Encoded::new);
+    let tx = store.conn.transaction().unwrap();
+    let failed = insert::rows(&tx, &mut store.inserts, &mut Anchor::default(), &taken, &mut Vec::new());
+    let failed = failed.unwrap_err();
+    assert_eq!(
+        failed.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::ConstraintViolation)
+    );
+    assert!(failed.to_string().contains("audit.seq"), "{failed}");
+    tx.commit().unwrap();
+    // A row refused by the database mid-commit: the whole commit fails.
+    store
+        .conn
+        .execute_batch("CREATE TEMP TRIGGER refuse BEFORE INSERT ON audit WHEN NEW.login = 'eve' BEGIN SELECT RAISE(ABORT, 'eve refused'); END")
+        .unwrap();
+    let refused = store.commit(&[], &[row("dee", "get", 200), row("eve", "get", 200)]);
+    assert!(refused.unwrap_err().to_string().contains("eve refused"));
+    let ids = |store: &mut SqliteAuditStore| -> Vec<String> {
+        store
+            .query(&Filter::default())
+            .unwrap()
+            .into_iter()
+            .map(|c| c.row.id)
+            .collect()
+    };
+    assert_eq!(ids(&mut store), std::slice::from_ref(&first.id));
+    let next = row("fay", "get", 200);
+    let chained = store.commit(&[], std::slice::from_ref(&next)).unwrap();
+    assert_eq!(chained[0].seq, 2);
+    assert_eq!(ids(&mut store), [first.id, next.id]);
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(2));
+}
+
+#[test]
+fn a_dropped_store_closes_its_database_which_reopens_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let rows: Vec<AuditRow> = (0..40).map(|i| row(&format!("p{i}"), "get", 200)).collect();
+    {
+        let mut store = SqliteAuditStore::open(&path).unwrap();
+        store.forwarded(rows.iter().map(|r| Forwarded::request(&r.id, "sim")).collect());
+        store.commit(&[], &rows).unwrap();
+        assert!(dir.path().join("p.db-wal").exists());
+    }
+    // The last connection to close removes the WAL: a statement left
+    // unfinalized would have kept the connection open.
+    assert!(!dir.path().join("p.db-wal").exists());
+    let mut store = SqliteAuditStore::open(&path).unwrap();
+    let check: String = store
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(40));
+    store.commit(&[], &[row("ana", "get", 200)]).unwrap();
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(41));
 }
