@@ -20,9 +20,6 @@ use std::path::Path;
 
 /// The audit tables of a SQLite database.
 pub struct SqliteAuditStore {
-    /// The INSERTs a commit runs, prepared on `conn` and kept; declared
-    /// first, so they are finalized before it closes.
-    inserts: raw::Statements,
     conn: Connection,
     /// Ids in `audit_intents`: only their finished rows need the intent
     /// deleted, so a read's row costs no extra statement.
@@ -51,8 +48,8 @@ impl SqliteAuditStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        // The queries' statements, of several shapes (the INSERTs are kept
-        // apart, see `raw`).
+        // A statement for each size of multi-row INSERT (see `insert`),
+        // besides the rest.
         conn.set_prepared_statement_cache_capacity(32);
         crate::store::migrate(&conn).map_err(|e| AuditError::Store(e.to_string()))?;
         let intents = {
@@ -61,7 +58,6 @@ impl SqliteAuditStore {
             ids.collect::<Result<_, _>>()?
         };
         Ok(SqliteAuditStore {
-            inserts: raw::Statements::new(&conn),
             conn,
             intents,
             forwarded: Vec::new(),
@@ -96,7 +92,7 @@ impl AuditStore for SqliteAuditStore {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut links = Vec::with_capacity(rows.len());
         {
-            insert::forwarded(&tx, &mut self.inserts, &self.forwarded)?;
+            insert::forwarded(&tx, &self.forwarded)?;
             let mut intent = tx.prepare_cached("INSERT OR REPLACE INTO audit_intents (id, row) VALUES (?1, ?2)")?;
             for row in intents {
                 intent.execute(params![
@@ -105,7 +101,7 @@ impl AuditStore for SqliteAuditStore {
                 ])?;
             }
             let mut prev = Self::last(&tx)?;
-            insert::rows(&tx, &mut self.inserts, &mut prev, rows, &mut links)?;
+            insert::rows(&tx, &mut prev, rows, &mut links)?;
             let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let fresh: HashSet<&str> = intents.iter().map(|row| row.id.as_str()).collect();
             for row in rows.iter().map(Encoded::row) {
@@ -373,7 +369,6 @@ fn render(conditions: &[Condition]) -> (String, Vec<Value>) {
 pub(super) const DENIED: &str = "(refused <> '' OR code IN (401, 403))";
 
 mod insert;
-mod raw;
 
 #[cfg(test)]
 #[path = "sqlite_tests.rs"]

@@ -2,17 +2,16 @@
 //! work per statement (cursors opened on the table and each of its indexes,
 //! the statement run and reset) is then paid once for many rows.
 
-use super::raw::{Param, Statements};
 use super::{Stamp, COLUMNS, COLUMN_COUNT};
 use crate::audit::chain::{self, Anchor, Encoded, Link};
 use crate::audit::forwarded::Forwarded;
 use crate::audit::row::AuditRow;
-use rusqlite::Transaction;
+use rusqlite::{Statement, ToSql, Transaction};
 use std::sync::OnceLock;
 
 /// Most rows in one statement. Each size a statement is prepared for is
-/// kept (in [`Statements`]), so the sizes are few: this, then powers of two
-/// for what remains ([`piece`]).
+/// kept in the connection's statement cache, so the sizes are few: this,
+/// then powers of two for what remains ([`piece`]).
 const MOST: usize = 32;
 
 /// The sizes, as powers of two: 1, 2, 4, … [`MOST`].
@@ -28,8 +27,9 @@ fn piece(left: usize) -> usize {
 }
 
 /// `head` followed by `rows` groups of `width` placeholders (built once for
-/// each size; [`Statements`] knows a statement by its text's address).
+/// each size).
 fn sql(cache: &'static OnceLock<Vec<String>>, head: impl Fn() -> String, width: usize, rows: usize) -> &'static str {
+    // No spaces: the statement cache hashes the text at each use.
     let all = cache.get_or_init(|| {
         let group = format!("({})", vec!["?"; width].join(","));
         (0..SIZES)
@@ -43,118 +43,99 @@ fn sql(cache: &'static OnceLock<Vec<String>>, head: impl Fn() -> String, width: 
 /// one's place to `links`.
 pub(super) fn rows(
     tx: &Transaction<'_>,
-    statements: &mut Statements,
     prev: &mut Anchor,
     rows: &[Encoded],
     links: &mut Vec<Link>,
 ) -> rusqlite::Result<()> {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    // The texts a statement binds live until it has run.
-    let mut stamps = Vec::with_capacity(piece(rows.len()));
     let mut left = rows;
     while !left.is_empty() {
         let (now, later) = left.split_at(piece(left.len()));
-        let first = links.len();
-        links.extend(now.iter().map(|row| chain::next(prev, row)));
-        stamps.clear();
-        stamps.extend(
-            now.iter()
-                .map(|row| [Stamp::of(&row.row().started_at), Stamp::of(&row.row().ended_at)]),
-        );
         let head = || format!("INSERT INTO audit (seq, prev_hash, hash, {COLUMNS})");
-        let mut insert = statements.run(tx, sql(&SQL, head, COLUMN_COUNT + 3, now.len()))?;
-        for ((link, row), stamps) in links[first..].iter().zip(now).zip(&stamps) {
-            insert.bind(row_values(link, row.row(), stamps))?;
+        let mut insert = tx.prepare_cached(sql(&SQL, head, COLUMN_COUNT + 3, now.len()))?;
+        for (i, row) in now.iter().enumerate() {
+            let link = chain::next(prev, row);
+            bind_row(&mut insert, i * (COLUMN_COUNT + 3), &link, row.row())?;
+            links.push(link);
         }
-        insert.execute()?;
+        insert.raw_execute()?;
         left = later;
     }
     Ok(())
 }
 
 /// Record `records`; one already there stays.
-pub(super) fn forwarded(
-    tx: &Transaction<'_>,
-    statements: &mut Statements,
-    records: &[Forwarded],
-) -> rusqlite::Result<()> {
+pub(super) fn forwarded(tx: &Transaction<'_>, records: &[Forwarded]) -> rusqlite::Result<()> {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    let mut stamps = Vec::with_capacity(piece(records.len()));
     let mut left = records;
     while !left.is_empty() {
         let (now, later) = left.split_at(piece(left.len()));
-        stamps.clear();
-        stamps.extend(now.iter().map(|record| Stamp::of(&record.at)));
         let head = || "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at)".to_string();
-        let mut insert = statements.run(tx, sql(&SQL, head, 4, now.len()))?;
-        for (record, at) in now.iter().zip(&stamps) {
-            use Param::Text;
-            insert.bind([
-                Text(&record.id),
-                Text(&record.cluster),
-                Text(record.kind),
-                Text(at.as_str()),
-            ])?;
+        let mut insert = tx.prepare_cached(sql(&SQL, head, 4, now.len()))?;
+        for (i, record) in now.iter().enumerate() {
+            let at = Stamp::of(&record.at);
+            let values: [&dyn ToSql; 4] = [&record.id, &record.cluster, &record.kind, &at.as_str()];
+            for (j, value) in values.into_iter().enumerate() {
+                insert.raw_bind_parameter(i * 4 + j + 1, value)?;
+            }
         }
-        insert.execute()?;
+        insert.raw_execute()?;
         left = later;
     }
     Ok(())
 }
 
-/// `link` and `row` as the INSERT's parameters, in its order (seq,
-/// prev_hash, hash, then [`COLUMNS`]), typed as rusqlite binds them: bools
-/// and the code as integers, counters clamped to `i64::MAX`.
-fn row_values<'v>(
-    link: &'v Link,
-    row: &'v AuditRow,
-    [started, ended]: &'v [Stamp; 2],
-) -> [Param<'v>; COLUMN_COUNT + 3] {
-    use Param::{Int, Text};
-    let int = |n: u64| Int(n.min(i64::MAX as u64) as i64);
-    let bool = |b: bool| Int(b.into());
-    [
-        Int(link.seq),
-        Text(&link.prev_hash),
-        Text(&link.hash),
-        Text(&row.id),
-        Text(started.as_str()),
-        Text(ended.as_str()),
-        Text(&row.cluster),
-        Text(&row.principal_kind),
-        Text(&row.login),
-        Text(&row.credential_id),
-        Text(&row.credential_prefix),
-        Text(&row.session),
-        Text(&row.tool),
-        Text(&row.client),
-        Text(&row.method),
-        Text(&row.path),
-        Text(&row.query),
-        Text(&row.verb),
-        Text(&row.api_group),
-        Text(&row.api_version),
-        Text(&row.resource),
-        Text(&row.subresource),
-        Text(&row.namespace),
-        Text(&row.name),
-        Int(row.code.into()),
-        Text(&row.reason),
-        Text(&row.refused),
-        int(row.bytes_in),
-        int(row.bytes_out),
-        int(row.duration_ms),
-        bool(row.write),
-        bool(row.discovery),
-        bool(row.dry_run),
-        bool(row.redacted),
-        bool(row.truncated),
-        bool(row.secret_revealed),
-        bool(row.held),
-        bool(row.approved),
-        Text(&row.via),
-        Text(&row.kind),
-    ]
+/// Bind `link` and `row` to the INSERT's parameters after the first `at`,
+/// in its order (seq, prev_hash, hash, then [`COLUMNS`]).
+fn bind_row(insert: &mut Statement<'_>, at: usize, link: &Link, row: &AuditRow) -> rusqlite::Result<()> {
+    let int = |n: u64| n.min(i64::MAX as u64) as i64;
+    let (started, ended) = (Stamp::of(&row.started_at), Stamp::of(&row.ended_at));
+    let values: [&dyn ToSql; COLUMN_COUNT + 3] = [
+        &link.seq,
+        &link.prev_hash,
+        &link.hash,
+        &row.id,
+        &started.as_str(),
+        &ended.as_str(),
+        &row.cluster,
+        &row.principal_kind,
+        &row.login,
+        &row.credential_id,
+        &row.credential_prefix,
+        &row.session,
+        &row.tool,
+        &row.client,
+        &row.method,
+        &row.path,
+        &row.query,
+        &row.verb,
+        &row.api_group,
+        &row.api_version,
+        &row.resource,
+        &row.subresource,
+        &row.namespace,
+        &row.name,
+        &row.code,
+        &row.reason,
+        &row.refused,
+        &int(row.bytes_in),
+        &int(row.bytes_out),
+        &int(row.duration_ms),
+        &row.write,
+        &row.discovery,
+        &row.dry_run,
+        &row.redacted,
+        &row.truncated,
+        &row.secret_revealed,
+        &row.held,
+        &row.approved,
+        &row.via,
+        &row.kind,
+    ];
+    for (i, value) in values.into_iter().enumerate() {
+        insert.raw_bind_parameter(at + i + 1, value)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
