@@ -10,9 +10,10 @@ use super::chain::{self, Anchor, Encoded, Link};
 use super::forwarded::Forwarded;
 use super::query::{Condition, Filter, Outcome};
 use super::row::{AuditRow, ChainedRow};
+use super::stamp::Stamp;
 use super::store::AuditStore;
 use super::AuditError;
-use chrono::{DateTime, Datelike, SecondsFormat, Timelike, Utc};
+use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
 use std::collections::HashSet;
@@ -228,49 +229,7 @@ fn anchor(conn: &Connection) -> Result<Anchor, AuditError> {
 /// Timestamps are stored as fixed-width RFC 3339 text (microseconds, `Z`),
 /// so that text order is time order.
 pub(super) fn timestamp(t: &DateTime<Utc>) -> String {
-    Stamp::of(t).as_str().to_owned()
-}
-
-/// [`timestamp`]'s text on the stack: a commit writes two for each row and
-/// one for each forwarded record, and chrono's general formatter costs
-/// several times this.
-pub(super) enum Stamp {
-    /// Years 0 to 9999, no leap second: `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
-    Fixed([u8; 27]),
-    /// Anything else, as chrono writes it.
-    Other(String),
-}
-
-impl Stamp {
-    pub(super) fn of(t: &DateTime<Utc>) -> Stamp {
-        let micros = t.timestamp_subsec_nanos() / 1000;
-        if !(0..=9999).contains(&t.year()) || micros >= 1_000_000 {
-            return Stamp::Other(t.to_rfc3339_opts(SecondsFormat::Micros, true));
-        }
-        let mut text = *b"0000-00-00T00:00:00.000000Z";
-        let mut put = |at: usize, width: usize, mut n: u32| {
-            for digit in text[at..at + width].iter_mut().rev() {
-                *digit = b'0' + (n % 10) as u8;
-                n /= 10;
-            }
-        };
-        put(0, 4, t.year() as u32);
-        put(5, 2, t.month());
-        put(8, 2, t.day());
-        put(11, 2, t.hour());
-        put(14, 2, t.minute());
-        put(17, 2, t.second());
-        put(20, 6, micros);
-        Stamp::Fixed(text)
-    }
-
-    pub(super) fn as_str(&self) -> &str {
-        match self {
-            // Only ASCII digits and separators were written.
-            Stamp::Fixed(text) => std::str::from_utf8(text).unwrap_or_default(),
-            Stamp::Other(text) => text,
-        }
-    }
+    Stamp::micros(t).as_str().to_owned()
 }
 
 fn time_at(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {

@@ -205,7 +205,7 @@ fn an_intent_is_settled_by_its_row_in_the_same_commit_or_after_a_reopen() {
 
 #[test]
 fn a_timestamp_is_written_as_chrono_writes_it_fixed_width() {
-    use chrono::{NaiveDate, TimeZone};
+    use chrono::{NaiveDate, SecondsFormat, TimeZone};
     let at = |y, mo, d, h, mi, s, micros| {
         let time = NaiveDate::from_ymd_opt(y, mo, d)
             .unwrap()
@@ -283,4 +283,55 @@ fn a_batch_of_any_size_is_written_whole_with_every_forwarded_record_once() {
     ids.sort();
     assert_eq!(forwarded, ids);
     assert_eq!(verify(&mut store).unwrap().broken, None);
+}
+
+#[test]
+fn a_row_refused_mid_commit_fails_the_whole_commit_and_the_next_one_chains_on() {
+    let (_dir, mut store) = open();
+    let first = row("ana", "get", 200);
+    store.commit(&[], std::slice::from_ref(&first)).unwrap();
+    store
+        .conn
+        .execute_batch(
+            "CREATE TEMP TRIGGER refuse BEFORE INSERT ON audit WHEN NEW.login = 'eve' \
+             BEGIN SELECT RAISE(ABORT, 'eve refused'); END",
+        )
+        .unwrap();
+    let refused = store.commit(&[], &[row("dee", "get", 200), row("eve", "get", 200)]);
+    assert!(refused.unwrap_err().to_string().contains("eve refused"));
+    let ids = |store: &mut SqliteAuditStore| -> Vec<String> {
+        let read = store.query(&Filter::default()).unwrap();
+        read.into_iter().map(|c| c.row.id).collect()
+    };
+    assert_eq!(ids(&mut store), std::slice::from_ref(&first.id));
+    let next = row("fay", "get", 200);
+    let chained = store.commit(&[], std::slice::from_ref(&next)).unwrap();
+    assert_eq!(chained[0].seq, 2);
+    assert_eq!(ids(&mut store), [first.id, next.id]);
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(2));
+}
+
+#[test]
+fn a_dropped_store_closes_its_database_which_reopens_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let rows: Vec<AuditRow> = (0..40).map(|i| row(&format!("p{i}"), "get", 200)).collect();
+    {
+        let mut store = SqliteAuditStore::open(&path).unwrap();
+        store.forwarded(rows.iter().map(|r| Forwarded::request(&r.id, "sim")).collect());
+        store.commit(&[], &rows).unwrap();
+        assert!(dir.path().join("p.db-wal").exists());
+    }
+    // The last connection to close removes the WAL: a statement left
+    // unfinalized would have kept the connection open.
+    assert!(!dir.path().join("p.db-wal").exists());
+    let mut store = SqliteAuditStore::open(&path).unwrap();
+    let check: String = store
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(40));
+    store.commit(&[], &[row("ana", "get", 200)]).unwrap();
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(41));
 }

@@ -58,8 +58,8 @@ impl Stamp {
         let (fraction, digits) = match fraction {
             Fraction::Micros => (nanos / 1_000, 6),
             Fraction::AutoSi if nanos == 0 => (0, 0),
-            Fraction::AutoSi if nanos % 1_000_000 == 0 => (nanos / 1_000_000, 3),
-            Fraction::AutoSi if nanos % 1_000 == 0 => (nanos / 1_000, 6),
+            Fraction::AutoSi if nanos.is_multiple_of(1_000_000) => (nanos / 1_000_000, 3),
+            Fraction::AutoSi if nanos.is_multiple_of(1_000) => (nanos / 1_000, 6),
             Fraction::AutoSi => (nanos, 9),
         };
         let mut text = [0u8; LONGEST];

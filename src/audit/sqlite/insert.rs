@@ -2,10 +2,11 @@
 //! work per statement (cursors opened on the table and each of its indexes,
 //! the statement run and reset) is then paid once for many rows.
 
-use super::{Stamp, COLUMNS, COLUMN_COUNT};
+use super::{COLUMNS, COLUMN_COUNT};
 use crate::audit::chain::{self, Anchor, Encoded, Link};
 use crate::audit::forwarded::Forwarded;
 use crate::audit::row::AuditRow;
+use crate::audit::stamp::Stamp;
 use rusqlite::{Statement, ToSql, Transaction};
 use std::sync::OnceLock;
 
@@ -73,7 +74,7 @@ pub(super) fn forwarded(tx: &Transaction<'_>, records: &[Forwarded]) -> rusqlite
         let head = || "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at)".to_string();
         let mut insert = tx.prepare_cached(sql(&SQL, head, 4, now.len()))?;
         for (i, record) in now.iter().enumerate() {
-            let at = Stamp::of(&record.at);
+            let at = Stamp::micros(&record.at);
             let values: [&dyn ToSql; 4] = [&record.id, &record.cluster, &record.kind, &at.as_str()];
             for (j, value) in values.into_iter().enumerate() {
                 insert.raw_bind_parameter(i * 4 + j + 1, value)?;
@@ -89,7 +90,7 @@ pub(super) fn forwarded(tx: &Transaction<'_>, records: &[Forwarded]) -> rusqlite
 /// in its order (seq, prev_hash, hash, then [`COLUMNS`]).
 fn bind_row(insert: &mut Statement<'_>, at: usize, link: &Link, row: &AuditRow) -> rusqlite::Result<()> {
     let int = |n: u64| n.min(i64::MAX as u64) as i64;
-    let (started, ended) = (Stamp::of(&row.started_at), Stamp::of(&row.ended_at));
+    let (started, ended) = (Stamp::micros(&row.started_at), Stamp::micros(&row.ended_at));
     let values: [&dyn ToSql; COLUMN_COUNT + 3] = [
         &link.seq,
         &link.prev_hash,
