@@ -240,7 +240,7 @@ fn timeout(upstream: &Upstream, limits: &Limits) -> RequestError {
     }
 }
 
-fn send_error(call: &Call<'_>, error: &hyper_util::client::legacy::Error) -> RequestError {
+fn send_error(call: &Call<'_>, error: &super::upstream::SendError) -> RequestError {
     let limit = call.limits.request_body_bytes;
     // The limit's own error does not always come back: the upstream client
     // may report the stream it reset, or the connection it closed, instead

@@ -44,6 +44,7 @@ pub mod redact;
 pub mod router;
 pub mod service;
 pub mod trace;
+mod keepalive;
 pub mod upstream;
 pub mod upstream_uri;
 

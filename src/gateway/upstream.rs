@@ -1,7 +1,7 @@
-//! Upstream: one pooled client per cluster, built once at start.
+//! Upstream: each cluster's connections, made once at start.
 //!
-//! Ordinary requests go over pooled HTTP/1.1 keep-alive connections, as
-//! nginx forwards: for a small GET, HTTP/2's framing, HPACK and flow
+//! Ordinary requests go over HTTP/1.1 keep-alive connections
+//! ([`super::keepalive`]), as nginx forwards: for a small GET, HTTP/2's framing, HPACK and flow
 //! control cost more than a connection per concurrent request (5% of the
 //! instructions per GET, measured with `scripts/bench --callgrind`).
 //! Watches and other long-running requests go over HTTP/2 (ALPN), where
@@ -10,6 +10,8 @@
 //! ServiceAccount token is re-read when its file changes (projected tokens
 //! rotate), so the request path only clones a header value.
 
+use super::keepalive::KeepAlive;
+pub use super::keepalive::SendError;
 use super::upstream_uri::ServerUrl;
 use crate::body::Body;
 use crate::config::ClusterConfig;
@@ -70,12 +72,15 @@ pub enum UpstreamError {
 /// beyond this is closed rather than held open on the API server.
 const IDLE_CONNECTIONS: usize = 128;
 
+/// How long an idle HTTP/1.1 connection is kept.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// A cluster behind portcullis.
 pub struct Upstream {
     /// Cluster name.
     pub name: String,
     server_url: ServerUrl,
-    client: HttpsClient,
+    keepalive: KeepAlive,
     upgrade_client: HttpsClient,
     /// Watches and other long-running requests, spread over several
     /// HTTP/2 connections: one connection carries at most the API server's
@@ -114,10 +119,12 @@ impl Upstream {
         if roots.is_empty() {
             return Err(ca_error("no certificate found".into()));
         }
-        let server_url = ServerUrl::new(config.server.trim_end_matches('/')).map_err(|_| UpstreamError::Url {
+        let url_error = || UpstreamError::Url {
             cluster: config.name.clone(),
             url: config.server.clone(),
-        })?;
+        };
+        let server_url = ServerUrl::new(config.server.trim_end_matches('/')).map_err(|_| url_error())?;
+        let server: Uri = server_url.as_str().parse().map_err(|_| url_error())?;
         let (authorization, modified) = read_token(&config.token_file).map_err(|source| UpstreamError::Token {
             cluster: config.name.clone(),
             path: config.token_file.clone(),
@@ -126,7 +133,12 @@ impl Upstream {
         Ok(Arc::new(Upstream {
             name: config.name.clone(),
             server_url,
-            client: client(roots.clone(), Protocol::Http1),
+            keepalive: KeepAlive::new(
+                connector(roots.clone(), Protocol::Http1),
+                server,
+                IDLE_CONNECTIONS,
+                IDLE_TIMEOUT,
+            ),
             streaming_clients: (0..STREAMING_CONNECTIONS)
                 .map(|_| client(roots.clone(), Protocol::Http2))
                 .collect(),
@@ -149,8 +161,8 @@ impl Upstream {
     }
 
     /// Send an ordinary request (HTTP/1.1, keep-alive).
-    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
-        self.client.request(self.with_host(request)).await
+    pub async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
+        self.keepalive.send(self.with_host(request)).await
     }
 
     /// `request` with the server's `Host`: the HTTP/1.1 clients leave it
@@ -165,20 +177,14 @@ impl Upstream {
 
     /// Send a long-running request (watch, log follow, proxy) on the next of
     /// the streaming connections, round robin.
-    pub async fn send_streaming(
-        &self,
-        request: Request<Body>,
-    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+    pub async fn send_streaming(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
         let next = self.next_streaming.fetch_add(1, Ordering::Relaxed) % self.streaming_clients.len();
-        self.streaming_clients[next].request(request).await
+        Ok(self.streaming_clients[next].request(request).await?)
     }
 
     /// Send an upgrade request over HTTP/1.1.
-    pub async fn send_upgrade(
-        &self,
-        request: Request<Body>,
-    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
-        self.upgrade_client.request(self.with_host(request)).await
+    pub async fn send_upgrade(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
+        Ok(self.upgrade_client.request(self.with_host(request)).await?)
     }
 
     /// Was the cluster reachable at the last probe?
@@ -241,13 +247,16 @@ fn read_token(path: &PathBuf) -> std::io::Result<(HeaderValue, Option<SystemTime
 
 /// What a client speaks to the API server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Protocol {
+pub(super) enum Protocol {
+    /// HTTP/1.1 only.
     Http1,
     /// HTTP/2 when the API server offers it (ALPN), else HTTP/1.1.
     Http2,
 }
 
-fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
+/// TCP (no Nagle delay), then TLS to the cluster's CA, offering HTTP/2
+/// by ALPN only for `Protocol::Http2`.
+pub(super) fn connector(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsConnector<HttpConnector> {
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap_or_else(|_| unreachable_tls())
@@ -262,10 +271,13 @@ fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only();
-    let connector = match protocol {
+    match protocol {
         Protocol::Http2 => builder.enable_http1().enable_http2().wrap_connector(tcp),
         Protocol::Http1 => builder.enable_http1().wrap_connector(tcp),
-    };
+    }
+}
+
+fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
     let mut client = Client::builder(TokioExecutor::new());
     // The HTTP/1.1 clients' requests carry the `Host` made once
     // (`Upstream::with_host`); over HTTP/2 hyper sends `:authority`.
@@ -273,10 +285,10 @@ fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
         .set_host(protocol == Protocol::Http2)
         .timer(hyper_util::rt::TokioTimer::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_idle_timeout(IDLE_TIMEOUT)
         .pool_max_idle_per_host(IDLE_CONNECTIONS)
         .http2_keep_alive_interval(Duration::from_secs(30));
-    client.build(connector)
+    client.build(connector(roots, protocol))
 }
 
 /// The ring provider supports the default protocol versions; this cannot
