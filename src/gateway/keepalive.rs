@@ -114,6 +114,20 @@ impl KeepAlive {
     /// ones idle too long are dropped on the way.
     fn take(&self) -> Option<SendRequest<Body>> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        self.prune(&mut idle);
+        let ready = idle.iter().rposition(|c| c.sender.is_ready())?;
+        Some(idle.remove(ready).sender)
+    }
+
+    /// Close the connections idle too long, and forget the closed ones:
+    /// run every few seconds, so a quiet proxy does not hold connections
+    /// open on the API server.
+    pub fn reap(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        self.prune(&mut idle);
+    }
+
+    fn prune(&self, idle: &mut Vec<Idle>) {
         let now = Instant::now();
         let fresh = idle
             .iter()
@@ -121,8 +135,6 @@ impl KeepAlive {
             .unwrap_or(idle.len());
         idle.drain(..fresh);
         idle.retain(|c| !c.sender.is_closed());
-        let ready = idle.iter().rposition(|c| c.sender.is_ready())?;
-        Some(idle.remove(ready).sender)
     }
 
     /// Keep `sender` for a later request (the least recently used goes if
@@ -307,6 +319,20 @@ mod tests {
         pool.put(sender);
         assert!(pool.take().is_none());
         assert_eq!(pool.kept(), 0);
+    }
+
+    #[tokio::test]
+    async fn reaping_closes_the_connections_idle_too_long() {
+        let pool = pool(4, Duration::ZERO);
+        let (sender, server) = prompt("idle").await;
+        eventually(|| sender.is_ready().then_some(())).await;
+        pool.put(sender);
+        assert_eq!(pool.kept(), 1);
+        pool.reap();
+        assert_eq!(pool.kept(), 0);
+        // The connection's last sender is gone: hyper closes it, and the
+        // server sees it end.
+        eventually(|| server.is_finished().then_some(())).await;
     }
 
     #[test]

@@ -192,12 +192,14 @@ impl Upstream {
         self.reachable.load(Ordering::Relaxed)
     }
 
-    /// Re-read the token if its file changed; probe reachability. Run every
-    /// few seconds by the app. The probe is portcullis's own request: it
-    /// carries an `Audit-ID` recorded through `writer`, so the API server's
-    /// event for it is no bypass alert.
+    /// Re-read the token if its file changed; close connections idle too
+    /// long; probe reachability. Run every few seconds by the app. The
+    /// probe is portcullis's own request: it carries an `Audit-ID` recorded
+    /// through `writer`, so the API server's event for it is no bypass
+    /// alert.
     pub async fn refresh(&self, writer: &crate::audit::writer::AuditWriter) {
         self.reload_token();
+        self.keepalive.reap();
         let probe = async {
             let uri = self.uri("/readyz", None).ok()?;
             let audit_id = uuid::Uuid::now_v7();
