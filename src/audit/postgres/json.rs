@@ -2,40 +2,62 @@
 //! as the row's own serde fields, so no column list is repeated by
 //! position.
 
-use crate::audit::chain::Link;
+use crate::audit::chain::{Encoded, Link};
 use crate::audit::row::{AuditRow, ChainedRow};
-use crate::audit::sqlite::timestamp;
+use crate::audit::stamp::Stamp;
 use crate::audit::AuditError;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// The field of an intent's JSON that names its replica.
 const REPLICA_FIELD: &str = "intent_replica";
 
-/// A row at its place in the chain as the JSON object of its columns: the
-/// row's own fields, but the times as the fixed-width text the column holds
-/// (text order is time order) and `write` as its column `is_write`.
-pub(super) fn record(link: &Link, row: &AuditRow) -> Result<Value, AuditError> {
-    let mut value = serde_json::to_value(row).map_err(|e| AuditError::Store(e.to_string()))?;
-    let fields = object(&mut value)?;
-    fields.insert("seq".into(), link.seq.into());
-    fields.insert("prev_hash".into(), link.prev_hash.clone().into());
-    fields.insert("hash".into(), link.hash.clone().into());
-    fields.insert("started_at".into(), timestamp(&row.started_at).into());
-    fields.insert("ended_at".into(), timestamp(&row.ended_at).into());
-    if let Some(write) = fields.remove("write") {
-        fields.insert("is_write".into(), write);
-    }
+/// Write `row` at its place in the chain as the JSON object of its
+/// columns. The row's own JSON (the bytes the chain hashed) comes first, as
+/// is; the keys given again after it are the ones PostgreSQL takes: `json`
+/// (not `jsonb`) keeps every key of an object, and `json_populate_recordset`
+/// uses the last of a name. So the times follow as the fixed-width text the
+/// column holds (text order is time order), `write` as its column
+/// `is_write` (the row's own `write` matches no column), and a count past
+/// i64 at its maximum; nothing of the row is serialised again.
+pub(super) fn record(out: &mut Vec<u8>, link: &Link, row: &Encoded) -> Result<(), AuditError> {
+    let Some((b'}', fields)) = row.json().split_last() else {
+        return Err(AuditError::Store("an audit row is not a JSON object".into()));
+    };
+    let row = row.row();
+    out.extend_from_slice(fields);
+    field(out, "seq", &link.seq)?;
+    field(out, "prev_hash", &link.prev_hash)?;
+    field(out, "hash", &link.hash)?;
+    field(out, "started_at", Stamp::micros(&row.started_at).as_str())?;
+    field(out, "ended_at", Stamp::micros(&row.ended_at).as_str())?;
+    field(out, "is_write", &row.write)?;
     // Left out of the row's JSON when empty; the columns are NOT NULL.
-    for text in ["via", "kind"] {
-        fields.entry(text).or_insert_with(|| "".into());
-    }
-    // BIGINT columns: a count past i64 (never seen) is kept at its maximum.
-    for count in ["bytes_in", "bytes_out", "duration_ms"] {
-        if fields.get(count).is_some_and(|n| n.as_i64().is_none()) {
-            fields.insert(count.into(), i64::MAX.into());
+    for (name, text) in [("via", &row.via), ("kind", &row.kind)] {
+        if text.is_empty() {
+            field(out, name, "")?;
         }
     }
-    Ok(value)
+    // BIGINT columns: a count past i64 (never seen) is kept at its maximum.
+    for (name, count) in [
+        ("bytes_in", row.bytes_in),
+        ("bytes_out", row.bytes_out),
+        ("duration_ms", row.duration_ms),
+    ] {
+        if i64::try_from(count).is_err() {
+            field(out, name, &i64::MAX)?;
+        }
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// `,"name":value`, the value as serde_json writes it (strings escaped).
+fn field<T: Serialize + ?Sized>(out: &mut Vec<u8>, name: &str, value: &T) -> Result<(), AuditError> {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+    serde_json::to_writer(&mut *out, value).map_err(|e| AuditError::Store(e.to_string()))
 }
 
 /// A row read as `row_to_json` of the table.
