@@ -61,11 +61,8 @@ impl Encoded {
     pub fn new(row: AuditRow) -> Encoded {
         // A row's JSON is some 600 to 900 bytes: one allocation.
         let mut line = Vec::with_capacity(1024);
-        // Serializing plain strings, numbers, booleans and timestamps cannot
-        // fail.
-        if serde_json::to_writer(&mut line, &row).is_err() {
-            line.clear();
-        }
+        // serde_json's bytes, written for a fraction of its cost.
+        super::row_json::write(&row, &mut line);
         line.push(b'\n');
         Encoded { row, line }
     }

@@ -2,6 +2,7 @@
 //! team can query and join with the API server's audit log by audit id.
 //!
 //! - [`row`]: what a row holds; never a token or a Secret value.
+//!   [`row_json`]: its JSON, as serde_json writes it but cheaper.
 //! - [`record`]: how the request path fills a row and writes it once, when
 //!   the response body ends (or the client goes away), or when an upgraded
 //!   stream closes. [`refusal`]: the one list of reasons a row records
@@ -33,6 +34,7 @@ pub mod record;
 pub mod refusal;
 pub mod retention;
 pub mod row;
+pub mod row_json;
 pub mod spool;
 pub mod sqlite;
 pub mod stamp;
