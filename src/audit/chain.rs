@@ -100,7 +100,11 @@ impl From<AuditRow> for Encoded {
 /// serialises the row read back; a commit hashes the bytes it carries
 /// ([`Encoded`]), the same bytes.
 pub fn link(seq: i64, prev_hash: &str, row: &AuditRow) -> String {
-    // Serializing plain strings, numbers, booleans and timestamps cannot fail.
+    // serde_json here, not `row_json` as a commit writes: verification is
+    // then a second, independent writing of the bytes, so a commit whose
+    // writer ever drifted from serde_json's shows as edited rows rather
+    // than verifying against itself. Serializing plain strings, numbers,
+    // booleans and timestamps cannot fail.
     hash(seq, prev_hash, &serde_json::to_vec(row).unwrap_or_default())
 }
 
