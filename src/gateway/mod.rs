@@ -35,6 +35,7 @@ mod fixture;
 pub mod forward;
 pub mod headers;
 pub mod hold;
+mod keepalive;
 pub mod layers;
 pub mod limits;
 pub mod metrics;
@@ -44,7 +45,6 @@ pub mod redact;
 pub mod router;
 pub mod service;
 pub mod trace;
-mod keepalive;
 pub mod upstream;
 pub mod upstream_uri;
 
