@@ -146,6 +146,7 @@ fn escaped(out: &mut Vec<u8>, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::stamp::any_time;
     use proptest::prelude::*;
 
     fn ours(row: &AuditRow) -> String {
@@ -272,20 +273,6 @@ mod tests {
             1 => Just(String::new()),
             4 => prop::collection::vec(char, 0..16).prop_map(String::from_iter),
         ]
-    }
-
-    /// Seconds from year -300 to 10300, and nanoseconds that reach each
-    /// width of the fraction and the leap second.
-    fn any_time() -> impl Strategy<Value = DateTime<Utc>> {
-        let seconds = -71_700_000_000i64..263_000_000_000i64;
-        let nanos = prop_oneof![
-            Just(0u32),
-            (0..1_000u32).prop_map(|ms| ms * 1_000_000),
-            (0..1_000_000u32).prop_map(|us| us * 1_000),
-            0..1_000_000_000u32,
-            1_000_000_000..2_000_000_000u32,
-        ];
-        (seconds, nanos).prop_filter_map("not a valid time", |(s, n)| DateTime::from_timestamp(s, n))
     }
 
     fn any_row() -> impl Strategy<Value = AuditRow> {

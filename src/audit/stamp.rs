@@ -103,24 +103,27 @@ pub fn serialize<S: Serializer>(t: &DateTime<Utc>, serializer: S) -> Result<S::O
     serializer.serialize_str(Stamp::auto_si(t).as_str())
 }
 
+/// Any time from year -300 to 10300, with nanoseconds that reach each
+/// width of the fraction and the leap second: for the tests of what writes
+/// times.
+#[cfg(test)]
+pub(crate) fn any_time() -> impl proptest::strategy::Strategy<Value = DateTime<Utc>> {
+    use proptest::prelude::*;
+    let seconds = -71_700_000_000i64..263_000_000_000i64;
+    let nanos = prop_oneof![
+        Just(0u32),
+        (0..1_000u32).prop_map(|ms| ms * 1_000_000),
+        (0..1_000_000u32).prop_map(|us| us * 1_000),
+        0..1_000_000_000u32,
+        1_000_000_000..2_000_000_000u32,
+    ];
+    (seconds, nanos).prop_filter_map("not a valid time", |(s, n)| DateTime::from_timestamp(s, n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    /// Whole seconds from year -300 to 10300, and nanoseconds that reach
-    /// each width of the fraction and the leap second.
-    fn any_time() -> impl Strategy<Value = DateTime<Utc>> {
-        let seconds = -71_700_000_000i64..263_000_000_000i64;
-        let nanos = prop_oneof![
-            Just(0u32),
-            (0..1_000u32).prop_map(|ms| ms * 1_000_000),
-            (0..1_000_000u32).prop_map(|us| us * 1_000),
-            0..1_000_000_000u32,
-            1_000_000_000..2_000_000_000u32,
-        ];
-        (seconds, nanos).prop_filter_map("not a valid time", |(s, n)| DateTime::from_timestamp(s, n))
-    }
 
     proptest! {
         #[test]
