@@ -5,6 +5,11 @@
 //! escape sequence (`ESC [2K`) rewrites what a terminal shows. Every
 //! human-readable output (CLI tables, log lines) passes such text through
 //! [`escape_control`]; machine formats (JSON) have their own escaping.
+//!
+//! Also the two ways text is put together in more than one place: an
+//! error with its causes ([`with_causes`]), and a number's digits written
+//! without `core::fmt` where it runs per row or per item
+//! ([`push_decimal`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -55,6 +60,40 @@ fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// `error` and each cause under it, `: `-separated, a cause left out when
+/// the text so far already says it: a refused TLS handshake says only that,
+/// and why (the server's certificate) is in its source; a refused
+/// statement's "db error" has PostgreSQL's own message in its source.
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Append `n` in decimal, as `n.to_string()` writes it, without going
+/// through `core::fmt`.
+pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +108,37 @@ mod tests {
             "+ a: x\n- b: \\u{1b}[2K\\r"
         );
         assert_eq!(Escaped("a\nb").to_string(), "a\\nb");
+    }
+
+    #[test]
+    fn a_number_is_written_as_to_string_writes_it() {
+        for n in [0, 7, 10, 99, 100, 65_535, u64::from(u32::MAX), u64::MAX] {
+            let mut out = b"n=".to_vec();
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("n={n}").into_bytes());
+        }
+    }
+
+    #[test]
+    fn an_error_says_each_cause_it_does_not_already_say() {
+        #[derive(Debug)]
+        struct Said(&'static str, Option<Box<Said>>);
+        impl fmt::Display for Said {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for Said {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|s| s as _)
+            }
+        }
+        let refused = Said(
+            "refused",
+            Some(Box::new(Said("db error", Some(Box::new(Said("duplicate key", None)))))),
+        );
+        assert_eq!(with_causes(&refused), "refused: db error: duplicate key");
+        let repeated = Said("connect: timed out", Some(Box::new(Said("timed out", None))));
+        assert_eq!(with_causes(&repeated), "connect: timed out");
     }
 }

@@ -87,22 +87,10 @@ fn flag(out: &mut Vec<u8>, key: &str, value: &bool) {
     out.extend_from_slice(if *value { b"true" } else { b"false" });
 }
 
-/// Decimal digits, as serde_json writes unsigned integers (through `itoa`,
-/// which is not a dependency of ours).
+/// Decimal digits, as serde_json writes unsigned integers.
 fn number<N: Copy + Into<u64>>(out: &mut Vec<u8>, key: &str, value: &N) {
     out.extend_from_slice(key.as_bytes());
-    let mut n: u64 = (*value).into();
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[start..]);
+    crate::text::push_decimal(out, (*value).into());
 }
 
 /// `value` quoted and escaped as serde_json's `format_escaped_str`: `"`,

@@ -43,7 +43,7 @@ pub fn run(config: &Config, store: &Store, command: StoreCommand, out: &mut dyn 
         StoreError::Invalid(refused) => CliError::Message(refused),
         failed => CliError::Message(format!(
             "the copy failed, and nothing was kept: {}",
-            crate::store::postgres::with_causes(&failed)
+            crate::text::with_causes(&failed)
         )),
     })?;
     let io = |e: std::io::Error| CliError::Message(format!("cannot write the output: {e}"));

@@ -249,23 +249,12 @@ fn send_error(call: &Call<'_>, error: &super::upstream::SendError) -> RequestErr
         return body_too_large(limit);
     }
     let upstream = call.upstream;
-    tracing::warn!(cluster = %upstream.name, error = %error_chain(error), "upstream request failed");
+    tracing::warn!(cluster = %upstream.name, error = %crate::text::with_causes(error), "upstream request failed");
     let cluster = upstream.name.clone();
     if error.is_connect() {
         return RequestError::UpstreamUnavailable { cluster };
     }
     RequestError::UpstreamFailed { cluster }
-}
-
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

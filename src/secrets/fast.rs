@@ -94,22 +94,6 @@ fn once(seen: &mut u8, key: u8) -> Walk {
     Ok(())
 }
 
-/// `n` in decimal, without going through `fmt` (a list has thousands of
-/// markers).
-fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
 struct Redactor {
     out: Vec<u8>,
     /// `data` markers base64-encoded ([`Target::TypedSecrets`]).
@@ -321,7 +305,7 @@ impl Redactor {
             self.out.push(b'"');
         } else {
             self.out.extend_from_slice(b"\"<redacted, ");
-            push_decimal(&mut self.out, len);
+            crate::text::push_decimal(&mut self.out, len as u64);
             self.out.extend_from_slice(b" bytes>\"");
         }
     }

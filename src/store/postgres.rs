@@ -139,28 +139,10 @@ impl Postgres {
         });
         match rx.recv() {
             Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(SqlError::Pool(with_causes(&e))),
+            Ok(Err(e)) => Err(SqlError::Pool(crate::text::with_causes(&e))),
             Err(_) => Err(SqlError::Pool("the store's runtime has stopped".into())),
         }
     }
-}
-
-/// `error` and each cause under it: a refused TLS handshake says only
-/// that, and why (the server's certificate) is in its source; a refused
-/// statement's "db error" has PostgreSQL's own message (which constraint,
-/// which table) in its source.
-pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// Wait for `future` on this thread; its connection's task runs on the
