@@ -119,26 +119,25 @@ impl Upstream {
         if roots.is_empty() {
             return Err(ca_error("no certificate found".into()));
         }
-        let url_error = || UpstreamError::Url {
+        let server_url = ServerUrl::new(config.server.trim_end_matches('/')).map_err(|_| UpstreamError::Url {
             cluster: config.name.clone(),
             url: config.server.clone(),
-        };
-        let server_url = ServerUrl::new(config.server.trim_end_matches('/')).map_err(|_| url_error())?;
-        let server: Uri = server_url.as_str().parse().map_err(|_| url_error())?;
+        })?;
         let (authorization, modified) = read_token(&config.token_file).map_err(|source| UpstreamError::Token {
             cluster: config.name.clone(),
             path: config.token_file.clone(),
             source,
         })?;
+        let keepalive = KeepAlive::new(
+            connector(roots.clone(), Protocol::Http1),
+            server_url.server().clone(),
+            IDLE_CONNECTIONS,
+            IDLE_TIMEOUT,
+        );
         Ok(Arc::new(Upstream {
             name: config.name.clone(),
             server_url,
-            keepalive: KeepAlive::new(
-                connector(roots.clone(), Protocol::Http1),
-                server,
-                IDLE_CONNECTIONS,
-                IDLE_TIMEOUT,
-            ),
+            keepalive,
             streaming_clients: (0..STREAMING_CONNECTIONS)
                 .map(|_| client(roots.clone(), Protocol::Http2))
                 .collect(),

@@ -20,6 +20,8 @@ pub struct ServerUrl {
     /// The `Host` an HTTP/1.1 request carries, made once: hyper's client
     /// formats it again for every request.
     host: Option<HeaderValue>,
+    /// The URL parsed: where connections go.
+    server: Uri,
 }
 
 impl ServerUrl {
@@ -40,7 +42,13 @@ impl ServerUrl {
             base: base.to_string(),
             parts,
             host: host(&uri),
+            server: uri,
         })
+    }
+
+    /// The server URL, parsed: what a connection is made to.
+    pub fn server(&self) -> &Uri {
+        &self.server
     }
 
     /// The `Host` header of a request to this server, as hyper's client
