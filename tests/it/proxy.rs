@@ -18,15 +18,6 @@ fn forwarded(env: &Portcullis) -> Vec<portcullis_sim::RecordedRequest> {
         .collect()
 }
 
-fn header<'a>(request: &'a portcullis_sim::RecordedRequest, name: &str) -> Vec<&'a str> {
-    request
-        .headers
-        .iter()
-        .filter(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_and_writes_as_the_person_with_their_grant() {
     let env = Portcullis::start().await;
@@ -164,10 +155,10 @@ async fn client_identity_and_forwarding_headers_never_reach_the_cluster() {
         .rev()
         .find(|r| r.path.ends_with("/configmaps"))
         .unwrap();
-    let authorization = header(&seen, "authorization");
+    let authorization = seen.header_values("authorization");
     assert_eq!(authorization, [format!("Bearer {}", env.sim().portcullis_token())]);
     for name in ["x-remote-user", "x-remote-group", "x-forwarded-for", "x-real-ip"] {
-        assert!(header(&seen, name).is_empty(), "{name} reached the cluster");
+        assert!(seen.header_values(name).is_empty(), "{name} reached the cluster");
     }
     assert!(
         !seen.headers.iter().any(|(_, v)| v.contains(&token)),
@@ -195,7 +186,7 @@ async fn the_audit_id_the_cluster_saw_is_the_one_the_client_got() {
         .find(|r| r.path.ends_with("/pods"))
         .unwrap();
     assert_eq!(seen.audit_id, audit_id);
-    assert_eq!(header(&seen, "audit-id"), [audit_id.as_str()]);
+    assert_eq!(seen.header_values("audit-id"), [audit_id.as_str()]);
     env.stop().await;
 }
 
@@ -275,7 +266,9 @@ async fn an_expired_grant_stops_applying_on_the_next_request() {
         .rev()
         .find(|r| r.path.ends_with("/configmaps"))
         .unwrap();
-    assert!(!header(&last, "impersonate-group").contains(&grants[0].group().as_str()));
+    assert!(!last
+        .header_values("impersonate-group")
+        .contains(&grants[0].group().as_str()));
     env.stop().await;
 }
 

@@ -43,6 +43,12 @@ impl RecordedRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
+
+    /// Every value of header `name` (lower-case) received, in order.
+    pub fn header_values(&self, name: &str) -> Vec<&str> {
+        let named = self.headers.iter().filter(|(n, _)| n == name);
+        named.map(|(_, v)| v.as_str()).collect()
+    }
 }
 
 /// The bounded log of requests: sharded (a `DashMap` keyed by sequence
