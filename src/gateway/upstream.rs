@@ -1,9 +1,10 @@
 //! Upstream: each cluster's connections, made once at start.
 //!
 //! Ordinary requests go over HTTP/1.1 keep-alive connections
-//! ([`super::keepalive`]), as nginx forwards: for a small GET, HTTP/2's framing, HPACK and flow
-//! control cost more than a connection per concurrent request (5% of the
-//! instructions per GET, measured with `scripts/bench --callgrind`).
+//! ([`super::keepalive`]), as nginx forwards: for a small GET, HTTP/2's
+//! framing, HPACK and flow control cost more than a connection per
+//! concurrent request (5% of the instructions per GET, measured with
+//! `scripts/bench --callgrind`).
 //! Watches and other long-running requests go over HTTP/2 (ALPN), where
 //! one connection carries hundreds of them; exec, attach and port-forward
 //! over HTTP/1.1, because the API server never upgrades over HTTP/2. The
