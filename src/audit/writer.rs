@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use storage::Storage;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 /// How the writer batches.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +93,9 @@ pub struct AuditWriter {
     spool: Option<Spool>,
     /// Whether the store's last commit failed (to say why the spool is full).
     health: Arc<Health>,
+    /// Wakes the writer within its window: someone waits on the commit, or
+    /// the queue is half full. Rows alone do not wake it (see [`run`]).
+    wake: Arc<Notify>,
 }
 
 impl AuditWriter {
@@ -118,13 +121,15 @@ impl AuditWriter {
     ) -> AuditWriter {
         let (tx, rx) = mpsc::channel(settings.capacity.max(1));
         let health = Arc::new(Health::default());
+        let wake = Arc::new(Notify::new());
         let storage = Storage::open(store, sink, spool.clone());
-        tokio::spawn(run::run(storage, rx, settings, metrics, health.clone()));
+        tokio::spawn(run::run(storage, rx, settings, metrics, health.clone(), wake.clone()));
         AuditWriter {
             tx,
             waiting: Arc::new(AtomicUsize::new(0)),
             spool,
             health,
+            wake,
         }
     }
 
@@ -132,8 +137,7 @@ impl AuditWriter {
     /// means the request must not be forwarded.
     pub async fn commit_intent(&self, row: AuditRow) -> Result<(), AuditError> {
         let (ack, done) = oneshot::channel();
-        self.tx
-            .send(Msg::Intent(row, ack))
+        self.urgent(Msg::Intent(row, ack))
             .await
             .map_err(|_| AuditError::Stopped)?;
         match done.await.map_err(|_| AuditError::Stopped)? {
@@ -163,9 +167,14 @@ impl AuditWriter {
 
     fn queue(&self, msg: Msg) {
         match self.tx.try_send(msg) {
-            Ok(()) => {}
+            Ok(()) => {
+                if self.tx.capacity() < self.tx.max_capacity() / 2 {
+                    self.wake.notify_one();
+                }
+            }
             Err(mpsc::error::TrySendError::Full(msg)) => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
+                    self.wake.notify_one();
                     self.waiting.fetch_add(1, Ordering::SeqCst);
                     let (tx, waiting) = (self.tx.clone(), self.waiting.clone());
                     runtime.spawn(async move {
@@ -221,10 +230,17 @@ impl AuditWriter {
         }
     }
 
+    /// Queue `msg`, which someone waits on, and wake the writer for it.
+    async fn urgent(&self, msg: Msg) -> Result<(), mpsc::error::SendError<Msg>> {
+        self.tx.send(msg).await?;
+        self.wake.notify_one();
+        Ok(())
+    }
+
     /// Wait until every row queued before now is committed (or has failed).
     pub async fn flush(&self) {
         let (ack, done) = oneshot::channel();
-        if self.tx.send(Msg::Flush(ack)).await.is_ok() {
+        if self.urgent(Msg::Flush(ack)).await.is_ok() {
             let _ = done.await;
         }
     }
@@ -232,8 +248,7 @@ impl AuditWriter {
     /// Remove up to `max_rows` of the oldest rows that ended before `cutoff`.
     pub async fn sweep(&self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError> {
         let (ack, done) = oneshot::channel();
-        self.tx
-            .send(Msg::Sweep(cutoff, max_rows, ack))
+        self.urgent(Msg::Sweep(cutoff, max_rows, ack))
             .await
             .map_err(|_| AuditError::Stopped)?;
         done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
@@ -249,7 +264,7 @@ impl AuditWriter {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let (ack, done) = oneshot::channel();
-        if self.tx.send(Msg::Stop(ack)).await.is_ok() {
+        if self.urgent(Msg::Stop(ack)).await.is_ok() {
             let _ = done.await;
         }
     }

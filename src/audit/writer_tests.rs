@@ -116,6 +116,41 @@ async fn an_intent_is_committed_at_once_and_acknowledged() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_intent_behind_rows_in_their_window_is_committed_at_once_with_them() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_secs(60));
+    writer.submit(row());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The row's window is open and rows alone do not wake the writer; the
+    // intent, which someone waits on, does.
+    let started = tokio::time::Instant::now();
+    writer.commit_intent(row()).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "no waiting for the window");
+    assert_eq!(*probe.commits.lock().unwrap(), [(1, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_half_full_queue_is_committed_before_the_window_ends() {
+    let probe = Probe::default();
+    let settings = WriterSettings {
+        window: Duration::from_secs(60),
+        capacity: 8,
+        max_batch: 4,
+    };
+    let writer = AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default());
+    writer.submit(row());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // In its window now: five more rows fill the queue past half.
+    for _ in 0..5 {
+        writer.submit(row());
+    }
+    let started = tokio::time::Instant::now();
+    until("a full batch committed", || !probe.commits.lock().unwrap().is_empty()).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "no waiting for the window");
+    assert_eq!(probe.commits.lock().unwrap()[0], (0, 4), "a batch at most max_batch");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failed_commit_refuses_the_intent_and_keeps_the_rows() {
     let probe = Probe::default();
     let writer = spawn(&probe, Duration::from_millis(20));

@@ -12,7 +12,7 @@ use crate::audit::row::AuditRow;
 use crate::audit::AuditError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
 /// The first wait after a failed commit; each failure doubles it, up to
@@ -141,6 +141,7 @@ pub(super) async fn run(
     settings: WriterSettings,
     metrics: WriterMetrics,
     health: std::sync::Arc<Health>,
+    wake: std::sync::Arc<Notify>,
 ) {
     let mut storage = storage.await;
     let mut state = State::default();
@@ -148,7 +149,7 @@ pub(super) async fn run(
         let mut batch = Batch::default();
         let open = match state.backoff {
             Some(delay) => wait_out(&mut rx, &mut batch, &mut state, delay).await,
-            None => next_batch(&mut rx, &mut batch, &mut state, settings).await,
+            None => next_batch(&mut rx, &mut batch, &mut state, settings, &wake).await,
         };
         if let Some(ack) = batch.stop.take() {
             state.stop.get_or_insert((ack, Instant::now() + SHUTDOWN_SHIPPING));
@@ -205,6 +206,7 @@ async fn next_batch(
     batch: &mut Batch,
     state: &mut State,
     settings: WriterSettings,
+    wake: &Notify,
 ) -> bool {
     let hurry = state.stop.is_some();
     if state.backlog.is_empty() && !hurry {
@@ -213,36 +215,40 @@ async fn next_batch(
             None => return false,
         }
     }
-    gather(rx, batch, &mut state.backlog, settings, hurry).await
+    gather(rx, batch, &mut state.backlog, settings, hurry, wake).await
 }
 
 /// Add to `batch` what arrives within the window (or until someone waits).
-/// `false` once every sender is gone.
+/// Within the window the writer sleeps through rows and forwarded records,
+/// which only join the queue: two of them a request, each waking this task
+/// on another thread, cost more than the batching saved. It wakes for
+/// someone waiting on the commit and for a half-full queue ([`Notify`]),
+/// and at the window's end. `false` once every sender is gone.
 async fn gather(
     rx: &mut mpsc::Receiver<Msg>,
     batch: &mut Batch,
     backlog: &mut Rows,
     settings: WriterSettings,
     hurry: bool,
+    wake: &Notify,
 ) -> bool {
     let deadline = Instant::now() + settings.window;
-    while !hurry && !batch.urgent() && !batch.closed(backlog, settings.max_batch) {
+    loop {
+        while !batch.closed(backlog, settings.max_batch) {
+            match rx.try_recv() {
+                Ok(msg) => batch.add(msg, backlog),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => return false,
+            }
+        }
+        if hurry || batch.urgent() || batch.closed(backlog, settings.max_batch) || Instant::now() >= deadline {
+            return true;
+        }
         tokio::select! {
-            msg = rx.recv() => match msg {
-                Some(msg) => batch.add(msg, backlog),
-                None => return false,
-            },
-            () = tokio::time::sleep_until(deadline) => break,
+            () = wake.notified() => {}
+            () = tokio::time::sleep_until(deadline) => {}
         }
     }
-    while !batch.closed(backlog, settings.max_batch) {
-        match rx.try_recv() {
-            Ok(msg) => batch.add(msg, backlog),
-            Err(mpsc::error::TryRecvError::Empty) => break,
-            Err(mpsc::error::TryRecvError::Disconnected) => return false,
-        }
-    }
-    true
 }
 
 /// While commits fail: wait `delay` (not past a shutdown's deadline),
