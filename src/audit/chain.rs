@@ -54,6 +54,9 @@ pub struct Encoded {
     row: AuditRow,
     /// The JSON and a newline: the spool's line as is.
     line: Vec<u8>,
+    /// The row stands for its request's forwarded record, left out of the
+    /// commit ([`super::forwarded::stand_in`]); not part of the JSON.
+    forwarded: bool,
 }
 
 impl Encoded {
@@ -64,7 +67,21 @@ impl Encoded {
         // serde_json's bytes, written for a fraction of its cost.
         super::row_json::write(&row, &mut line);
         line.push(b'\n');
-        Encoded { row, line }
+        Encoded {
+            row,
+            line,
+            forwarded: false,
+        }
+    }
+
+    /// Whether the row stands for its request's forwarded record.
+    pub fn forwarded(&self) -> bool {
+        self.forwarded
+    }
+
+    /// Mark the row as standing for its request's forwarded record.
+    pub(super) fn stand_for_forwarded(&mut self) {
+        self.forwarded = true;
     }
 
     /// The row.

@@ -6,11 +6,16 @@
 //!
 //! The request path hands them to the audit writer, which commits them
 //! with its next batch of rows; portcullis's own requests (the reconciler's)
-//! are recorded the same way, as kind `system` ([`Recorder`]).
+//! are recorded the same way, as kind `system` ([`Recorder`]). A client
+//! request whose row is in the same commit (most reads: they end within
+//! the commit window) needs no record: its row is marked instead
+//! ([`stand_in`]).
 
+use super::chain::Encoded;
 use super::writer::AuditWriter;
 use crate::store::Store;
 use chrono::{DateTime, SubsecRound, Utc};
+use std::collections::HashMap;
 
 /// A request that left for a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +51,38 @@ impl Forwarded {
     }
 }
 
+/// Leave out of `records` each client request's record whose row is among
+/// `rows` (one commit), and mark that row instead: the row's `forwarded`
+/// column stands for the record, so a read costs the store one row, not a
+/// row and a record. portcullis's own records (`system`) stay: their kind
+/// says the request impersonated nobody.
+pub fn stand_in(records: Vec<Forwarded>, rows: &mut [Encoded]) -> Vec<Forwarded> {
+    if records.is_empty() || rows.is_empty() {
+        return records;
+    }
+    let mut stood_for = vec![false; records.len()];
+    let requests: HashMap<(&str, &str), usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, record)| record.kind == "request")
+        .map(|(i, record)| ((record.id.as_str(), record.cluster.as_str()), i))
+        .collect();
+    for row in rows.iter_mut() {
+        let of = row.row();
+        let key = (of.id.as_str(), of.cluster.as_str());
+        if let Some(&i) = requests.get(&key).filter(|_| of.kind.is_empty()) {
+            stood_for[i] = true;
+            row.stand_for_forwarded();
+        }
+    }
+    drop(requests);
+    records
+        .into_iter()
+        .zip(stood_for)
+        .filter_map(|(record, stood_for)| (!stood_for).then_some(record))
+        .collect()
+}
+
 /// Where portcullis's own requests are recorded: the server's audit writer
 /// (batched), or, in a command run beside it, the store directly.
 #[derive(Debug, Clone)]
@@ -67,6 +104,91 @@ impl Recorder {
                     tracing::warn!(%error, "cannot record portcullis's own request to the cluster");
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::row::AuditRow;
+    use crate::audit::writer::{WriterMetrics, WriterSettings};
+    use crate::store::sql::params;
+    use crate::store::{testing, Sent};
+
+    fn row(cluster: &str, kind: &str) -> AuditRow {
+        let mut row = AuditRow::new(uuid::Uuid::now_v7(), Utc::now());
+        row.cluster = cluster.into();
+        row.kind = kind.into();
+        row.principal_kind = "person".into();
+        row.login = "ana".into();
+        row.finish(Utc::now());
+        row
+    }
+
+    #[test]
+    fn a_client_requests_record_is_left_to_its_row_in_the_same_commit_and_no_other_is() {
+        let (read, own, elsewhere, other) = (row("prod", ""), row("prod", "system"), row("test", ""), row("prod", ""));
+        let open = uuid::Uuid::now_v7().to_string();
+        let records = vec![
+            Forwarded::request(&read.id, "prod"),
+            Forwarded::request(&open, "prod"),
+            Forwarded::system(&own.id, "prod"),
+            Forwarded::request(&elsewhere.id, "prod"),
+        ];
+        let mut rows: Vec<Encoded> = [read, own, elsewhere, other].map(Encoded::new).into();
+        let kept: Vec<String> = stand_in(records, &mut rows).into_iter().map(|r| r.id).collect();
+        assert_eq!(kept, [open, rows[1].row().id.clone(), rows[2].row().id.clone()]);
+        let marked: Vec<bool> = rows.iter().map(Encoded::forwarded).collect();
+        assert_eq!(marked, [true, false, false, false]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_committed_with_its_record_is_stored_as_its_row_and_still_counted_as_sent() {
+        for store in testing::both() {
+            let b = store.backend;
+            let settings = WriterSettings::default();
+            let audit = crate::audit::open(&store).unwrap();
+            let writer = AuditWriter::spawn(audit, None, settings, WriterMetrics::default());
+            let (read, open) = (row("prod", ""), uuid::Uuid::now_v7().to_string());
+            writer.forwarded(Forwarded::request(&read.id, "prod"));
+            writer.forwarded(Forwarded::request(&open, "prod"));
+            writer.submit(read.clone());
+            writer.flush().await;
+            let records: Vec<String> = store
+                .with(|c| Ok(c.query_map("SELECT id FROM audit_forwarded", params![], |r| r.get(0))?))
+                .unwrap();
+            assert_eq!(
+                records,
+                std::slice::from_ref(&open),
+                "{b}: only the request still open keeps a record"
+            );
+            let marked: bool = store
+                .with(|c| {
+                    Ok(
+                        c.query_row("SELECT forwarded FROM audit WHERE id = ?1", params![read.id], |r| {
+                            r.get(0)
+                        })?,
+                    )
+                })
+                .unwrap();
+            assert!(marked, "{b}");
+            assert_eq!(
+                store.portcullis_sent_as(&read.id).unwrap(),
+                Sent::As("user:ana".into()),
+                "{b}"
+            );
+            assert_eq!(store.portcullis_sent_as(&open).unwrap(), Sent::Unknown, "{b}");
+            let hour = chrono::TimeDelta::hours(1);
+            let coverage = store
+                .apiserver_coverage("prod", Utc::now() - hour, Utc::now() + hour)
+                .unwrap();
+            assert_eq!(
+                (coverage.portcullis_requests, coverage.missing),
+                (2, 2),
+                "{b}: {coverage:?}"
+            );
+            writer.close().await;
         }
     }
 }

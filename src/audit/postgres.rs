@@ -369,7 +369,8 @@ fn insert_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
         format!(
-            "INSERT INTO audit (seq, prev_hash, hash, {COLUMNS}) SELECT seq, prev_hash, hash, {COLUMNS} \
+            "INSERT INTO audit (seq, prev_hash, hash, forwarded, {COLUMNS}) \
+             SELECT seq, prev_hash, hash, forwarded, {COLUMNS} \
              FROM json_populate_recordset(NULL::audit, CAST(CAST(?1 AS TEXT) AS json))"
         )
     })

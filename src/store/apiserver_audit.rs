@@ -317,7 +317,8 @@ pub struct Coverage {
     /// Of those, not checked yet (within the grace time).
     pub unchecked: u64,
     /// Requests portcullis sent, older than the grace time: forwarded
-    /// records, its own requests, and the writes it forwarded.
+    /// records (or the rows that stand for them), its own requests, and
+    /// the writes it forwarded.
     pub portcullis_requests: u64,
     /// Of those, with no API server event: lost by the webhook.
     pub missing: u64,
@@ -335,7 +336,8 @@ const APISERVER_SIDE: &str = "SELECT COUNT(*), COUNT(CASE WHEN state = 'matched'
 
 const PORTCULLIS_SIDE: &str = "WITH sent (id, own) AS ( \
      SELECT id, kind = 'system' FROM audit_forwarded WHERE cluster = ?1 AND at >= ?2 AND at < ?3 \
-     UNION SELECT id, FALSE FROM audit WHERE cluster = ?1 AND kind = '' AND is_write AND refused = '' \
+     UNION SELECT id, FALSE FROM audit WHERE cluster = ?1 AND kind = '' \
+     AND (forwarded OR (is_write AND refused = '')) \
      AND started_at >= ?2 AND started_at < ?3), \
      lost (own) AS (SELECT own FROM sent WHERE NOT EXISTS \
      (SELECT 1 FROM apiserver_audit a WHERE a.audit_id = sent.id)) \

@@ -35,6 +35,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0015_login_codes.sql"),
     include_str!("migrations/0016_notify.sql"),
     include_str!("migrations/0017_audit_export.sql"),
+    include_str!("migrations/0018_audit_forwarded_rows.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -56,6 +57,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0015_login_codes.sql"),
     include_str!("migrations/postgres/0016_notify.sql"),
     include_str!("migrations/postgres/0017_audit_export.sql"),
+    include_str!("migrations/postgres/0018_audit_forwarded_rows.sql"),
 ];
 
 /// The schema version this release knows.

@@ -24,9 +24,11 @@ pub(super) fn record(out: &mut Vec<u8>, link: &Link, row: &Encoded) -> Result<()
     let Some((b'}', fields)) = row.json().split_last() else {
         return Err(AuditError::Store("an audit row is not a JSON object".into()));
     };
+    let forwarded = row.forwarded();
     let row = row.row();
     out.extend_from_slice(fields);
     field(out, "seq", &link.seq)?;
+    field(out, "forwarded", &forwarded)?;
     field(out, "prev_hash", &link.prev_hash)?;
     field(out, "hash", &link.hash)?;
     field(out, "started_at", Stamp::micros(&row.started_at).as_str())?;

@@ -15,6 +15,7 @@ fn old_record(link: &Link, row: &AuditRow) -> Value {
     fields.insert("seq".into(), link.seq.into());
     fields.insert("prev_hash".into(), link.prev_hash.clone().into());
     fields.insert("hash".into(), link.hash.clone().into());
+    fields.insert("forwarded".into(), false.into());
     fields.insert("started_at".into(), timestamp(&row.started_at).into());
     fields.insert("ended_at".into(), timestamp(&row.ended_at).into());
     if let Some(write) = fields.remove("write") {

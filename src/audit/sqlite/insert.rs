@@ -5,7 +5,6 @@
 use super::{COLUMNS, COLUMN_COUNT};
 use crate::audit::chain::{self, Anchor, Encoded, Link};
 use crate::audit::forwarded::Forwarded;
-use crate::audit::row::AuditRow;
 use crate::audit::stamp::Stamp;
 use rusqlite::{Statement, ToSql, Transaction};
 use std::sync::OnceLock;
@@ -52,11 +51,11 @@ pub(super) fn rows(
     let mut left = rows;
     while !left.is_empty() {
         let (now, later) = left.split_at(piece(left.len()));
-        let head = || format!("INSERT INTO audit (seq, prev_hash, hash, {COLUMNS})");
-        let mut insert = tx.prepare_cached(sql(&SQL, head, COLUMN_COUNT + 3, now.len()))?;
+        let head = || format!("INSERT INTO audit (seq, prev_hash, hash, forwarded, {COLUMNS})");
+        let mut insert = tx.prepare_cached(sql(&SQL, head, WIDTH, now.len()))?;
         for (i, row) in now.iter().enumerate() {
             let link = chain::next(prev, row);
-            bind_row(&mut insert, i * (COLUMN_COUNT + 3), &link, row.row())?;
+            bind_row(&mut insert, i * WIDTH, &link, row)?;
             links.push(link);
         }
         insert.raw_execute()?;
@@ -86,15 +85,20 @@ pub(super) fn forwarded(tx: &Transaction<'_>, records: &[Forwarded]) -> rusqlite
     Ok(())
 }
 
+/// Parameters of a row: seq, prev_hash, hash, forwarded, then [`COLUMNS`].
+const WIDTH: usize = COLUMN_COUNT + 4;
+
 /// Bind `link` and `row` to the INSERT's parameters after the first `at`,
-/// in its order (seq, prev_hash, hash, then [`COLUMNS`]).
-fn bind_row(insert: &mut Statement<'_>, at: usize, link: &Link, row: &AuditRow) -> rusqlite::Result<()> {
+/// in its order (seq, prev_hash, hash, forwarded, then [`COLUMNS`]).
+fn bind_row(insert: &mut Statement<'_>, at: usize, link: &Link, encoded: &Encoded) -> rusqlite::Result<()> {
     let int = |n: u64| n.min(i64::MAX as u64) as i64;
+    let row = encoded.row();
     let (started, ended) = (Stamp::micros(&row.started_at), Stamp::micros(&row.ended_at));
-    let values: [&dyn ToSql; COLUMN_COUNT + 3] = [
+    let values: [&dyn ToSql; WIDTH] = [
         &link.seq,
         &link.prev_hash,
         &link.hash,
+        &encoded.forwarded(),
         &row.id,
         &started.as_str(),
         &ended.as_str(),

@@ -5,7 +5,7 @@
 use super::{Sweep, WriterMetrics};
 use crate::audit::chain::{self, Encoded};
 use crate::audit::export::{ExportSink, Exporter};
-use crate::audit::forwarded::Forwarded;
+use crate::audit::forwarded::{self, Forwarded};
 use crate::audit::row::{AuditRow, ChainedRow};
 use crate::audit::spool::{self, Spool, Ticket};
 use crate::audit::store::AuditStore;
@@ -160,7 +160,8 @@ impl Storage {
     }
 
     /// Commit `forwarded`, `intents` and `rows` in one transaction (the
-    /// spool fsynced first). After a failed commit (`recheck`), which may
+    /// spool fsynced first; a request's forwarded record whose row is among
+    /// `rows` is left out, the row marked instead). After a failed commit (`recheck`), which may
     /// have committed all the same (the connection lost after COMMIT was
     /// sent), rows the store already holds are left out by their audit id,
     /// so none is committed twice. Returns the store's error and the rows
@@ -168,11 +169,12 @@ impl Storage {
     pub async fn commit(
         self,
         commit: Commit,
-        rows: Rows,
+        mut rows: Rows,
         recheck: bool,
         metrics: &WriterMetrics,
     ) -> (Storage, Result<(), (String, Rows)>) {
         let Commit { forwarded, intents } = commit;
+        let forwarded = forwarded::stand_in(forwarded, &mut rows.rows);
         let spool = self.spool.clone();
         let mut this = self;
         // A crash's leftovers go first, so the chain keeps their order.
