@@ -51,7 +51,8 @@ pub fn mint() -> NewToken {
     let random: String = (0..RANDOM_CHARS)
         .map(|_| BASE62[rng.random_range(0..BASE62.len())] as char)
         .collect();
-    let token = format!("{PREFIX}{random}{}", checksum(&random));
+    let sum = checksum(random.as_bytes());
+    let token = format!("{PREFIX}{random}{}", String::from_utf8_lossy(&sum));
     NewToken {
         hash: hash(&token),
         display_prefix: display_prefix(&token),
@@ -66,7 +67,7 @@ pub fn check(token: &str) -> Result<(), MalformedToken> {
         return Err(MalformedToken::Shape);
     }
     let (random, sum) = body.split_at(RANDOM_CHARS);
-    if checksum(random) != sum {
+    if checksum(random.as_bytes()) != sum.as_bytes() {
         return Err(MalformedToken::Checksum);
     }
     Ok(())
@@ -82,13 +83,14 @@ pub fn hash(token: &str) -> String {
 /// digests are encoded on every request and every audit row.
 pub fn lower_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    // Bytes, not `String::push` (a char's UTF-8 encoding and a capacity
-    // check per digit): 760 instructions per 32-byte digest in the issue-23
-    // profile.
-    let hex: Vec<u8> = bytes
-        .iter()
-        .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]])
-        .collect();
+    // Bytes into a buffer of the final size, not `String::push` (a char's
+    // UTF-8 encoding and a capacity check per digit) nor a collected
+    // iterator (which grew its vector as it went): two digests a request.
+    let mut hex = vec![0; bytes.len() * 2];
+    for (pair, byte) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0xf)];
+    }
     String::from_utf8(hex).expect("hex digits are ASCII")
 }
 
@@ -98,29 +100,15 @@ pub fn display_prefix(token: &str) -> String {
     token.chars().take(PREFIX.len() + 6).collect()
 }
 
-fn checksum(random: &str) -> String {
-    let mut n = crc32(random.as_bytes());
+/// The base62 digits of the CRC-32 (IEEE) of `random`.
+fn checksum(random: &[u8]) -> [u8; CHECKSUM_CHARS] {
+    let mut n = crc32fast::hash(random);
     let mut out = [b'0'; CHECKSUM_CHARS];
     for slot in out.iter_mut().rev() {
         *slot = BASE62[(n % 62) as usize];
         n /= 62;
     }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in bytes {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
+    out
 }
 
 #[cfg(test)]
@@ -180,9 +168,48 @@ mod tests {
         assert!(bits >= 178.0, "{bits}");
     }
 
+    /// The bit-at-a-time CRC-32 every token minted so far was summed with.
+    fn crc32_bitwise(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &byte in bytes {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
     #[test]
     fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32_bitwise(b"123456789"), 0xCBF4_3926);
+    }
+
+    proptest::proptest! {
+        /// Tokens already handed out keep passing their check.
+        #[test]
+        fn the_checksum_is_the_one_tokens_were_minted_with(random in "[0-9A-Za-z]{31}") {
+            let mut n = crc32_bitwise(random.as_bytes());
+            let mut old = [b'0'; CHECKSUM_CHARS];
+            for slot in old.iter_mut().rev() {
+                *slot = BASE62[(n % 62) as usize];
+                n /= 62;
+            }
+            proptest::prop_assert_eq!(checksum(random.as_bytes()), old);
+            let token = format!("{PREFIX}{random}{}", String::from_utf8_lossy(&old));
+            proptest::prop_assert_eq!(check(&token), Ok(()));
+        }
+
+        #[test]
+        fn any_bytes_are_written_as_format_writes_them_in_hex(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+            let formatted: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            proptest::prop_assert_eq!(lower_hex(&bytes), formatted);
+        }
     }
 
     #[test]
