@@ -220,10 +220,11 @@ async fn next_batch(
 
 /// Add to `batch` what arrives within the window (or until someone waits).
 /// Within the window the writer sleeps through rows and forwarded records,
-/// which only join the queue: two of them a request, each waking this task
-/// on another thread, cost more than the batching saved. It wakes for
-/// someone waiting on the commit and for a half-full queue ([`Notify`]),
-/// and at the window's end. `false` once every sender is gone.
+/// which only join the queue: two of them a request each woke this task
+/// (often on the other worker thread) only to move them to the backlog. It
+/// wakes for someone waiting on the commit and for a half-full queue
+/// ([`Notify`]), and at the window's end. `false` once every sender is
+/// gone.
 async fn gather(
     rx: &mut mpsc::Receiver<Msg>,
     batch: &mut Batch,

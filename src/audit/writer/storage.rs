@@ -161,10 +161,10 @@ impl Storage {
 
     /// Commit `forwarded`, `intents` and `rows` in one transaction (the
     /// spool fsynced first; a request's forwarded record whose row is among
-    /// `rows` is left out, the row marked instead). After a failed commit (`recheck`), which may
-    /// have committed all the same (the connection lost after COMMIT was
-    /// sent), rows the store already holds are left out by their audit id,
-    /// so none is committed twice. Returns the store's error and the rows
+    /// `rows` is left out, the row marked instead). After a failed commit
+    /// (`recheck`), which may have committed all the same (the connection
+    /// lost after COMMIT was sent), rows the store already holds are left
+    /// out by their audit id, so none is committed twice. Returns the store's error and the rows
     /// to try again if it failed.
     pub async fn commit(
         self,
