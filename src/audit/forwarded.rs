@@ -17,6 +17,9 @@ use crate::store::Store;
 use chrono::{DateTime, SubsecRound, Utc};
 use std::collections::HashMap;
 
+/// The kind of a client's request (through the pipeline).
+const REQUEST: &str = "request";
+
 /// A request that left for a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Forwarded {
@@ -37,7 +40,7 @@ impl Forwarded {
         Forwarded {
             id: id.to_string(),
             cluster: cluster.to_string(),
-            kind: "request",
+            kind: REQUEST,
             at: Utc::now().trunc_subsecs(6),
         }
     }
@@ -64,7 +67,7 @@ pub fn stand_in(records: Vec<Forwarded>, rows: &mut [Encoded]) -> Vec<Forwarded>
     let requests: HashMap<(&str, &str), usize> = records
         .iter()
         .enumerate()
-        .filter(|(_, record)| record.kind == "request")
+        .filter(|(_, record)| record.kind == REQUEST)
         .map(|(i, record)| ((record.id.as_str(), record.cluster.as_str()), i))
         .collect();
     for row in rows.iter_mut() {

@@ -235,6 +235,15 @@ mod tests {
         connection(name, None).await
     }
 
+    /// Put into `pool` a connection answering `name`, once it is ready;
+    /// returns the server's task.
+    async fn put_ready(pool: &KeepAlive, name: &'static str) -> tokio::task::JoinHandle<()> {
+        let (sender, server) = prompt(name).await;
+        eventually(|| sender.is_ready().then_some(())).await;
+        pool.put(sender);
+        server
+    }
+
     fn get() -> Request<Body> {
         Request::get("/")
             .header("host", "test")
@@ -301,10 +310,7 @@ mod tests {
         let pool = pool(2, Duration::from_secs(90));
         let mut servers = Vec::new();
         for name in ["first", "second", "third"] {
-            let (sender, server) = prompt(name).await;
-            eventually(|| sender.is_ready().then_some(())).await;
-            pool.put(sender);
-            servers.push(server);
+            servers.push(put_ready(&pool, name).await);
         }
         assert_eq!(pool.kept(), 2);
         assert_eq!(&answer(&mut pool.take().unwrap()).await[..], b"third");
@@ -314,9 +320,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_idle_too_long_is_not_taken() {
         let pool = pool(4, Duration::ZERO);
-        let (sender, _server) = prompt("idle").await;
-        eventually(|| sender.is_ready().then_some(())).await;
-        pool.put(sender);
+        let _server = put_ready(&pool, "idle").await;
         assert!(pool.take().is_none());
         assert_eq!(pool.kept(), 0);
     }
@@ -324,9 +328,7 @@ mod tests {
     #[tokio::test]
     async fn reaping_closes_the_connections_idle_too_long() {
         let pool = pool(4, Duration::ZERO);
-        let (sender, server) = prompt("idle").await;
-        eventually(|| sender.is_ready().then_some(())).await;
-        pool.put(sender);
+        let server = put_ready(&pool, "idle").await;
         assert_eq!(pool.kept(), 1);
         pool.reap();
         assert_eq!(pool.kept(), 0);
