@@ -20,6 +20,7 @@
 
 mod run;
 mod storage;
+mod thread;
 
 use super::chain::Encoded;
 use super::export::ExportSink;
@@ -122,7 +123,9 @@ impl AuditWriter {
         let (tx, rx) = mpsc::channel(settings.capacity.max(1));
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());
-        let storage = Storage::open(store, sink, spool.clone());
+        // Only when the process is out of threads at its start.
+        let thread = thread::AuditThread::start().expect("cannot start the audit thread");
+        let storage = Storage::open(store, sink, spool.clone(), thread);
         tokio::spawn(run::run(storage, rx, settings, metrics, health.clone(), wake.clone()));
         AuditWriter {
             tx,

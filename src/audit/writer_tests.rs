@@ -23,6 +23,8 @@ struct Probe {
     lose_next_answer: Arc<std::sync::atomic::AtomicBool>,
     /// Calls made (commits and checks), failed or not.
     tries: Arc<AtomicUsize>,
+    /// The thread each commit ran on.
+    threads: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl AuditStore for Probe {
@@ -32,6 +34,8 @@ impl AuditStore for Probe {
             return Err(AuditError::Store("disk full".into()));
         }
         self.commits.lock().unwrap().push((intents.len(), rows.len()));
+        let thread = std::thread::current().name().map(str::to_owned);
+        self.threads.lock().unwrap().push(thread);
         self.ids.lock().unwrap().extend(rows.iter().map(|r| r.row().id.clone()));
         if self.lose_next_answer.swap(false, Ordering::SeqCst) {
             return Err(AuditError::Store("connection closed".into()));
@@ -113,6 +117,20 @@ async fn an_intent_is_committed_at_once_and_acknowledged() {
         "no waiting for the read window"
     );
     assert_eq!(*probe.commits.lock().unwrap(), [(1, 0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn commits_run_on_the_audit_thread_not_on_the_request_paths_threads() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_secs(60));
+    writer.commit_intent(row()).await.unwrap();
+    writer.submit(row());
+    writer.flush().await;
+    let threads = probe.threads.lock().unwrap().clone();
+    assert_eq!(
+        threads,
+        [Some("portcullis-audit".to_owned()), Some("portcullis-audit".to_owned())]
+    );
 }
 
 #[tokio::test(start_paused = true)]

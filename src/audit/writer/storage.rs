@@ -1,7 +1,8 @@
-//! The writer's side of the store: its blocking calls made on a blocking
-//! thread, the export kept in step, and the spool's segments fsynced,
+//! The writer's side of the store: its blocking calls made on the audit
+//! thread ([`AuditThread`]), the export kept in step, and the spool's segments fsynced,
 //! rotated and deleted as rows are committed.
 
+use super::thread::AuditThread;
 use super::{Sweep, WriterMetrics};
 use crate::audit::chain::{self, Encoded};
 use crate::audit::export::{ExportSink, Exporter};
@@ -95,23 +96,36 @@ pub(super) struct Commit {
 }
 
 /// The store, its exporter and the spool. The store's calls block, so all
-/// three go to a blocking thread for each step and come back for the next.
+/// three go to the audit thread for each step and come back for the next.
 pub(super) struct Storage {
     store: Box<dyn AuditStore>,
     export: Exporter,
     spool: Option<Spool>,
+    thread: AuditThread,
 }
 
 impl Storage {
     /// Start the exporter, ship what a crash left in the spool, then record
     /// as unknown the writes a crash left without an outcome.
-    pub async fn open(store: Box<dyn AuditStore>, sink: Option<ExportSink>, spool: Option<Spool>) -> Storage {
-        let mut storage = on_blocking_thread(move || {
-            let mut store = store;
-            let export = Exporter::start(sink, store.as_mut());
-            Storage { store, export, spool }
-        })
-        .await;
+    pub async fn open(
+        store: Box<dyn AuditStore>,
+        sink: Option<ExportSink>,
+        spool: Option<Spool>,
+        thread: AuditThread,
+    ) -> Storage {
+        let (store, export) = thread
+            .run(move || {
+                let mut store = store;
+                let export = Exporter::start(sink, store.as_mut());
+                (store, export)
+            })
+            .await;
+        let mut storage = Storage {
+            store,
+            export,
+            spool,
+            thread,
+        };
         if let Some(spool) = storage.spool.clone() {
             // What cannot ship now is tried again before each commit.
             (storage, _) = storage.ship_leftovers(&spool).await;
@@ -247,55 +261,53 @@ impl Storage {
         // Closed before `close` returns, so that whoever opens the
         // database next (a restart, the benchmark's count) never races
         // SQLite's own close of this connection.
-        on_blocking_thread(move || {
-            let Storage {
-                mut store,
-                mut export,
-                spool,
-            } = self;
-            export.catch_up(store.as_mut());
-            if let Some(spool) = spool {
-                spool.close();
-            }
-            drop(store);
-            drop(export);
-        })
-        .await;
+        let Storage {
+            mut store,
+            mut export,
+            spool,
+            thread,
+        } = self;
+        thread
+            .run(move || {
+                export.catch_up(store.as_mut());
+                if let Some(spool) = spool {
+                    spool.close();
+                }
+                drop(store);
+                drop(export);
+            })
+            .await;
     }
 
-    /// Run `f` on a blocking thread with the store, then export what it
+    /// Run `f` on the audit thread with the store, then export what it
     /// committed. Returns the storage for the next step.
     async fn blocking<T: Send + 'static, E: Send + 'static>(
         self,
         f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
     ) -> (Storage, Result<T, E>) {
-        on_blocking_thread(move || {
-            let Storage {
-                mut store,
-                mut export,
+        let Storage {
+            mut store,
+            mut export,
+            spool,
+            thread,
+        } = self;
+        let (store, export, spool, result) = thread
+            .run(move || {
+                let result = f(store.as_mut()).map(|(value, committed)| {
+                    export.committed(store.as_mut(), &committed);
+                    value
+                });
+                (store, export, spool, result)
+            })
+            .await;
+        (
+            Storage {
+                store,
+                export,
                 spool,
-            } = self;
-            let result = f(store.as_mut()).map(|(value, committed)| {
-                export.committed(store.as_mut(), &committed);
-                value
-            });
-            (Storage { store, export, spool }, result)
-        })
-        .await
-    }
-}
-
-async fn on_blocking_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(done) => done,
-        // The runtime was dropped without the graceful shutdown (which
-        // flushes the writer first) and took the closure before it ran;
-        // this task goes with it, as in a crash: writes were committed as
-        // intents first, reads were spooled, and both are recovered at the
-        // next start.
-        Err(error) if error.is_cancelled() => std::future::pending().await,
-        // The closures do not panic on any input; if one ever did, the
-        // writer cannot go on without its store.
-        Err(error) => panic!("audit writer thread failed: {error}"),
+                thread,
+            },
+            result,
+        )
     }
 }
