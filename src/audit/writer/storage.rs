@@ -95,13 +95,18 @@ pub(super) struct Commit {
     pub intents: Vec<AuditRow>,
 }
 
-/// The store, its exporter and the spool. The store's calls block, so all
-/// three go to the audit thread for each step and come back for the next.
+/// The store, its exporter and the spool, and the audit thread they go to
+/// for each step (the store's calls block) and come back from for the next.
 pub(super) struct Storage {
+    held: Held,
+    thread: AuditThread,
+}
+
+/// What goes to the audit thread and back.
+struct Held {
     store: Box<dyn AuditStore>,
     export: Exporter,
     spool: Option<Spool>,
-    thread: AuditThread,
 }
 
 impl Storage {
@@ -121,12 +126,10 @@ impl Storage {
             })
             .await;
         let mut storage = Storage {
-            store,
-            export,
-            spool,
+            held: Held { store, export, spool },
             thread,
         };
-        if let Some(spool) = storage.spool.clone() {
+        if let Some(spool) = storage.held.spool.clone() {
             // What cannot ship now is tried again before each commit.
             (storage, _) = storage.ship_leftovers(&spool).await;
         }
@@ -189,7 +192,7 @@ impl Storage {
     ) -> (Storage, Result<(), (String, Rows)>) {
         let Commit { forwarded, intents } = commit;
         let forwarded = forwarded::stand_in(forwarded, &mut rows.rows);
-        let spool = self.spool.clone();
+        let spool = self.held.spool.clone();
         let mut this = self;
         // A crash's leftovers go first, so the chain keeps their order.
         if let Some(spool) = spool.as_ref().filter(|spool| spool.has_leftovers()) {
@@ -197,7 +200,7 @@ impl Storage {
             (this, shipped) = this.ship_leftovers(spool).await;
             if let Err(error) = shipped {
                 // Kept in memory for the commit that follows them.
-                this.store.forwarded(forwarded);
+                this.held.store.forwarded(forwarded);
                 return (this, Err((error, rows)));
             }
         }
@@ -261,14 +264,14 @@ impl Storage {
         // Closed before `close` returns, so that whoever opens the
         // database next (a restart, the benchmark's count) never races
         // SQLite's own close of this connection.
-        let Storage {
-            mut store,
-            mut export,
-            spool,
-            thread,
-        } = self;
+        let Storage { held, thread } = self;
         thread
             .run(move || {
+                let Held {
+                    mut store,
+                    mut export,
+                    spool,
+                } = held;
                 export.catch_up(store.as_mut());
                 if let Some(spool) = spool {
                     spool.close();
@@ -285,29 +288,16 @@ impl Storage {
         self,
         f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
     ) -> (Storage, Result<T, E>) {
-        let Storage {
-            mut store,
-            mut export,
-            spool,
-            thread,
-        } = self;
-        let (store, export, spool, result) = thread
+        let Storage { mut held, thread } = self;
+        let (held, result) = thread
             .run(move || {
-                let result = f(store.as_mut()).map(|(value, committed)| {
-                    export.committed(store.as_mut(), &committed);
+                let result = f(held.store.as_mut()).map(|(value, committed)| {
+                    held.export.committed(held.store.as_mut(), &committed);
                     value
                 });
-                (store, export, spool, result)
+                (held, result)
             })
             .await;
-        (
-            Storage {
-                store,
-                export,
-                spool,
-                thread,
-            },
-            result,
-        )
+        (Storage { held, thread }, result)
     }
 }
