@@ -1,6 +1,6 @@
 //! The writer's side of the store: its blocking calls made on the audit
-//! thread ([`AuditThread`]), the export kept in step, and the spool's segments fsynced,
-//! rotated and deleted as rows are committed.
+//! thread ([`AuditThread`]), the export kept in step, and the spool's
+//! segments fsynced, rotated and deleted as rows are committed.
 
 use super::thread::AuditThread;
 use super::{Sweep, WriterMetrics};
