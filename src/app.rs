@@ -230,7 +230,9 @@ async fn serve_connection(
         if let Some(presented) = &presented {
             request.extensions_mut().insert(presented.clone());
         }
-        async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) }
+        // Boxed: hyper moves a stream's future into its task, and the
+        // box is what moves then, not the future's kilobytes.
+        Box::pin(async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) })
     });
     let builder = http_settings();
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);

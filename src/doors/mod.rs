@@ -169,10 +169,12 @@ impl Doors {
     ) -> Result<Response<Body>, RequestError> {
         let route = router::route(request.uri().path())?;
         trace.audited = !matches!(route, Route::Healthz | Route::Readyz | Route::Metrics);
-        // The doors other than the Kubernetes API are boxed: an async fn's
-        // state is as large as its largest branch, and the MCP server's and
-        // the pages' futures would otherwise be allocated and moved with
-        // every kubectl request (memmove was a tenth of the proxy's CPU).
+        // Every door's future is boxed: an async fn's state is as large as
+        // its largest branch, and holds its callee's future, so without a
+        // box each caller up to the connection's task would carry the
+        // door's kilobytes and copy them as it starts it (memmove was a
+        // tenth of the proxy's CPU; benches/RESULTS.md). One allocation a
+        // request costs less than those copies.
         match route {
             Route::Healthz => Ok(health::text(200, "ok".into())),
             Route::Readyz => Ok(health::readyz(&self.pipeline)),
@@ -197,8 +199,7 @@ impl Doors {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);
                 let path = path.to_string();
-                self.cluster_request(name.to_string(), path, request, audit_id, trace)
-                    .await
+                Box::pin(self.cluster_request(name.to_string(), path, request, audit_id, trace)).await
             }
         }
     }

@@ -34,9 +34,9 @@ impl Pipeline {
             self.audit.writer().forwarded(sent);
             return Ok(());
         }
-        self.audit
-            .writer()
-            .commit_intent((*trace.row).clone())
+        // Boxed: only writes wait on an intent, and its future would
+        // otherwise be part of every read's future too.
+        Box::pin(self.audit.writer().commit_intent((*trace.row).clone()))
             .await
             .map_err(|error| {
                 tracing::error!(%error, "the audit cannot commit: request refused");

@@ -95,7 +95,10 @@ impl KeepAlive {
         loop {
             let (mut sender, kept) = match self.take() {
                 Some(sender) => (sender, true),
-                None => (self.connect().await?, false),
+                // Boxed: a connection is made rarely, and its TLS handshake's
+                // future would otherwise be carried, and copied, by every
+                // request's future up to the pipeline (benches/RESULTS.md).
+                None => (Box::pin(self.connect()).await?, false),
             };
             match sender.try_send_request(request).await {
                 Ok(response) => {
