@@ -58,7 +58,7 @@ pub fn step(
 
 fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: Option<Refusal>) -> AuditRow {
     let now = Utc::now();
-    let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
+    let mut row = AuditRow::new(crate::audit::id::new(), now);
     row.cluster = request.cluster.clone();
     row.principal_kind = actor.kind.as_str().into();
     row.login = actor.name.clone();

@@ -161,7 +161,7 @@ pub fn record(
     refused: Option<Refusal>,
 ) -> Result<(), DecideError> {
     let now = Utc::now();
-    let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
+    let mut row = AuditRow::new(crate::audit::id::new(), now);
     row.cluster = held.request.cluster.clone();
     row.principal_kind = actor.kind.as_str().into();
     row.login = actor.name.clone();

@@ -27,6 +27,7 @@ pub mod bypass;
 pub mod chain;
 pub mod export;
 pub mod forwarded;
+pub mod id;
 pub mod postgres;
 pub mod query;
 pub mod read;

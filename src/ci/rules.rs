@@ -176,7 +176,7 @@ fn within(what: &str, value: Duration, max: Duration) -> Result<Duration, TrustE
 /// query; on record as a write, since it changes who may act as the bot.
 fn rule_row(verb: &str, rule: &TrustRule, actor: &Actor) -> AuditRow {
     let now = Utc::now();
-    let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
+    let mut row = AuditRow::new(crate::audit::id::new(), now);
     let mut query = form_urlencoded::Serializer::new(String::new());
     query
         .append_pair("bot", &rule.bot)

@@ -121,7 +121,7 @@ impl Doors {
         // Before the request becomes a row: past the spool's hard cap it
         // waits, read by nobody, until the store commits again.
         self.pipeline.audit().writer().relief().await;
-        let audit_id = uuid::Uuid::now_v7();
+        let audit_id = crate::audit::id::new();
         // Every log line about this request carries its audit id.
         let span = tracing::info_span!("request", %audit_id);
         self.handle_traced(request, peer, audit_id).instrument(span).await

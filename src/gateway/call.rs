@@ -41,7 +41,7 @@ impl Pipeline {
     /// Never fails: portcullis's own refusals come back as a Status response,
     /// and every response carries the `Audit-Id` of its row.
     pub async fn call(&self, call: ToolCall<'_>, request: Request<Body>) -> Response<Body> {
-        let audit_id = uuid::Uuid::now_v7();
+        let audit_id = crate::audit::id::new();
         let span = tracing::info_span!("request", %audit_id, tool = call.tool);
         self.call_traced(call, request, audit_id).instrument(span).await
     }

@@ -202,7 +202,7 @@ impl Upstream {
         self.keepalive.reap();
         let probe = async {
             let uri = self.uri("/readyz", None).ok()?;
-            let audit_id = uuid::Uuid::now_v7();
+            let audit_id = crate::audit::id::new();
             let request = Request::get(uri)
                 .header(http::header::AUTHORIZATION, self.authorization())
                 .header("audit-id", super::headers::audit_id_value(audit_id))

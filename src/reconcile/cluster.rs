@@ -78,7 +78,7 @@ fn audited(
 ) -> tower::util::MapRequestLayer<impl Fn(http::Request<kube::client::Body>) -> http::Request<kube::client::Body> + Clone>
 {
     tower::util::MapRequestLayer::new(move |mut request: http::Request<kube::client::Body>| {
-        let audit_id = uuid::Uuid::now_v7().to_string();
+        let audit_id = crate::audit::id::new().to_string();
         if let Ok(value) = http::HeaderValue::from_str(&audit_id) {
             request.headers_mut().insert("audit-id", value);
             recorder.record(Forwarded::system(&audit_id, &cluster));

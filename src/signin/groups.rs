@@ -230,7 +230,7 @@ fn grant_row(verb: &str, grant: &Grant, rule: &GroupRule, actor: &Actor) -> Audi
 /// what, so it is on record as a write.
 fn event(verb: &str, resource: &str, actor: &Actor, cluster: &str, namespace: Option<&str>, name: &str) -> AuditRow {
     let now = Utc::now();
-    let mut row = AuditRow::new(uuid::Uuid::now_v7(), now);
+    let mut row = AuditRow::new(crate::audit::id::new(), now);
     row.cluster = cluster.into();
     row.principal_kind = actor.kind().into();
     row.login = actor.name().into();
