@@ -98,13 +98,7 @@ impl Drop for Idp {
 
 /// A free port on 127.0.0.1: portcullis's callback URL must be registered
 /// at the provider before portcullis starts.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use crate::support::free_port;
 
 /// portcullis on `port`, signing people in with `issuer`; `adjust` edits
 /// `[oidc]`.
