@@ -140,14 +140,16 @@ def bench_stack(cfg, *args):
 
 def scenario_watch(cfg, stack, paths):
     sim = stack["sim"]
-    common = ["--cluster", sim["url"], "--cluster-token", sim["admin_token"], "--cluster-ca", sim["ca_file"]]
+    # Tokens as `--name=value`: a random token may begin with '-', which
+    # clap would otherwise read as a flag (a smoke run failed on one).
+    common = ["--cluster", sim["url"], f"--cluster-token={sim['admin_token']}", "--cluster-ca", sim["ca_file"]]
 
     def run(p):
         args = ["watch", "--base", p.base, "--watches", str(cfg.watches), *common]
         if p.prefix:
             args += ["--prefix", p.prefix]
         if p.token:
-            args += ["--token", p.token]
+            args.append(f"--token={p.token}")
         if p.ca:
             args += ["--ca", p.ca]
         # nginx over HTTP/1.1 too: hyper's HTTP/2 client never gets the
@@ -197,7 +199,7 @@ def scenario_watch(cfg, stack, paths):
 def scenario_mcp(cfg, stack, get_results):
     pc = stack["portcullis"]
     runs = [
-        bench_stack(cfg, "mcp", "--base", pc["url"], "--token", pc["agent_token"], "--ca", pc["ca_file"], "--calls", str(cfg.mcp_calls))
+        bench_stack(cfg, "mcp", "--base", pc["url"], f"--token={pc['agent_token']}", "--ca", pc["ca_file"], "--calls", str(cfg.mcp_calls))
         for _ in range(cfg.repeats)
     ]
     rows = []
