@@ -46,6 +46,15 @@ pub struct Portcullis {
 }
 
 impl Portcullis {
+    /// The folder of the harness's files, as an `adjust` closure sees the
+    /// configuration: files a test writes there are removed with the rest.
+    pub fn folder_of(config: &Config) -> &std::path::Path {
+        config
+            .data_dir
+            .parent()
+            .expect("the data folder is in the harness's folder")
+    }
+
     /// Start with default limits.
     pub async fn start() -> Portcullis {
         Self::start_with(|_| {}).await

@@ -93,13 +93,11 @@ impl MetadataDocument {
 /// portcullis signing people in with `idp`; trusting `document`'s CA and
 /// fetching it from loopback (the test-only switch) when there is one.
 async fn start(idp: &Idp, port: u16, document: Option<&MetadataDocument>) -> Portcullis {
-    let ca = document.map(|document| {
-        let path = std::env::temp_dir().join(format!("portcullis-cimd-ca-{}.pem", uuid::Uuid::new_v4()));
-        std::fs::write(&path, &document.ca_pem).unwrap();
-        path
-    });
+    let ca_pem = document.map(|document| document.ca_pem.clone());
     portcullis_configured(&idp.issuer, port, move |config| {
-        if let Some(ca) = ca {
+        if let Some(ca_pem) = ca_pem {
+            let ca = Portcullis::folder_of(config).join("client-metadata-ca.pem");
+            std::fs::write(&ca, ca_pem).unwrap();
             config.oauth.client_metadata_ca_file = Some(ca);
             config
                 .oauth

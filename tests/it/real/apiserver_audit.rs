@@ -12,7 +12,7 @@
 
 use super::cluster::{RealCluster, Tools};
 use crate::harness::{Portcullis, Raw, RawResponse, REAL_CLUSTER};
-use crate::support::eventually;
+use crate::support::{eventually, remove_at_exit};
 use portcullis::audit::query::Filter;
 use portcullis::audit::row::AuditRow;
 use portcullis::config::{Config, TlsConfig};
@@ -90,6 +90,10 @@ fn start() -> Webhooked {
         config.audit.bypass_grace = GRACE;
     }));
     env.ca_pem = tls.ca_pem;
+    // A static is never dropped: its folders (tokens, a store) go when the
+    // test process ends, like the control plane's.
+    remove_at_exit(files.path());
+    remove_at_exit(env.dir.path());
     Webhooked {
         runtime,
         cluster,

@@ -21,6 +21,7 @@ use crate::harness::Portcullis;
 use portcullis::config::{Config, OidcConfig};
 use std::collections::BTreeMap;
 use std::io::BufRead;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -109,12 +110,10 @@ pub async fn portcullis(issuer: &str, port: u16, adjust: impl FnOnce(&mut OidcCo
 /// [`portcullis`], with `adjust` editing the whole configuration (its
 /// `[oidc]` already set).
 pub async fn portcullis_configured(issuer: &str, port: u16, adjust: impl FnOnce(&mut Config)) -> Portcullis {
-    let secret = std::env::temp_dir().join(format!("portcullis-oidc-secret-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&secret, format!("{CLIENT_SECRET}\n")).unwrap();
-    let oidc = OidcConfig {
+    let mut oidc = OidcConfig {
         issuer: issuer.into(),
         client_id: CLIENT_ID.into(),
-        client_secret_file: secret,
+        client_secret_file: PathBuf::new(),
         scopes: vec!["groups".into()],
         login_claim: None,
         groups_claim: "groups".into(),
@@ -123,6 +122,9 @@ pub async fn portcullis_configured(issuer: &str, port: u16, adjust: impl FnOnce(
         ca_file: None,
     };
     Portcullis::start_with(move |config| {
+        // Beside the harness's other files, so that it goes with them.
+        oidc.client_secret_file = Portcullis::folder_of(config).join("oidc-client-secret");
+        std::fs::write(&oidc.client_secret_file, format!("{CLIENT_SECRET}\n")).unwrap();
         config.listen = format!("127.0.0.1:{port}");
         config.public_url = format!("https://127.0.0.1:{port}");
         config.oidc = Some(oidc);
