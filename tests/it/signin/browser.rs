@@ -14,7 +14,7 @@ pub struct Chromium {
     driver: Child,
     /// The WebDriver session.
     pub client: Client,
-    _profile: tempfile::TempDir,
+    _folder: tempfile::TempDir,
 }
 
 /// The colour schemes the pages follow: a name, the Chromium flags that
@@ -56,13 +56,19 @@ impl Chromium {
 
     async fn start_with_prefs(extra: &[&str], prefs: serde_json::Value) -> Chromium {
         let port = free_port();
+        // The profile, and the temporary files Chromium leaves when it is
+        // killed rather than closed (its `org.chromium.Chromium.scoped_dir`
+        // folders), both in a folder removed with this value.
+        let folder = tempfile::tempdir().unwrap();
+        let (profile, scratch) = (folder.path().join("profile"), folder.path().join("tmp"));
+        std::fs::create_dir(&scratch).unwrap();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
+            .env("TMPDIR", &scratch)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver runs (scripts/setup installs chromium-driver)");
-        let profile = tempfile::tempdir().unwrap();
         let mut args = vec![
             "--headless",
             "--no-sandbox",
@@ -72,7 +78,7 @@ impl Chromium {
             "--disable-sync",
             "--no-first-run",
         ];
-        let profile_arg = format!("--user-data-dir={}", profile.path().display());
+        let profile_arg = format!("--user-data-dir={}", profile.display());
         args.push(&profile_arg);
         args.extend_from_slice(extra);
         let mut capabilities = serde_json::Map::new();
@@ -93,7 +99,7 @@ impl Chromium {
         Chromium {
             driver,
             client,
-            _profile: profile,
+            _folder: folder,
         }
     }
 
