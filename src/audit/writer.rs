@@ -75,10 +75,14 @@ type Ack<T> = oneshot::Sender<T>;
 /// A sweep's cutoff, most rows, and where to answer.
 type Sweep = (DateTime<Utc>, usize, Ack<Result<usize, String>>);
 
+/// A row is boxed: the queue's slots are as large as its largest message,
+/// and a row inline (some 900 bytes) made every slot that size, copied in
+/// and out several times over, for the small forwarded records too
+/// (benches/RESULTS.md).
 enum Msg {
-    Row(Encoded, Option<Ticket>),
+    Row(Box<Encoded>, Option<Ticket>),
     Forwarded(Forwarded),
-    Intent(AuditRow, Ack<bool>),
+    Intent(Box<AuditRow>, Ack<bool>),
     Flush(Ack<()>),
     Sweep(DateTime<Utc>, usize, Ack<Result<usize, String>>),
     Stop(Ack<()>),
@@ -140,7 +144,7 @@ impl AuditWriter {
     /// means the request must not be forwarded.
     pub async fn commit_intent(&self, row: AuditRow) -> Result<(), AuditError> {
         let (ack, done) = oneshot::channel();
-        self.urgent(Msg::Intent(row, ack))
+        self.urgent(Msg::Intent(Box::new(row), ack))
             .await
             .map_err(|_| AuditError::Stopped)?;
         match done.await.map_err(|_| AuditError::Stopped)? {
@@ -156,7 +160,7 @@ impl AuditWriter {
     pub fn submit(&self, row: AuditRow) {
         // Serialised once: the spool writes these bytes and the commit
         // hashes them.
-        let row = Encoded::new(row);
+        let row = Box::new(Encoded::new(row));
         let ticket = self.spool.as_ref().and_then(|spool| spool.append(&row));
         self.queue(Msg::Row(row, ticket));
     }
@@ -228,7 +232,7 @@ impl AuditWriter {
     /// Queue a row that records no request (retention's), waiting for room
     /// if the queue is full; it is not spooled.
     pub async fn append(&self, row: AuditRow) {
-        if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(Encoded::new(row), None)).await {
+        if let Err(mpsc::error::SendError(msg)) = self.tx.send(Msg::Row(Box::new(Encoded::new(row)), None)).await {
             lost(msg);
         }
     }

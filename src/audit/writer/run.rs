@@ -53,10 +53,10 @@ struct Batch {
 impl Batch {
     fn add(&mut self, msg: Msg, backlog: &mut Rows) {
         match msg {
-            Msg::Row(row, ticket) => backlog.push(row, ticket),
+            Msg::Row(row, ticket) => backlog.push(*row, ticket),
             Msg::Forwarded(record) => self.forwarded.push(record),
             Msg::Intent(row, ack) => {
-                self.intents.push(row);
+                self.intents.push(*row);
                 self.intent_acks.push(ack);
             }
             Msg::Flush(ack) => self.flushes.push(ack),
