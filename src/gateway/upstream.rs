@@ -13,6 +13,7 @@
 
 use super::keepalive::KeepAlive;
 pub use super::keepalive::SendError;
+use super::metrics::ClusterLabels;
 use super::upstream_uri::ServerUrl;
 use crate::body::Body;
 use crate::config::ClusterConfig;
@@ -22,11 +23,13 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
@@ -92,6 +95,9 @@ pub struct Upstream {
     token_file: PathBuf,
     authorization: RwLock<(HeaderValue, Option<SystemTime>)>,
     reachable: AtomicBool,
+    /// This cluster's series of the latency histogram, found in the family
+    /// once rather than by its label on every request.
+    latency: OnceLock<Histogram>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -147,7 +153,19 @@ impl Upstream {
             token_file: config.token_file.clone(),
             authorization: RwLock::new((authorization, modified)),
             reachable: AtomicBool::new(true),
+            latency: OnceLock::new(),
         }))
+    }
+
+    /// This cluster's series in `family` (the pipeline's, which outlives
+    /// its upstreams); a clone shares the series' counts.
+    pub fn latency(&self, family: &Family<ClusterLabels, Histogram>) -> &Histogram {
+        self.latency.get_or_init(|| {
+            let labels = ClusterLabels {
+                cluster: self.name.clone(),
+            };
+            family.get_or_create(&labels).clone()
+        })
     }
 
     /// The full upstream URI for a Kubernetes path and query.

@@ -4,7 +4,6 @@ use crate::audit::record::Counted;
 use crate::gateway::error::RequestError;
 use crate::gateway::forward::{Call, AGENT_EXTRA, CREDENTIAL_EXTRA};
 use crate::gateway::headers;
-use crate::gateway::metrics::ClusterLabels;
 use http::{header, Request, Response, Version};
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -100,11 +99,8 @@ where
             StateProj::Sending { inner, started } => {
                 let response = ready!(inner.poll(cx))?;
                 let call = *this.call;
-                call.metrics
-                    .upstream_latency
-                    .get_or_create(&ClusterLabels {
-                        cluster: call.upstream.name.clone(),
-                    })
+                call.upstream
+                    .latency(&call.metrics.upstream_latency)
                     .observe(started.elapsed().as_secs_f64());
                 Poll::Ready(Ok(response))
             }
@@ -195,5 +191,38 @@ mod tests {
         assert_eq!(seen[header::AUTHORIZATION], authorization);
         assert_eq!(seen["audit-id"], audit_id.to_string().as_str());
         assert_eq!(call.sent.load(Ordering::Relaxed), 2);
+    }
+
+    #[tokio::test]
+    async fn each_answer_is_counted_in_its_clusters_latency_series() {
+        let f = Fixture::new("").await;
+        let path = "/api/v1/namespaces/shop/configmaps/a";
+        let info = classify(&Method::GET, path, None);
+        let identity = person();
+        let call = Call {
+            upstream: f.pipeline.upstream("c").unwrap(),
+            path,
+            info: &info,
+            identity: &identity,
+            groups: Vec::new(),
+            reveal_secrets: false,
+            audit_id: uuid::Uuid::now_v7(),
+            limits: f.pipeline.limits(),
+            metrics: &f.pipeline.metrics,
+            sent: Default::default(),
+        };
+        for _ in 0..3 {
+            let service = ServiceBuilder::new().layer(ForwardLayer::new(&call)).service_fn(
+                |_: Request<Outgoing<crate::body::Body>>| async { Ok::<_, RequestError>(Response::new(())) },
+            );
+            let request = Request::get(path).body(crate::body::empty()).unwrap();
+            assert!(service.oneshot(request).await.is_ok());
+        }
+        let text = f.pipeline.metrics.render();
+        let count = text
+            .lines()
+            .find(|line| line.starts_with("portcullis_upstream_latency_seconds_count{cluster=\"c\"}"))
+            .unwrap_or_else(|| panic!("no latency count for cluster c in {text}"));
+        assert!(count.ends_with(" 3"), "{count}");
     }
 }
