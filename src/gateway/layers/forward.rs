@@ -138,11 +138,29 @@ fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Outg
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::classify::classify;
+    use crate::gateway::classify::{classify, RequestInfo};
     use crate::gateway::fixture::{person, Fixture};
+    use crate::identity::Identity;
     use http::Method;
     use std::sync::atomic::Ordering;
     use tower::{ServiceBuilder, ServiceExt};
+
+    /// `identity`'s request for `path` to the fixture's cluster `c`, with
+    /// no groups.
+    fn call_to_c<'a>(f: &'a Fixture, path: &'a str, info: &'a RequestInfo, identity: &'a Identity) -> Call<'a> {
+        Call {
+            upstream: f.pipeline.upstream("c").unwrap(),
+            path,
+            info,
+            identity,
+            groups: Vec::new(),
+            reveal_secrets: false,
+            audit_id: uuid::Uuid::now_v7(),
+            limits: f.pipeline.limits(),
+            metrics: &f.pipeline.metrics,
+            sent: Default::default(),
+        }
+    }
 
     #[tokio::test]
     async fn the_cluster_sees_the_caller_impersonated_with_our_token_and_audit_id() {
@@ -150,19 +168,9 @@ mod tests {
         let path = "/api/v1/namespaces/shop/configmaps";
         let info = classify(&Method::POST, path, None);
         let identity = person();
-        let audit_id = uuid::Uuid::now_v7();
-        let call = Call {
-            upstream: f.pipeline.upstream("c").unwrap(),
-            path,
-            info: &info,
-            identity: &identity,
-            groups: vec!["portcullis:edit".into()],
-            reveal_secrets: false,
-            audit_id,
-            limits: f.pipeline.limits(),
-            metrics: &f.pipeline.metrics,
-            sent: Default::default(),
-        };
+        let mut call = call_to_c(&f, path, &info, &identity);
+        call.groups = vec!["portcullis:edit".into()];
+        let audit_id = call.audit_id;
         let authorization = call.upstream.authorization();
         let service = ServiceBuilder::new().layer(ForwardLayer::new(&call)).service_fn(
             |request: Request<Outgoing<crate::body::Body>>| {
@@ -199,18 +207,7 @@ mod tests {
         let path = "/api/v1/namespaces/shop/configmaps/a";
         let info = classify(&Method::GET, path, None);
         let identity = person();
-        let call = Call {
-            upstream: f.pipeline.upstream("c").unwrap(),
-            path,
-            info: &info,
-            identity: &identity,
-            groups: Vec::new(),
-            reveal_secrets: false,
-            audit_id: uuid::Uuid::now_v7(),
-            limits: f.pipeline.limits(),
-            metrics: &f.pipeline.metrics,
-            sent: Default::default(),
-        };
+        let call = call_to_c(&f, path, &info, &identity);
         for _ in 0..3 {
             let service = ServiceBuilder::new().layer(ForwardLayer::new(&call)).service_fn(
                 |_: Request<Outgoing<crate::body::Body>>| async { Ok::<_, RequestError>(Response::new(())) },
