@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use crate::real::cluster::janitor;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -274,32 +275,19 @@ pub async fn raw(
 
 /// Removes `path` once this test process has exited, however it ends: for
 /// the files of a fixture kept in a `static`, which is never dropped (a
-/// cluster token and a store among them).
+/// cluster token and a store among them). The control plane's janitor,
+/// waiting for no process.
 pub fn remove_at_exit(path: &std::path::Path) {
     static JANITORS: std::sync::Mutex<Vec<std::process::Child>> = std::sync::Mutex::new(Vec::new());
-    let janitor = janitor(path).expect("a janitor process starts");
+    let janitor = janitor(path, &[]).expect("a janitor process starts");
     JANITORS.lock().unwrap_or_else(|e| e.into_inner()).push(janitor);
-}
-
-/// A shell that removes `path` when its stdin closes: when the process
-/// holding the other end exits and the kernel closes it.
-fn janitor(path: &std::path::Path) -> std::io::Result<std::process::Child> {
-    use std::process::{Command, Stdio};
-    Command::new("bash")
-        .arg("-c")
-        .arg(r#"read -r _; rm -rf -- "$0""#)
-        .arg(path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
 }
 
 #[test]
 fn a_janitor_removes_its_folder_once_its_stdin_closes_and_not_before() {
     let dir = tempfile::tempdir().unwrap().keep();
     std::fs::write(dir.join("token"), "secret").unwrap();
-    let mut janitor = janitor(&dir).unwrap();
+    let mut janitor = janitor(&dir, &[]).unwrap();
     assert_eq!(janitor.try_wait().unwrap(), None, "it waits for its stdin to close");
     assert!(dir.join("token").exists());
     drop(janitor.stdin.take());

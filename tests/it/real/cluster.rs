@@ -387,16 +387,7 @@ impl RealCluster {
             .iter()
             .map(|c| c.id().to_string())
             .collect();
-        let janitor = Command::new("bash")
-            .arg("-c")
-            .arg(JANITOR)
-            .arg(&self.dir)
-            .args(pids)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        *self.janitor.lock().unwrap() = Some(janitor);
+        *self.janitor.lock().unwrap() = Some(janitor(&self.dir, &pids)?);
         Ok(())
     }
 
@@ -454,6 +445,21 @@ const SUPERVISE: &str = r#"exec 3<&0
 pid=$!
 { read -r _ <&3; kill -KILL "$pid" 2>/dev/null; } &
 wait "$pid""#;
+
+/// A process that removes `dir` once its stdin closes (when we close it,
+/// or when this process ends, however it ends) and every process in
+/// `pids` has gone.
+pub fn janitor(dir: &Path, pids: &[String]) -> io::Result<Child> {
+    Command::new("bash")
+        .arg("-c")
+        .arg(JANITOR)
+        .arg(dir)
+        .args(pids)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
 
 /// Waits for the end of stdin, then for the given processes to go, then
 /// removes the folder ($0).
