@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import ssl
+import statistics
 import subprocess
 import time
 import urllib.request
@@ -226,7 +227,21 @@ def markdown(info, results, cfg):
         per = [r["per_get"] for r in rs if "per_get" in r]
         spread = f"{(max(per) - min(per)) / min(per) * 100:.2f}%" if len(per) > 1 else "-"
         lines.append(f"| {name} | " + " | ".join(per_get_cell(r) for r in rs) + f" | {spread} |")
+    lines += ["", target_line(results)]
     return "\n".join(lines)
+
+
+def target_line(results):
+    """Issue 23's target for this count: at most 1.5 times nginx's."""
+    medians = {}
+    for name in ("portcullis", "nginx"):
+        per = [r["per_get"] for r in results.get(name, []) if "per_get" in r]
+        if not per:
+            return f"Target (issue 23), at most 1.5 x nginx's count: not judged, {name} was not counted."
+        medians[name] = statistics.median(per)
+    ratio = medians["portcullis"] / medians["nginx"]
+    met = "met" if ratio <= 1.5 else "**not met**"
+    return f"Target (issue 23), at most 1.5 x nginx's count: {ratio:.2f} x, {met}."
 
 
 def per_get_cell(result):
