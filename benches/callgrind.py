@@ -234,7 +234,7 @@ def markdown(info, results, cfg):
 def target_line(results):
     """Issue 23's target for this count: at most 1.5 times nginx's."""
     medians = {}
-    for name in ("portcullis", "nginx"):
+    for name in TARGETS:
         per = [r["per_get"] for r in results.get(name, []) if "per_get" in r]
         if not per:
             return f"Target (issue 23), at most 1.5 x nginx's count: not judged, {name} was not counted."

@@ -2,7 +2,7 @@
 //! what happens when either side goes away.
 
 use crate::harness::{Portcullis, CLUSTER};
-use crate::support::eventually;
+use crate::support::{eventually, free_port};
 use futures_util::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -334,8 +334,6 @@ async fn port_forward_round_trips_bytes() {
     }
     env.stop().await;
 }
-
-use crate::support::free_port;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
