@@ -47,8 +47,11 @@ impl Stamp {
     }
 
     fn new(t: &DateTime<Utc>, fraction: Fraction) -> Stamp {
-        let nanos = t.timestamp_subsec_nanos();
-        if !(0..=9999).contains(&t.year()) || nanos >= 1_000_000_000 {
+        // Each of `DateTime`'s calendar fields converts from UTC again; the
+        // naive time is converted once.
+        let n = t.naive_utc();
+        let nanos = n.nanosecond();
+        if !(0..=9999).contains(&n.year()) || nanos >= 1_000_000_000 {
             let format = match fraction {
                 Fraction::Micros => SecondsFormat::Micros,
                 Fraction::AutoSi => SecondsFormat::AutoSi,
@@ -64,12 +67,12 @@ impl Stamp {
         };
         let mut text = [0u8; LONGEST];
         text[..19].copy_from_slice(b"0000-00-00T00:00:00");
-        put(&mut text[0..4], t.year() as u32);
-        put(&mut text[5..7], t.month());
-        put(&mut text[8..10], t.day());
-        put(&mut text[11..13], t.hour());
-        put(&mut text[14..16], t.minute());
-        put(&mut text[17..19], t.second());
+        put(&mut text[0..4], n.year() as u32);
+        put(&mut text[5..7], n.month());
+        put(&mut text[8..10], n.day());
+        put(&mut text[11..13], n.hour());
+        put(&mut text[14..16], n.minute());
+        put(&mut text[17..19], n.second());
         let mut len = 19;
         if digits > 0 {
             text[19] = b'.';
@@ -78,6 +81,14 @@ impl Stamp {
         }
         text[len] = b'Z';
         Stamp::Fixed { text, len: len + 1 }
+    }
+
+    /// The text's bytes (ASCII), without `as_str`'s check.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Stamp::Fixed { text, len } => &text[..*len],
+            Stamp::Other(text) => text.as_bytes(),
+        }
     }
 
     /// The text.
