@@ -64,12 +64,16 @@ pub fn stand_in(records: Vec<Forwarded>, rows: &mut [Encoded]) -> Vec<Forwarded>
         return records;
     }
     let mut stood_for = vec![false; records.len()];
-    let requests: HashMap<(&str, &str), usize> = records
-        .iter()
-        .enumerate()
-        .filter(|(_, record)| record.kind == REQUEST)
-        .map(|(i, record)| ((record.id.as_str(), record.cluster.as_str()), i))
-        .collect();
+    // Sized at once, and not SipHash: the keys are portcullis's own audit
+    // ids and configured clusters.
+    let mut requests = HashMap::with_capacity_and_hasher(records.len(), foldhash::fast::RandomState::default());
+    requests.extend(
+        records
+            .iter()
+            .enumerate()
+            .filter(|(_, record)| record.kind == REQUEST)
+            .map(|(i, record)| ((record.id.as_str(), record.cluster.as_str()), i)),
+    );
     for row in rows.iter_mut() {
         let of = row.row();
         let key = (of.id.as_str(), of.cluster.as_str());

@@ -216,8 +216,11 @@ impl AuditStore for PostgresAuditStore {
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
         let links = links?;
         self.forwarded.clear();
-        for row in rows {
-            self.intents.remove(&row.row().id);
+        // Reads have no intent: most commits hash no id here.
+        if !self.intents.is_empty() {
+            for row in rows {
+                self.intents.remove(&row.row().id);
+            }
         }
         Ok(links)
     }

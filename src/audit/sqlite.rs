@@ -114,8 +114,11 @@ impl AuditStore for SqliteAuditStore {
         tx.commit()?;
         self.forwarded.clear();
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
-        for row in rows {
-            self.intents.remove(&row.row().id);
+        // Reads have no intent: most commits hash no id here.
+        if !self.intents.is_empty() {
+            for row in rows {
+                self.intents.remove(&row.row().id);
+            }
         }
         Ok(links)
     }

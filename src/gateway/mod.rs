@@ -68,7 +68,9 @@ const TOOL_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// doors each hold an `Arc` of it; it holds nothing of theirs.
 #[derive(Debug)]
 pub struct Pipeline {
-    clusters: HashMap<String, Arc<Upstream>>,
+    /// Found by each request's cluster name: not SipHash, since the names
+    /// are the config's and a miss is refused.
+    clusters: HashMap<String, Arc<Upstream>, foldhash::fast::RandomState>,
     policy: Policy,
     limits: Limits,
     /// `limits` with the shorter timeout of a tool's cluster request.

@@ -16,7 +16,8 @@ use crate::identity::roles::Role;
 use crate::identity::{Grant, Identity, Principal};
 use crate::store::Store;
 use dashmap::DashMap;
-use std::collections::HashSet;
+use foldhash::fast::RandomState;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,8 +50,12 @@ pub struct Policy {
     /// the client's, and a `HashSet` hashed it with SipHash on every
     /// request.
     protected: Vec<String>,
-    revealing_roles: HashSet<String>,
-    cache: DashMap<(Principal, String), CachedGrants>,
+    revealing_roles: HashSet<String, RandomState>,
+    /// By principal, then cluster: looked up with the request's own
+    /// principal and cluster name, not copies of them made for a key. Not
+    /// SipHash: the keys are authenticated principals and configured
+    /// clusters, which no client can pick to collide.
+    cache: DashMap<Principal, HashMap<String, CachedGrants, RandomState>, RandomState>,
     clock: GrantClock,
 }
 
@@ -70,7 +75,7 @@ impl Policy {
             store,
             protected: protected.into_iter().collect(),
             revealing_roles,
-            cache: DashMap::new(),
+            cache: DashMap::default(),
             clock: GrantClock::default(),
         }
     }
@@ -124,14 +129,18 @@ impl Policy {
     }
 
     async fn grants(&self, principal: &Principal, cluster: &str) -> Result<Arc<Vec<Grant>>, PolicyUnavailable> {
-        let key = (principal.clone(), cluster.to_string());
-        if let Some(entry) = self.cache.get(&key) {
+        if let Some(entry) = self
+            .cache
+            .get(principal)
+            .as_ref()
+            .and_then(|clusters| clusters.get(cluster))
+        {
             if entry.1.elapsed() < CACHE_TTL {
                 return Ok(entry.0.clone());
             }
         }
         let store = self.store.clone();
-        let (p, c) = key.clone();
+        let (p, c) = (principal.clone(), cluster.to_string());
         let grants = tokio::task::spawn_blocking(move || store.grants_of(&p, &c))
             .await
             .map_err(|_| PolicyUnavailable)?
@@ -140,7 +149,8 @@ impl Policy {
                 PolicyUnavailable
             })?;
         let grants = Arc::new(grants);
-        self.cache.insert(key, (grants.clone(), Instant::now()));
+        let mut clusters = self.cache.entry(principal.clone()).or_default();
+        clusters.insert(cluster.to_string(), (grants.clone(), Instant::now()));
         Ok(grants)
     }
 }

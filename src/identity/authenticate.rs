@@ -138,7 +138,9 @@ struct Cached {
 /// Authenticates bearer tokens against the store, through a cache.
 pub struct Authenticator {
     store: Arc<dyn CredentialSource>,
-    cache: DashMap<String, Cached>,
+    /// By the token's SHA-256 ([`credential::digest`]). Not SipHash:
+    /// the keys are digests, which nobody can choose to collide.
+    cache: DashMap<[u8; 32], Cached, foldhash::fast::RandomState>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -154,7 +156,7 @@ impl Authenticator {
     pub fn new(store: impl CredentialSource) -> Self {
         Authenticator {
             store: Arc::new(store),
-            cache: DashMap::new(),
+            cache: DashMap::default(),
         }
     }
 
@@ -176,9 +178,8 @@ impl Authenticator {
         // Only a refusal shows the prefix: an accepted token is not copied.
         let prefix = || credential::display_prefix(token);
         credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix() })?;
-        let hash = credential::hash(token);
         let found = self
-            .lookup(hash)
+            .lookup(credential::digest(token))
             .await?
             .ok_or_else(|| AuthError::Unknown { prefix: prefix() })?;
         let now = Utc::now();
@@ -214,9 +215,9 @@ impl Authenticator {
         self.cache.clear();
     }
 
-    /// Drop the cached entry of the token whose SHA-256 is `hash`.
-    pub fn forget_hash(&self, hash: &str) {
-        self.cache.remove(hash);
+    /// Drop the cached entry of the token whose SHA-256 is `digest`.
+    pub fn forget_digest(&self, digest: &[u8; 32]) {
+        self.cache.remove(digest);
     }
 
     /// Drop every cached credential of agent session `id` (after revoking
@@ -226,14 +227,14 @@ impl Authenticator {
             .retain(|_, cached| cached.found.agent.as_ref().is_none_or(|agent| agent.id != id));
     }
 
-    async fn lookup(&self, hash: String) -> Result<Option<Found>, AuthError> {
-        if let Some(cached) = self.cache.get(&hash) {
+    async fn lookup(&self, digest: [u8; 32]) -> Result<Option<Found>, AuthError> {
+        if let Some(cached) = self.cache.get(&digest) {
             if cached.fetched.elapsed() < CACHE_TTL {
                 return Ok(Some(cached.found.clone()));
             }
         }
         let store = self.store.clone();
-        let key = hash.clone();
+        let key = credential::lower_hex(&digest);
         let found = tokio::task::spawn_blocking(move || {
             let found = store.find(&key)?;
             Ok::<_, SourceError>(found.map(|(lookup, agent)| Found {
@@ -251,7 +252,7 @@ impl Authenticator {
         match &found {
             Some(found) => {
                 self.cache.insert(
-                    hash,
+                    digest,
                     Cached {
                         found: found.clone(),
                         fetched: Instant::now(),
@@ -259,7 +260,7 @@ impl Authenticator {
                 );
             }
             None => {
-                self.cache.remove(&hash);
+                self.cache.remove(&digest);
             }
         }
         Ok(found)

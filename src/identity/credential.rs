@@ -76,7 +76,16 @@ pub fn check(token: &str) -> Result<(), MalformedToken> {
 /// SHA-256 of a token, lower-case hex. ring's SHA-256, as the audit
 /// chain's: this runs on every request.
 pub fn hash(token: &str) -> String {
-    lower_hex(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref())
+    lower_hex(&digest(token))
+}
+
+/// SHA-256 of a token, as bytes: the credential cache's key, so a request
+/// whose token is cached never writes the hex.
+pub fn digest(token: &str) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut bytes = [0; 32];
+    bytes.copy_from_slice(digest.as_ref());
+    bytes
 }
 
 /// `bytes` in lower-case hex, encoded by hand rather than through `format!`:

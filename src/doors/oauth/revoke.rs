@@ -38,7 +38,7 @@ pub async fn serve(
         return error(&OAuthError::invalid_request("token is missing"));
     };
     let store = oauth.store.clone();
-    let hash = credential::hash(&token);
+    let digest = credential::digest(&token);
     let ended = tokio::task::spawn_blocking(move || tokens::revoke(&store, &token)).await;
     match ended {
         Ok(Ok(session)) => {
@@ -46,7 +46,7 @@ pub async fn serve(
                 row.session = session.clone();
                 authenticator.forget_agent(&session);
             }
-            authenticator.forget_hash(&hash);
+            authenticator.forget_digest(&digest);
             json(StatusCode::OK, "{}".into())
         }
         Ok(Err(e)) => error(&e),
