@@ -469,6 +469,7 @@ fn render(conditions: &[Condition]) -> (String, Vec<String>) {
             Condition::Outcome(Outcome::Error) => format!("NOT {DENIED} AND (code >= 400 OR code = 0)"),
             Condition::Outcome(Outcome::Write) => "is_write".into(),
             Condition::NotDiscovery => "NOT discovery".into(),
+            Condition::OfAKind => "kind <> ''".into(),
         })
         .collect();
     if clauses.is_empty() {

@@ -75,6 +75,9 @@ pub enum Condition {
     Outcome(Outcome),
     /// Not a discovery request.
     NotDiscovery,
+    /// A row of a kind (`kind <> ''`: not a request's): what the index by
+    /// kind holds, said beside a kind's `Equals` so that the stores use it.
+    OfAKind,
 }
 
 /// A filter that cannot be understood.
@@ -147,6 +150,9 @@ impl Filter {
                 out.push(Condition::Equals(column, value.clone()));
             }
         }
+        if self.kind.as_ref().is_some_and(|kind| !kind.is_empty()) {
+            out.push(Condition::OfAKind);
+        }
         if let Some(resource) = &self.resource {
             let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
             out.push(Condition::Equals("resource", resource.to_string()));
@@ -178,6 +184,7 @@ impl Filter {
             Condition::Outcome(Outcome::Error) => !row.denied() && (row.code >= 400 || row.code == 0),
             Condition::Outcome(Outcome::Write) => row.write,
             Condition::NotDiscovery => !row.discovery,
+            Condition::OfAKind => !row.kind.is_empty(),
         })
     }
 }

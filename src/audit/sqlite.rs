@@ -319,6 +319,7 @@ fn render(conditions: &[Condition]) -> (String, Vec<Value>) {
             Condition::Outcome(Outcome::Error) => clauses.push(format!("NOT {DENIED} AND (code >= 400 OR code = 0)")),
             Condition::Outcome(Outcome::Write) => clauses.push("is_write = 1".into()),
             Condition::NotDiscovery => clauses.push("discovery = 0".into()),
+            Condition::OfAKind => clauses.push("kind <> ''".into()),
         }
     }
     if clauses.is_empty() {

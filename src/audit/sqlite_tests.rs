@@ -335,3 +335,34 @@ fn a_dropped_store_closes_its_database_which_reopens_intact() {
     store.commit(&[], &[row("ana", "get", 200)]).unwrap();
     assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(41));
 }
+
+#[test]
+fn a_query_by_kind_is_answered_from_the_index_that_holds_only_rows_of_a_kind() {
+    let (_dir, mut store) = open();
+    let mut alert = row("ana", "get", 200);
+    alert.kind = "alert".into();
+    store.commit(&[], &[row("ana", "get", 200), alert.clone()]).unwrap();
+    let filter = Filter {
+        kind: Some("alert".into()),
+        ..Filter::default()
+    };
+    let found: Vec<AuditRow> = store.query(&filter).unwrap().into_iter().map(|r| r.row).collect();
+    assert_eq!(found, vec![alert]);
+
+    let (clause, args) = render(&filter.conditions());
+    let sql = format!("EXPLAIN QUERY PLAN SELECT seq FROM audit {clause} ORDER BY seq DESC LIMIT 50");
+    let mut explain = store.conn.prepare(&sql).unwrap();
+    let plan: Vec<String> = explain
+        .query_map(params_from_iter(args), |r| r.get(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(plan.iter().any(|step| step.contains("audit_by_kind")), "{plan:?}");
+    let index: String = store
+        .conn
+        .query_row("SELECT sql FROM sqlite_master WHERE name = 'audit_by_kind'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(index.ends_with("WHERE kind <> ''"), "{index}");
+}

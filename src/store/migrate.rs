@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0016_notify.sql"),
     include_str!("migrations/0017_audit_export.sql"),
     include_str!("migrations/0018_audit_forwarded_rows.sql"),
+    include_str!("migrations/0019_audit_by_kind_partial.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -58,6 +59,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0016_notify.sql"),
     include_str!("migrations/postgres/0017_audit_export.sql"),
     include_str!("migrations/postgres/0018_audit_forwarded_rows.sql"),
+    include_str!("migrations/postgres/0019_audit_by_kind_partial.sql"),
 ];
 
 /// The schema version this release knows.
