@@ -5,7 +5,8 @@
 //! together).
 //!
 //! Rolling upgrades: a migration only expands (new tables, new columns with
-//! defaults, new indexes), so the previous release keeps working on the
+//! defaults, new indexes) or narrows an index (0019: the previous release's
+//! queries by kind then scan), so the previous release keeps working on the
 //! schema of the next one; what it would remove waits for a later release.
 //! A replica therefore runs on its own version or the next one, and refuses
 //! to start on anything newer, saying so.
