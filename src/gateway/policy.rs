@@ -244,6 +244,54 @@ mod tests {
         assert_eq!(policy.decide(&ana, "other", &pods).await.unwrap(), allow(&[], false));
     }
 
+    #[tokio::test]
+    async fn cached_grants_stay_with_their_principal_and_cluster() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        for name in ["ana", "ben"] {
+            store.add_principal(&Principal::person(name), false).unwrap();
+        }
+        store.add_grant(&grant("on-c", None, 3600)).unwrap();
+        let mut on_d = grant("on-d", None, 3600);
+        on_d.cluster = "d".into();
+        store.add_grant(&on_d).unwrap();
+        let mut bens = grant("bens", None, 3600);
+        bens.subject = Principal::person("ben");
+        store.add_grant(&bens).unwrap();
+        let policy = Policy::new(store.clone(), Vec::new(), &crate::identity::roles::builtin());
+        let ben = Identity {
+            principal: Principal::person("ben"),
+            ..person()
+        };
+        let pods = classify(&http::Method::GET, "/api/v1/namespaces/shop/pods", None);
+        let groups = |decision: Decision| match decision {
+            Decision::Allow { groups, .. } => groups,
+        };
+        // Twice round, the second time from the cache.
+        for _ in 0..2 {
+            assert_eq!(
+                groups(policy.decide(&person(), "c", &pods).await.unwrap()),
+                ["portcullis:grant:on-c"]
+            );
+            assert_eq!(
+                groups(policy.decide(&person(), "d", &pods).await.unwrap()),
+                ["portcullis:grant:on-d"]
+            );
+            assert_eq!(
+                groups(policy.decide(&ben, "c", &pods).await.unwrap()),
+                ["portcullis:grant:bens"]
+            );
+            assert!(groups(policy.decide(&ben, "d", &pods).await.unwrap()).is_empty());
+        }
+        // Cached: a grant added behind the cache's back shows only once it is forgotten.
+        let mut more = grant("more", None, 3600);
+        more.cluster = "d".into();
+        store.add_grant(&more).unwrap();
+        assert_eq!(groups(policy.decide(&person(), "d", &pods).await.unwrap()).len(), 1);
+        policy.forget();
+        assert_eq!(groups(policy.decide(&person(), "d", &pods).await.unwrap()).len(), 2);
+    }
+
     fn person() -> Identity {
         Identity {
             principal: Principal::person("ana"),

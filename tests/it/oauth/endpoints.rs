@@ -281,6 +281,31 @@ async fn revoking_the_refresh_token_ends_the_session_and_its_access_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_access_token_is_refused_at_once_though_it_was_cached() {
+    let env = Portcullis::start().await;
+    env.person("ana", &[("developer", Some("shop"))]);
+    let tokens = tokens_for_ana(&env, "developer").await;
+    let (access, refresh) = (
+        tokens["access_token"].as_str().unwrap(),
+        tokens["refresh_token"].as_str().unwrap(),
+    );
+    // Used once, so the credential cache holds it (for 2 s).
+    connect(&env, access, stateless()).await;
+    let revoked = post_form(&env, "/oauth/revoke", &format!("token={access}")).await;
+    assert_eq!(revoked.status, 200);
+    assert!(crate::mcp::try_connect(&env, access, stateless()).await.is_err());
+    // An access token is revoked alone: its session goes on.
+    let renewed = post_form(
+        &env,
+        "/oauth/token",
+        &format!("grant_type=refresh_token&refresh_token={refresh}&client_id={CLIENT}"),
+    )
+    .await;
+    assert_eq!(renewed.status, 200);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_code_or_refresh_token_presented_twice_ends_the_session_and_every_token_of_it() {
     let env = Portcullis::start().await;
     env.person("ana", &[("developer", Some("shop"))]);
