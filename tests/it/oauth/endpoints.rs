@@ -28,6 +28,23 @@ async fn post_form(env: &Portcullis, path: &str, form: &str) -> crate::harness::
         .await
 }
 
+/// `refresh_token` exchanged at `/oauth/token`.
+async fn refresh(env: &Portcullis, refresh_token: &str) -> crate::harness::RawResponse {
+    let form = format!("grant_type=refresh_token&refresh_token={refresh_token}&client_id={CLIENT}");
+    post_form(env, "/oauth/token", &form).await
+}
+
+/// ana (a developer in `shop`) with an agent session's access and refresh
+/// tokens, the access token used once (so the credential cache holds it).
+async fn ana_connected(env: &Portcullis) -> (String, String) {
+    env.person("ana", &[("developer", Some("shop"))]);
+    let tokens = tokens_for_ana(env, "developer").await;
+    let token = |name: &str| tokens[name].as_str().unwrap().to_string();
+    let (access, refresh) = (token("access_token"), token("refresh_token"));
+    connect(env, &access, stateless()).await;
+    (access, refresh)
+}
+
 /// A code for ana's first grant (as the consent page would make), and the
 /// tokens its exchange at `/oauth/token` gives.
 async fn tokens_for_ana(env: &Portcullis, role: &str) -> Value {
@@ -260,22 +277,11 @@ async fn an_access_token_works_on_mcp_and_is_refused_on_the_clusters_and_the_per
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_the_refresh_token_ends_the_session_and_its_access_token() {
     let env = Portcullis::start().await;
-    env.person("ana", &[("developer", Some("shop"))]);
-    let tokens = tokens_for_ana(&env, "developer").await;
-    let (access, refresh) = (
-        tokens["access_token"].as_str().unwrap(),
-        tokens["refresh_token"].as_str().unwrap(),
-    );
-    connect(&env, access, stateless()).await;
-    let revoked = post_form(&env, "/oauth/revoke", &format!("token={refresh}")).await;
+    let (access, refresh_token) = ana_connected(&env).await;
+    let revoked = post_form(&env, "/oauth/revoke", &format!("token={refresh_token}")).await;
     assert_eq!(revoked.status, 200);
-    assert!(crate::mcp::try_connect(&env, access, stateless()).await.is_err());
-    let again = post_form(
-        &env,
-        "/oauth/token",
-        &format!("grant_type=refresh_token&refresh_token={refresh}&client_id={CLIENT}"),
-    )
-    .await;
+    assert!(crate::mcp::try_connect(&env, &access, stateless()).await.is_err());
+    let again = refresh(&env, &refresh_token).await;
     assert_eq!(again.json()["error"], "invalid_grant");
     env.stop().await;
 }
@@ -283,24 +289,13 @@ async fn revoking_the_refresh_token_ends_the_session_and_its_access_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_access_token_is_refused_at_once_though_it_was_cached() {
     let env = Portcullis::start().await;
-    env.person("ana", &[("developer", Some("shop"))]);
-    let tokens = tokens_for_ana(&env, "developer").await;
-    let (access, refresh) = (
-        tokens["access_token"].as_str().unwrap(),
-        tokens["refresh_token"].as_str().unwrap(),
-    );
-    // Used once, so the credential cache holds it (for 2 s).
-    connect(&env, access, stateless()).await;
+    // The access token is in the credential cache (for 2 s).
+    let (access, refresh_token) = ana_connected(&env).await;
     let revoked = post_form(&env, "/oauth/revoke", &format!("token={access}")).await;
     assert_eq!(revoked.status, 200);
-    assert!(crate::mcp::try_connect(&env, access, stateless()).await.is_err());
+    assert!(crate::mcp::try_connect(&env, &access, stateless()).await.is_err());
     // An access token is revoked alone: its session goes on.
-    let renewed = post_form(
-        &env,
-        "/oauth/token",
-        &format!("grant_type=refresh_token&refresh_token={refresh}&client_id={CLIENT}"),
-    )
-    .await;
+    let renewed = refresh(&env, &refresh_token).await;
     assert_eq!(renewed.status, 200);
     env.stop().await;
 }
@@ -310,27 +305,23 @@ async fn a_code_or_refresh_token_presented_twice_ends_the_session_and_every_toke
     let env = Portcullis::start().await;
     env.person("ana", &[("developer", Some("shop"))]);
     let first = tokens_for_ana(&env, "developer").await;
-    let (access, refresh) = (
+    let (access, refresh_token) = (
         first["access_token"].as_str().unwrap(),
         first["refresh_token"].as_str().unwrap(),
     );
-    let form = |token: &str| format!("grant_type=refresh_token&refresh_token={token}&client_id={CLIENT}");
-    let second = post_form(&env, "/oauth/token", &form(refresh)).await;
+    let second = refresh(&env, refresh_token).await;
     assert_eq!(second.status, 200);
     let newer = second.json()["access_token"].as_str().unwrap().to_string();
     connect(&env, &newer, stateless()).await;
     // The first refresh token again: a thief or a replay. The whole session ends.
-    let replayed = post_form(&env, "/oauth/token", &form(refresh)).await;
+    let replayed = refresh(&env, refresh_token).await;
     assert_eq!(replayed.json()["error"], "invalid_grant");
     for token in [access, newer.as_str()] {
         let refused = crate::mcp::try_connect(&env, token, stateless()).await;
         assert!(refused.is_err(), "every access token of the session is refused");
     }
     let next = second.json()["refresh_token"].as_str().unwrap().to_string();
-    assert_eq!(
-        post_form(&env, "/oauth/token", &form(&next)).await.json()["error"],
-        "invalid_grant"
-    );
+    assert_eq!(refresh(&env, &next).await.json()["error"], "invalid_grant");
     env.stop().await;
 }
 
