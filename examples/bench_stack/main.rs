@@ -32,6 +32,8 @@ mod audit;
 mod cluster;
 mod mcp;
 mod objects;
+#[path = "../../tests/support/port.rs"]
+mod port;
 mod real;
 mod redact;
 mod setup;

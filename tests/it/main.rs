@@ -5,6 +5,9 @@ mod harness;
 /// unit tests.
 #[path = "../support/postgres.rs"]
 mod pg_fixture;
+/// Ports for the servers tests start, shared with the benchmark driver.
+#[path = "../support/port.rs"]
+mod port;
 mod support;
 
 mod apiserver_audit;

@@ -16,8 +16,8 @@
 
 #![allow(dead_code)]
 
+use crate::port::free_port;
 use std::io::{self, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
@@ -98,9 +98,10 @@ impl RealCluster {
             }
         }
         let began = Instant::now();
-        // A free port can be taken by another test's server before etcd or
-        // kube-apiserver binds it: start again, on new ports, when that is
-        // why it failed.
+        // Ports come from `free_port`: below the ephemeral range, and
+        // handed out once in this process. Another process can still take
+        // one before etcd or kube-apiserver binds it: start again, on new
+        // ports, when that is why it failed.
         let mut attempt = 1;
         loop {
             match Self::boot_once(tools, parent, api_server_flags, began) {
@@ -147,8 +148,8 @@ impl RealCluster {
     }
 
     fn start_etcd(&self, tools: &Tools) -> io::Result<String> {
-        let client = format!("http://127.0.0.1:{}", free_port()?);
-        let peer = format!("http://127.0.0.1:{}", free_port()?);
+        let client = format!("http://127.0.0.1:{}", free_port());
+        let peer = format!("http://127.0.0.1:{}", free_port());
         let mut command = Command::new(tools.bin_dir.join("etcd"));
         command.args([
             "--name=etcd",
@@ -185,7 +186,7 @@ impl RealCluster {
             path("audit-policy.yaml"),
             "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
         )?;
-        let port = free_port()?;
+        let port = free_port();
         self.url = format!("https://127.0.0.1:{port}");
         self.ca_pem = tls.ca_pem;
         let mut command = Command::new(tools.bin_dir.join("kube-apiserver"));
@@ -468,10 +469,6 @@ for p in "$@"; do
   while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
 done
 rm -rf "$0""#;
-
-fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 fn random_token() -> String {
     let bytes: [u8; 16] = rand::random();
