@@ -18,6 +18,8 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row, TransactionBehavior};
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 
 /// The audit tables of a SQLite database.
 pub struct SqliteAuditStore {
@@ -27,6 +29,8 @@ pub struct SqliteAuditStore {
     intents: HashSet<String>,
     /// Forwarded records for the next commit.
     forwarded: Vec<Forwarded>,
+    /// How many wait on a commit ([`AuditStore::yield_while_unwaited`]).
+    waited_on: Option<Arc<AtomicUsize>>,
 }
 
 impl std::fmt::Debug for SqliteAuditStore {
@@ -62,6 +66,7 @@ impl SqliteAuditStore {
             conn,
             intents,
             forwarded: Vec::new(),
+            waited_on: None,
         })
     }
 
@@ -102,7 +107,7 @@ impl AuditStore for SqliteAuditStore {
                 ])?;
             }
             let mut prev = Self::last(&tx)?;
-            insert::rows(&tx, &mut prev, rows, &mut links)?;
+            insert::rows(&tx, &mut prev, rows, &mut links, self.waited_on.as_deref())?;
             let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let fresh: HashSet<&str> = intents.iter().map(|row| row.id.as_str()).collect();
             for row in rows.iter().map(Encoded::row) {
@@ -121,6 +126,10 @@ impl AuditStore for SqliteAuditStore {
             }
         }
         Ok(links)
+    }
+
+    fn yield_while_unwaited(&mut self, waited_on: Arc<AtomicUsize>) {
+        self.waited_on = Some(waited_on);
     }
 
     fn forwarded(&mut self, records: Vec<Forwarded>) {

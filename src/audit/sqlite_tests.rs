@@ -46,6 +46,7 @@ fn filters_select_exactly_the_matching_rows() {
             conn: Connection::open(store.conn.path().unwrap()).unwrap(),
             intents: HashSet::new(),
             forwarded: Vec::new(),
+            waited_on: None,
         };
         s.query(&filter).unwrap().into_iter().map(|r| r.row.id).collect()
     };

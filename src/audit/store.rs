@@ -10,6 +10,8 @@ use super::row::{AuditRow, ChainedRow};
 use super::AuditError;
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 
 /// Where an exporter writes rows a store hands it ([`AuditStore::export_shared`]).
 pub type ExportWrite<'a> = &'a mut dyn FnMut(&[ChainedRow]);
@@ -21,6 +23,13 @@ pub trait AuditStore: Send {
     /// hash chain (hashing the JSON each carries), each replacing its
     /// intent. Returns each row's place in the chain, in order.
     fn commit_encoded(&mut self, intents: &[AuditRow], rows: &[Encoded]) -> Result<Vec<Link>, AuditError>;
+
+    /// Let the request path's threads run between a long commit's
+    /// statements while `waited_on` is zero (no one waits on a commit).
+    /// A store whose commit is not CPU-bound keeps the default: nothing.
+    fn yield_while_unwaited(&mut self, waited_on: Arc<AtomicUsize>) {
+        let _ = waited_on;
+    }
 
     /// [`commit_encoded`](Self::commit_encoded) for rows not serialised
     /// yet (an event's, recovery's, tests'); returns them as chained.

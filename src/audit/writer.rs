@@ -101,6 +101,26 @@ pub struct AuditWriter {
     /// Wakes the writer within its window: someone waits on the commit, or
     /// the queue is half full. Rows alone do not wake it (see [`run`]).
     wake: Arc<Notify>,
+    /// How many wait on a commit: while none does, a long commit yields
+    /// its core between statements ([`AuditStore::yield_while_unwaited`]).
+    waited_on: Arc<AtomicUsize>,
+}
+
+/// One waiting on a commit, counted in [`AuditWriter::waited_on`] until
+/// dropped (when the answer came, or the wait was given up).
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(waited_on: &Arc<AtomicUsize>) -> Waiting {
+        waited_on.fetch_add(1, Ordering::Relaxed);
+        Waiting(waited_on.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl AuditWriter {
@@ -118,7 +138,7 @@ impl AuditWriter {
     /// [`spawn`](Self::spawn), appending each finished row to `spool`
     /// before it is queued; the writer first ships what a crash left there.
     pub fn spawn_spooled(
-        store: Box<dyn AuditStore>,
+        mut store: Box<dyn AuditStore>,
         sink: Option<ExportSink>,
         spool: Option<Spool>,
         settings: WriterSettings,
@@ -129,6 +149,8 @@ impl AuditWriter {
         let wake = Arc::new(Notify::new());
         // Only when the process is out of threads at its start.
         let thread = thread::AuditThread::start().expect("cannot start the audit thread");
+        let waited_on = Arc::new(AtomicUsize::new(0));
+        store.yield_while_unwaited(waited_on.clone());
         let storage = Storage::open(store, sink, spool.clone(), thread);
         tokio::spawn(run::run(storage, rx, settings, metrics, health.clone(), wake.clone()));
         AuditWriter {
@@ -137,6 +159,7 @@ impl AuditWriter {
             spool,
             health,
             wake,
+            waited_on,
         }
     }
 
@@ -144,7 +167,8 @@ impl AuditWriter {
     /// means the request must not be forwarded.
     pub async fn commit_intent(&self, row: AuditRow) -> Result<(), AuditError> {
         let (ack, done) = oneshot::channel();
-        self.urgent(Msg::Intent(Box::new(row), ack))
+        let _waiting = self
+            .urgent(Msg::Intent(Box::new(row), ack))
             .await
             .map_err(|_| AuditError::Stopped)?;
         match done.await.map_err(|_| AuditError::Stopped)? {
@@ -238,16 +262,19 @@ impl AuditWriter {
     }
 
     /// Queue `msg`, which someone waits on, and wake the writer for it.
-    async fn urgent(&self, msg: Msg) -> Result<(), mpsc::error::SendError<Msg>> {
+    /// Send `msg`, which someone waits on: counted as waiting until the
+    /// returned [`Waiting`] is dropped.
+    async fn urgent(&self, msg: Msg) -> Result<Waiting, mpsc::error::SendError<Msg>> {
+        let waiting = Waiting::new(&self.waited_on);
         self.tx.send(msg).await?;
         self.wake.notify_one();
-        Ok(())
+        Ok(waiting)
     }
 
     /// Wait until every row queued before now is committed (or has failed).
     pub async fn flush(&self) {
         let (ack, done) = oneshot::channel();
-        if self.urgent(Msg::Flush(ack)).await.is_ok() {
+        if let Ok(_waiting) = self.urgent(Msg::Flush(ack)).await {
             let _ = done.await;
         }
     }
@@ -255,7 +282,8 @@ impl AuditWriter {
     /// Remove up to `max_rows` of the oldest rows that ended before `cutoff`.
     pub async fn sweep(&self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError> {
         let (ack, done) = oneshot::channel();
-        self.urgent(Msg::Sweep(cutoff, max_rows, ack))
+        let _waiting = self
+            .urgent(Msg::Sweep(cutoff, max_rows, ack))
             .await
             .map_err(|_| AuditError::Stopped)?;
         done.await.map_err(|_| AuditError::Stopped)?.map_err(AuditError::Commit)
@@ -271,7 +299,7 @@ impl AuditWriter {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let (ack, done) = oneshot::channel();
-        if self.urgent(Msg::Stop(ack)).await.is_ok() {
+        if let Ok(_waiting) = self.urgent(Msg::Stop(ack)).await {
             let _ = done.await;
         }
     }

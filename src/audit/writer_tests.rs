@@ -25,6 +25,10 @@ struct Probe {
     tries: Arc<AtomicUsize>,
     /// The thread each commit ran on.
     threads: Arc<Mutex<Vec<Option<String>>>>,
+    /// The count of those waiting on a commit, as the writer hands it.
+    waited_on: Arc<Mutex<Option<Arc<AtomicUsize>>>>,
+    /// That count at each commit.
+    waiting_at_commit: Arc<Mutex<Vec<usize>>>,
 }
 
 impl AuditStore for Probe {
@@ -36,6 +40,12 @@ impl AuditStore for Probe {
         self.commits.lock().unwrap().push((intents.len(), rows.len()));
         let thread = std::thread::current().name().map(str::to_owned);
         self.threads.lock().unwrap().push(thread);
+        if let Some(waited_on) = &*self.waited_on.lock().unwrap() {
+            self.waiting_at_commit
+                .lock()
+                .unwrap()
+                .push(waited_on.load(Ordering::SeqCst));
+        }
         self.ids.lock().unwrap().extend(rows.iter().map(|r| r.row().id.clone()));
         if self.lose_next_answer.swap(false, Ordering::SeqCst) {
             return Err(AuditError::Store("connection closed".into()));
@@ -49,6 +59,9 @@ impl AuditStore for Probe {
         }
         let stored = self.ids.lock().unwrap();
         Ok(ids.iter().filter(|id| stored.contains(id)).cloned().collect())
+    }
+    fn yield_while_unwaited(&mut self, waited_on: Arc<AtomicUsize>) {
+        *self.waited_on.lock().unwrap() = Some(waited_on);
     }
     fn forwarded(&mut self, _: Vec<Forwarded>) {}
     fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
@@ -131,6 +144,25 @@ async fn commits_run_on_the_audit_thread_not_on_the_request_paths_threads() {
         threads,
         [Some("portcullis-audit".to_owned()), Some("portcullis-audit".to_owned())]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_store_is_told_who_waits_on_a_commit_so_that_only_a_commit_no_one_waits_on_yields() {
+    let probe = Probe::default();
+    let writer = spawn(&probe, Duration::from_millis(100));
+    writer.submit(row());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(*probe.waiting_at_commit.lock().unwrap(), [0], "the window's commit");
+    writer.commit_intent(row()).await.unwrap();
+    writer.submit(row());
+    writer.flush().await;
+    assert_eq!(
+        *probe.waiting_at_commit.lock().unwrap(),
+        [0, 1, 1],
+        "the intent's commit, then the flush's"
+    );
+    let waited_on = probe.waited_on.lock().unwrap().clone().unwrap();
+    assert_eq!(waited_on.load(Ordering::SeqCst), 0, "no one waits once answered");
 }
 
 #[tokio::test(start_paused = true)]

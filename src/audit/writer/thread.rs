@@ -8,7 +8,11 @@
 //! value 10 above the workers', the scheduler lets requests go first while
 //! the cores are contended, and the commit takes what is left; when the
 //! cores are saturated the queue's bound still holds requests back before
-//! the writer falls behind (benches/RESULTS.md has the measurements).
+//! the writer falls behind. The nice value alone does not make a request's
+//! task woken on the commit's core run at once, so a commit no one waits
+//! on also yields its core between statements
+//! ([`AuditStore::yield_while_unwaited`](crate::audit::store::AuditStore::yield_while_unwaited));
+//! benches/RESULTS.md has the measurements.
 
 use std::sync::mpsc;
 
