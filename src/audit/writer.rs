@@ -208,11 +208,14 @@ impl AuditWriter {
                     self.wake.notify_one();
                     self.waiting.fetch_add(1, Ordering::SeqCst);
                     let (tx, waiting) = (self.tx.clone(), self.waiting.clone());
+                    // The writer is behind: its commits take their full share.
+                    let behind = Waiting::new(&self.waited_on);
                     runtime.spawn(async move {
                         if let Err(mpsc::error::SendError(msg)) = tx.send(msg).await {
                             lost(msg);
                         }
                         waiting.fetch_sub(1, Ordering::SeqCst);
+                        drop(behind);
                     });
                 }
                 Err(_) => lost(msg),
@@ -261,9 +264,8 @@ impl AuditWriter {
         }
     }
 
-    /// Queue `msg`, which someone waits on, and wake the writer for it.
-    /// Send `msg`, which someone waits on: counted as waiting until the
-    /// returned [`Waiting`] is dropped.
+    /// Queue `msg`, which someone waits on, and wake the writer for it; the
+    /// caller counts as waiting until the returned [`Waiting`] is dropped.
     async fn urgent(&self, msg: Msg) -> Result<Waiting, mpsc::error::SendError<Msg>> {
         let waiting = Waiting::new(&self.waited_on);
         self.tx.send(msg).await?;

@@ -166,6 +166,27 @@ async fn the_store_is_told_who_waits_on_a_commit_so_that_only_a_commit_no_one_wa
 }
 
 #[tokio::test(start_paused = true)]
+async fn rows_waiting_for_room_in_a_full_queue_count_as_waiting_on_the_commit() {
+    let probe = Probe::default();
+    let settings = WriterSettings {
+        capacity: 4,
+        max_batch: 8,
+        window: Duration::from_millis(5),
+    };
+    let writer = AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default());
+    // The writer's task cannot run meanwhile: all but four wait for room.
+    for _ in 0..40 {
+        writer.submit(row());
+    }
+    let waited_on = probe.waited_on.lock().unwrap().clone().unwrap();
+    assert_eq!(waited_on.load(Ordering::SeqCst), 36);
+    writer.close().await;
+    let seen = probe.waiting_at_commit.lock().unwrap().clone();
+    assert!(seen[0] > 0, "the first commit, while rows wait for room: {seen:?}");
+    assert_eq!(waited_on.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_intent_behind_rows_in_their_window_is_committed_at_once_with_them() {
     let probe = Probe::default();
     let writer = spawn(&probe, Duration::from_secs(60));

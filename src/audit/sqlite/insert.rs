@@ -45,9 +45,10 @@ fn sql(cache: &'static OnceLock<Vec<String>>, head: impl Fn() -> String, width: 
 /// commit (`waited_on` is zero), the thread yields its core: a commit is a
 /// burst of hashing and inserting (a core for some 13 ms every 100 ms at
 /// half of the proxy's best rate), and a request's task woken meanwhile on
-/// that core would otherwise wait for the scheduler to preempt it, which
-/// its nice value does not make prompt. Someone waiting (a write's intent,
-/// a flush) gets the commit at its full share.
+/// that core would otherwise wait for the scheduler to preempt the commit,
+/// which the thread's nice value does not make prompt. A commit someone
+/// waits on (a write's intent, a flush, rows waiting for room in the
+/// writer's queue) keeps the thread's full share.
 pub(super) fn rows(
     tx: &Transaction<'_>,
     prev: &mut Anchor,
