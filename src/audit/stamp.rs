@@ -95,7 +95,7 @@ impl Stamp {
     pub fn as_str(&self) -> &str {
         match self {
             // Only ASCII digits and separators were written.
-            Stamp::Fixed { text, len } => std::str::from_utf8(&text[..*len]).unwrap_or_default(),
+            Stamp::Fixed { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
             Stamp::Other(text) => text,
         }
     }

@@ -73,14 +73,14 @@ pub fn check(token: &str) -> Result<(), MalformedToken> {
     Ok(())
 }
 
-/// SHA-256 of a token, lower-case hex. ring's SHA-256, as the audit
-/// chain's: this runs on every request.
+/// SHA-256 of a token, lower-case hex: how the store keeps it.
 pub fn hash(token: &str) -> String {
     lower_hex(&digest(token))
 }
 
 /// SHA-256 of a token, as bytes: the credential cache's key, so a request
-/// whose token is cached never writes the hex.
+/// whose token is cached never writes the hex. ring's SHA-256, as the audit
+/// chain's: this runs on every request.
 pub fn digest(token: &str) -> [u8; 32] {
     let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
     let mut bytes = [0; 32];
