@@ -104,6 +104,8 @@ pub struct AuditWriter {
     /// How many wait on a commit: while none does, a long commit yields
     /// its core between statements ([`AuditStore::yield_while_unwaited`]).
     waited_on: Arc<AtomicUsize>,
+    /// The runtime the writer was started on, where rows wait for room.
+    runtime: tokio::runtime::Handle,
 }
 
 /// One waiting on a commit, counted in [`AuditWriter::waited_on`] until
@@ -160,6 +162,7 @@ impl AuditWriter {
             health,
             wake,
             waited_on,
+            runtime: tokio::runtime::Handle::current(),
         }
     }
 
@@ -203,23 +206,29 @@ impl AuditWriter {
                     self.wake.notify_one();
                 }
             }
-            Err(mpsc::error::TrySendError::Full(msg)) => match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    self.wake.notify_one();
-                    self.waiting.fetch_add(1, Ordering::SeqCst);
-                    let (tx, waiting) = (self.tx.clone(), self.waiting.clone());
+            Err(mpsc::error::TrySendError::Full(msg)) => {
+                self.wake.notify_one();
+                self.waiting.fetch_add(1, Ordering::SeqCst);
+                let room = ForRoom {
+                    msg: Some(msg),
+                    waiting: self.waiting.clone(),
                     // The writer is behind: its commits take their full share.
-                    let behind = Waiting::new(&self.waited_on);
-                    runtime.spawn(async move {
-                        if let Err(mpsc::error::SendError(msg)) = tx.send(msg).await {
-                            lost(msg);
+                    _behind: Waiting::new(&self.waited_on),
+                };
+                let tx = self.tx.clone();
+                // On the writer's own runtime: a row may be finished where
+                // there is none (a `Drop` on a plain thread, where it was
+                // lost before), or on a runtime that ends before the writer
+                // has room (where it was dropped with its task).
+                drop(self.runtime.spawn(async move {
+                    let mut room = room;
+                    if let Ok(permit) = tx.reserve().await {
+                        if let Some(msg) = room.msg.take() {
+                            permit.send(msg);
                         }
-                        waiting.fetch_sub(1, Ordering::SeqCst);
-                        drop(behind);
-                    });
-                }
-                Err(_) => lost(msg),
-            },
+                    }
+                }));
+            }
             Err(mpsc::error::TrySendError::Closed(msg)) => lost(msg),
         }
     }
@@ -304,6 +313,24 @@ impl AuditWriter {
         if let Ok(_waiting) = self.urgent(Msg::Stop(ack)).await {
             let _ = done.await;
         }
+    }
+}
+
+/// A message waiting for room in the queue: counted in
+/// [`AuditWriter::waiting`] until it is queued or, if the writer has
+/// stopped or the runtime is gone, reported lost.
+struct ForRoom {
+    msg: Option<Msg>,
+    waiting: Arc<AtomicUsize>,
+    _behind: Waiting,
+}
+
+impl Drop for ForRoom {
+    fn drop(&mut self) {
+        if let Some(msg) = self.msg.take() {
+            lost(msg);
+        }
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

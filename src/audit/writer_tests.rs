@@ -186,6 +186,44 @@ async fn rows_waiting_for_room_in_a_full_queue_count_as_waiting_on_the_commit() 
     assert_eq!(waited_on.load(Ordering::SeqCst), 0);
 }
 
+/// Rows finished where no runtime runs, or on a thread with a runtime of
+/// its own that ends before the writer has room for them, wait for room
+/// on the writer's runtime: they were lost before, or went with the
+/// thread's runtime.
+#[tokio::test(start_paused = true)]
+async fn rows_finished_off_the_writers_runtime_while_the_queue_is_full_are_still_committed() {
+    let probe = Probe::default();
+    let settings = WriterSettings {
+        capacity: 4,
+        max_batch: 8,
+        window: Duration::from_millis(5),
+    };
+    let writer = AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default());
+    // The writer's task cannot run meanwhile: six of the ten wait for room.
+    let plain = writer.clone();
+    std::thread::spawn(move || {
+        for _ in 0..5 {
+            plain.submit(row());
+        }
+    })
+    .join()
+    .unwrap();
+    let on_runtime = writer.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            for _ in 0..5 {
+                on_runtime.submit(row());
+            }
+        });
+    })
+    .join()
+    .unwrap();
+    writer.close().await;
+    let committed: usize = probe.commits.lock().unwrap().iter().map(|(_, rows)| rows).sum();
+    assert_eq!(committed, 10);
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_intent_behind_rows_in_their_window_is_committed_at_once_with_them() {
     let probe = Probe::default();
