@@ -165,15 +165,20 @@ async fn the_store_is_told_who_waits_on_a_commit_so_that_only_a_commit_no_one_wa
     assert_eq!(waited_on.load(Ordering::SeqCst), 0, "no one waits once answered");
 }
 
-#[tokio::test(start_paused = true)]
-async fn rows_waiting_for_room_in_a_full_queue_count_as_waiting_on_the_commit() {
-    let probe = Probe::default();
+/// A writer whose queue holds four messages and whose window is short.
+fn queue_of_four(probe: &Probe) -> AuditWriter {
     let settings = WriterSettings {
         capacity: 4,
         max_batch: 8,
         window: Duration::from_millis(5),
     };
-    let writer = AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default());
+    AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default())
+}
+
+#[tokio::test(start_paused = true)]
+async fn rows_waiting_for_room_in_a_full_queue_count_as_waiting_on_the_commit() {
+    let probe = Probe::default();
+    let writer = queue_of_four(&probe);
     // The writer's task cannot run meanwhile: all but four wait for room.
     for _ in 0..40 {
         writer.submit(row());
@@ -193,12 +198,7 @@ async fn rows_waiting_for_room_in_a_full_queue_count_as_waiting_on_the_commit() 
 #[tokio::test(start_paused = true)]
 async fn rows_finished_off_the_writers_runtime_while_the_queue_is_full_are_still_committed() {
     let probe = Probe::default();
-    let settings = WriterSettings {
-        capacity: 4,
-        max_batch: 8,
-        window: Duration::from_millis(5),
-    };
-    let writer = AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default());
+    let writer = queue_of_four(&probe);
     // The writer's task cannot run meanwhile: six of the ten wait for room.
     let plain = writer.clone();
     std::thread::spawn(move || {
