@@ -20,12 +20,12 @@ use tower::ServiceExt;
 
 /// How long a refused request's client is given to finish sending its body
 /// before the refusal goes anyway.
-const DRAIN_TIME: Duration = Duration::from_secs(10);
+pub(super) const DRAIN_TIME: Duration = Duration::from_secs(10);
 
 /// How much of a refused request's body is read through, in body limits:
 /// enough for a manifest a few times over the limit to be answered as a
 /// plain refusal; a larger upload is cut short (reset or closed).
-const DRAIN_LIMITS: u64 = 4;
+pub(super) const DRAIN_LIMITS: u64 = 4;
 
 impl Doors {
     /// A request for cluster `cluster` at Kubernetes path `path`. When

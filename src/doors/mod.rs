@@ -279,6 +279,19 @@ impl Doors {
                 let error = self.unauthorized(error, trace);
                 let status = refuse(trace, &error);
                 trace.row.reason = status.reason.clone();
+                // The body the client is still sending is read first, as
+                // the Kubernetes door does (`unread`): unread, hyper closes
+                // an HTTP/1.1 connection after the 401, and a client that
+                // sends its next request on it (the MCP SDKs' OAuth flow
+                // does, at once) sees it closed without an answer.
+                let (request, unread) = unread::lend(request);
+                drop(request);
+                let bound = self
+                    .pipeline
+                    .limits()
+                    .request_body_bytes
+                    .saturating_mul(kube::DRAIN_LIMITS);
+                unread.drain(bound, kube::DRAIN_TIME).await;
                 return Ok(self.mcp.unauthorized(&status));
             }
         };
