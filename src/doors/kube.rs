@@ -15,23 +15,12 @@ use crate::gateway::service::{Entry, PipelineService};
 use crate::gateway::Trace;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use std::time::Duration;
 use tower::ServiceExt;
-
-/// How long a refused request's client is given to finish sending its body
-/// before the refusal goes anyway.
-pub(super) const DRAIN_TIME: Duration = Duration::from_secs(10);
-
-/// How much of a refused request's body is read through, in body limits:
-/// enough for a manifest a few times over the limit to be answered as a
-/// plain refusal; a larger upload is cut short (reset or closed).
-pub(super) const DRAIN_LIMITS: u64 = 4;
 
 impl Doors {
     /// A request for cluster `cluster` at Kubernetes path `path`. When
     /// portcullis refuses it, what the client still sends of its body is
-    /// read and discarded first: up to [`DRAIN_LIMITS`] times the body
-    /// limit, for at most [`DRAIN_TIME`].
+    /// read and discarded first ([`Doors::drain`]).
     pub(super) async fn cluster_request(
         &self,
         cluster: String,
@@ -43,8 +32,7 @@ impl Doors {
         let (request, unread) = unread::lend(request);
         let result = self.lent_request(cluster, path, request, audit_id, trace).await;
         if result.is_err() || !trace.row.refused.is_empty() {
-            let bound = self.pipeline.limits().request_body_bytes.saturating_mul(DRAIN_LIMITS);
-            unread.drain(bound, DRAIN_TIME).await;
+            self.drain(unread).await;
         }
         result
     }

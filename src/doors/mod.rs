@@ -184,8 +184,13 @@ impl Doors {
             Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
             Route::ApiserverAudit(cluster) => {
                 let cluster = cluster.to_string();
+                let (request, unread) = unread::lend(request);
                 let webhook = self.apiserver_audit.serve(&cluster, request, &mut trace.row);
-                Ok(Box::pin(webhook).await)
+                let response = Box::pin(webhook).await;
+                if !response.status().is_success() {
+                    self.drain(unread).await;
+                }
+                Ok(response)
             }
             Route::Web(_) => Box::pin(self.web_request(request, trace)).await,
             Route::OAuth(_) => Box::pin(self.oauth_request(request, trace)).await,
@@ -279,19 +284,12 @@ impl Doors {
                 let error = self.unauthorized(error, trace);
                 let status = refuse(trace, &error);
                 trace.row.reason = status.reason.clone();
-                // The body the client is still sending is read first, as
-                // the Kubernetes door does (`unread`): unread, hyper closes
-                // an HTTP/1.1 connection after the 401, and a client that
-                // sends its next request on it (the MCP SDKs' OAuth flow
-                // does, at once) sees it closed without an answer.
-                let (request, unread) = unread::lend(request);
-                drop(request);
-                let bound = self
-                    .pipeline
-                    .limits()
-                    .request_body_bytes
-                    .saturating_mul(kube::DRAIN_LIMITS);
-                unread.drain(bound, kube::DRAIN_TIME).await;
+                // The MCP SDKs' OAuth flow sends its next request on this
+                // connection at once. The lent body is dropped unread, which
+                // hands it back to the drain.
+                let (unread_body, unread) = unread::lend(request);
+                drop(unread_body);
+                self.drain(unread).await;
                 return Ok(self.mcp.unauthorized(&status));
             }
         };
@@ -300,6 +298,21 @@ impl Doors {
             trace.row.session = agent.id.clone();
         }
         Ok(self.mcp.serve(request, identity, &mut trace.row).await)
+    }
+
+    /// After a refusal made before the request's body was read: read and
+    /// discard what the client still sends of it (`unread`), up to
+    /// [`unread::DRAIN_LIMITS`] times the body limit and for at most
+    /// [`unread::DRAIN_TIME`]. Unread, hyper closes an HTTP/1.1 connection
+    /// after the answer, and a client sending its next request on it sees
+    /// it closed without an answer.
+    async fn drain(&self, unread: unread::Unread<Incoming>) {
+        let bound = self
+            .pipeline
+            .limits()
+            .request_body_bytes
+            .saturating_mul(unread::DRAIN_LIMITS);
+        unread.drain(bound, unread::DRAIN_TIME).await;
     }
 
     /// A refused credential: counted, its prefix noted in the row.

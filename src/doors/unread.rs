@@ -26,6 +26,15 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// How long a refused request's client is given to finish sending its body
+/// before the refusal goes anyway.
+pub(super) const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// How much of a refused request's body is read through, in body limits:
+/// enough for a manifest a few times over the limit to be answered as a
+/// plain refusal; a larger upload is cut short (reset or closed).
+pub(super) const DRAIN_LIMITS: u64 = 4;
+
 /// The request body as the pipeline reads it. Dropped before its end, it
 /// goes back to the door's [`Unread`] instead of being discarded.
 pub(super) struct Lent<B: Body> {

@@ -110,6 +110,19 @@ async fn a_webhook_call_without_the_clusters_own_token_is_refused_with_an_audit_
     assert_eq!(elsewhere.status, 401, "another cluster's URL does not take this token");
 }
 
+/// A refused call's body still arriving is read and discarded before the
+/// 401, so its HTTP/1.1 connection serves the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_call_refused_for_its_token_leaves_the_http1_connection_usable() {
+    let (env, _token_dir) = start().await;
+    let padding = "x".repeat(512 * 1024);
+    let events = batch(vec![json!({"kind": "Event", "auditID": "padded", "padding": padding})]);
+    let path = format!("/apiserver-audit/{CLUSTER}");
+    let answers = env.refused_then_next(&path, String::from_utf8(events).unwrap()).await;
+    assert_eq!(answers, ["401 1", "200 0"]);
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_delivered_twice_is_kept_once_and_never_with_its_bodies() {
     let (env, _token_dir) = start().await;

@@ -348,6 +348,54 @@ impl Portcullis {
         self.stop = Some(stop);
     }
 
+    /// POST `body` to `path` without a token over HTTP/1.1 with curl, the
+    /// body sent at once (no `Expect: 100-continue`, as the SDKs and API
+    /// servers send theirs), then GET `/healthz` with `--next`: each
+    /// answer's code and new connects ("401 1", then "200 0" when the
+    /// first connection served the second request). A large body is still
+    /// arriving when a refusal is made before reading it.
+    pub async fn refused_then_next(&self, path: &str, body: String) -> Vec<String> {
+        let dir = self.dir.path().to_path_buf();
+        let ca = dir.join("portcullis-ca.pem");
+        std::fs::write(&ca, &self.ca_pem).unwrap();
+        let file = dir.join("refused-body.json");
+        std::fs::write(&file, body).unwrap();
+        let (url, health) = (
+            format!("https://{}{path}", self.addr),
+            format!("https://{}/healthz", self.addr),
+        );
+        let out = tokio::task::spawn_blocking(move || {
+            let write_out = "%{http_code} %{num_connects}\\n";
+            std::process::Command::new("curl")
+                .args(["-sS", "--http1.1", "--cacert"])
+                .arg(&ca)
+                .args([
+                    "-H",
+                    "Content-Type: application/json",
+                    "-H",
+                    "Accept: application/json, text/event-stream",
+                ])
+                .args(["-H", "Expect:", "-X", "POST", "-o", "/dev/null", "-w", write_out])
+                .arg("--data-binary")
+                .arg(format!("@{}", file.display()))
+                .arg(&url)
+                .args(["--next", "-sS", "--http1.1", "--cacert"])
+                .arg(&ca)
+                .args(["-o", "/dev/null", "-w", write_out])
+                .arg(&health)
+                .output()
+                .expect("curl runs")
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Stop portcullis gracefully and wait until it has, keeping the
     /// simulated cluster (another installation may be in front of it).
     pub async fn halt(&mut self) {
