@@ -30,6 +30,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast::Receiver;
 use tokio_rustls::TlsAcceptor;
 
+mod shards;
+
 /// Why portcullis could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -51,12 +53,16 @@ pub enum AppError {
     /// A cluster's reconciler client could not be set up.
     #[error(transparent)]
     Reconcile(#[from] crate::reconcile::cluster::ClientError),
+    /// The threads that serve connections could not be started.
+    #[error("cannot start the connection threads: {0}")]
+    Threads(#[source] std::io::Error),
 }
 
 /// A bound, not yet running, portcullis.
 pub struct App {
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
+    addr: SocketAddr,
+    /// Where connections are accepted and served, once running.
+    shards: shards::Shards,
     certificate: Arc<ReloadingCertificate>,
     doors: Arc<Doors>,
     reconciler: Arc<Reconciler>,
@@ -103,9 +109,18 @@ impl App {
                 addr: config.listen.clone(),
                 source,
             })?;
+        let addr = listener.local_addr().map_err(|source| AppError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        let acceptor = TlsAcceptor::from(Arc::new(tls));
+        let serving = doors.clone();
+        let serve = move |tcp, peer, watcher| serve_connection(acceptor.clone(), serving.clone(), tcp, peer, watcher);
+        let listener = listener.into_std().map_err(AppError::Threads)?;
+        let shards = shards::Shards::start(shards::Shards::per_core(), listener, serve).map_err(AppError::Threads)?;
         Ok(App {
-            listener,
-            acceptor: TlsAcceptor::from(Arc::new(tls)),
+            addr,
+            shards,
             certificate,
             doors,
             reconciler,
@@ -116,9 +131,7 @@ impl App {
 
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+        self.addr
     }
 
     /// The request path, e.g. to read metrics in tests.
@@ -133,37 +146,22 @@ impl App {
 
     /// Serve until `shutdown` completes; then stop accepting, give open
     /// requests a few seconds, and return.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let graceful = GracefulShutdown::new();
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
         let background = self.spawn_background();
-        tokio::pin!(shutdown);
-        loop {
-            let (tcp, peer) = tokio::select! {
-                accepted = self.listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        tracing::warn!(%error, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            // Small answers must not wait for a delayed ACK (Nagle): without
-            // this, request/response pairs stall ~40 ms.
-            let _ = tcp.set_nodelay(true);
-            let (acceptor, doors) = (self.acceptor.clone(), self.doors.clone());
-            tokio::spawn(serve_connection(acceptor, doors, tcp, peer, graceful.watcher()));
-        }
+        self.shards.serve();
+        shutdown.await;
         for task in background {
             task.abort();
         }
         // Another replica takes over the clusters at once, not after the
-        // Lease's duration.
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.reconciler.release()).await;
-        drop(self.listener);
-        drain(graceful).await;
-        // A clean shutdown loses no audit row.
+        // Lease's duration; meanwhile the connection threads stop accepting
+        // and drain.
+        let stopping = self.shards.stop();
+        let releasing = tokio::time::timeout(Duration::from_secs(5), self.reconciler.release());
+        let (_, ()) = tokio::join!(releasing, stopping);
+        // Connections still open after the drain were dropped with their
+        // threads, and the rows of their requests queued as they went, so
+        // a clean shutdown loses no audit row.
         self.doors.pipeline().audit().close().await;
     }
 

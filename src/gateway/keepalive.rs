@@ -10,6 +10,10 @@
 //! request on a connection whose response body is still being read
 //! (`is_ready` is false until then), so a connection put back busy is
 //! skipped until it is done, and one that closed is dropped.
+//!
+//! Each thread that sends keeps its own list: a connection's task runs on
+//! the thread that made it (`app::shards`), so a request taking a
+//! connection made on its own thread wakes no other.
 
 use crate::body::Body;
 use http::{Request, Response, Uri};
@@ -17,6 +21,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tower::ServiceExt;
@@ -47,6 +52,22 @@ impl SendError {
     }
 }
 
+/// How many lists a cluster's connections are kept in: more than the
+/// connection threads of any machine portcullis runs on is not needed, as
+/// threads past it share lists (correct, only less local).
+const LISTS: usize = 16;
+
+/// A number of this thread's own, given the first time it asks: the
+/// connection threads, which send nearly every request, ask first and so
+/// get lists of their own.
+fn thread_slot() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SLOT.with(|slot| *slot)
+}
+
 /// A connection waiting for its next request.
 struct Idle {
     sender: SendRequest<Body>,
@@ -59,16 +80,17 @@ pub struct KeepAlive {
     connector: HttpsConnector<HttpConnector>,
     /// Where connections go: the cluster's server URL.
     server: Uri,
-    /// Least recently put back first.
-    idle: Mutex<Vec<Idle>>,
+    /// One list per sending thread (by [`thread_slot`]), least recently
+    /// put back first.
+    idle: Box<[Mutex<Vec<Idle>>]>,
     most_idle: usize,
     idle_timeout: Duration,
 }
 
 impl KeepAlive {
     /// Connections to `server` through `connector` (TCP, then TLS offering
-    /// only HTTP/1.1), keeping at most `most_idle` of them, none idle for
-    /// longer than `idle_timeout`.
+    /// only HTTP/1.1), each sending thread keeping at most `most_idle` of
+    /// them, none idle for longer than `idle_timeout`.
     pub fn new(
         connector: HttpsConnector<HttpConnector>,
         server: Uri,
@@ -78,7 +100,7 @@ impl KeepAlive {
         KeepAlive {
             connector,
             server,
-            idle: Mutex::new(Vec::new()),
+            idle: (0..LISTS).map(|_| Mutex::new(Vec::new())).collect(),
             most_idle,
             idle_timeout,
         }
@@ -116,7 +138,7 @@ impl KeepAlive {
     /// The most recently used connection that is ready; closed ones and
     /// ones idle too long are dropped on the way.
     fn take(&self) -> Option<SendRequest<Body>> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self.list().lock().unwrap_or_else(|p| p.into_inner());
         self.prune(&mut idle);
         let ready = idle.iter().rposition(|c| c.sender.is_ready())?;
         Some(idle.remove(ready).sender)
@@ -126,8 +148,14 @@ impl KeepAlive {
     /// run every few seconds, so a quiet proxy does not hold connections
     /// open on the API server.
     pub fn reap(&self) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        self.prune(&mut idle);
+        for list in &self.idle {
+            self.prune(&mut list.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    /// This thread's list.
+    fn list(&self) -> &Mutex<Vec<Idle>> {
+        &self.idle[thread_slot() % LISTS]
     }
 
     fn prune(&self, idle: &mut Vec<Idle>) {
@@ -143,7 +171,7 @@ impl KeepAlive {
     /// Keep `sender` for a later request (the least recently used goes if
     /// there are too many).
     fn put(&self, sender: SendRequest<Body>) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self.list().lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() >= self.most_idle {
             idle.remove(0);
         }
@@ -169,10 +197,14 @@ impl KeepAlive {
         Ok(sender)
     }
 
-    /// How many connections are kept (ready or still busy).
+    /// How many connections are kept (ready or still busy), on every
+    /// thread's list.
     #[cfg(test)]
     fn kept(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.idle
+            .iter()
+            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .sum()
     }
 }
 
@@ -318,6 +350,17 @@ mod tests {
         assert_eq!(pool.kept(), 2);
         assert_eq!(&answer(&mut pool.take().unwrap()).await[..], b"third");
         assert_eq!(&answer(&mut pool.take().unwrap()).await[..], b"second");
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_taken_again_by_the_thread_that_put_it_back_and_not_by_another() {
+        let pool = Arc::new(pool(4, Duration::from_secs(90)));
+        let _server = put_ready(&pool, "here").await;
+        let elsewhere = pool.clone();
+        let taken_elsewhere = std::thread::spawn(move || elsewhere.take().is_some()).join().unwrap();
+        assert!(!taken_elsewhere, "another thread takes from its own list");
+        assert_eq!(pool.kept(), 1);
+        assert_eq!(&answer(&mut pool.take().unwrap()).await[..], b"here");
     }
 
     #[tokio::test]

@@ -72,8 +72,9 @@ pub enum UpstreamError {
     },
 }
 
-/// Idle HTTP/1.1 connections kept per cluster: what a burst leaves
-/// beyond this is closed rather than held open on the API server.
+/// Idle HTTP/1.1 connections kept per cluster and connection thread
+/// (`app::shards`): what a burst leaves beyond this is closed rather than
+/// held open on the API server.
 const IDLE_CONNECTIONS: usize = 128;
 
 /// How long an idle HTTP/1.1 connection is kept.

@@ -340,14 +340,18 @@ async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
-    assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    // One client connection for the GETs: portcullis keeps upstream
+    // connections per connection thread, and a client connection is served
+    // on one (`app::shards`).
+    let raw = env.raw();
+    assert_eq!(raw.get(&path, &token).await.status, 200);
     // A watch is open on an HTTP/2 connection when the GOAWAY comes, while
     // the GETs use a pooled HTTP/1.1 one, which the cluster then closes.
     let watch = env.raw().stream(&format!("{path}?watch=1"), &token).await;
     assert_eq!(watch.status(), 200);
     let before = env.sim().connections_accepted();
     for _ in 0..3 {
-        assert_eq!(env.raw().get(&path, &token).await.status, 200);
+        assert_eq!(raw.get(&path, &token).await.status, 200);
     }
     assert_eq!(
         env.sim().connections_accepted(),
@@ -360,12 +364,12 @@ async fn a_cluster_sending_goaway_is_survived_by_the_next_requests() {
     // fixed sleep hid). The GOAWAY comes between requests once a request has
     // gone over a new connection: from then on every request must succeed.
     eventually("a request over a new connection", async || {
-        let _ = env.raw().get(&path, &token).await;
+        let _ = raw.get(&path, &token).await;
         env.sim().connections_accepted() > before
     })
     .await;
     for _ in 0..5 {
-        assert_eq!(env.raw().get(&path, &token).await.status, 200, "survived");
+        assert_eq!(raw.get(&path, &token).await.status, 200, "survived");
     }
     assert!(
         env.sim().connections_accepted() > before,
@@ -400,10 +404,13 @@ async fn ordinary_requests_reuse_http1_keep_alive_connections_and_watches_go_ove
     let env = Portcullis::start().await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
-    assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    // One client connection, served on one of portcullis's connection
+    // threads, whose upstream connections its requests take turns on.
+    let raw = env.raw();
+    assert_eq!(raw.get(&path, &token).await.status, 200);
     let before = env.sim().connections_accepted();
     for _ in 0..5 {
-        assert_eq!(env.raw().get(&path, &token).await.status, 200);
+        assert_eq!(raw.get(&path, &token).await.status, 200);
     }
     assert_eq!(env.sim().connections_accepted(), before, "one kept-alive connection");
     let watch = env.raw().stream(&format!("{path}?watch=1"), &token).await;
