@@ -6,11 +6,11 @@
 //! upstream keep-alive connection it takes turns on) then wake each other
 //! on one thread: no other worker is unparked for them, and no worker
 //! spins looking for work to steal. Measured side by side against tokio's
-//! work-stealing runtime, a small GET cost about a tenth less CPU at 32 and
-//! 64 connections (`benches/RESULTS.md`). The price is that one
-//! connection's requests share one core; on the two cores this was
-//! measured on, even a single connection with 32 streams in flight was no
-//! slower.
+//! work-stealing runtime, a small GET cost 7 to 9% less CPU at 32 and 64
+//! connections (`benches/RESULTS.md`). The price is that a connection's
+//! requests stay on one core: a single busy connection cannot use a second
+//! one, and when one thread is busier its connections wait rather than be
+//! stolen (the p99 at saturation rose by about a tenth).
 //!
 //! Each thread accepts for itself, so no socket moves from one runtime's
 //! reactor to another's. The kernel wakes every thread waiting on the
