@@ -6,16 +6,16 @@
 //! upstream keep-alive connection it takes turns on) then wake each other
 //! on one thread: no other worker is unparked for them, and no worker
 //! spins looking for work to steal. Measured side by side against tokio's
-//! work-stealing runtime, a small GET cost 7 to 9% less CPU at 32 and 64
-//! connections (`benches/RESULTS.md`). The price is that a connection's
-//! requests stay on one core: a single busy connection cannot use a second
-//! one, and when one thread is busier its connections wait rather than be
-//! stolen (the p99 at saturation rose by about a tenth).
+//! work-stealing runtime, a small GET cost 10 to 20% less CPU at 32 and 64
+//! connections, with the same latency at half the rate
+//! (`benches/RESULTS.md`). The price is that a connection's requests stay
+//! on one core: a single busy connection cannot use a second one.
 //!
 //! Each thread accepts for itself, so no socket moves from one runtime's
-//! reactor to another's. The kernel wakes every thread waiting on the
-//! listening socket for a new connection; the first to call `accept` gets
-//! it, which is the least busy one, and the others find nothing.
+//! reactor to another's. The threads take turns: only the thread whose
+//! turn it is waits in `accept`, and with a connection passes the turn to
+//! the next. Left to race for each connection, one thread took most of
+//! them (all of a benchmark's 16, in one run) and the other core sat idle.
 //!
 //! Everything else (the reconciler, the periodic sweeps) stays on the
 //! runtime that started the app.
@@ -24,10 +24,12 @@ use super::drain;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// Connection threads, started and waiting for [`Shards::serve`]. Dropped
 /// before, or after [`Shards::stop`], they end.
@@ -50,12 +52,17 @@ impl Shards {
         F: Future<Output = ()> + Send + 'static,
     {
         listener.set_nonblocking(true)?;
+        let count = count.max(1);
+        let turns = Arc::new(Turns {
+            turn: AtomicUsize::new(0),
+            yours: (0..count).map(|_| Notify::new()).collect(),
+        });
         let mut shards = Shards {
             begin: Vec::new(),
             stops: Vec::new(),
             threads: Vec::new(),
         };
-        for index in 0..count.max(1) {
+        for index in 0..count {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let own = {
                 let _registering_with = runtime.enter();
@@ -63,13 +70,13 @@ impl Shards {
             };
             let (begin, begun) = oneshot::channel::<()>();
             let (stop, stopped) = oneshot::channel::<()>();
-            let serve = serve.clone();
+            let (serve, turns) = (serve.clone(), turns.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("portcullis-conn-{index}"))
                 .spawn(move || {
                     runtime.block_on(async move {
                         if begun.await.is_ok() {
-                            accept(own, serve, stopped).await;
+                            accept(own, index, &turns, serve, stopped).await;
                         }
                     });
                     // Tasks still running (connections past the drain) are
@@ -111,9 +118,32 @@ impl Shards {
     }
 }
 
-/// One thread's work: accept and serve connections on this thread until
-/// `stopped`, then drain them.
-async fn accept<S, F>(listener: TcpListener, serve: S, stopped: oneshot::Receiver<()>)
+/// Whose turn it is to accept.
+struct Turns {
+    /// Counts accepted connections; modulo the threads, the one whose turn it is.
+    turn: AtomicUsize,
+    /// Each thread's signal that the turn may have come to it.
+    yours: Box<[Notify]>,
+}
+
+impl Turns {
+    /// Wait until it is `index`'s turn.
+    async fn wait(&self, index: usize) {
+        while self.turn.load(Ordering::Acquire) % self.yours.len() != index {
+            self.yours[index].notified().await;
+        }
+    }
+
+    /// `index` has accepted: the turn goes to the next thread.
+    fn pass(&self, index: usize) {
+        self.turn.fetch_add(1, Ordering::AcqRel);
+        self.yours[(index + 1) % self.yours.len()].notify_one();
+    }
+}
+
+/// One thread's work: in its turns, accept connections and serve them on
+/// this thread, until `stopped`; then drain them.
+async fn accept<S, F>(listener: TcpListener, index: usize, turns: &Turns, serve: S, stopped: oneshot::Receiver<()>)
 where
     S: Fn(TcpStream, SocketAddr, Watcher) -> F,
     F: Future<Output = ()> + Send + 'static,
@@ -121,8 +151,12 @@ where
     let graceful = GracefulShutdown::new();
     tokio::pin!(stopped);
     loop {
+        let accepted = async {
+            turns.wait(index).await;
+            listener.accept().await
+        };
         let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = accepted => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
@@ -132,6 +166,7 @@ where
             },
             _ = &mut stopped => break,
         };
+        turns.pass(index);
         // Small answers must not wait for a delayed ACK (Nagle): without
         // this, request/response pairs stall ~40 ms.
         let _ = tcp.set_nodelay(true);
@@ -162,8 +197,8 @@ mod tests {
     }
 
     /// While one thread is held busy by its connection, the next
-    /// connection is accepted and served by the other: each thread accepts
-    /// for itself, and a connection is served where it was accepted.
+    /// connection is accepted and served by the other, and a connection is
+    /// served on the thread that accepted it.
     #[test]
     fn a_connection_is_accepted_by_another_thread_while_one_is_busy() {
         let (listener, addr) = listener();
@@ -198,6 +233,33 @@ mod tests {
         assert!(busy.starts_with("portcullis-conn-"), "{busy}");
         assert!(other.starts_with("portcullis-conn-"), "{other}");
         assert_ne!(busy, other);
+    }
+
+    /// Connections are spread over the threads in turn, even when each
+    /// thread is idle and could take them all.
+    #[test]
+    fn the_threads_take_turns_accepting() {
+        let (listener, addr) = listener();
+        let (served, names) = mpsc::channel::<String>();
+        let served = Arc::new(Mutex::new(served));
+        let serve = move |_tcp, _peer, _watcher| {
+            let served = served.clone();
+            async move {
+                let name = std::thread::current().name().unwrap_or_default().to_string();
+                served.lock().unwrap().send(name).unwrap();
+            }
+        };
+        let mut shards = Shards::start(2, listener, serve).unwrap();
+        shards.serve();
+        let mut order = Vec::new();
+        let mut open = Vec::new();
+        for _ in 0..6 {
+            open.push(std::net::TcpStream::connect(addr).unwrap());
+            order.push(names.recv_timeout(Duration::from_secs(10)).expect("served"));
+        }
+        stop(shards);
+        let expected = ["0", "1", "0", "1", "0", "1"].map(|i| format!("portcullis-conn-{i}"));
+        assert_eq!(order, expected);
     }
 
     /// A connection still open when the app stops is dropped, so what it
