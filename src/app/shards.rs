@@ -188,6 +188,12 @@ mod tests {
         (listener, addr)
     }
 
+    /// Tell the test which thread this connection is served on.
+    fn report(served: &mpsc::Sender<String>) {
+        let name = std::thread::current().name().unwrap_or_default().to_string();
+        served.send(name).unwrap();
+    }
+
     fn stop(shards: Shards) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -202,15 +208,14 @@ mod tests {
     #[test]
     fn a_connection_is_accepted_by_another_thread_while_one_is_busy() {
         let (listener, addr) = listener();
-        let (served, names) = mpsc::channel::<String>();
+        let (served, names) = mpsc::channel();
         let (release, held) = mpsc::channel::<()>();
-        let (served, held) = (Arc::new(Mutex::new(served)), Arc::new(Mutex::new(held)));
+        let held = Arc::new(Mutex::new(held));
         let first = Arc::new(AtomicUsize::new(0));
         let serve = move |_tcp, _peer, _watcher| {
             let (served, held, first) = (served.clone(), held.clone(), first.clone());
             async move {
-                let name = std::thread::current().name().unwrap_or_default().to_string();
-                served.lock().unwrap().send(name).unwrap();
+                report(&served);
                 if first.fetch_add(1, Ordering::SeqCst) == 0 {
                     // Block the whole thread, not only this task, until the
                     // test lets go.
@@ -240,14 +245,10 @@ mod tests {
     #[test]
     fn the_threads_take_turns_accepting() {
         let (listener, addr) = listener();
-        let (served, names) = mpsc::channel::<String>();
-        let served = Arc::new(Mutex::new(served));
+        let (served, names) = mpsc::channel();
         let serve = move |_tcp, _peer, _watcher| {
             let served = served.clone();
-            async move {
-                let name = std::thread::current().name().unwrap_or_default().to_string();
-                served.lock().unwrap().send(name).unwrap();
-            }
+            async move { report(&served) }
         };
         let mut shards = Shards::start(2, listener, serve).unwrap();
         shards.serve();
@@ -275,15 +276,14 @@ mod tests {
         }
         let (listener, addr) = listener();
         let dropped = Arc::new(AtomicBool::new(false));
-        let (started, running) = mpsc::channel::<()>();
-        let started = Arc::new(Mutex::new(started));
-        let (flag, signal) = (dropped.clone(), started.clone());
+        let (started, running) = mpsc::channel();
+        let flag = dropped.clone();
         let serve = move |_tcp, _peer, _watcher| {
             let held = Dropped(flag.clone());
-            let started = signal.clone();
+            let started = started.clone();
             async move {
                 let _held = held;
-                started.lock().unwrap().send(()).unwrap();
+                report(&started);
                 std::future::pending::<()>().await;
             }
         };
@@ -303,11 +303,10 @@ mod tests {
     #[test]
     fn connections_wait_until_serving_begins() {
         let (listener, addr) = listener();
-        let (served, names) = mpsc::channel::<()>();
-        let served = Arc::new(Mutex::new(served));
+        let (served, names) = mpsc::channel();
         let serve = move |_tcp, _peer, _watcher| {
             let served = served.clone();
-            async move { served.lock().unwrap().send(()).unwrap() }
+            async move { report(&served) }
         };
         let mut shards = Shards::start(2, listener, serve).unwrap();
         let _early = std::net::TcpStream::connect(addr).unwrap();

@@ -52,14 +52,15 @@ impl SendError {
     }
 }
 
-/// How many lists a cluster's connections are kept in: more than the
-/// connection threads of any machine portcullis runs on is not needed, as
-/// threads past it share lists (correct, only less local).
+/// How many lists a cluster's connections are kept in. The threads that
+/// send are the connection threads (one per core) and the main runtime's
+/// workers; where there are more than this, threads share lists (correct,
+/// only less local).
 const LISTS: usize = 16;
 
-/// A number of this thread's own, given the first time it asks: the
-/// connection threads, which send nearly every request, ask first and so
-/// get lists of their own.
+/// A number of this thread's own, given the first time it asks, so that
+/// each sending thread has a list of its own while there are no more of
+/// them than [`LISTS`].
 fn thread_slot() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
