@@ -288,28 +288,33 @@ fn a_batch_of_any_size_is_written_whole_with_every_forwarded_record_once() {
 
 #[test]
 fn a_row_refused_mid_commit_fails_the_whole_commit_and_the_next_one_chains_on() {
-    let (_dir, mut store) = open();
-    let first = row("ana", "get", 200);
-    store.commit(&[], std::slice::from_ref(&first)).unwrap();
-    store
-        .conn
-        .execute_batch(
-            "CREATE TEMP TRIGGER refuse BEFORE INSERT ON audit WHEN NEW.login = 'eve' \
-             BEGIN SELECT RAISE(ABORT, 'eve refused'); END",
-        )
-        .unwrap();
-    let refused = store.commit(&[], &[row("dee", "get", 200), row("eve", "get", 200)]);
-    assert!(refused.unwrap_err().to_string().contains("eve refused"));
-    let ids = |store: &mut SqliteAuditStore| -> Vec<String> {
-        let read = store.query(&Filter::default()).unwrap();
-        read.into_iter().map(|c| c.row.id).collect()
-    };
-    assert_eq!(ids(&mut store), std::slice::from_ref(&first.id));
-    let next = row("fay", "get", 200);
-    let chained = store.commit(&[], std::slice::from_ref(&next)).unwrap();
-    assert_eq!(chained[0].seq, 2);
-    assert_eq!(ids(&mut store), [first.id, next.id]);
-    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(2));
+    // FAIL, unlike ABORT, keeps the rows the statement wrote before the
+    // refused one (the INSERT is `OR FAIL`, so SQLite keeps no journal to
+    // undo them): the commit's transaction must still leave nothing.
+    for raise in ["ABORT", "FAIL"] {
+        let (_dir, mut store) = open();
+        let first = row("ana", "get", 200);
+        store.commit(&[], std::slice::from_ref(&first)).unwrap();
+        store
+            .conn
+            .execute_batch(&format!(
+                "CREATE TEMP TRIGGER refuse BEFORE INSERT ON audit WHEN NEW.login = 'eve' \
+                 BEGIN SELECT RAISE({raise}, 'eve refused'); END"
+            ))
+            .unwrap();
+        let refused = store.commit(&[], &[row("dee", "get", 200), row("eve", "get", 200)]);
+        assert!(refused.unwrap_err().to_string().contains("eve refused"), "{raise}");
+        let ids = |store: &mut SqliteAuditStore| -> Vec<String> {
+            let read = store.query(&Filter::default()).unwrap();
+            read.into_iter().map(|c| c.row.id).collect()
+        };
+        assert_eq!(ids(&mut store), std::slice::from_ref(&first.id), "{raise}");
+        let next = row("fay", "get", 200);
+        let chained = store.commit(&[], std::slice::from_ref(&next)).unwrap();
+        assert_eq!(chained[0].seq, 2, "{raise}");
+        assert_eq!(ids(&mut store), [first.id, next.id], "{raise}");
+        assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(2), "{raise}");
+    }
 }
 
 #[test]

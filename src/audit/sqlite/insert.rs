@@ -60,7 +60,14 @@ pub(super) fn rows(
     let mut left = rows;
     while !left.is_empty() {
         let (now, later) = left.split_at(piece(left.len()));
-        let head = || format!("INSERT INTO audit (seq, prev_hash, hash, forwarded, {COLUMNS})");
+        // OR FAIL, not the default ABORT: a statement that may abort
+        // half-way through its rows makes SQLite keep a journal of the
+        // pages it changes, so it can undo them alone, and past 64 KiB
+        // that journal is a temporary file, two pwrite(2) calls for each
+        // page (two-thirds of the audit thread's writes). No row here can
+        // break a constraint; if one ever did, the commit fails and its
+        // whole transaction is rolled back, as with ABORT.
+        let head = || format!("INSERT OR FAIL INTO audit (seq, prev_hash, hash, forwarded, {COLUMNS})");
         let mut insert = tx.prepare_cached(sql(&SQL, head, WIDTH, now.len()))?;
         for (i, row) in now.iter().enumerate() {
             let link = chain::next(prev, row);
