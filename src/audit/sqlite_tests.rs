@@ -372,3 +372,20 @@ fn a_query_by_kind_is_answered_from_the_index_that_holds_only_rows_of_a_kind() {
         .unwrap();
     assert!(index.ends_with("WHERE kind <> ''"), "{index}");
 }
+
+#[test]
+fn sqlite_is_built_without_its_memory_statistics() {
+    // `.cargo/config.toml` sets it for libsqlite3-sys's build: with the
+    // statistics on, each of SQLite's allocations takes a global mutex.
+    let (_dir, store) = open();
+    let used: bool = store
+        .conn
+        .query_row("SELECT sqlite_compileoption_used('DEFAULT_MEMSTATUS=0')", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(
+        used,
+        "SQLite counts its memory: is LIBSQLITE3_FLAGS in .cargo/config.toml?"
+    );
+}
