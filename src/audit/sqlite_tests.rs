@@ -255,7 +255,7 @@ fn a_batch_of_any_size_is_written_whole_with_every_forwarded_record_once() {
     let (_dir, mut store) = open();
     let mut written = Vec::new();
     // Sizes that take every statement size and a remainder of each kind.
-    for size in [1, 2, 3, 31, 32, 33, 70] {
+    for size in [1, 2, 3, 7, 8, 9, 31, 32, 33, 70] {
         let rows: Vec<AuditRow> = (0..size).map(|i| row(&format!("p{i}"), "get", 200)).collect();
         let mut records: Vec<Forwarded> = rows.iter().map(|r| Forwarded::request(&r.id, "sim")).collect();
         // A record already there (sent again) stays once.
