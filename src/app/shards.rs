@@ -194,6 +194,18 @@ mod tests {
         served.send(name).unwrap();
     }
 
+    /// Two threads whose every connection reports the thread serving it,
+    /// not yet serving; and where the reports arrive.
+    fn reporting() -> (Shards, SocketAddr, mpsc::Receiver<String>) {
+        let (listener, addr) = listener();
+        let (served, names) = mpsc::channel();
+        let serve = move |_tcp, _peer, _watcher| {
+            let served = served.clone();
+            async move { report(&served) }
+        };
+        (Shards::start(2, listener, serve).unwrap(), addr, names)
+    }
+
     fn stop(shards: Shards) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -244,13 +256,7 @@ mod tests {
     /// thread is idle and could take them all.
     #[test]
     fn the_threads_take_turns_accepting() {
-        let (listener, addr) = listener();
-        let (served, names) = mpsc::channel();
-        let serve = move |_tcp, _peer, _watcher| {
-            let served = served.clone();
-            async move { report(&served) }
-        };
-        let mut shards = Shards::start(2, listener, serve).unwrap();
+        let (mut shards, addr, names) = reporting();
         shards.serve();
         let mut order = Vec::new();
         let mut open = Vec::new();
@@ -302,13 +308,7 @@ mod tests {
     /// listener's queue, and is served once the threads begin.
     #[test]
     fn connections_wait_until_serving_begins() {
-        let (listener, addr) = listener();
-        let (served, names) = mpsc::channel();
-        let serve = move |_tcp, _peer, _watcher| {
-            let served = served.clone();
-            async move { report(&served) }
-        };
-        let mut shards = Shards::start(2, listener, serve).unwrap();
+        let (mut shards, addr, names) = reporting();
         let _early = std::net::TcpStream::connect(addr).unwrap();
         assert!(
             names.recv_timeout(Duration::from_millis(300)).is_err(),
