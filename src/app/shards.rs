@@ -16,6 +16,8 @@
 //! turn it is waits in `accept`, and with a connection passes the turn to
 //! the next. Left to race for each connection, one thread took most of
 //! them (all of a benchmark's 16, in one run) and the other core sat idle.
+//! The cost: while the thread whose turn it is runs a long poll, a new
+//! connection waits for it rather than going to the other thread.
 //!
 //! Everything else (the reconciler, the periodic sweeps) stays on the
 //! runtime that started the app.
