@@ -44,14 +44,15 @@
 //! kept in step with the roles and grants), `access` (access requests),
 //! `approvals` (held writes: sealing, preview, decisions, waiting),
 //! `signin` (sign-in with the company's OpenID Connect provider),
-//! `store` (SQLite), `text` (client text made safe to print), `cli` and
+//! `store` (SQLite), `text` (client text made safe to print), `logs` (log
+//! lines, each with the request it is about), `cli` and
 //! `demo` (the command line; `demo` only with the `demo` feature, on by
 //! default). The simulated kube-apiserver is its own crate,
 //! `portcullis-sim` (`sim/`), which depends on nothing here.
 //!
 //! Modules only import downwards, lowest first: wire types (`body`,
 //! `status`, `document`, `secrets` (Secret values hidden in Kubernetes
-//! documents), `text`, `tls`) → `config` → `identity` → `store` → domain
+//! documents), `text`, `tls`, `logs`) → `config` → `identity` → `store` → domain
 //! (`audit`, `access`, `approvals`, `reconcile`, `signin`; no CLI, no
 //! doors) →
 //! `gateway` (the pipeline) → `doors` and `mcp` (the doors) → `app`, `cli` (one file per
@@ -72,6 +73,7 @@ pub mod document;
 pub mod doors;
 pub mod gateway;
 pub mod identity;
+pub mod logs;
 pub mod mcp;
 pub mod oauth;
 pub mod reconcile;

@@ -21,6 +21,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, not in a log file.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Each line about a request names it (its audit id).
+        .event_format(portcullis::logs::Lines::default())
         .init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

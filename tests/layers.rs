@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first, each with its top-level modules.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("wire types", &["body", "document", "secrets", "status", "text", "tls"]),
+    (
+        "wire types",
+        &["body", "document", "logs", "secrets", "status", "text", "tls"],
+    ),
     ("config", &["config"]),
     ("identity", &["identity"]),
     ("store", &["store"]),

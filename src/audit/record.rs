@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
-use tracing::Instrument;
 
 /// Bytes that went each way through an upgraded stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -188,7 +187,7 @@ pub fn attach(
         sent,
     };
     if let Some(end) = response.extensions().get::<StreamEnd>().and_then(StreamEnd::take) {
-        tokio::spawn(after_stream(pending, end).in_current_span());
+        tokio::spawn(crate::logs::in_current_request(after_stream(pending, end)));
         return response;
     }
     // Nothing to relay (or HEAD, whose body is never sent): the server may

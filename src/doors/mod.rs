@@ -47,7 +47,6 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tower::{ServiceBuilder, ServiceExt};
-use tracing::Instrument;
 
 /// Every door, over one pipeline.
 #[derive(Debug)]
@@ -123,8 +122,7 @@ impl Doors {
         self.pipeline.audit().writer().relief().await;
         let audit_id = crate::audit::id::new();
         // Every log line about this request carries its audit id.
-        let span = tracing::info_span!("request", %audit_id);
-        self.handle_traced(request, peer, audit_id).instrument(span).await
+        crate::logs::in_request(audit_id, self.handle_traced(request, peer, audit_id)).await
     }
 
     async fn handle_traced(

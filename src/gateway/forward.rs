@@ -32,7 +32,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tower::{ServiceBuilder, ServiceExt};
-use tracing::Instrument;
 
 /// The extra key carrying the credential id to the cluster's audit log.
 pub const CREDENTIAL_EXTRA: &str = "portcullis.dev/credential-id";
@@ -218,7 +217,7 @@ fn splice<B>(client: hyper::upgrade::OnUpgrade, mut response: Response<B>, open:
             down: upstream.read,
         });
     };
-    tokio::spawn(relay.in_current_span());
+    tokio::spawn(crate::logs::in_current_request(relay));
     let (mut parts, _) = response.into_parts();
     headers::strip_response(&mut parts.headers, true);
     parts.extensions.insert(end);

@@ -218,6 +218,7 @@ fn captured_logs() -> &'static std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
             .with_env_filter("portcullis=debug")
             .with_ansi(false)
             .with_writer(move || Captured(sink.clone()))
+            .event_format(portcullis::logs::Lines::default())
             .try_init();
         assert!(installed.is_ok(), "no other test installs a global subscriber");
         logs
