@@ -107,9 +107,10 @@ fn impersonation(c: &mut Criterion) {
     c.bench_function("build impersonation headers", |b| {
         b.iter(|| {
             let mut map = HeaderMap::new();
+            // The user name is made for each request, as `kube_user` does.
             headers::impersonate(
                 &mut map,
-                "user:ana",
+                "user:ana".to_string(),
                 &groups,
                 &[("portcullis.dev/credential-id", "0190c0de")],
             )

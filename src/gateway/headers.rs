@@ -193,11 +193,11 @@ pub struct UnsendableIdentity(pub String);
 /// valid header value is an error rather than being altered.
 pub fn impersonate(
     headers: &mut HeaderMap,
-    user: &str,
+    user: String,
     groups: &[String],
     extras: &[(&str, &str)],
 ) -> Result<(), UnsendableIdentity> {
-    headers.insert(IMPERSONATE_USER, identity_value(user)?);
+    headers.insert(IMPERSONATE_USER, owned_identity_value(user)?);
     for group in groups {
         headers.append(IMPERSONATE_GROUP, identity_value(group)?);
     }
@@ -210,6 +210,21 @@ pub fn impersonate(
 /// `value` as a header value, verbatim, or why it cannot be one.
 fn identity_value(value: &str) -> Result<HeaderValue, UnsendableIdentity> {
     HeaderValue::from_str(value).map_err(|_| UnsendableIdentity(value.to_string()))
+}
+
+/// The same for a value made for this request: its bytes become the
+/// header value's, not copied into another allocation.
+fn owned_identity_value(value: String) -> Result<HeaderValue, UnsendableIdentity> {
+    if !value.bytes().all(header_value_byte) {
+        return Err(UnsendableIdentity(value));
+    }
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(value)).map_err(|e| UnsendableIdentity(e.to_string()))
+}
+
+/// A byte `HeaderValue` accepts: tab, visible ASCII and space, and bytes
+/// from 0x80 (checked first, so that a refused value can still be named).
+fn header_value_byte(byte: u8) -> bool {
+    byte == b'\t' || (byte >= 0x20 && byte != 0x7f)
 }
 
 /// `Impersonate-Extra-<key>`, encoded. The keys portcullis sends on every
@@ -344,7 +359,7 @@ mod tests {
         let mut h = HeaderMap::new();
         impersonate(
             &mut h,
-            "user:ana",
+            "user:ana".into(),
             &["Domain Admins".into(), "portcullis:grant:1".into()],
             &[("portcullis.dev/credential-id", "x%41 y")],
         )
@@ -353,6 +368,20 @@ mod tests {
         let groups: Vec<_> = h.get_all("impersonate-group").iter().collect();
         assert_eq!(groups, ["Domain Admins", "portcullis:grant:1"]);
         assert_eq!(h["impersonate-extra-portcullis.dev%2fcredential-id"], "x%41 y");
+    }
+
+    #[test]
+    fn a_user_is_refused_by_name_where_http_refuses_the_header_value() {
+        for byte in 0..=255u8 {
+            let http = HeaderValue::from_bytes(&[b'a', byte]).is_ok();
+            assert_eq!(header_value_byte(byte), http, "{byte:#x}");
+        }
+        let mut h = HeaderMap::new();
+        let refused = impersonate(&mut h, "user:ana\nImpersonate-Group: system:masters".into(), &[], &[]).unwrap_err();
+        assert_eq!(refused.0, "user:ana\nImpersonate-Group: system:masters");
+        assert!(h.is_empty());
+        impersonate(&mut h, "user:zoë\tx".into(), &[], &[]).unwrap();
+        assert_eq!(h["impersonate-user"].as_bytes(), "user:zoë\tx".as_bytes());
     }
 
     #[test]

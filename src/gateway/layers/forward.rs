@@ -123,11 +123,12 @@ fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Outg
     let headers = &mut parts.headers;
     headers.insert(header::AUTHORIZATION, call.upstream.authorization());
     let user = call.identity.principal.kube_user();
-    let mut extras = vec![(CREDENTIAL_EXTRA, call.identity.credential_id.as_str())];
-    if let Some(agent) = &call.identity.agent {
-        extras.push((AGENT_EXTRA, agent.id.as_str()));
-    }
-    headers::impersonate(headers, &user, &call.groups, &extras)
+    let credential = (CREDENTIAL_EXTRA, call.identity.credential_id.as_str());
+    let extras = match &call.identity.agent {
+        Some(agent) => &[credential, (AGENT_EXTRA, agent.id.as_str())][..],
+        None => &[credential][..],
+    };
+    headers::impersonate(headers, user, &call.groups, extras)
         .map_err(|e| RequestError::Internal { cause: e.to_string() })?;
     headers.insert(headers::AUDIT_ID, headers::audit_id_value(call.audit_id));
     let counted = Counted::new(incoming, call.sent.clone());
