@@ -12,6 +12,10 @@
 use super::query::Query;
 use crate::audit::row::{is_discovery, AuditRow};
 use serde::Serialize;
+use smallvec::SmallVec;
+
+/// Segments of a path kept on the stack while it is classified.
+const SEGMENTS: usize = 12;
 
 /// What a request is, in Kubernetes' own words.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -107,14 +111,16 @@ pub fn classify(method: &http::Method, path: &str, query: Option<&str>) -> Reque
     // Most paths hold no `%`: their segments are what Go decodes them to,
     // so the per-segment decoding (a copy-free scan each, but one per
     // segment on every request) is skipped.
-    let decoded: Vec<std::borrow::Cow<'_, str>> = if path.as_bytes().contains(&b'%') {
+    // On the stack up to the longest ordinary path (a namespaced
+    // subresource is 8 segments; a proxy's rest goes on).
+    let decoded: SmallVec<[std::borrow::Cow<'_, str>; SEGMENTS]> = if path.as_bytes().contains(&b'%') {
         segments
             .map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy())
             .collect()
     } else {
         segments.map(std::borrow::Cow::Borrowed).collect()
     };
-    let parts: Vec<&str> = decoded.iter().map(|p| p.as_ref()).collect();
+    let parts: SmallVec<[&str; SEGMENTS]> = decoded.iter().map(|p| p.as_ref()).collect();
     resource_info(method, &parts, query).unwrap_or_else(|| RequestInfo {
         is_resource_request: false,
         path: path.to_string(),
