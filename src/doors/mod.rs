@@ -202,7 +202,10 @@ impl Doors {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);
                 let path = path.to_string();
-                Box::pin(self.cluster_request(name.to_string(), path, request, audit_id, trace)).await
+                // Looked up while the name is borrowed from the request; an
+                // unknown cluster is refused after the body is drained.
+                let upstream = self.pipeline.upstream(name).cloned();
+                Box::pin(self.cluster_request(upstream, path, request, audit_id, trace)).await
             }
         }
     }

@@ -213,6 +213,19 @@ async fn ambiguous_paths_are_refused_before_authentication() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_sent_to_an_unknown_cluster_is_read_through_and_the_connection_serves_the_next_request() {
+    let env = Portcullis::start().await;
+    let padding = "x".repeat(512 * 1024);
+    let body = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","data":{{"padding":"{padding}"}}}}"#);
+    // 404, then 200 on the same connection (no new connect).
+    let answers = env
+        .refused_then_next("/clusters/nope/api/v1/namespaces/shop/configmaps", body)
+        .await;
+    assert_eq!(answers, ["404 1", "200 0"]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_expired_revoked_and_malformed_tokens_get_401() {
     let env = Portcullis::start().await;
     let raw = env.raw();
