@@ -5,13 +5,17 @@
 //! named `request` shows in tracing's default format. It is not a span:
 //! a span per request cost the proxy 2% of a small GET's instructions
 //! (made, its id formatted into a string, entered and left at each poll,
-//! closed; benches/RESULTS.md), for lines that are rarely written. Here the request's audit id is kept in a thread-local while its
-//! future is polled ([`in_request`]), and formatted only when a line is
-//! written ([`Lines`]). Spans inside a request (an MCP tool call's) still
-//! follow it.
+//! closed; benches/RESULTS.md), for lines that are rarely written. Here the
+//! request's audit id is kept in a thread-local while its future is polled
+//! or dropped ([`in_request`]), and formatted only when a line is written
+//! ([`Lines`]). Unlike a span's, the prefix does not depend on the log
+//! filter: a line about a request names it whatever the filter lets
+//! through. Span-based filters (`PORTCULLIS_LOG='[request]=debug'`)
+//! therefore do not select the raw API's requests; filter by target.
 //!
-//! Span-based log filters (`PORTCULLIS_LOG='[request]=debug'`) therefore
-//! do not select the raw API's requests; filter by target instead.
+//! The MCP door is the exception ([`in_request_span`]): rmcp spawns its
+//! serve loop and tool handlers inside the current span, where a
+//! thread-local does not follow, so there the request is a real span.
 
 use pin_project_lite::pin_project;
 use std::cell::Cell;
@@ -19,7 +23,8 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tracing::{Event, Level, Subscriber};
+use tracing::instrument::Instrumented;
+use tracing::{Event, Instrument, Level, Subscriber};
 use tracing_subscriber::fmt::format::{Format, Full, Writer};
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -38,26 +43,50 @@ pub fn current_request() -> Option<uuid::Uuid> {
 /// `future`, handled as the request `audit_id`: the lines it logs say so.
 pub fn in_request<F: Future>(audit_id: uuid::Uuid, future: F) -> InRequest<F> {
     InRequest {
-        inner: future,
+        inner: Some(future),
         audit_id: Some(audit_id),
     }
 }
 
 /// `future` (to be spawned) as part of the request being handled now, and
 /// inside the current span, as tracing's `in_current_span` would.
-pub fn in_current_request<F: Future>(future: F) -> InRequest<tracing::instrument::Instrumented<F>> {
+pub fn in_current_request<F: Future>(future: F) -> InRequest<Instrumented<F>> {
     InRequest {
-        inner: tracing::Instrument::in_current_span(future),
+        inner: Some(future.in_current_span()),
         audit_id: current_request(),
     }
 }
 
+/// `future`, handled as the request `audit_id` inside a `request` span
+/// instead of the thread-local, for a library that spawns its own tasks
+/// in the current span (rmcp): the lines those tasks log name the request
+/// too. Where the log filter leaves the span out, the thread-local names
+/// it, as for any request.
+pub fn in_request_span<F: Future>(audit_id: uuid::Uuid, future: F) -> InRequest<Instrumented<F>> {
+    let span = tracing::info_span!("request", %audit_id);
+    let audit_id = span.is_disabled().then_some(audit_id);
+    InRequest {
+        inner: Some(future.instrument(span)),
+        audit_id,
+    }
+}
+
 pin_project! {
-    /// A future polled as part of a request ([`in_request`]).
+    /// A future polled, and dropped, as part of a request ([`in_request`]).
     pub struct InRequest<F> {
+        // `None` only while it is dropped, so that what its drop logs is
+        // in the request too (as tracing's `Instrumented` does).
         #[pin]
-        inner: F,
+        inner: Option<F>,
         audit_id: Option<uuid::Uuid>,
+    }
+
+    impl<F> PinnedDrop for InRequest<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            let _entered = Entered::new(*this.audit_id);
+            this.inner.set(None);
+        }
     }
 }
 
@@ -67,7 +96,10 @@ impl<F: Future> Future for InRequest<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let _entered = Entered::new(*this.audit_id);
-        this.inner.poll(cx)
+        match this.inner.as_pin_mut() {
+            Some(inner) => inner.poll(cx),
+            None => unreachable!("the future is only taken when it is dropped"),
+        }
     }
 }
 
@@ -89,8 +121,8 @@ impl Drop for Entered {
 
 /// tracing's default line format, with the request the line is about:
 /// `<time> <LEVEL> request{audit_id=…}:<spans>: <target>: <fields>`, byte
-/// for byte what a `request` span with an `audit_id` field gave, colours
-/// included.
+/// for byte what an enabled `request` span with an `audit_id` field, the
+/// root of the line's spans, gave, colours included.
 #[derive(Debug)]
 pub struct Lines<T = SystemTime> {
     timer: T,
@@ -313,12 +345,13 @@ mod tests {
         assert_eq!(current_request(), None);
     }
 
-    #[test]
-    fn a_spawned_part_of_a_request_is_in_it_and_in_its_span() {
-        let audit_id = uuid::Uuid::now_v7();
+    /// Lines logged by `run` under a subscriber with `Lines` (no colours)
+    /// and `level` as its most verbose.
+    fn logged(level: Level, run: impl FnOnce(&tokio::runtime::Runtime)) -> String {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let sink = Sink::default();
         let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
             .with_ansi(false)
             .event_format(Lines::with_timer(At))
             .with_writer({
@@ -326,7 +359,68 @@ mod tests {
                 move || sink.clone()
             })
             .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(subscriber, || run(&runtime));
+        sink.text()
+    }
+
+    #[test]
+    fn what_a_request_logs_while_it_is_dropped_unfinished_names_it() {
+        struct LogsOnDrop;
+        impl Drop for LogsOnDrop {
+            fn drop(&mut self) {
+                tracing::warn!("dropped unfinished");
+            }
+        }
+        let audit_id = uuid::Uuid::now_v7();
+        let text = logged(Level::INFO, |runtime| {
+            let mut request = Box::pin(in_request(audit_id, async {
+                let _held = LogsOnDrop;
+                std::future::pending::<()>().await;
+            }));
+            let polled = runtime.block_on(futures_util::future::poll_immediate(request.as_mut()));
+            assert!(polled.is_none());
+            drop(request);
+            assert_eq!(current_request(), None);
+        });
+        assert_eq!(
+            text,
+            format!("2026-12-06T08:00:00.000001Z  WARN request{{audit_id={audit_id}}}: portcullis::logs::tests: dropped unfinished\n")
+        );
+    }
+
+    #[test]
+    fn tasks_spawned_in_a_request_span_name_it_once_and_a_filtered_out_span_leaves_it_to_the_thread_local() {
+        let audit_id = uuid::Uuid::now_v7();
+        // As the MCP door: inside a request, a span-based one whose
+        // library spawns its work in the current span.
+        let run = |runtime: &tokio::runtime::Runtime| {
+            runtime.block_on(in_request(
+                audit_id,
+                in_request_span(audit_id, async {
+                    tracing::warn!("in the door");
+                    let spawned = async { tracing::warn!("spawned") }.instrument(tracing::Span::current());
+                    tokio::spawn(spawned).await.unwrap();
+                }),
+            ))
+        };
+        let prefix =
+            format!("2026-12-06T08:00:00.000001Z  WARN request{{audit_id={audit_id}}}: portcullis::logs::tests: ");
+        let text = logged(Level::INFO, run);
+        assert_eq!(text, format!("{prefix}in the door\n{prefix}spawned\n"));
+        // The INFO span filtered out: the door's own line is named by the
+        // thread-local; the spawned task, in no span, by nothing (as
+        // before, when the span was filtered out).
+        let text = logged(Level::WARN, run);
+        assert_eq!(
+            text,
+            format!("{prefix}in the door\n2026-12-06T08:00:00.000001Z  WARN portcullis::logs::tests: spawned\n")
+        );
+    }
+
+    #[test]
+    fn a_spawned_part_of_a_request_is_in_it_and_in_its_span() {
+        let audit_id = uuid::Uuid::now_v7();
+        let text = logged(Level::INFO, |runtime| {
             // The spawned part runs after the request's own future has
             // returned (the task is handed out, not awaited inside it).
             let [spawned] = runtime.block_on(in_request(audit_id, async {
@@ -340,13 +434,13 @@ mod tests {
                 .block_on(async { tokio::spawn(in_current_request(async { tracing::info!("alone") })).await })
                 .unwrap();
         });
-        let text = sink.text();
-        assert!(
-            text.contains(&format!(
-                " INFO request{{audit_id={audit_id}}}:stream: portcullis::logs::tests: from the spawned part\n"
-            )),
-            "{text}"
+        let at = "2026-12-06T08:00:00.000001Z  INFO";
+        assert_eq!(
+            text,
+            format!(
+                "{at} request{{audit_id={audit_id}}}:stream: portcullis::logs::tests: from the spawned part\n\
+                 {at} portcullis::logs::tests: alone\n"
+            )
         );
-        assert!(text.contains(" INFO portcullis::logs::tests: alone\n"), "{text}");
     }
 }

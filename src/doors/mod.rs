@@ -179,7 +179,8 @@ impl Doors {
             Route::Metrics => Ok(health::text(200, self.pipeline.metrics.render())),
             Route::NotFound => Err(RequestError::PathNotFound),
             Route::Audit => Box::pin(self.audit_request(request, trace)).await,
-            Route::Mcp => Box::pin(self.mcp_request(request, trace)).await,
+            // rmcp spawns its work in the current span: the request is one.
+            Route::Mcp => Box::pin(crate::logs::in_request_span(audit_id, self.mcp_request(request, trace))).await,
             Route::ApiserverAudit(cluster) => {
                 let cluster = cluster.to_string();
                 let (request, unread) = unread::lend(request);

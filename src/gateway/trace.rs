@@ -94,7 +94,7 @@ impl Pipeline {
         crate::audit::record::attach(self.audit.writer(), *trace.row, trace.sent, response)
     }
 
-    /// The request's log line (the audit id comes from its span) and
+    /// The request's log line (its prefix names the audit id, `logs`) and
     /// metrics. The line is at debug: the audit row is the record of every
     /// request, and formatting and writing a line per request cost the
     /// proxy more than a sixth of its CPU on small GETs (benches/RESULTS.md).
