@@ -232,6 +232,13 @@ mod tests {
         }
     }
 
+    impl tracing_subscriber::fmt::MakeWriter<'_> for Sink {
+        type Writer = Sink;
+        fn make_writer(&self) -> Sink {
+            self.clone()
+        }
+    }
+
     impl Sink {
         fn text(&self) -> String {
             String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
@@ -283,30 +290,17 @@ mod tests {
             .with_max_level(Level::TRACE)
             .with_ansi(ansi)
             .with_timer(At)
-            .with_writer({
-                let sink = theirs.clone();
-                move || sink.clone()
-            })
+            .with_writer(theirs.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, || {
             runtime.block_on(events(false, audit_id));
             runtime.block_on(events(true, audit_id));
         });
-        let ours = Sink::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(Level::TRACE)
-            .with_ansi(ansi)
-            .event_format(Lines::with_timer(At))
-            .with_writer({
-                let sink = ours.clone();
-                move || sink.clone()
-            })
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        let ours = logged(Level::TRACE, ansi, |runtime| {
             runtime.block_on(events(false, audit_id));
             runtime.block_on(in_request(audit_id, events(false, audit_id)));
         });
-        (theirs.text(), ours.text())
+        (theirs.text(), ours)
     }
 
     #[test]
@@ -345,19 +339,16 @@ mod tests {
         assert_eq!(current_request(), None);
     }
 
-    /// Lines logged by `run` under a subscriber with `Lines` (no colours)
-    /// and `level` as its most verbose.
-    fn logged(level: Level, run: impl FnOnce(&tokio::runtime::Runtime)) -> String {
+    /// Lines logged by `run` under a subscriber with `Lines` and `level` as
+    /// its most verbose.
+    fn logged(level: Level, ansi: bool, run: impl FnOnce(&tokio::runtime::Runtime)) -> String {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let sink = Sink::default();
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(level)
-            .with_ansi(false)
+            .with_ansi(ansi)
             .event_format(Lines::with_timer(At))
-            .with_writer({
-                let sink = sink.clone();
-                move || sink.clone()
-            })
+            .with_writer(sink.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, || run(&runtime));
         sink.text()
@@ -372,7 +363,7 @@ mod tests {
             }
         }
         let audit_id = uuid::Uuid::now_v7();
-        let text = logged(Level::INFO, |runtime| {
+        let text = logged(Level::INFO, false, |runtime| {
             let mut request = Box::pin(in_request(audit_id, async {
                 let _held = LogsOnDrop;
                 std::future::pending::<()>().await;
@@ -405,12 +396,12 @@ mod tests {
         };
         let prefix =
             format!("2026-12-06T08:00:00.000001Z  WARN request{{audit_id={audit_id}}}: portcullis::logs::tests: ");
-        let text = logged(Level::INFO, run);
+        let text = logged(Level::INFO, false, run);
         assert_eq!(text, format!("{prefix}in the door\n{prefix}spawned\n"));
         // The INFO span filtered out: the door's own line is named by the
         // thread-local; the spawned task, in no span, by nothing (as
         // before, when the span was filtered out).
-        let text = logged(Level::WARN, run);
+        let text = logged(Level::WARN, false, run);
         assert_eq!(
             text,
             format!("{prefix}in the door\n2026-12-06T08:00:00.000001Z  WARN portcullis::logs::tests: spawned\n")
@@ -420,7 +411,7 @@ mod tests {
     #[test]
     fn a_spawned_part_of_a_request_is_in_it_and_in_its_span() {
         let audit_id = uuid::Uuid::now_v7();
-        let text = logged(Level::INFO, |runtime| {
+        let text = logged(Level::INFO, false, |runtime| {
             // The spawned part runs after the request's own future has
             // returned (the task is handed out, not awaited inside it).
             let [spawned] = runtime.block_on(in_request(audit_id, async {
