@@ -36,7 +36,7 @@ thread_local! {
 }
 
 /// The audit id of the request being handled on this thread, if any.
-pub fn current_request() -> Option<uuid::Uuid> {
+fn current_request() -> Option<uuid::Uuid> {
     REQUEST.get()
 }
 
@@ -216,7 +216,6 @@ fn write_level(writer: &mut Writer<'_>, level: &Level, ansi: bool) -> fmt::Resul
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
-    use tracing::Instrument;
 
     /// Lines written to memory.
     #[derive(Clone, Default)]
