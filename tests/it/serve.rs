@@ -87,3 +87,42 @@ pub async fn load(raw: Arc<Raw>, token: String, answered: Arc<Mutex<Vec<String>>
         }
     }
 }
+
+/// The memory mappings of process `pid` that ask the kernel for
+/// transparent huge pages (`hg` among their `VmFlags` in
+/// `/proc/<pid>/smaps`), by address range; and how many mappings there are.
+fn huge_page_mappings(pid: u32) -> (Vec<String>, usize) {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let (mut asked, mut mappings, mut range) = (Vec::new(), 0, "");
+    for line in smaps.lines() {
+        if let Some(flags) = line.strip_prefix("VmFlags:") {
+            mappings += 1;
+            if flags.split_whitespace().any(|flag| flag == "hg") {
+                asked.push(range.to_string());
+            }
+        } else if let Some(first) = line.split_whitespace().next().filter(|w| !w.ends_with(':')) {
+            // A mapping's first line: its address range, then the rest.
+            range = first;
+        }
+    }
+    (asked, mappings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serve_process_asks_for_no_transparent_huge_pages() {
+    // mimalloc marks its arenas MADV_HUGEPAGE unless built with `no_thp`;
+    // the kernel then zeroes 2 MiB at each first touch, which the audit
+    // thread paid for over and over (benches/RESULTS.md).
+    let mut env = Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    env.halt().await;
+    let serve = Serve::start(&env, &token, "pages").await;
+    for _ in 0..200 {
+        assert_eq!(serve.raw.get(&configmaps(), &token).await.status, 200);
+    }
+    let (asked, mappings) = huge_page_mappings(serve.child.id());
+    assert!(mappings > 10, "smaps lists the process's mappings with their flags");
+    assert!(asked.is_empty(), "mappings marked for huge pages: {asked:?}");
+    drop(serve);
+    env.stop().await;
+}
