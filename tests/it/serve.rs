@@ -1,6 +1,7 @@
 //! `portcullis serve` as its own process, as an operator runs it: the
 //! tests of crashes and of several replicas start it beside a harness
-//! [`Portcullis`] whose configuration (cluster, CA, keys) it reuses.
+//! [`Portcullis`] whose configuration (cluster, CA, keys) it reuses. What
+//! the process asks of the kernel for its memory is tested here.
 
 use crate::audit::audit_id;
 use crate::harness::{Portcullis, Raw, CLUSTER};
