@@ -12,28 +12,25 @@ use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::gateway::error::RequestError;
 use crate::gateway::service::{Entry, PipelineService};
-use crate::gateway::upstream::Upstream;
 use crate::gateway::Trace;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use std::sync::Arc;
 use tower::ServiceExt;
 
 impl Doors {
-    /// A request for cluster `upstream` (or why there is none) at
+    /// A request for the cluster its row names (`trace.row.cluster`) at
     /// Kubernetes path `path`. When portcullis refuses it, what the client
     /// still sends of its body is read and discarded first
     /// ([`Doors::drain`]).
     pub(super) async fn cluster_request(
         &self,
-        upstream: Result<Arc<Upstream>, RequestError>,
         path: String,
         request: Request<Incoming>,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, RequestError> {
         let (request, unread) = unread::lend(request);
-        let result = self.lent_request(upstream, path, request, audit_id, trace).await;
+        let result = self.lent_request(path, request, audit_id, trace).await;
         if result.is_err() || !trace.row.refused.is_empty() {
             self.drain(unread).await;
         }
@@ -42,13 +39,12 @@ impl Doors {
 
     async fn lent_request(
         &self,
-        upstream: Result<Arc<Upstream>, RequestError>,
         path: String,
         mut request: Request<Lent<Incoming>>,
         audit_id: uuid::Uuid,
         trace: &mut Trace,
     ) -> Result<Response<Body>, RequestError> {
-        let upstream = upstream?;
+        let upstream = self.pipeline.upstream(&trace.row.cluster)?.clone();
         // Refused before authenticating: an identity claim is never weighed.
         if let Some(name) = crate::gateway::headers::has_impersonation(request.headers()) {
             let header = name.to_string();

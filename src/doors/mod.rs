@@ -203,10 +203,7 @@ impl Doors {
                 trace.row.cluster = name.to_string();
                 trace.row.path = bounded(path);
                 let path = path.to_string();
-                // Looked up while the name is borrowed from the request; an
-                // unknown cluster is refused after the body is drained.
-                let upstream = self.pipeline.upstream(name).cloned();
-                Box::pin(self.cluster_request(upstream, path, request, audit_id, trace)).await
+                Box::pin(self.cluster_request(path, request, audit_id, trace)).await
             }
         }
     }
