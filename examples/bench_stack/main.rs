@@ -23,6 +23,8 @@
 //! - `audit …`: rows per second the audit writer sustains alone, and rows
 //!   lost.
 //! - `redact …`: Secret redaction throughput on one core.
+//! - `train DIR`: the requests a profile-guided build learns from
+//!   (`scripts/pgo-build`).
 //!
 //! Every result is one JSON object on stdout; progress goes to stderr.
 
@@ -39,6 +41,7 @@ mod redact;
 mod setup;
 mod sim;
 mod tls;
+mod train;
 mod watch;
 
 use std::path::PathBuf;
@@ -69,6 +72,8 @@ enum Command {
     Audit(audit::Args),
     /// Secret redaction throughput on one core.
     Redact(redact::Args),
+    /// The requests a profile-guided build learns from.
+    Train(train::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -86,6 +91,7 @@ fn main() -> anyhow::Result<()> {
             Command::Watch(args) => watch::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
             Command::Audit(args) => audit::run(args).await,
+            Command::Train(args) => train::run(args).await,
             Command::Redact(_) => Ok(()),
         }
     })

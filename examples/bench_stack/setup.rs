@@ -2,7 +2,9 @@
 //! simulated cluster and real control plane, as two clusters of one
 //! portcullis (as an operator serves several), with a person whose role
 //! reveals Secret values and an agent acting for it (whose responses are
-//! redacted).
+//! redacted). Without a real control plane (no `DIR/real.json`: the
+//! profile-guided build's training, `scripts/pgo-build`, runs where no
+//! kube-apiserver is built), in front of the simulated cluster alone.
 
 use portcullis::config::Config;
 use portcullis::identity::Principal;
@@ -13,7 +15,11 @@ use std::time::Duration;
 pub async fn run(dir: &Path) -> anyhow::Result<()> {
     let dir = dir.canonicalize()?;
     let sim: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim.json"))?)?;
-    let real: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("real.json"))?)?;
+    let real: Option<serde_json::Value> = match std::fs::read_to_string(dir.join("real.json")) {
+        Ok(text) => Some(serde_json::from_str(&text)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
     let tls = portcullis::tls::generate(&["localhost"])?;
     std::fs::write(dir.join("portcullis-ca.pem"), &tls.ca_pem)?;
     std::fs::write(dir.join("portcullis.crt"), &tls.cert_pem)?;
@@ -41,21 +47,14 @@ name = "sim"
 server = "{server}"
 ca_file = "{d}/cluster-ca.pem"
 token_file = "{d}/cluster-token"
-
-# portcullis's own ServiceAccount token, holding exactly deploy/rbac.yaml.
-[[clusters]]
-name = "real"
-server = "{real_server}"
-ca_file = "{d}/real-cluster-ca.pem"
-token_file = "{d}/real-cluster-token"
-"#,
+{real_cluster}"#,
         server = sim["url"].as_str().unwrap_or_default(),
-        real_server = real["url"].as_str().unwrap_or_default(),
+        real_cluster = real.as_ref().map(|real| real_cluster(real, &dir)).unwrap_or_default(),
     );
     let path = dir.join("portcullis.toml");
     std::fs::write(&path, toml)?;
     let config = Config::load(&path, std::iter::empty())?;
-    let (person_token, agent_token) = principals(&config)?;
+    let (person_token, agent_token) = principals(&config, real.is_some())?;
     let stack = serde_json::json!({
         "url": format!("https://127.0.0.1:{port}"),
         "cluster_path": "/clusters/sim",
@@ -69,10 +68,27 @@ token_file = "{d}/real-cluster-token"
     Ok(())
 }
 
-/// Person `bench`, admin of namespace `bench` on both clusters for a day
-/// (admin reveals Secret values), and agent `bench-agent` acting for it with
-/// the simulated cluster's grant.
-fn principals(config: &Config) -> anyhow::Result<(String, String)> {
+/// The real control plane's `[[clusters]]` entry, its files in `dir`.
+fn real_cluster(real: &serde_json::Value, dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        r#"
+# portcullis's own ServiceAccount token, holding exactly deploy/rbac.yaml.
+[[clusters]]
+name = "real"
+server = "{server}"
+ca_file = "{d}/real-cluster-ca.pem"
+token_file = "{d}/real-cluster-token"
+"#,
+        server = real["url"].as_str().unwrap_or_default(),
+    )
+}
+
+/// Person `bench`, admin of namespace `bench` on both clusters (or the
+/// simulated one alone, without `real`) for a day (admin reveals Secret
+/// values), and agent `bench-agent` acting for it with the simulated
+/// cluster's grant.
+fn principals(config: &Config, real: bool) -> anyhow::Result<(String, String)> {
     let store = portcullis::cli::open_store(config)?;
     let person = Principal::person("bench");
     store.add_principal(&person, false)?;
@@ -90,8 +106,10 @@ fn principals(config: &Config) -> anyhow::Result<(String, String)> {
     let grant = grant_on("sim", "admin", super::objects::NAMESPACE)?;
     store.add_grant(&grant)?;
     store.add_grant(&grant_on("sim", "viewer", super::objects::WATCH_NAMESPACE)?)?;
-    // Reconciled onto the real cluster by portcullis as its ServiceAccount.
-    store.add_grant(&grant_on("real", "admin", super::objects::NAMESPACE)?)?;
+    if real {
+        // Reconciled onto the real cluster by portcullis as its ServiceAccount.
+        store.add_grant(&grant_on("real", "admin", super::objects::NAMESPACE)?)?;
+    }
     let (_, person_token) = store.issue_credential(&person, "bench", None)?;
     let agent = store.add_agent(&person, "bench-agent", std::slice::from_ref(&grant.id), false)?;
     let (_, agent_token) = store.issue_agent_credential(&agent, None)?;

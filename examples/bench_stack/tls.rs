@@ -1,8 +1,8 @@
-//! Client connections for the watch and audit parts: TLS trusting one CA,
+//! Client connections for the watch, audit and training parts: TLS trusting one CA,
 //! HTTP/2 or HTTP/1.1 by ALPN, or plain HTTP/1.1.
 
 use bytes::Bytes;
-use http_body_util::Empty;
+use http_body_util::Full;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::pem::PemObject;
@@ -13,9 +13,9 @@ use tokio::net::TcpStream;
 /// A request sender on one connection.
 pub enum Sender {
     /// HTTP/2: many streams on one connection.
-    H2(http2::SendRequest<Empty<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
     /// HTTP/1.1: one request at a time.
-    H1(http1::SendRequest<Empty<Bytes>>),
+    H1(http1::SendRequest<Full<Bytes>>),
 }
 
 impl Sender {
@@ -30,7 +30,7 @@ impl Sender {
     /// Send a request (for HTTP/2, concurrently with others).
     pub async fn send(
         &mut self,
-        request: http::Request<Empty<Bytes>>,
+        request: http::Request<Full<Bytes>>,
     ) -> hyper::Result<http::Response<hyper::body::Incoming>> {
         match self {
             Sender::H2(tx) => tx.send_request(request).await,

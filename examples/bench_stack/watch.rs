@@ -9,7 +9,7 @@
 
 use super::tls::{Sender, Target};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -174,7 +174,7 @@ fn request(
     path: &str,
     token: Option<&str>,
     http1: bool,
-) -> anyhow::Result<http::Request<Empty<Bytes>>> {
+) -> anyhow::Result<http::Request<Full<Bytes>>> {
     let scheme = if target.tls.is_some() { "https" } else { "http" };
     let mut builder = if http1 {
         http::Request::get(path).header(http::header::HOST, target.authority.as_str())
@@ -184,7 +184,7 @@ fn request(
     if let Some(token) = token {
         builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
     }
-    Ok(builder.body(Empty::new())?)
+    Ok(builder.body(Full::default())?)
 }
 
 /// The watched namespace's list revision, so that watches start after it
