@@ -214,7 +214,7 @@ def markdown(info, results, cfg):
     changed = info["uncommitted"]
     commit = f"`{info['commit']}`" + (f" with uncommitted changes to {', '.join(changed)}" if changed else "")
     lines = [
-        f"Run {info['date']}, commit {commit}; {info['valgrind']}, {info['nginx']}. Instructions per GET of the 1 KiB "
+        f"Run {info['date']}, commit {commit}{build_note(cfg)}; {info['valgrind']}, {info['nginx']}. Instructions per GET of the 1 KiB "
         f"ConfigMap: after {cfg.warmup} GETs of warm-up, {cfg.requests} GETs over {CONNECTIONS} new connections "
         "(h2load: HTTP/2 over TLS; HTTP/1.1 to kubectl proxy), the process's total instructions (every thread, "
         "audit commits, TLS handshakes and timers included) over the GETs. Each run starts the process afresh "
@@ -229,6 +229,11 @@ def markdown(info, results, cfg):
         lines.append(f"| {name} | " + " | ".join(per_get_cell(r) for r in rs) + f" | {spread} |")
     lines += ["", target_line(results)]
     return "\n".join(lines)
+
+
+def build_note(cfg):
+    """How portcullis was built, as scripts/bench says."""
+    return f", portcullis {cfg.build}" if cfg.build else ""
 
 
 def target_line(results):
@@ -280,6 +285,7 @@ def main():
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--out", required=True, help="JSON results; dumps and annotations beside it")
     parser.add_argument("--results-md", help="RESULTS.md, whose callgrind section is rewritten")
+    parser.add_argument("--build", default="", help="how portcullis was built, for the section's first line")
     cfg = parser.parse_args()
     cfg.out_dir = os.path.join(os.path.dirname(cfg.out) or ".", "callgrind")
     os.makedirs(cfg.out_dir, exist_ok=True)

@@ -296,7 +296,8 @@ def machine():
 
 def markdown(info, tables, target_rows, cfg):
     out = [
-        f"Run {info['date']}, commit `{info['commit']}`, {info['cores']} cores ({info['cpu']}), "
+        f"Run {info['date']}, commit `{info['commit']}`" + (f", portcullis {cfg.build}" if cfg.build else "") + ", "
+        f"{info['cores']} cores ({info['cpu']}), "
         f"{info['memory_gib']} GiB memory, Linux {info['kernel']}. Each cell is the median of {cfg.repeats} interleaved runs "
         f"of {cfg.seconds} s ({cfg.watch_repeats} for watches); spread is min-max; \"x direct\" is the ratio to the direct path.",
         "",
@@ -367,6 +368,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--results-md", help="RESULTS.md (the smoke run writes a copy of it)")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--build", default="", help="how portcullis was built, for the sections' first lines")
     parser.add_argument("--only", choices=["postgres"], help="only these scenarios, and only their section of RESULTS.md")
     cfg = configure(parser.parse_args())
     stack = json.load(open(cfg.stack))
