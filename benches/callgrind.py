@@ -36,7 +36,7 @@ import subprocess
 import time
 import urllib.request
 
-from measure import NS, Path, h2load, log, write_results_md
+from measure import NS, Path, build_note, h2load, log, write_results_md
 
 TARGET = f"/api/v1/namespaces/{NS}/configmaps/small"
 SECTION = "callgrind"
@@ -229,11 +229,6 @@ def markdown(info, results, cfg):
         lines.append(f"| {name} | " + " | ".join(per_get_cell(r) for r in rs) + f" | {spread} |")
     lines += ["", target_line(results)]
     return "\n".join(lines)
-
-
-def build_note(cfg):
-    """How portcullis was built, as scripts/bench says."""
-    return f", portcullis {cfg.build}" if cfg.build else ""
 
 
 def target_line(results):

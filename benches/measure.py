@@ -50,6 +50,12 @@ class Path:
 # ---------------------------------------------------------------- h2load
 
 
+def build_note(cfg):
+    """How portcullis was built (scripts/bench's --build), for a section's
+    first line."""
+    return f", portcullis {cfg.build}" if cfg.build else ""
+
+
 def h2load(path, target, concurrency, seconds, requests=None, rate=None):
     """One h2load run; returns requests/s, MB/s, latency percentiles (ms)."""
     with tempfile.NamedTemporaryFile(prefix="h2load-", suffix=".log", delete=False) as f:

@@ -38,7 +38,7 @@ import urllib.request
 import postgres
 import real_upstream
 from measure import NS, Path, check_configmap, check_list, h2load, interleaved, log, rows_of, summary, table, with_cpu
-from measure import check_results_md, markdown_tables, write_results_md
+from measure import build_note, check_results_md, markdown_tables, write_results_md
 from targets import RAW_LIST, targets
 
 
@@ -296,8 +296,7 @@ def machine():
 
 def markdown(info, tables, target_rows, cfg):
     out = [
-        f"Run {info['date']}, commit `{info['commit']}`" + (f", portcullis {cfg.build}" if cfg.build else "") + ", "
-        f"{info['cores']} cores ({info['cpu']}), "
+        f"Run {info['date']}, commit `{info['commit']}`{build_note(cfg)}, {info['cores']} cores ({info['cpu']}), "
         f"{info['memory_gib']} GiB memory, Linux {info['kernel']}. Each cell is the median of {cfg.repeats} interleaved runs "
         f"of {cfg.seconds} s ({cfg.watch_repeats} for watches); spread is min-max; \"x direct\" is the ratio to the direct path.",
         "",

@@ -58,7 +58,7 @@ token_file = "{d}/cluster-token"
     let stack = serde_json::json!({
         "url": format!("https://127.0.0.1:{port}"),
         "cluster_path": "/clusters/sim",
-        "real_cluster_path": "/clusters/real",
+        "real_cluster_path": real.is_some().then_some("/clusters/real"),
         "ca_file": dir.join("portcullis-ca.pem"),
         "config": path,
         "person_token": person_token,

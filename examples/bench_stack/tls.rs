@@ -65,6 +65,30 @@ impl Target {
         })
     }
 
+    /// A request for `path` with `token` as its bearer: an absolute URI
+    /// over HTTP/2, a path and `Host` over HTTP/1.1 (`http1`).
+    pub fn request(
+        &self,
+        method: http::Method,
+        path: &str,
+        token: Option<&str>,
+        http1: bool,
+    ) -> http::request::Builder {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let builder = if http1 {
+            http::Request::builder()
+                .uri(path)
+                .header(http::header::HOST, self.authority.as_str())
+        } else {
+            http::Request::builder().uri(format!("{scheme}://{}{path}", self.authority))
+        };
+        let builder = builder.method(method);
+        match token {
+            Some(token) => builder.header(http::header::AUTHORIZATION, format!("Bearer {token}")),
+            None => builder,
+        }
+    }
+
     /// Open a connection; HTTP/2 if `http2`.
     pub async fn connect(&self, http2: bool) -> anyhow::Result<Sender> {
         let tcp = TcpStream::connect(&self.authority).await?;

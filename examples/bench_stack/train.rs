@@ -37,10 +37,10 @@ struct Stack {
 }
 
 /// One request of the mix and the status it must get.
-struct Step {
+struct Step<'a> {
     method: Method,
     path: String,
-    token: String,
+    token: &'a str,
     body: Option<String>,
     expect: StatusCode,
 }
@@ -90,18 +90,18 @@ async fn connection_rounds(stack: &Stack, connection: usize, rounds: usize) -> a
 }
 
 /// One round: mostly reads, as kubectl's traffic is.
-fn mix(stack: &Stack, name: &str) -> Vec<Step> {
+fn mix<'a>(stack: &'a Stack, name: &str) -> Vec<Step<'a>> {
     let ns = format!("{}/api/v1/namespaces/{}", stack.prefix, super::objects::NAMESPACE);
     let person = |method: Method, path: String, body: Option<String>, expect: StatusCode| Step {
         method,
         path,
-        token: stack.person.clone(),
+        token: &stack.person,
         body,
         expect,
     };
     let get = |path: String| person(Method::GET, path, None, StatusCode::OK);
     let agent_get = |path: String| Step {
-        token: stack.agent.clone(),
+        token: &stack.agent,
         ..get(path)
     };
     let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}});
@@ -133,7 +133,7 @@ fn mix(stack: &Stack, name: &str) -> Vec<Step> {
             StatusCode::NOT_FOUND,
         ),
         Step {
-            token: "ptk_unknown".into(),
+            token: "ptk_unknown",
             expect: StatusCode::UNAUTHORIZED,
             ..get(format!("{ns}/configmaps/small"))
         },
@@ -142,16 +142,14 @@ fn mix(stack: &Stack, name: &str) -> Vec<Step> {
 }
 
 /// Send `step` and read its whole answer.
-async fn send(stack: &Stack, sender: &mut Sender, step: Step) -> anyhow::Result<()> {
-    let uri = format!("https://{}{}", stack.target.authority, step.path);
+async fn send(stack: &Stack, sender: &mut Sender, step: Step<'_>) -> anyhow::Result<()> {
     let content_type = match step.method {
         Method::PATCH => "application/merge-patch+json",
         _ => "application/json",
     };
-    let request = http::Request::builder()
-        .method(step.method.clone())
-        .uri(&uri)
-        .header(http::header::AUTHORIZATION, format!("Bearer {}", step.token))
+    let request = stack
+        .target
+        .request(step.method.clone(), &step.path, Some(step.token), false)
         .header(http::header::CONTENT_TYPE, content_type)
         .body(step.body.map(Full::from).unwrap_or_default())?;
     let response = sender.send(request).await?;

@@ -132,7 +132,9 @@ async fn open_all(
             shared = Some(target.connect(true).await?);
         }
         let sender = shared.as_ref().and_then(Sender::share);
-        let request = request(&target, path, args.token.as_deref(), args.http1)?;
+        let request = target
+            .request(http::Method::GET, path, args.token.as_deref(), args.http1)
+            .body(Full::default())?;
         let (target, opened, events, opening) = (target.clone(), opened.clone(), events.clone(), opening.clone());
         tasks.push(tokio::spawn(async move {
             let permit = opening.acquire_owned().await;
@@ -167,26 +169,6 @@ async fn open_all(
     Ok(tasks)
 }
 
-/// A GET of `path`: an absolute URI over HTTP/2, a path and `Host` over
-/// HTTP/1.1.
-fn request(
-    target: &Target,
-    path: &str,
-    token: Option<&str>,
-    http1: bool,
-) -> anyhow::Result<http::Request<Full<Bytes>>> {
-    let scheme = if target.tls.is_some() { "https" } else { "http" };
-    let mut builder = if http1 {
-        http::Request::get(path).header(http::header::HOST, target.authority.as_str())
-    } else {
-        http::Request::get(format!("{scheme}://{}{path}", target.authority))
-    };
-    if let Some(token) = token {
-        builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    Ok(builder.body(Full::default())?)
-}
-
 /// The watched namespace's list revision, so that watches start after it
 /// and see only the change.
 async fn current_revision(args: &Args) -> anyhow::Result<String> {
@@ -217,24 +199,11 @@ async fn cluster_request(
     body: Option<String>,
 ) -> anyhow::Result<(http::StatusCode, Bytes)> {
     let target = Target::new(&args.cluster, Some(&args.cluster_ca), true)?;
-    let tcp = tokio::net::TcpStream::connect(&target.authority).await?;
-    let config = target
-        .tls
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("the cluster URL is https"))?;
-    let tls = tokio_rustls::TlsConnector::from(config)
-        .connect(rustls_pki_types::ServerName::try_from("localhost")?, tcp)
-        .await?;
-    let (mut tx, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await?;
-    tokio::spawn(connection);
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::HOST, target.authority.as_str())
-        .header(http::header::AUTHORIZATION, format!("Bearer {}", args.cluster_token))
+    let request = target
+        .request(method, path, Some(&args.cluster_token), true)
         .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
-        .body(http_body_util::Full::new(Bytes::from(body.unwrap_or_default())))?;
-    let response = tx.send_request(request).await?;
+        .body(Full::from(body.unwrap_or_default()))?;
+    let response = target.connect(false).await?.send(request).await?;
     let status = response.status();
     Ok((status, response.into_body().collect().await?.to_bytes()))
 }
