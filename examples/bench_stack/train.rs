@@ -126,12 +126,10 @@ fn mix<'a>(stack: &'a Stack, name: &str) -> Vec<Step<'a>> {
             StatusCode::OK,
         ),
         person(Method::DELETE, format!("{ns}/configmaps/{name}"), None, StatusCode::OK),
-        person(
-            Method::GET,
-            format!("{ns}/configmaps/absent"),
-            None,
-            StatusCode::NOT_FOUND,
-        ),
+        Step {
+            expect: StatusCode::NOT_FOUND,
+            ..get(format!("{ns}/configmaps/absent"))
+        },
         Step {
             token: "ptk_unknown",
             expect: StatusCode::UNAUTHORIZED,
@@ -143,15 +141,17 @@ fn mix<'a>(stack: &'a Stack, name: &str) -> Vec<Step<'a>> {
 
 /// Send `step` and read its whole answer.
 async fn send(stack: &Stack, sender: &mut Sender, step: Step<'_>) -> anyhow::Result<()> {
-    let content_type = match step.method {
-        Method::PATCH => "application/merge-patch+json",
-        _ => "application/json",
-    };
-    let request = stack
+    let mut request = stack
         .target
-        .request(step.method.clone(), &step.path, Some(step.token), false)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(step.body.map(Full::from).unwrap_or_default())?;
+        .request(step.method.clone(), &step.path, Some(step.token), false);
+    if step.body.is_some() {
+        let content_type = match step.method {
+            Method::PATCH => "application/merge-patch+json",
+            _ => "application/json",
+        };
+        request = request.header(http::header::CONTENT_TYPE, content_type);
+    }
+    let request = request.body(step.body.map(Full::from).unwrap_or_default())?;
     let response = sender.send(request).await?;
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
