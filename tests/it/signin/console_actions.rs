@@ -161,8 +161,19 @@ async fn the_console_downloads_a_kubeconfig_whose_user_runs_the_exec_plugin_and_
     let link = browser.client.find(Locator::Id("kubeconfig")).await.unwrap();
     link.click().await.unwrap();
     let saved = downloads.path().join("portcullis-kubeconfig.yaml");
+    // Chromium reserves the file's name with an empty file while it writes
+    // to a `.crdownload` beside it, then renames that over it: the download
+    // is done once the name holds bytes and no partial file is left.
     let text = eventually("the kubeconfig to be downloaded", async || {
-        std::fs::read_to_string(&saved).map_err(|e| e.to_string())
+        let text = std::fs::read_to_string(&saved).map_err(|e| e.to_string())?;
+        let partial = std::fs::read_dir(downloads.path())
+            .map_err(|e| e.to_string())?
+            .flatten()
+            .any(|entry| entry.path().extension().is_some_and(|ext| ext == "crdownload"));
+        if text.is_empty() || partial {
+            return Err("still downloading".to_string());
+        }
+        Ok(text)
     })
     .await;
     assert!(!text.to_ascii_lowercase().contains("token"), "{text}");
