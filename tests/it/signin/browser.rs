@@ -6,6 +6,7 @@
 use super::{free_port, portcullis, Idp};
 use crate::support::eventually;
 use fantoccini::{Client, ClientBuilder, Locator};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
 /// chromedriver on a free loopback port, and a Chromium session in it
@@ -62,8 +63,12 @@ impl Chromium {
         let folder = tempfile::tempdir().unwrap();
         let (profile, scratch) = (folder.path().join("profile"), folder.path().join("tmp"));
         std::fs::create_dir(&scratch).unwrap();
+        // A process group of its own, which the Chromium it starts joins:
+        // dropped, the whole group is killed, as killing chromedriver alone
+        // leaves its Chromium running.
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
+            .process_group(0)
             .env("TMPDIR", &scratch)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -203,9 +208,44 @@ impl Chromium {
 impl Drop for Chromium {
     // Also when a test fails half-way: no chromedriver outlives its test.
     fn drop(&mut self) {
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
+}
+
+/// The processes whose command line names `folder`: Chromium's, for the
+/// profile in it.
+fn processes_naming(folder: &std::path::Path) -> Vec<String> {
+    let needle = folder.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(&needle))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_dropped_without_stop_as_a_failing_test_drops_it_leaves_no_chromium_running() {
+    let browser = Chromium::start().await;
+    let folder = browser._folder.path().to_path_buf();
+    assert!(
+        !processes_naming(&folder).is_empty(),
+        "Chromium runs with its profile in {folder:?}"
+    );
+    drop(browser);
+    eventually("no Chromium left with the dropped browser's profile", async || {
+        let left = processes_naming(&folder);
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{left:?}"))
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
