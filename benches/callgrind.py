@@ -36,7 +36,7 @@ import subprocess
 import time
 import urllib.request
 
-from measure import NS, Path, build_note, h2load, log, write_results_md
+from measure import NS, Path, build_note, h2load, log, stop, write_results_md
 
 TARGET = f"/api/v1/namespaces/{NS}/configmaps/small"
 SECTION = "callgrind"
@@ -63,15 +63,6 @@ def start(name, command, out_dir, env=None):
         stderr=subprocess.STDOUT,
     )
     return process, out_file
-
-
-def stop(process):
-    process.terminate()
-    try:
-        process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def ready(process, paths, seconds=600):
@@ -144,7 +135,7 @@ def count(cfg, name, command, path, ready_paths, env=None, audited=False, run=1)
             raise SystemExit(f"{name}: callgrind_control -d wrote no dump in {out_dir}")
         total = total_instructions(dumps[-1])
     finally:
-        stop(process)
+        stop(process, 120)  # valgrind ends slowly
     per_get = total / cfg.requests
     log(f"  {name} run {run}: {total} instructions over {cfg.requests} GETs in {seconds:.1f} s: {per_get:.0f} per GET")
     return {"instructions": total, "per_get": per_get, "seconds": seconds, "dump": dumps[-1]}

@@ -269,6 +269,16 @@ def check_results_md(original, written, sections, paths):
         raise SystemExit(f"{written}: the text outside the generated sections changed")
 
 
+def stop(process, seconds=30):
+    """SIGTERM, then SIGKILL if `process` has not exited within `seconds`."""
+    process.terminate()
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 # ---------------------------------------------------------------- CPU per process
 
 

@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import time
 
-from measure import NS, Path, check_configmap, h2load, log, with_cpu
+from measure import NS, Path, check_configmap, h2load, log, stop, with_cpu
 
 TARGET = f"/api/v1/namespaces/{NS}/configmaps/small"
 
@@ -47,12 +47,7 @@ class Portcullis:
             ready(self.path, process)
             return measured(self.cfg, self.path, concurrency)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
             log_file.close()
 
 
