@@ -160,11 +160,11 @@ def main():
         verdicts[concurrency] = compare(runs[a.name], runs[b.name])
     b_name = "the other build" if cfg.against else "nginx"
     summary = table("portcullis", b_name, verdicts)
+    pairs = f"{cfg.pairs} pair{'s' if cfg.pairs != 1 else ''}"
+    builds = f"portcullis is {cfg.portcullis}" + (f", the other build {cfg.against}" if cfg.against else "")
     print(
-        f"\nThe small GET, {cfg.pairs} pair{'s' if cfg.pairs != 1 else ''} at each connection count, {cfg.seconds} s a run after 1 s of warm-up, "
-        f"the order alternated; portcullis is {cfg.portcullis}"
-        + (f", the other build {cfg.against}" if cfg.against else "")
-        + f":\n\n{summary}"
+        f"\nThe small GET, {pairs} at each connection count, {cfg.seconds} s a run after 1 s of warm-up, "
+        f"the order alternated; {builds}:\n\n{summary}"
     )
     os.makedirs(os.path.dirname(cfg.out) or ".", exist_ok=True)
     json.dump(
