@@ -208,8 +208,8 @@ impl Chromium {
 impl Drop for Chromium {
     // Also when a test fails half-way: no chromedriver outlives its test.
     fn drop(&mut self) {
-        let group = format!("-{}", self.driver.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let group = rustix::process::Pid::from_child(&self.driver);
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
