@@ -36,7 +36,7 @@ import subprocess
 import time
 import urllib.request
 
-from measure import NS, Path, build_note, h2load, log, stop, write_results_md
+from measure import NS, Path, answering, build_note, h2load, log, stop, write_results_md
 
 TARGET = f"/api/v1/namespaces/{NS}/configmaps/small"
 SECTION = "callgrind"
@@ -63,22 +63,6 @@ def start(name, command, out_dir, env=None):
         stderr=subprocess.STDOUT,
     )
     return process, out_file
-
-
-def ready(process, paths, seconds=600):
-    """Poll each path's GET until it answers (valgrind starts slowly)."""
-    deadline = time.monotonic() + seconds
-    for path in paths:
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"{path.name} exited under callgrind (status {process.returncode})")
-            try:
-                path.fetch(TARGET)
-                break
-            except Exception as e:  # not listening yet, or not reconciled yet
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"{path.name} not ready under callgrind after {seconds} s: {e}")
-                time.sleep(1)
 
 
 def control(option, pid):
@@ -118,7 +102,8 @@ def count(cfg, name, command, path, ready_paths, env=None, audited=False, run=1)
     os.makedirs(out_dir)
     process, out_file = start(name, command, out_dir, env)
     try:
-        ready(process, ready_paths)
+        # valgrind starts slowly
+        answering(process, ready_paths, TARGET, 600, interval=1, where=" under callgrind")
         rows = audit_rows(path) if audited else 0
         h2load(path, TARGET, CONNECTIONS, None, requests=cfg.warmup)
         if audited:

@@ -269,6 +269,24 @@ def check_results_md(original, written, sections, paths):
         raise SystemExit(f"{written}: the text outside the generated sections changed")
 
 
+def answering(process, paths, target, seconds, interval=0.1, where=""):
+    """Wait until each path answers a GET of `target` (a server starting,
+    the reconciler binding the person's grant); fail if `process` exits
+    first or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    for path in paths:
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"{path.name} exited{where} (status {process.returncode})")
+            try:
+                path.fetch(target)
+                break
+            except Exception as e:  # not listening yet, or not reconciled yet
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{path.name} did not answer{where} within {seconds} s: {e}")
+                time.sleep(interval)
+
+
 def stop(process, seconds=30):
     """SIGTERM, then SIGKILL if `process` has not exited within `seconds`."""
     process.terminate()

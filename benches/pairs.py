@@ -22,9 +22,8 @@ import os
 import shutil
 import statistics
 import subprocess
-import time
 
-from measure import NS, Path, check_configmap, h2load, log, stop, with_cpu
+from measure import NS, Path, answering, check_configmap, h2load, log, stop, with_cpu
 
 TARGET = f"/api/v1/namespaces/{NS}/configmaps/small"
 
@@ -44,7 +43,8 @@ class Portcullis:
         process = subprocess.Popen([self.binary, "serve", "--config", self.cfg.config], stderr=log_file)
         try:
             self.path.process = process.pid
-            ready(self.path, process)
+            answering(process, [self.path], TARGET, 60)
+            check_configmap(self.path)
             return measured(self.cfg, self.path, concurrency)
         finally:
             stop(process)
@@ -61,22 +61,6 @@ class Nginx:
 
     def measure(self, concurrency):
         return measured(self.cfg, self.path, concurrency)
-
-
-def ready(path, process, seconds=60):
-    """Wait until `path` answers the small GET (the reconciler has bound the
-    person's grant), or fail if the process exits."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            check_configmap(path)
-            return
-        except (SystemExit, OSError) as error:
-            if process.poll() is not None:
-                raise SystemExit(f"{path.name} exited while starting (status {process.returncode})")
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{path.name} did not answer within {seconds} s: {error}")
-            time.sleep(0.1)
 
 
 def measured(cfg, path, concurrency):
