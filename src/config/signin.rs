@@ -33,6 +33,12 @@ pub struct OidcConfig {
     /// may sign in.
     #[serde(default)]
     pub allowed_email_domains: Vec<String>,
+    /// The domains whose people sign in by the name before the `@`: an
+    /// email-shaped login claim (`ana@example.com`) from any other domain is
+    /// refused, so that `ana@gmail.com` never becomes the `ana` of
+    /// example.com. Unset: `allowed_email_domains`.
+    #[serde(default)]
+    pub login_domains: Vec<String>,
     /// Add a person at their first sign-in (true), or only let in people an
     /// operator added (`portcullis person add`; false, the default).
     #[serde(default)]
@@ -63,12 +69,13 @@ impl OidcConfig {
         if self.client_id.is_empty() {
             return Err(("oidc.client_id", "must not be empty".into()));
         }
-        if self
-            .allowed_email_domains
-            .iter()
-            .any(|d| d.is_empty() || d.contains('@'))
-        {
-            return Err(("oidc.allowed_email_domains", "domains only, like example.com".into()));
+        for (field, domains) in [
+            ("oidc.allowed_email_domains", &self.allowed_email_domains),
+            ("oidc.login_domains", &self.login_domains),
+        ] {
+            if domains.iter().any(|d| d.is_empty() || d.contains('@')) {
+                return Err((field, "domains only, like example.com".into()));
+            }
         }
         Ok(())
     }
@@ -121,6 +128,7 @@ mod tests {
             login_claim: None,
             groups_claim: default_groups_claim(),
             allowed_email_domains: Vec::new(),
+            login_domains: Vec::new(),
             create_people: false,
             ca_file: None,
         }

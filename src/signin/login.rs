@@ -1,5 +1,5 @@
 //! From a verified ID token's claims to the person it names: the login
-//! normalised once, the email used only when verified, the domain checked,
+//! normalised once, the email used only when verified, the domains checked,
 //! the groups kept.
 //!
 //! A login becomes a Kubernetes user name (`user:<login>`): it is lower
@@ -7,8 +7,10 @@
 //! store accepts for any person (`a-z`, `0-9`, `.`, `_`, `-`, starting with
 //! a letter or digit, at most 63), so no login carries a colon, a comma, a
 //! space or anything else a user name sent for impersonation must not. An
-//! email-shaped login keeps the part before the `@`. A claim that does not
-//! fit is refused, never mangled into someone else's login.
+//! email-shaped login keeps the part before the `@`, and only from a domain
+//! the configuration lists (`login_domains`, else `allowed_email_domains`).
+//! A claim that does not fit is refused, never mangled into someone else's
+//! login.
 
 use super::SignInError;
 use crate::config::OidcConfig;
@@ -61,7 +63,7 @@ pub fn person(config: &OidcConfig, issuer: &str, claims: &Value) -> Result<Provi
     };
     let claim = config.login_claim.as_deref().unwrap_or("preferred_username");
     let raw = raw.ok_or_else(|| SignInError::LoginClaim(format!("the ID token has no usable {claim} claim")))?;
-    let login = normalise(&raw).map_err(SignInError::LoginClaim)?;
+    let login = login_of(config, &raw)?;
     Ok(ProviderPerson {
         issuer: issuer.to_string(),
         subject: subject.to_string(),
@@ -69,6 +71,26 @@ pub fn person(config: &OidcConfig, issuer: &str, claims: &Value) -> Result<Provi
         email,
         groups: groups(claims.get(&config.groups_claim)),
     })
+}
+
+/// The login an email-shaped `raw` names only when its domain is one whose
+/// people sign in by their name alone: otherwise `ana@gmail.com` (or a
+/// guest of another tenant) would become the `ana` an operator added for
+/// ana@example.com, and take over her grants at her first sign-in.
+fn login_of(config: &OidcConfig, raw: &str) -> Result<String, SignInError> {
+    if let Some((_, domain)) = raw.trim().split_once('@') {
+        let listed = if config.login_domains.is_empty() {
+            &config.allowed_email_domains
+        } else {
+            &config.login_domains
+        };
+        if !listed.iter().any(|d| d.eq_ignore_ascii_case(domain)) {
+            return Err(SignInError::LoginClaim(format!(
+                "{raw} is not in a domain whose people sign in here by their name (oidc.login_domains)"
+            )));
+        }
+    }
+    normalise(raw).map_err(SignInError::LoginClaim)
 }
 
 /// A groups claim: an array of strings, or one string.
@@ -110,7 +132,8 @@ mod tests {
 
     #[test]
     fn the_login_is_preferred_username_else_a_verified_email_and_groups_are_kept() {
-        let c = config();
+        let mut c = config();
+        c.login_domains = vec!["example.com".into()];
         let claims = json!({"sub": "1", "preferred_username": "Ana", "groups": ["devs", 3]});
         let p = person(&c, "https://idp", &claims).unwrap();
         assert_eq!(
@@ -144,5 +167,45 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn an_email_shaped_login_signs_in_only_from_a_listed_domain() {
+        let refused = |c: &OidcConfig, claims: Value| match person(c, "https://idp", &claims) {
+            Err(SignInError::LoginClaim(said)) => said,
+            other => panic!("{claims} was not refused: {other:?}"),
+        };
+        let mut c = config();
+        let upn = json!({"sub": "1", "preferred_username": "Ana@Example.com"});
+        let said = refused(&c, upn.clone());
+        assert!(said.contains("Ana@Example.com is not in a domain"), "{said}");
+        let gmail = json!({"sub": "2", "email": "ana@gmail.com", "email_verified": true});
+        refused(&c, gmail.clone());
+
+        // allowed_email_domains lists them when login_domains is unset ...
+        c.allowed_email_domains = vec!["example.com".into(), "gmail.com".into()];
+        let verified = json!({"sub": "1", "preferred_username": "Ana@Example.com", "email": "ana@example.com", "email_verified": true});
+        assert_eq!(person(&c, "https://idp", &verified).unwrap().login, "ana");
+        // ... and login_domains alone when set (here without
+        // allowed_email_domains, whose verified email a UPN lacks).
+        c.allowed_email_domains = Vec::new();
+        c.login_domains = vec!["EXAMPLE.com".into()];
+        assert_eq!(person(&c, "https://idp", &upn).unwrap().login, "ana");
+        refused(&c, gmail);
+        for other in [
+            "ana@example.com.evil.test",
+            "ana@evil.test@example.com",
+            "ana@sub.example.com",
+            "ana@",
+        ] {
+            refused(&c, json!({"sub": "3", "preferred_username": other}));
+        }
+        // A login without an `@` is the provider's own name for the person.
+        assert_eq!(
+            person(&c, "https://idp", &json!({"sub": "4", "preferred_username": "Bo"}))
+                .unwrap()
+                .login,
+            "bo"
+        );
     }
 }

@@ -26,6 +26,10 @@ const people = {
   bob: { sub: 'sub-bob', preferred_username: 'bob', email: 'bob@example.com', email_verified: false, groups: ['ops'] },
   eve: { sub: 'sub-eve', preferred_username: 'eve', email: 'eve@elsewhere.test', email_verified: true, groups: [] },
   carol: { sub: 'sub-carol', preferred_username: 'carol', email: 'carol@example.com', email_verified: true, groups: ['devs', 'ops'] },
+  // Another domain's ana (a guest, a second tenant domain, a consumer
+  // account): her UPN-shaped login must not make her example.com's ana.
+  mallory: { sub: 'sub-mallory', preferred_username: 'ana@elsewhere.test', email: 'ana@elsewhere.test', email_verified: true, groups: [] },
+  dan: { sub: 'sub-dan', preferred_username: 'Dan@Example.com', email: 'dan@example.com', email_verified: true, groups: [] },
 };
 const bySub = Object.fromEntries(Object.values(people).map((p) => [p.sub, p]));
 

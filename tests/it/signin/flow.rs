@@ -1,6 +1,6 @@
 //! Signing in with the real provider: who a sign-in is, sessions and
-//! sign-out, people who must exist, disabled people, email domains, key
-//! rotation, and the provider being down.
+//! sign-out, people who must exist, disabled people, email and login
+//! domains, key rotation, and the provider being down.
 
 use super::{free_port, portcullis, Idp, Visitor};
 use crate::audit::row;
@@ -99,6 +99,42 @@ async fn people_must_exist_unless_added_at_sign_in_and_disabling_one_ends_their_
         (audited.refused.as_str(), audited.login.as_str()),
         ("person_disabled", "carol")
     );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_from_another_domain_does_not_take_over_the_person_of_that_name() {
+    let (env, _idp) = pair(|oidc| {
+        oidc.create_people = false;
+        oidc.login_domains = vec!["example.com".into()];
+    })
+    .await;
+    env.store.add_principal(&Principal::person("ana"), false).unwrap();
+    env.store.add_principal(&Principal::person("dan"), false).unwrap();
+
+    let refused = Visitor::new(&env).sign_in("mallory").await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(
+        refused.body.contains("ana@elsewhere.test is not in a domain"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        row(&env, refused.audit_id.as_deref().unwrap()).await.refused,
+        "login_claim"
+    );
+    // ana's own first sign-in still finds her unlinked, and Dan@Example.com
+    // (a listed domain) is dan.
+    for (person, login) in [("ana", "ana"), ("dan", "dan")] {
+        let visitor = Visitor::new(&env);
+        assert_eq!(visitor.sign_in(person).await.status, 200, "{person}");
+        let list = page(&visitor, "/approvals").await;
+        assert!(
+            list.body.contains(&format!("Signed in as <b>{login}</b>")),
+            "{person}: {}",
+            list.body
+        );
+    }
     env.stop().await;
 }
 

@@ -118,6 +118,7 @@ pub async fn portcullis_configured(issuer: &str, port: u16, adjust: impl FnOnce(
         login_claim: None,
         groups_claim: "groups".into(),
         allowed_email_domains: Vec::new(),
+        login_domains: Vec::new(),
         create_people: true,
         ca_file: None,
     };
