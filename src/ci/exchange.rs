@@ -5,7 +5,7 @@
 
 use super::issuers::Issuers;
 use super::token::{self, Unverified};
-use super::{claims, Refused, SKEW_SECONDS};
+use super::{claims, rules, Refused, SKEW_SECONDS};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::config::Config;
@@ -199,7 +199,7 @@ fn choose<'r>(rules: &'r [TrustRule], claims: &Map<String, Value>) -> Result<&'r
     }
     let matching: Vec<&TrustRule> = for_us
         .into_iter()
-        .filter(|r| claims::all_hold(&r.claims, claims))
+        .filter(|r| rules::pins_an_owner(&r.claims) && claims::all_hold(&r.claims, claims))
         .collect();
     let subject = claims.get("sub").and_then(Value::as_str).unwrap_or("-");
     if matching.is_empty() {
@@ -319,6 +319,39 @@ fn replay_key(token: &str, claims: &Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rule_stored_on_the_reusable_workflow_alone_is_met_by_no_token() {
+        let now = Utc::now().timestamp();
+        let claims: Map<String, Value> = serde_json::from_value(json!({
+            "aud": "https://portcullis.example", "sub": "repo:evil/x:ref:refs/heads/main",
+            "repository": "evil/x", "iat": now,
+            "job_workflow_ref": "acme/shop/.github/workflows/deploy.yml@refs/heads/main",
+        }))
+        .unwrap();
+        let rule = |conditions: &[(&str, &str)]| TrustRule {
+            id: "r".into(),
+            bot: "deployer".into(),
+            issuer: "https://token.actions.githubusercontent.com".into(),
+            audience: "https://portcullis.example".into(),
+            claims: conditions.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            duration_seconds: 3600,
+            max_token_age_seconds: 600,
+            created_at: Utc::now(),
+            created_by: "operator".into(),
+        };
+        let workflow = (
+            "job_workflow_ref",
+            "acme/shop/.github/workflows/deploy.yml@refs/heads/main",
+        );
+        let refused = choose(&[rule(&[workflow])], &claims).unwrap_err();
+        assert_eq!(refused.refusal, Refusal::CiNoRule, "{}", refused.description);
+        // Pinned beside the repository, the same rule is met by its own jobs.
+        let mut own = claims.clone();
+        own.insert("repository".into(), json!("acme/shop"));
+        assert!(choose(&[rule(&[workflow, ("repository", "acme/shop")])], &own).is_ok());
+        assert!(choose(&[rule(&[workflow, ("repository", "acme/shop")])], &claims).is_err());
+    }
 
     #[test]
     fn a_token_without_jti_is_remembered_by_its_signed_part_whatever_its_signature() {

@@ -111,21 +111,31 @@ fn conditions(given: &[String]) -> Result<BTreeMap<String, String>, TrustError> 
             return Err(TrustError::Invalid(format!("claim {name:?} is given twice")));
         }
     }
-    if !conditions.iter().any(|(name, pattern)| names_an_owner(name, pattern)) {
+    if !pins_an_owner(&conditions) {
         return Err(TrustError::Invalid(
             "a rule must name whose jobs it trusts: give --claim repository=owner/name (or repository_owner=…, \
              sub=repo:owner/…, project_path=group/…): an issuer like GitHub's serves every repository, and a job \
-             chooses its own audience, so a rule on ref or environment alone would trust anyone's"
+             chooses its own audience, so a rule on ref, environment or the reusable workflow called \
+             (job_workflow_ref) alone would trust anyone's"
                 .into(),
         ));
     }
     Ok(conditions)
 }
 
+/// Do these conditions pin whose jobs they trust? A rule stored before a
+/// claim stopped counting (`job_workflow_ref`) is matched by no token.
+pub(super) fn pins_an_owner(conditions: &BTreeMap<String, String>) -> bool {
+    conditions.iter().any(|(name, pattern)| names_an_owner(name, pattern))
+}
+
 /// Does this condition pin the owner of the job (the repository's owner or
 /// group)? Exact for the claims that are only an owner; for the paths, the
 /// part before the first `*` must hold the owner and its `/`, so that
 /// `repository=acme*` (which `acme-evil/x` meets) does not count.
+/// `job_workflow_ref` never counts: it names the reusable workflow a job
+/// calls, and any repository may call a public one, so a rule on it alone
+/// would trust every caller's job.
 fn names_an_owner(name: &str, pattern: &str) -> bool {
     let literal = pattern.split('*').next().unwrap_or_default();
     match name {
@@ -135,9 +145,39 @@ fn names_an_owner(name: &str, pattern: &str) -> bool {
         | "namespace_id"
         | "namespace_path"
         | "project_id" => !pattern.is_empty() && !pattern.contains('*'),
-        "repository" | "project_path" | "job_workflow_ref" | "sub" => literal
-            .split_once('/')
-            .is_some_and(|(owner, _)| !owner.is_empty() && !owner.ends_with(':')),
+        "repository" | "project_path" => path_names_an_owner(literal),
+        "sub" => sub_names_an_owner(literal, !pattern.contains('*')),
+        _ => false,
+    }
+}
+
+/// `owner/…` with the owner whole.
+fn path_names_an_owner(literal: &str) -> bool {
+    literal
+        .split_once('/')
+        .is_some_and(|(owner, _)| !owner.is_empty() && !owner.contains(':'))
+}
+
+/// A `sub` (`key:value:key:value…`, GitHub's default `repo:owner/name:…`,
+/// GitLab's `project_path:group/project:…`, or a custom GitHub template)
+/// pins the owner when it begins with a claim that does: an owner path, or
+/// an owner's name or id ended by its `:` (or by the pattern's end, when it
+/// has no `*`).
+fn sub_names_an_owner(literal: &str, whole: bool) -> bool {
+    let Some((key, rest)) = literal.split_once(':') else {
+        return false;
+    };
+    match key {
+        "repo" | "repository" | "project_path" => path_names_an_owner(rest),
+        "repository_owner"
+        | "repository_owner_id"
+        | "repository_id"
+        | "project_id"
+        | "namespace_path"
+        | "namespace_id" => match rest.split_once(':') {
+            Some((value, _)) => !value.is_empty(),
+            None => whole && !rest.is_empty(),
+        },
         _ => false,
     }
 }
@@ -272,6 +312,12 @@ mod tests {
             &["repository=acme*"],
             &["sub=repo:*"],
             &["repository_owner=acme*"],
+            // The reusable workflow called, which any repository may call.
+            &["job_workflow_ref=acme/shop/.github/workflows/deploy.yml@refs/heads/main"],
+            &["sub=job_workflow_ref:acme/shop/.github/workflows/deploy.yml@refs/heads/main"],
+            &["sub=repository_owner:acme*"],
+            &["sub=context:ref:refs/heads/main:repo:acme/shop"],
+            &["sub=repo:acme:x/y"],
         ] {
             assert!(refused(ask(loose)).contains("whose jobs"), "{loose:?}");
         }
@@ -281,6 +327,13 @@ mod tests {
             &["repository_owner=acme"],
             &["sub=repo:acme/shop:ref:refs/heads/main"],
             &["project_path=group/app"],
+            &["sub=project_path:group/app:ref_type:branch:ref:main"],
+            &["sub=repository_owner_id:4242:repository:acme/shop:*"],
+            &["sub=repository_owner:acme"],
+            &[
+                "repository=acme/shop",
+                "job_workflow_ref=acme/shop/.github/workflows/deploy.yml@*",
+            ],
         ] {
             assert!(names_an_owner_in(pinned), "{pinned:?}");
         }
