@@ -124,12 +124,11 @@ async fn through_device(server: &str, ca_file: Option<&Path>, out: &mut dyn Writ
     say(
         out,
         &format!(
-            "On any device, open {} and enter the code {}, or open:",
+            "On any device, open {} and type the code {}",
             esc(&asked["verification_uri"]),
             esc(&asked["user_code"])
         ),
     )?;
-    say(out, &esc(&asked["verification_uri_complete"]))?;
     let mut interval = asked["interval"].as_u64().unwrap_or(5).max(1);
     let deadline = std::time::Instant::now() + Duration::from_secs(asked["expires_in"].as_u64().unwrap_or(600));
     let grant = "urn:ietf:params:oauth:grant-type:device_code";

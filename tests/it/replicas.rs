@@ -80,7 +80,7 @@ async fn a_device_code_allowed_on_one_replica_is_polled_to_a_credential_at_anoth
         codes["user_code"].as_str().unwrap(),
     );
 
-    let page = at_a.get(&format!("/login/device?user_code={user}")).await;
+    let page = at_a.get("/login/device").await;
     let decision = format!("csrf={}&user_code={user}&decision=allow", csrf_of(&page.body));
     let allowed = at_a.post("/login/device", &decision).await;
     assert_eq!(allowed.status, 200, "{}", allowed.body);

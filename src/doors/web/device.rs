@@ -15,7 +15,7 @@
 
 use super::cli_login::{blocking, credential_for, json, oauth_error, random, unavailable};
 use super::signin::mark;
-use super::{encode, field, html, pages, query_param, redirect, session, session_form, Session, Web};
+use super::{encode, field, html, pages, redirect, session, session_form, Session, Web};
 use crate::approvals::{seal, Approvals};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
@@ -107,18 +107,14 @@ pub async fn serve(
 ) -> Response<Body> {
     match (page, request.method().clone(), session) {
         (Page::DeviceCode, Method::POST, _) => authorization(web, row).await,
+        // A code in the link is never filled in: the person types the one
+        // their own terminal shows, so a link someone sent them (RFC 8628
+        // §5.4, remote phishing) cannot sign its sender in as them in one
+        // click.
         (Page::DeviceLogin, Method::GET, Some(s)) => {
-            let typed = query_param(request.uri().query(), "user_code").unwrap_or_default();
-            html(
-                StatusCode::OK,
-                device_page(&s, &session::csrf(key, &s), &normalise(&typed), None),
-            )
+            html(StatusCode::OK, device_page(&s, &session::csrf(key, &s), None))
         }
-        (Page::DeviceLogin, Method::GET, None) => {
-            let typed = query_param(request.uri().query(), "user_code").unwrap_or_default();
-            let here = format!("/login/device?user_code={}", encode(&normalise(&typed)));
-            redirect(&format!("/login?next={}", encode(&here)), None)
-        }
+        (Page::DeviceLogin, Method::GET, None) => redirect(&format!("/login?next={}", encode("/login/device")), None),
         (Page::DeviceLogin, Method::POST, Some(s)) => decide(web, key, &s, request, row).await,
         (Page::DeviceLogin, Method::POST, None) => super::signin::sign_in_first(),
         _ => html(
@@ -142,29 +138,28 @@ async fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
             "device_code": device_code,
             "user_code": user_code,
             "verification_uri": page,
-            "verification_uri_complete": format!("{page}?user_code={}", encode(&user_code)),
             "expires_in": DEVICE_LIFETIME.num_seconds(),
             "interval": INTERVAL,
         }),
     )
 }
 
-fn device_page(s: &Session, csrf: &str, user_code: &str, said: Option<&str>) -> String {
+fn device_page(s: &Session, csrf: &str, said: Option<&str>) -> String {
     let e = pages::escape;
     let said = said.map(|t| format!("<p id=\"said\">{}</p>", e(t))).unwrap_or_default();
     pages::page(
         "Sign in a device",
         Some((&s.login, csrf)),
         &format!(
-            "<h1>Sign in the command line on another device</h1>{said}<p>Allow it only if the code matches the \
-             one your <code>portcullis login</code> shows; it then acts as you for up to 12 hours.</p>\
+            "<h1>Sign in the command line on another device</h1>{said}<p>Type the code your own \
+             <code>portcullis login</code> shows; it then acts as you for up to 12 hours. Never allow a code \
+             someone sent you: it would sign them in as you.</p>\
              <form method=\"post\" action=\"/login/device\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <label for=\"user_code\">Code</label>\
-             <input id=\"user_code\" name=\"user_code\" value=\"{}\" autocomplete=\"off\" required>\
+             <input id=\"user_code\" name=\"user_code\" autocomplete=\"off\" required>\
              <button type=\"submit\" name=\"decision\" value=\"allow\" id=\"allow\">Allow</button> \
              <button type=\"submit\" name=\"decision\" value=\"deny\" id=\"deny\">Deny</button></form>",
-            e(csrf),
-            e(user_code)
+            e(csrf)
         ),
     )
 }
@@ -206,10 +201,7 @@ async fn decide(
         html(StatusCode::OK, pages::message("Done", done))
     } else {
         let why = "No command line waits with this code: check it, or run portcullis login again.";
-        html(
-            StatusCode::NOT_FOUND,
-            device_page(s, &csrf, &normalise(typed), Some(why)),
-        )
+        html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(why)))
     }
 }
 

@@ -419,7 +419,8 @@ pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
 pub fn safe_next(next: &str) -> String {
     let ok = next == "/approvals"
         || next == "/console"
-        || ["/login/cli?", "/login/device?", "/oauth/authorize?"].iter().any(|p| {
+        || next == "/login/device"
+        || ["/login/cli?", "/oauth/authorize?"].iter().any(|p| {
             next.strip_prefix(p).is_some_and(|query| {
                 query
                     .bytes()
@@ -474,4 +475,32 @@ pub(crate) fn html(code: StatusCode, text: String) -> Response<Body> {
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn only_portcullis_own_pages_are_places_to_go_after_signing_in() {
+        for ok in [
+            "/approvals",
+            "/console",
+            "/login/device",
+            "/login/cli?port=4000&state=abc",
+            "/approvals/0190a1b2-c3d4",
+        ] {
+            assert_eq!(safe_next(ok), ok);
+        }
+        // Never a device code carried along: the person types their own.
+        for bad in [
+            "https://evil.test/",
+            "//evil.test",
+            "/login/device?user_code=BCDF-GHJK",
+            "/approvals/../console",
+            "/login/cli?a=<b>",
+        ] {
+            assert_eq!(safe_next(bad), "/approvals", "{bad}");
+        }
+    }
 }
