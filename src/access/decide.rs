@@ -7,6 +7,8 @@
 //! - for a delegated agent's request, the agent's own person, up to that
 //!   person's own roles: a grant in effect of the same role covering the
 //!   scope, and the new grant ends no later than that one;
+//! - an admin deciding their own agent's request (whose grant is theirs as
+//!   well) likewise only until their own admin grant ends;
 //! - never the requester itself, and only a person.
 
 use super::AccessRequest;
@@ -18,7 +20,8 @@ use chrono::{DateTime, Utc};
 pub enum Authority {
     /// Admin of the request's scope.
     Admin,
-    /// The delegated agent's own person, holding the role until `until`.
+    /// The requesting agent's own person, holding the role (or the scope's
+    /// admin) until `until`.
     AgentOwner {
         /// The new grant ends no later than this.
         until: DateTime<Utc>,
@@ -70,7 +73,20 @@ pub fn authority(
             && (g.namespace.is_none() || g.namespace == request.namespace)
     };
     if administers(decider, grants, &request.cluster, request.namespace.as_deref(), now) {
-        return Ok(Authority::Admin);
+        if *decider != request.requester {
+            return Ok(Authority::Admin);
+        }
+        // Their own agent's request: the grant is theirs too, so deciding it
+        // as admin must not outlast their own admin grant, or an admin
+        // would lengthen their own access with no second person.
+        let until = grants
+            .iter()
+            .filter(|g| covers(g) && ADMIN_ROLES.contains(&g.role.as_str()))
+            .map(|g| g.expires_at)
+            .max();
+        if let Some(until) = until {
+            return Ok(Authority::AgentOwner { until });
+        }
     }
     let owner = agent.filter(|a| a.grant_ids.is_some() && a.principal == *decider);
     if owner.is_some() {
@@ -204,5 +220,37 @@ mod tests {
         assert!(err.contains("only up to their own roles"), "{err}");
         let bo = Principal::person("bo");
         assert!(authority(&ask, &bo, &[grant("bo", Some("shop"), "viewer", 2)], Some(&agent), now).is_err());
+    }
+
+    #[test]
+    fn an_admin_deciding_their_own_agents_request_gives_no_more_time_than_their_own_admin_grant() {
+        let now = Utc::now();
+        let ana = Principal::person("ana");
+        let agent = agent_of("ana");
+        let admin = grant("ana", Some("shop"), "admin", 1);
+        for role in ["admin", "developer"] {
+            let ask = request(ana.clone(), Some("a1"), Some("shop"), role);
+            assert_eq!(
+                authority(&ask, &ana, std::slice::from_ref(&admin), Some(&agent), now),
+                Ok(Authority::AgentOwner {
+                    until: admin.expires_at
+                }),
+                "{role}"
+            );
+        }
+        let cluster = grant("ana", None, "cluster-admin", 4);
+        let ask = request(ana.clone(), Some("a1"), None, "cluster-admin");
+        assert_eq!(
+            authority(&ask, &ana, std::slice::from_ref(&cluster), Some(&agent), now),
+            Ok(Authority::AgentOwner {
+                until: cluster.expires_at
+            })
+        );
+        // Another admin decides it as admin, without her limit.
+        let bo = Principal::person("bo");
+        assert_eq!(
+            authority(&ask, &bo, &[grant("bo", None, "cluster-admin", 4)], Some(&agent), now),
+            Ok(Authority::Admin)
+        );
     }
 }

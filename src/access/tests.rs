@@ -248,3 +248,50 @@ fn a_delegated_agents_approved_request_is_given_to_the_agent_and_capped_by_its_p
         .unwrap();
     assert_eq!(agent.grant_ids, Some(vec![grant.id]));
 }
+
+#[test]
+fn an_admin_approving_their_own_agents_request_does_not_lengthen_their_own_access() {
+    let env = env();
+    let ana = Principal::person("ana");
+    let hers = env.store.grants_of(&ana, "prod").unwrap().remove(0);
+    let agent = env.store.add_agent(&ana, "helper", &[], false).unwrap();
+    let requester = Requester {
+        principal: ana.clone(),
+        agent_id: Some(agent.id.clone()),
+    };
+    // 30 days of admin in shop, asked by her agent, where hers ends in 1 h.
+    let request = request_access(
+        &env.store,
+        &env.config,
+        &requester,
+        &ask("admin", Some("shop"), 30 * 86400),
+    )
+    .unwrap();
+    let (_, grant) = approve(&env.store, &env.config, &request.id, "ana", None).unwrap();
+    assert_eq!(grant.subject, ana);
+    assert_eq!(grant.expires_at, hers.expires_at, "no longer than her own admin grant");
+    // Bo, admin of the cluster, may give the same request its full time.
+    let bo = crate::identity::grant::new_grant(
+        &env.config,
+        Principal::person("bo"),
+        "prod",
+        "cluster-admin",
+        None,
+        Duration::from_secs(3600),
+        "t",
+    )
+    .unwrap();
+    env.store.add_grant(&bo).unwrap();
+    let again = request_access(
+        &env.store,
+        &env.config,
+        &requester,
+        &ask("admin", Some("shop"), 7 * 86400),
+    )
+    .unwrap();
+    let (_, grant) = approve(&env.store, &env.config, &again.id, "bo", None).unwrap();
+    assert!(
+        grant.expires_at > hers.expires_at + chrono::TimeDelta::days(6),
+        "{grant:?}"
+    );
+}
