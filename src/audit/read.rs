@@ -17,8 +17,8 @@ pub const MAX_LIMIT: usize = 100_000;
 /// Why reading the audit was refused, or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditReadError {
-    /// The caller is not an admin person.
-    #[error("{0} may not read the audit: only people marked admin may")]
+    /// The caller is not an admin person (with their own credential).
+    #[error("{0} may not read the audit: only people marked admin may, with their own credential")]
     NotAdmin(String),
     /// The filters do not parse.
     #[error(transparent)]
@@ -44,7 +44,11 @@ impl Audit {
     /// authenticated `identity` that must be an admin person.
     pub async fn read_as(&self, identity: &Identity, query: Option<&str>) -> Result<Vec<ChainedRow>, AuditReadError> {
         if !self.is_admin(identity).await? {
-            return Err(AuditReadError::NotAdmin(identity.principal.to_string()));
+            let who = match &identity.agent {
+                Some(agent) => format!("{}'s agent {}", identity.principal, agent.name),
+                None => identity.principal.to_string(),
+            };
+            return Err(AuditReadError::NotAdmin(who));
         }
         let mut filter = Filter::from_query(query.unwrap_or(""), chrono::Utc::now())?;
         filter.limit = Some(filter.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
@@ -54,7 +58,9 @@ impl Audit {
     }
 
     async fn is_admin(&self, identity: &Identity) -> Result<bool, AuditReadError> {
-        if identity.principal.kind != PrincipalKind::Person {
+        // An admin's agent acts for them but is not them: it never reads
+        // everyone's activity (nor does a prompt that steers it).
+        if identity.principal.kind != PrincipalKind::Person || identity.is_agent() {
             return Ok(false);
         }
         let store = self.store.clone();

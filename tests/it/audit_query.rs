@@ -136,6 +136,16 @@ async fn the_audit_endpoint_serves_filtered_json_lines_to_admins_only() {
         ),
         ("not_admin", "ana", "/audit")
     );
+    // sec's agent acts for an admin, and still may not read the audit.
+    let agent = env.agent("sec", &[]);
+    let refused = env.raw().get("/audit", &agent).await;
+    assert_eq!(refused.status, 403, "{:?}", refused.body);
+    assert!(
+        refused.json()["message"].as_str().unwrap().contains("agent"),
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(row(&env, &audit_id(&refused)).await.refused, "not_admin");
     assert_eq!(env.raw().get("/audit?who=ana", &sec).await.status, 400);
     assert_eq!(env.raw().send(Method::GET, "/audit", &[], Vec::new()).await.status, 401);
     env.stop().await;
