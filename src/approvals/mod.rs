@@ -92,9 +92,9 @@ pub struct Approvals {
     pub expiry: std::time::Duration,
     /// For links to the approval pages.
     pub public_url: String,
-    /// Roles that write (an approved access request of one of these lets
-    /// an agent's writes through unheld).
-    pub writing_roles: std::collections::HashSet<String>,
+    /// Roles that write, by name (an approved access request of one of
+    /// these lets through unheld the agent's writes that the role allows).
+    pub writing_roles: std::sync::Arc<std::collections::HashMap<String, crate::identity::roles::Role>>,
 }
 
 impl Approvals {
@@ -110,11 +110,13 @@ impl Approvals {
         if let (Some(key), Some(file)) = (&key, &config.approvals.key_file) {
             same_key_as_the_store(key, file, &store)?;
         }
-        let writing_roles = crate::identity::roles::all(config)
-            .into_iter()
-            .filter(writes)
-            .map(|r| r.name)
-            .collect();
+        let writing_roles = std::sync::Arc::new(
+            crate::identity::roles::all(config)
+                .into_iter()
+                .filter(writes)
+                .map(|r| (r.name.clone(), r))
+                .collect(),
+        );
         Ok(Approvals {
             key,
             store,

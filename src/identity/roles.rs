@@ -40,6 +40,14 @@ impl Role {
     /// subresource, `pods/log`) in API group `group`? Wildcards as RBAC
     /// reads them (`*`, and `*/<subresource>`).
     pub fn allows(&self, group: &str, resource: &str, verb: &str) -> bool {
+        self.allows_named(group, resource, verb, None)
+    }
+
+    /// [`Role::allows`] for the object `name` (`Some("")`: a request that
+    /// names none, such as a create): a rule with `resourceNames` allows
+    /// only those names, and never a request without one, as RBAC reads it.
+    /// `None` asks about any object.
+    pub fn allows_named(&self, group: &str, resource: &str, verb: &str, name: Option<&str>) -> bool {
         let subresource = resource.split_once('/').map(|(_, sub)| sub);
         self.rules.iter().any(|rule| {
             let has = |key: &str, want: &dyn Fn(&str) -> bool| {
@@ -47,11 +55,18 @@ impl Role {
                     .as_array()
                     .is_some_and(|values| values.iter().filter_map(Value::as_str).any(want))
             };
+            let names_allow = match (name, rule["resourceNames"].as_array()) {
+                (Some(name), Some(names)) if !names.is_empty() => {
+                    !name.is_empty() && names.iter().any(|n| n.as_str() == Some(name))
+                }
+                _ => true,
+            };
             has("apiGroups", &|g| g == "*" || g == group)
                 && has("verbs", &|v| v == "*" || v == verb)
                 && has("resources", &|r| {
                     r == "*" || r == resource || subresource.is_some_and(|sub| r.strip_prefix("*/") == Some(sub))
                 })
+                && names_allow
         })
     }
 

@@ -241,6 +241,42 @@ async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes
     env.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_writing_role_lets_through_only_the_writes_that_role_allows() {
+    let env = Portcullis::start().await;
+    let admin = crate::support::Kubectl::admin(env.sim());
+    admin.ok(&[
+        "-n",
+        "shop",
+        "create",
+        "secret",
+        "generic",
+        "db",
+        "--from-literal=password=s3cret",
+    ]);
+    // ana's agent holds her admin grant in shop, its writes held.
+    let token = careful_agent(&env);
+    let client = connect(&env, &token, stateless()).await;
+    let ask =
+        json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
+    ok(&client, "request_access", ask).await;
+    let request = env.store.list_access_requests().unwrap().remove(0);
+    portcullis::access::approve(&env.store, &env.config, &request.id, "ana", None).unwrap();
+    env.reconcile().await;
+    // developer patches ConfigMaps: that write runs unheld.
+    let text = ok(&client, "apply", apply_flags(None)).await;
+    assert!(text.starts_with("applied configmaps/flags in shop"), "{text}");
+    assert_eq!(agent_patches(&env), 1);
+    // developer does not touch Secrets: deleting one is still held, though
+    // the agent's own admin grant lets the cluster do it.
+    let args = json!({"cluster": C, "kind": "Secret", "name": "db", "namespace": "shop"});
+    let (text, held) = fails(&client, "delete_resource", args).await;
+    assert_eq!(held["code"], "agent.approval_pending", "{text}");
+    assert_eq!(real_writes(&env, "user:ana", "delete"), 0);
+    admin.ok(&["-n", "shop", "get", "secret", "db"]);
+    env.stop().await;
+}
+
 /// Whether the cluster lets the caller of `token` patch ConfigMaps in shop,
 /// asked with a SelfSubjectAccessReview through portcullis.
 async fn may_patch_flags(env: &Portcullis, token: &str) -> bool {

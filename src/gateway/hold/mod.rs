@@ -166,13 +166,21 @@ impl Pipeline {
     }
 
     /// Is the agent's write covered by an access request of its session,
-    /// approved with a writing role, whose grant is in effect?
+    /// approved with a writing role that allows this very write, whose
+    /// grant is in effect? (The role, not only its scope: an approved
+    /// `developer` must not let a Secret's or a RoleBinding's write through.)
     async fn elevated(&self, ctx: &HoldCtx<'_>) -> Result<bool, RequestError> {
         let Some(agent) = ctx.identity.agent.clone() else {
             return Ok(false);
         };
         let store = self.approvals.store.clone();
-        let (cluster, namespace) = (ctx.upstream.name.clone(), ctx.info.namespace.clone());
+        let info = ctx.info;
+        let (cluster, namespace) = (ctx.upstream.name.clone(), info.namespace.clone());
+        let (group, verb, name) = (info.api_group.clone(), info.verb.clone(), info.name.clone());
+        let resource = match info.subresource.as_str() {
+            "" => info.resource.clone(),
+            sub => format!("{}/{sub}", info.resource),
+        };
         let writing = self.approvals.writing_roles.clone();
         blocking(move || {
             let now = chrono::Utc::now();
@@ -181,7 +189,9 @@ impl Pipeline {
                 r.agent_id.as_deref() == Some(agent.id.as_str())
                     && r.state == crate::access::AccessState::Approved
                     && r.cluster == cluster
-                    && writing.contains(&r.role)
+                    && writing
+                        .get(&r.role)
+                        .is_some_and(|role| role.allows_named(&group, &resource, &verb, Some(&name)))
                     && (r.namespace.is_none() || r.namespace.as_deref() == Some(namespace.as_str()))
                     && grants
                         .iter()
