@@ -49,6 +49,9 @@ pub enum Refusal {
     PreviewUnredactable,
     /// An answer carrying Secrets could not have its values hidden.
     Unredactable,
+    /// A JSON Patch of a Secret by a caller who sees its values hidden
+    /// (its `copy`, `move` and `test` would read them).
+    SecretJsonPatch,
     /// A request body over the size limit.
     BodyTooLarge,
     /// A request body nested deeper than the limit.
@@ -194,6 +197,7 @@ impl Refusal {
             R::PreviewTooLarge => "preview_too_large",
             R::PreviewUnredactable => "preview_unredactable",
             R::Unredactable => "unredactable",
+            R::SecretJsonPatch => "secret_json_patch",
             R::BodyTooLarge => "body_too_large",
             R::BodyTooDeep => "body_too_deep",
             R::BodyAnchorOrAlias => "body_yaml_anchor_or_alias",

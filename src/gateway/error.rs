@@ -128,6 +128,10 @@ pub enum RequestError {
         /// Why.
         cause: String,
     },
+    /// A JSON Patch of a Secret from a caller who sees its values hidden:
+    /// `copy`, `move` and `test` read values the caller may not see (into
+    /// an annotation, or into a field whose refusal quotes the value).
+    SecretJsonPatch,
     /// A write needs a person's approval, but no `[approvals] key_file` is
     /// set to hold it.
     WritesNotHeld,
@@ -278,6 +282,12 @@ impl RequestError {
             E::SecretsTooLarge { cause } => {
                 Status::failure(502, "BadGateway", format!("{cause}: ask for fewer Secrets at a time"))
             }
+            E::SecretJsonPatch => Status::failure(
+                403,
+                "Forbidden",
+                "a JSON Patch of a Secret is refused to a caller who sees its values hidden: its copy, move and \
+                 test operations would read them; use a merge patch, a strategic merge patch or server-side apply",
+            ),
             E::Unredactable { cause } => Status::failure(
                 502,
                 "BadGateway",
@@ -331,6 +341,7 @@ impl RequestError {
             E::PreviewTooLarge { .. } => Refusal::PreviewTooLarge,
             E::PreviewUnredactable { .. } => Refusal::PreviewUnredactable,
             E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => Refusal::Unredactable,
+            E::SecretJsonPatch => Refusal::SecretJsonPatch,
             E::UnreadableHeldBody(error) => error.into(),
             E::Approval(ApprovalRefusal::Unknown { .. }) => Refusal::ApprovalUnknown,
             E::Approval(ApprovalRefusal::Mismatch { .. }) => Refusal::ApprovalMismatch,

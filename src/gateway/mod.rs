@@ -201,6 +201,7 @@ impl Pipeline {
         // Only writes can be held; the hold stage's future is boxed so that
         // reads do not carry its size.
         let request = if info.is_write() {
+            redact::refuse_blind_read(&info, judged.reveal_secrets, request.headers())?;
             let ctx = hold::HoldCtx::new(&stages, &info, &judged);
             match Box::pin(self.hold(ctx, request, trace)).await? {
                 hold::HoldStep::Pass(request) => request,

@@ -315,6 +315,57 @@ async fn server_side_apply_and_a_server_dry_run_answer_redacted_while_the_cluste
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_patch_that_would_copy_a_value_is_refused_to_a_caller_who_sees_values_hidden() {
+    let env = start().await;
+    let (_, kubectl) = operator(&env, Some("shop"));
+    let copy = r#"[{"op":"add","path":"/metadata/annotations","value":{}},{"op":"copy","from":"/data/password","path":"/metadata/annotations/leak"}]"#;
+    for dry in [&["--dry-run=server"][..], &[]] {
+        let mut args = vec![
+            "patch",
+            "secret",
+            "db-credentials",
+            "--type=json",
+            "-p",
+            copy,
+            "-o",
+            "yaml",
+        ];
+        args.extend_from_slice(dry);
+        let refused = kubectl.fails(&args);
+        assert!(refused.contains("a JSON Patch of a Secret is refused"), "{refused}");
+        assert_hidden(&refused);
+    }
+    assert!(
+        stored_secret(&env, "db-credentials").unwrap()["metadata"]["annotations"]["leak"].is_null(),
+        "nothing was copied"
+    );
+    let rows = crate::approvals::audit_rows(&env).await;
+    let refusals = rows.iter().filter(|r| r.refused == "secret_json_patch").count();
+    assert_eq!(refusals, 2, "each an audit row");
+    // A merge patch reads nothing, and goes through.
+    let labelled = kubectl.ok(&[
+        "patch",
+        "secret",
+        "db-credentials",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"tier":"db"}}}"#,
+        "-o",
+        "yaml",
+    ]);
+    assert!(labelled.contains("tier: db"), "{labelled}");
+    assert_hidden(&labelled);
+    // Someone who sees the values may JSON-patch them.
+    let admin = env.kubectl(&env.person("ana", &[("admin", Some("shop"))]), "shop");
+    admin.ok(&["patch", "secret", "db-credentials", "--type=json", "-p", copy]);
+    assert_eq!(
+        stored_secret(&env, "db-credentials").unwrap()["metadata"]["annotations"]["leak"],
+        PASSWORD_B64
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_that_look_like_json_or_like_a_marker_are_redacted_like_any_other() {
     let env = start().await;
     let (_, kubectl) = operator(&env, Some("shop"));

@@ -96,6 +96,27 @@ pub fn plan(
     })
 }
 
+/// Refuse a write that would read Secret values its caller may not see:
+/// a JSON Patch of a Secret, whose `copy`, `move` and `test` read values
+/// (into an annotation, into a field whose refusal quotes them, or as a
+/// yes/no). Before the hold stage, whose dry run would put the copy into a
+/// stored preview.
+pub fn refuse_blind_read(info: &RequestInfo, reveal_secrets: bool, headers: &HeaderMap) -> Result<(), RequestError> {
+    if !reveal_secrets && info.is_secrets() && info.verb == "patch" && json_patch(headers) {
+        return Err(RequestError::SecretJsonPatch);
+    }
+    Ok(())
+}
+
+/// Is the request's body a JSON Patch (RFC 6902)?
+fn json_patch(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json-patch+json"))
+}
+
 /// Does the answer to this request hide values? (For the audit row's
 /// `redacted` flag.)
 pub fn hides_values(info: &RequestInfo, identity: &Identity, reveal_secrets: bool) -> bool {

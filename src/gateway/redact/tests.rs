@@ -341,3 +341,34 @@ fn the_first_newline_is_found_wherever_it_falls() {
         assert_eq!(super::newline(&bytes), Some(len), "{len}");
     }
 }
+
+#[test]
+fn a_json_patch_of_a_secret_is_refused_only_to_a_caller_who_sees_values_hidden() {
+    let patch = |path: &str, content_type: &'static str, reveal: bool| {
+        let info = classify(&Method::PATCH, path, None);
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        refuse_blind_read(&info, reveal, &headers)
+    };
+    let secret = "/api/v1/namespaces/shop/secrets/db";
+    for json_patch in [
+        "application/json-patch+json",
+        "Application/JSON-Patch+JSON; charset=utf-8",
+    ] {
+        let refused = patch(secret, json_patch, false).unwrap_err();
+        assert_eq!(refused.status().code, 403, "{json_patch}");
+        assert_eq!(
+            refused.refused().map(crate::audit::refusal::Refusal::as_str),
+            Some("secret_json_patch")
+        );
+        assert!(patch(secret, json_patch, true).is_ok(), "revealed: {json_patch}");
+    }
+    assert!(patch(secret, "application/merge-patch+json", false).is_ok());
+    assert!(patch(secret, "application/apply-patch+yaml", false).is_ok());
+    assert!(patch(
+        "/api/v1/namespaces/shop/configmaps/db",
+        "application/json-patch+json",
+        false
+    )
+    .is_ok());
+}
