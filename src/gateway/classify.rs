@@ -59,6 +59,7 @@ impl RequestInfo {
     /// exec, attach and port-forward: upgraded streams RBAC alone decides.
     pub fn is_stream_subresource(&self) -> bool {
         self.is_resource_request
+            && self.api_group.is_empty()
             && self.resource == "pods"
             && matches!(self.subresource.as_str(), "exec" | "attach" | "portforward")
     }
@@ -91,6 +92,16 @@ impl RequestInfo {
                             | "subjectaccessreviews"
                     )
             )
+    }
+
+    /// A ServiceAccount's TokenRequest (`serviceaccounts/<name>/token`),
+    /// which kube-apiserver's `TokenREST.Create` serves without reading
+    /// `dryRun`: even a dry run issues a real token.
+    pub fn is_token_request(&self) -> bool {
+        self.is_resource_request
+            && self.api_group.is_empty()
+            && self.resource == "serviceaccounts"
+            && self.subresource == "token"
     }
 
     /// Is this about core/v1 Secrets (any verb, any scope)?
@@ -207,13 +218,15 @@ fn resource_name_subresource(info: &mut RequestInfo, rest: &[&str]) {
 
 /// Without a name, a get is a list or a watch (naming one object through
 /// `fieldSelector` if it selects one) and a delete is a deletecollection;
-/// `dryRun` is read as the server reads it.
+/// `dryRun` is read as the server reads it (a TokenRequest ignores it, so
+/// that one is never taken as a dry run: not held, audited or answered as
+/// one).
 fn verb_from_query(info: &mut RequestInfo, query: Query<'_>) {
     if info.name.is_empty() && info.verb == "get" {
         info.verb = if query.watch() { "watch" } else { "list" }.to_string();
         info.name = query.selected_name().unwrap_or_default();
     }
-    info.dry_run = query.dry_run();
+    info.dry_run = query.dry_run() && !info.is_token_request();
     if info.name.is_empty() && info.verb == "delete" {
         info.verb = "deletecollection".to_string();
     }

@@ -422,6 +422,31 @@ fn a_list_or_watch_selecting_one_name_names_it_and_dry_run_is_read_like_the_serv
 }
 
 #[test]
+fn a_token_request_is_never_a_dry_run_as_the_api_server_issues_its_token_anyway() {
+    let token = info(
+        Method::POST,
+        "/api/v1/namespaces/shop/serviceaccounts/deployer/token?dryRun=All",
+    );
+    assert!(token.is_token_request() && token.is_write() && !token.dry_run);
+    let account = info(
+        Method::PATCH,
+        "/api/v1/namespaces/shop/serviceaccounts/deployer?dryRun=All",
+    );
+    assert!(!account.is_token_request() && account.dry_run);
+    let elsewhere = info(
+        Method::POST,
+        "/apis/example.com/v1/namespaces/shop/serviceaccounts/deployer/token?dryRun=All",
+    );
+    assert!(!elsewhere.is_token_request() && elsewhere.dry_run);
+}
+
+#[test]
+fn only_core_pods_exec_attach_and_port_forward_are_streams() {
+    assert!(info(Method::POST, "/api/v1/namespaces/shop/pods/web/exec").is_stream_subresource());
+    assert!(!info(Method::POST, "/apis/example.com/v1/namespaces/shop/pods/web/exec").is_stream_subresource());
+}
+
+#[test]
 fn review_resources_are_recognised_in_both_groups() {
     assert!(info(Method::POST, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").is_review());
     assert!(info(Method::POST, "/apis/authentication.k8s.io/v1/selfsubjectreviews").is_review());

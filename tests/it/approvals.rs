@@ -385,3 +385,44 @@ async fn an_approved_write_whose_caller_goes_away_midway_never_stays_running() {
     assert!(outcome.body.contains("unknown"), "{outcome:?}");
     env.stop().await;
 }
+
+/// kube-apiserver issues a TokenRequest's token even with `dryRun=All`
+/// (`TokenREST.Create` never reads it), so such a request is a real write:
+/// held for a careful bot like any other, without a dry run of its own
+/// (which would issue a token for the preview), and audited as no dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is() {
+    let env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot_in(&env, "shop", "admin");
+    let auth = format!("Bearer {bot}");
+    let path = format!(
+        "/clusters/{}/api/v1/namespaces/shop/serviceaccounts/default/token?dryRun=All",
+        env.cluster
+    );
+    let ask = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let answer = env
+        .raw()
+        .send(
+            http::Method::POST,
+            &path,
+            &[("authorization", &auth), ("content-type", "application/json")],
+            ask.to_string().into_bytes(),
+        )
+        .await;
+    let body = String::from_utf8_lossy(&answer.body).to_string();
+    assert_ne!(answer.status, 201, "{body}");
+    let id = held_id(&body);
+    let held = env.store.held(&id).unwrap().expect("the held write");
+    assert_eq!(held.state, HeldState::Pending);
+    let tokens = env
+        .sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/serviceaccounts/default/token"))
+        .count();
+    assert_eq!(tokens, 0, "neither the request nor a dry run of it reached the cluster");
+    let rows = audit_rows(&env).await;
+    let row = rows.iter().find(|r| r.subresource == "token").expect("its row");
+    assert!(row.held && !row.dry_run && row.write, "{row:?}");
+    env.stop().await;
+}

@@ -24,14 +24,24 @@ impl Pipeline {
         request: Buffered,
         trace: &mut Trace,
     ) -> Result<Response<Body>, RequestError> {
-        let (parts, answer) = self.dry_run(ctx, &request).await?;
-        if parts.status.is_client_error() || parts.status.is_server_error() {
-            trace.row.dry_run = true;
-            trace.row.held = false;
-            return Ok(Response::from_parts(parts, body::full(answer)));
-        }
-        let result: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
-        let (current, note) = self.current_object(ctx).await?;
+        let (result, current, note) = if ctx.info.is_token_request() {
+            // kube-apiserver issues a TokenRequest's token even in a dry
+            // run, and the preview would keep it: the person approves the
+            // request as asked.
+            let asked = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            let note = "a TokenRequest cannot be tried beforehand (the cluster would issue its token): shown as asked";
+            (asked, None, note.to_string())
+        } else {
+            let (parts, answer) = self.dry_run(ctx, &request).await?;
+            if parts.status.is_client_error() || parts.status.is_server_error() {
+                trace.row.dry_run = true;
+                trace.row.held = false;
+                return Ok(Response::from_parts(parts, body::full(answer)));
+            }
+            let result: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+            let (current, note) = self.current_object(ctx).await?;
+            (result, current, note)
+        };
         let deleting = matches!(ctx.info.verb.as_str(), "delete" | "deletecollection");
         let precondition = precondition(ctx.info, current.as_ref(), &result);
         let preview = preview::build(current, note, result, ctx.info.is_secrets(), deleting).map_err(|e| {
