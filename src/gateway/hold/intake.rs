@@ -217,6 +217,12 @@ fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value) -> 
             resource_version: None,
             uid: meta(current, "uid"),
         },
+        // The asker cannot read it: the dry run's answer is the object it
+        // would delete, so the run deletes that one or nothing.
+        ("delete", None) => Precondition {
+            resource_version: None,
+            uid: meta(result, "uid").filter(|uid| !uid.is_empty()),
+        },
         _ => Precondition::default(),
     }
 }
@@ -250,6 +256,13 @@ mod tests {
         let info = classify(&Method::DELETE, "/api/v1/namespaces/shop/configmaps/flags", None);
         let chosen = precondition(&info, Some(&object("7", "u1")), &object("8", "u2"));
         assert_eq!((chosen.uid.as_deref(), chosen.resource_version), (Some("u1"), None));
+        // Not readable by the asker: the dry run's object.
+        let chosen = precondition(&info, None, &object("8", "u2"));
+        assert_eq!((chosen.uid.as_deref(), chosen.resource_version), (Some("u2"), None));
+        assert_eq!(
+            precondition(&info, None, &json!({"kind": "Status"})),
+            Precondition::default()
+        );
     }
 
     #[test]
