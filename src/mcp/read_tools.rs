@@ -331,7 +331,10 @@ async fn read_secret(ctx: &ToolContext, args: ReadSecret) -> Result<String, Tool
     };
     match &args.key {
         Some(key) => match data.get(key) {
-            Some(value) => Ok(decode(value)),
+            Some(value) => Ok(render::cut(
+                decode(value),
+                "this one value is larger: read it with kubectl",
+            )),
             None => {
                 let keys: Vec<&str> = data.keys().map(String::as_str).collect();
                 Err(ToolError::invalid(

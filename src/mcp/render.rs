@@ -38,7 +38,8 @@ fn cut_to(text: String, limit: usize, advice: &str) -> String {
     let end = text[..end].rfind('\n').map_or(end, |i| i + 1);
     let shown = text[..end].lines().count();
     let mut out = text[..end].to_string();
-    out.push_str(&notice.replace("[cut:", &format!("[cut after {shown} lines:")));
+    let lines = if shown == 1 { "line" } else { "lines" };
+    out.push_str(&notice.replace("[cut:", &format!("[cut after {shown} {lines}:")));
     out
 }
 

@@ -404,3 +404,31 @@ async fn writes_reach_the_cluster_as_the_person_with_the_agents_session() {
     assert_eq!(restart, Some("application/strategic-merge-patch+json"));
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_secret_of_one_key_is_bounded_like_every_tool_result() {
+    use base64::Engine;
+    let env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl("ana", &[("admin", Some("shop"))], Duration::from_secs(3600));
+    let token = env.agent("ana", &[&grants[0]]);
+    let value = "v".repeat(400 * 1024);
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&value);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "large", "namespace": "shop"}, "data": {"blob": encoded}});
+    env.sim().store().put(secret).unwrap();
+    let client = connect(&env, &token, stateless()).await;
+    let text = ok(
+        &client,
+        "read_secret",
+        json!({"cluster": C, "namespace": "shop", "name": "large", "key": "blob"}),
+    )
+    .await;
+    assert!(text.len() < 300 * 1024, "{} bytes", text.len());
+    assert!(text.starts_with("vvvv"), "the value's start");
+    assert!(
+        text.contains(&format!("the result was {} bytes, more than the 256 KiB", value.len())),
+        "says it was cut: {}",
+        &text[text.len() - 200..]
+    );
+    env.stop().await;
+}
