@@ -52,6 +52,9 @@ pub enum Refusal {
     /// A JSON Patch of a Secret by a caller who sees its values hidden
     /// (its `copy`, `move` and `test` would read them).
     SecretJsonPatch,
+    /// A Secret write carrying a redaction marker back in place of a value
+    /// (the cluster would store the marker).
+    SecretMarker,
     /// A request body over the size limit.
     BodyTooLarge,
     /// A request body nested deeper than the limit.
@@ -198,6 +201,7 @@ impl Refusal {
             R::PreviewUnredactable => "preview_unredactable",
             R::Unredactable => "unredactable",
             R::SecretJsonPatch => "secret_json_patch",
+            R::SecretMarker => "secret_marker",
             R::BodyTooLarge => "body_too_large",
             R::BodyTooDeep => "body_too_deep",
             R::BodyAnchorOrAlias => "body_yaml_anchor_or_alias",

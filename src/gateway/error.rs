@@ -132,6 +132,9 @@ pub enum RequestError {
     /// `copy`, `move` and `test` read values the caller may not see (into
     /// an annotation, or into a field whose refusal quotes the value).
     SecretJsonPatch,
+    /// A Secret write from a caller who sees values hidden carries a
+    /// redaction marker back in place of a value.
+    SecretMarkerWritten,
     /// A write needs a person's approval, but no `[approvals] key_file` is
     /// set to hold it.
     WritesNotHeld,
@@ -288,6 +291,10 @@ impl RequestError {
                 "a JSON Patch of a Secret is refused to a caller who sees its values hidden: its copy, move and \
                  test operations would read them; use a merge patch, a strategic merge patch or server-side apply",
             ),
+            E::SecretMarkerWritten => Status::bad_request(
+                "this Secret write carries a <redacted, N bytes> marker back in place of a value: the cluster would \
+                 store the marker and lose the value; send only what you change (a merge patch or server-side apply)",
+            ),
             E::Unredactable { cause } => Status::failure(
                 502,
                 "BadGateway",
@@ -342,6 +349,7 @@ impl RequestError {
             E::PreviewUnredactable { .. } => Refusal::PreviewUnredactable,
             E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => Refusal::Unredactable,
             E::SecretJsonPatch => Refusal::SecretJsonPatch,
+            E::SecretMarkerWritten => Refusal::SecretMarker,
             E::UnreadableHeldBody(error) => error.into(),
             E::Approval(ApprovalRefusal::Unknown { .. }) => Refusal::ApprovalUnknown,
             E::Approval(ApprovalRefusal::Mismatch { .. }) => Refusal::ApprovalMismatch,

@@ -154,6 +154,11 @@ async fn send(
     upgrade: bool,
     streaming: bool,
 ) -> Result<Response<Incoming>, RequestError> {
+    let request = if super::redact::guards_markers(call.info, call.reveal_secrets) {
+        unmarked(call, request).await?
+    } else {
+        request
+    };
     let sent = if upgrade {
         call.upstream.send_upgrade(request).await
     } else if streaming {
@@ -164,6 +169,19 @@ async fn send(
             .map_err(|_| timeout(call.upstream, call.limits))?
     };
     sent.map_err(|e| send_error(call, &e))
+}
+
+/// A Secret write from a caller who sees values hidden, read whole and
+/// refused if it carries a marker back (see
+/// [`super::redact::refuse_marker_written`]).
+async fn unmarked(call: &Call<'_>, request: Request<Body>) -> Result<Request<Body>, RequestError> {
+    let (parts, incoming) = request.into_parts();
+    let limit = call.limits.request_body_bytes;
+    let bytes = super::hold::read_limited(incoming, usize::try_from(limit).unwrap_or(usize::MAX))
+        .await
+        .ok_or_else(|| body_too_large(limit))?;
+    super::redact::refuse_marker_written(call.info, call.reveal_secrets, &bytes)?;
+    Ok(Request::from_parts(parts, body::full(bytes)))
 }
 
 /// The upgrade protocol asked for, if any; an unknown one is refused.

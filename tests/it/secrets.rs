@@ -366,6 +366,51 @@ async fn a_json_patch_that_would_copy_a_value_is_refused_to_a_caller_who_sees_va
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_read_redacted_and_written_back_whole_is_refused_and_keeps_its_values() {
+    let env = start().await;
+    let (token, _) = operator(&env, Some("shop"));
+    let path = format!(
+        "/clusters/{}/api/v1/namespaces/shop/secrets/db-credentials",
+        env.cluster
+    );
+    let auth = format!("Bearer {token}");
+    // As a protobuf-accepting typed client reads it: markers in base64.
+    let read = env
+        .raw()
+        .send(
+            Method::GET,
+            &path,
+            &[
+                ("authorization", &auth),
+                ("accept", "application/vnd.kubernetes.protobuf,application/json"),
+            ],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(read.status, 200);
+    let mut secret = read.json();
+    assert_hidden(&secret.to_string());
+    secret["metadata"]["labels"] = json!({"tier": "db"});
+    let written = env
+        .raw()
+        .send(
+            Method::PUT,
+            &path,
+            &[("authorization", &auth), ("content-type", "application/json")],
+            secret.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(written.status, 400, "{:?}", String::from_utf8_lossy(&written.body));
+    assert!(written.json()["message"].as_str().unwrap().contains("marker back"));
+    let stored = stored_secret(&env, "db-credentials").unwrap();
+    assert_eq!(stored["data"]["password"], PASSWORD_B64, "the value is kept");
+    assert!(stored["metadata"]["labels"]["tier"].is_null(), "nothing was written");
+    let rows = crate::approvals::audit_rows(&env).await;
+    assert_eq!(rows.iter().filter(|r| r.refused == "secret_marker").count(), 1);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_that_look_like_json_or_like_a_marker_are_redacted_like_any_other() {
     let env = start().await;
     let (_, kubectl) = operator(&env, Some("shop"));

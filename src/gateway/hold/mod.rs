@@ -126,6 +126,7 @@ impl Pipeline {
             .ok_or(RequestError::RequestTooLarge { limit: limit as u64 })?;
         let request = Buffered { parts, body };
         refuse_unreadable_body(&request)?;
+        crate::gateway::redact::refuse_marker_written(ctx.info, ctx.reveal_secrets, &request.body)?;
         trace.row.held = true;
         let digest = digest(&ctx, &request);
         let approval = request.parts.extensions.get::<ApprovalRef>().cloned();
@@ -391,7 +392,7 @@ fn refuse_unreadable_body(request: &Buffered) -> Result<(), RequestError> {
 /// Read `body` whole; `None` past `limit` bytes or on an error. (By hand:
 /// `http_body_util::Limited` over a boxed error trips a higher-ranked
 /// lifetime check in async code.)
-async fn read_limited(mut body: Body, limit: usize) -> Option<Bytes> {
+pub(super) async fn read_limited(mut body: Body, limit: usize) -> Option<Bytes> {
     let mut out = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame.ok()?.into_data() {

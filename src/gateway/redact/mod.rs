@@ -108,6 +108,28 @@ pub fn refuse_blind_read(info: &RequestInfo, reveal_secrets: bool, headers: &Hea
     Ok(())
 }
 
+/// Must a write's body be read whole and checked for markers first? (A
+/// Secret write from a caller who sees values hidden: rare, and small.)
+pub fn guards_markers(info: &RequestInfo, reveal_secrets: bool) -> bool {
+    !reveal_secrets && info.is_secrets() && info.is_write()
+}
+
+/// Refuse a Secret write that carries a marker back where a value was: a
+/// caller who read the Secret redacted and writes it back whole. The text
+/// marker is no base64 and the cluster refuses it, but the base64-encoded
+/// one that typed clients get (and the raw bytes of a protobuf body) it
+/// would store as the value, and the real value would be gone.
+pub fn refuse_marker_written(info: &RequestInfo, reveal_secrets: bool, body: &[u8]) -> Result<(), RequestError> {
+    // base64 of "<redacted": every encoded marker starts with it, aligned.
+    const ENCODED: &[u8] = b"PHJlZGFjdGVk";
+    const RAW: &[u8] = b"<redacted, ";
+    let carries = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    if guards_markers(info, reveal_secrets) && (carries(ENCODED) || carries(RAW)) {
+        return Err(RequestError::SecretMarkerWritten);
+    }
+    Ok(())
+}
+
 /// Is the request's body a JSON Patch (RFC 6902)?
 fn json_patch(headers: &HeaderMap) -> bool {
     headers

@@ -372,3 +372,33 @@ fn a_json_patch_of_a_secret_is_refused_only_to_a_caller_who_sees_values_hidden()
     )
     .is_ok());
 }
+
+#[test]
+fn a_secret_write_carrying_a_marker_back_is_refused_to_a_caller_who_sees_values_hidden() {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(crate::secrets::marker(15));
+    let typed = format!(r#"{{"kind":"Secret","data":{{"password":"{encoded}"}}}}"#);
+    let raw = "\n\x08password\x12\x14<redacted, 15 bytes>".to_string();
+    let honest = r#"{"kind":"Secret","data":{"password":"czNjcjN0"}}"#.to_string();
+    let secret = "/api/v1/namespaces/shop/secrets/db";
+    for method in [Method::PUT, Method::PATCH, Method::POST] {
+        let path = if method == Method::POST {
+            "/api/v1/namespaces/shop/secrets"
+        } else {
+            secret
+        };
+        let info = classify(&method, path, None);
+        for body in [&typed, &raw] {
+            let refused = refuse_marker_written(&info, false, body.as_bytes()).unwrap_err();
+            assert_eq!(refused.status().code, 400, "{method} {body}");
+            assert_eq!(
+                refused.refused().map(crate::audit::refusal::Refusal::as_str),
+                Some("secret_marker")
+            );
+            assert!(refuse_marker_written(&info, true, body.as_bytes()).is_ok(), "revealed");
+        }
+        assert!(refuse_marker_written(&info, false, honest.as_bytes()).is_ok());
+    }
+    let configmap = classify(&Method::PUT, "/api/v1/namespaces/shop/configmaps/db", None);
+    assert!(refuse_marker_written(&configmap, false, typed.as_bytes()).is_ok());
+}
