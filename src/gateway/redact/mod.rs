@@ -17,7 +17,11 @@
 //! base64 and would fail on text: it gets each `data` marker base64-encoded
 //! ([`Target::TypedSecrets`]). Other typed clients that ask for JSON only
 //! (k8s-openapi's `Secret` in kube-rs) cannot decode redacted Secrets: read
-//! them as untyped objects.
+//! them as untyped objects. The base64 marker is valid base64, which the
+//! API server would store: such a caller's Secret writes are read whole and
+//! refused if they carry a marker back ([`refuse_marker_written`]), and a
+//! JSON Patch of a Secret, whose `copy`, `move` and `test` read values, is
+//! refused to them ([`refuse_blind_read`]).
 //!
 //! How, in the forward stage:
 //!
