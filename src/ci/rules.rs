@@ -114,7 +114,8 @@ fn conditions(given: &[String]) -> Result<BTreeMap<String, String>, TrustError> 
     if !pins_an_owner(&conditions) {
         return Err(TrustError::Invalid(
             "a rule must name whose jobs it trusts: give --claim repository=owner/name (or repository_owner=…, \
-             sub=repo:owner/…, project_path=group/…): an issuer like GitHub's serves every repository, and a job \
+             sub=repo:owner/…, project_path=group/…, Buildkite's organization_slug=…, CircleCI's \
+             oidc.circleci.com/project-id=…): an issuer like GitHub's serves every repository, and a job \
              chooses its own audience, so a rule on ref, environment or the reusable workflow called \
              (job_workflow_ref) alone would trust anyone's"
                 .into(),
@@ -125,7 +126,7 @@ fn conditions(given: &[String]) -> Result<BTreeMap<String, String>, TrustError> 
 
 /// Do these conditions pin whose jobs they trust? A rule stored before a
 /// claim stopped counting (`job_workflow_ref`) is matched by no token.
-pub(super) fn pins_an_owner(conditions: &BTreeMap<String, String>) -> bool {
+pub fn pins_an_owner(conditions: &BTreeMap<String, String>) -> bool {
     conditions.iter().any(|(name, pattern)| names_an_owner(name, pattern))
 }
 
@@ -144,7 +145,10 @@ fn names_an_owner(name: &str, pattern: &str) -> bool {
         | "repository_id"
         | "namespace_id"
         | "namespace_path"
-        | "project_id" => !pattern.is_empty() && !pattern.contains('*'),
+        | "project_id"
+        | "organization_slug"
+        | "organization_id"
+        | "oidc.circleci.com/project-id" => !pattern.is_empty() && !pattern.contains('*'),
         "repository" | "project_path" => path_names_an_owner(literal),
         "sub" => sub_names_an_owner(literal, !pattern.contains('*')),
         _ => false,
@@ -158,12 +162,20 @@ fn path_names_an_owner(literal: &str) -> bool {
         .is_some_and(|(owner, _)| !owner.is_empty() && !owner.contains(':'))
 }
 
-/// A `sub` (`key:value:key:value…`, GitHub's default `repo:owner/name:…`,
-/// GitLab's `project_path:group/project:…`, or a custom GitHub template)
-/// pins the owner when it begins with a claim that does: an owner path, or
-/// an owner's name or id ended by its `:` (or by the pattern's end, when it
-/// has no `*`).
+/// A `sub` pins the owner when it begins with a claim that does: GitHub's
+/// default `repo:owner/name:…` or a custom template's first claim,
+/// GitLab's `project_path:group/project:…`, Buildkite's
+/// `organization:<slug>:…`, CircleCI's `org/<org id>/…`; an owner path, or
+/// an owner's name or id ended by its separator (or by the pattern's end,
+/// when it has no `*`).
 fn sub_names_an_owner(literal: &str, whole: bool) -> bool {
+    let ended = |rest: &str, separator: char| match rest.split_once(separator) {
+        Some((value, _)) => !value.is_empty(),
+        None => whole && !rest.is_empty(),
+    };
+    if let Some(rest) = literal.strip_prefix("org/") {
+        return ended(rest, '/');
+    }
     let Some((key, rest)) = literal.split_once(':') else {
         return false;
     };
@@ -174,10 +186,8 @@ fn sub_names_an_owner(literal: &str, whole: bool) -> bool {
         | "repository_id"
         | "project_id"
         | "namespace_path"
-        | "namespace_id" => match rest.split_once(':') {
-            Some((value, _)) => !value.is_empty(),
-            None => whole && !rest.is_empty(),
-        },
+        | "namespace_id"
+        | "organization" => ended(rest, ':'),
         _ => false,
     }
 }
@@ -318,6 +328,9 @@ mod tests {
             &["sub=repository_owner:acme*"],
             &["sub=context:ref:refs/heads/main:repo:acme/shop"],
             &["sub=repo:acme:x/y"],
+            &["sub=organization:*"],
+            &["sub=org/*"],
+            &["organization_slug=acme*"],
         ] {
             assert!(refused(ask(loose)).contains("whose jobs"), "{loose:?}");
         }
@@ -334,6 +347,11 @@ mod tests {
                 "repository=acme/shop",
                 "job_workflow_ref=acme/shop/.github/workflows/deploy.yml@*",
             ],
+            // Buildkite and CircleCI.
+            &["sub=organization:acme:pipeline:deploy:ref:refs/heads/main:*"],
+            &["organization_slug=acme", "pipeline_slug=deploy"],
+            &["sub=org/5f1b-22/project/9a0c-11/user/*"],
+            &["oidc.circleci.com/project-id=9a0c-11"],
         ] {
             assert!(names_an_owner_in(pinned), "{pinned:?}");
         }

@@ -187,6 +187,13 @@ fn list(rules: &[TrustRule], out: &mut dyn Write) -> Result<(), CliError> {
             esc(&conditions(r)),
         )
         .map_err(io)?;
+        if !crate::ci::rules::pins_an_owner(&r.claims) {
+            writeln!(
+                out,
+                "  ^ names no owner of the jobs it trusts: no token meets it; replace it (see `bot trust add`)"
+            )
+            .map_err(io)?;
+        }
     }
     Ok(())
 }
@@ -208,5 +215,40 @@ fn message(error: TrustError) -> CliError {
     match error {
         TrustError::Store(e) => CliError::Store(e),
         other => CliError::Message(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_marks_a_rule_that_names_no_owner_and_so_is_met_by_no_token() {
+        let rule = |claim: (&str, &str)| TrustRule {
+            id: claim.0.into(),
+            bot: "deployer".into(),
+            issuer: "https://token.actions.githubusercontent.com".into(),
+            audience: "https://portcullis.example".into(),
+            claims: [(claim.0.to_string(), claim.1.to_string())].into(),
+            duration_seconds: 3600,
+            max_token_age_seconds: 600,
+            created_at: chrono::Utc::now(),
+            created_by: "operator".into(),
+        };
+        let mut out = Vec::new();
+        let rules = [
+            rule(("repository", "acme/shop")),
+            rule((
+                "job_workflow_ref",
+                "acme/shop/.github/workflows/deploy.yml@refs/heads/main",
+            )),
+        ];
+        list(&rules, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[1].starts_with("repository "), "{text}");
+        assert!(lines[2].starts_with("job_workflow_ref "), "{text}");
+        assert!(lines[3].contains("names no owner"), "{text}");
     }
 }
