@@ -217,11 +217,15 @@ fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value) -> 
             resource_version: None,
             uid: meta(current, "uid"),
         },
-        // The asker cannot read it: the dry run's answer is the object it
-        // would delete, so the run deletes that one or nothing.
+        // The asker cannot read it: the dry run's answer names the object it
+        // would delete (the object itself, or for most kinds a Success
+        // Status with its uid in `details`), so the run deletes that one or
+        // nothing.
         ("delete", None) => Precondition {
             resource_version: None,
-            uid: meta(result, "uid").filter(|uid| !uid.is_empty()),
+            uid: meta(result, "uid")
+                .or_else(|| result.pointer("/details/uid").and_then(Value::as_str).map(String::from))
+                .filter(|uid| !uid.is_empty()),
         },
         _ => Precondition::default(),
     }
@@ -259,6 +263,8 @@ mod tests {
         // Not readable by the asker: the dry run's object.
         let chosen = precondition(&info, None, &object("8", "u2"));
         assert_eq!((chosen.uid.as_deref(), chosen.resource_version), (Some("u2"), None));
+        let status = json!({"kind": "Status", "status": "Success", "details": {"name": "flags", "uid": "u3"}});
+        assert_eq!(precondition(&info, None, &status).uid.as_deref(), Some("u3"));
         assert_eq!(
             precondition(&info, None, &json!({"kind": "Status"})),
             Precondition::default()
