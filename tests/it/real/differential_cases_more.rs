@@ -229,6 +229,16 @@ pub const MORE_CASES: &[Case] = &[
         r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":600}}"#,
         Read::Shape,
     ),
+    // TokenREST ignores dryRun: a "dry run" issues a real token (which is
+    // why portcullis never takes it as one).
+    with(
+        "sa-token-dry-run",
+        "POST",
+        "/api/v1/namespaces/{ns}/serviceaccounts/app/token?dryRun=All",
+        JSON,
+        r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":600}}"#,
+        Read::Shape,
+    ),
     send("sa-delete", "DELETE", "/api/v1/namespaces/{ns}/serviceaccounts/app", ""),
     // Pods.
     send("pod-create", "POST", "/api/v1/namespaces/{ns}/pods", POD),
