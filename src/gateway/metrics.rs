@@ -18,6 +18,34 @@ pub struct RequestLabels {
     pub code: u16,
 }
 
+/// The verb as a label: Kubernetes's verbs and the standard methods (a
+/// non-resource request's verb) as they are, anything else `other`.
+pub fn verb_label(verb: &str) -> &str {
+    const KNOWN: &[&str] = &[
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+        "proxy",
+        "post",
+        "put",
+        "head",
+        "options",
+        "connect",
+        "trace",
+        "",
+    ];
+    if KNOWN.contains(&verb) {
+        verb
+    } else {
+        "other"
+    }
+}
+
 /// Labels of a rejected credential.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RejectLabels {

@@ -102,11 +102,19 @@ impl Pipeline {
         use crate::text::Escaped;
         let row = &trace.row;
         if !row.cluster.is_empty() {
+            // Labels from a fixed set only: the cluster name and the method
+            // are the client's, and each new value would be a series kept
+            // for the process's life (anyone could grow it without a token).
+            let cluster = if self.clusters.contains_key(row.cluster.as_str()) {
+                row.cluster.clone()
+            } else {
+                "unknown".to_string()
+            };
             self.metrics
                 .requests
                 .get_or_create(&metrics::RequestLabels {
-                    cluster: row.cluster.clone(),
-                    verb: row.verb.clone(),
+                    cluster,
+                    verb: metrics::verb_label(&row.verb).to_string(),
                     code,
                 })
                 .inc();

@@ -438,6 +438,25 @@ async fn health_and_metrics_are_served() {
     );
     assert!(text.contains("portcullis_upstream_latency_seconds_bucket"), "{text}");
     assert!(text.contains("portcullis_open_streams"), "{text}");
+
+    // Names and methods a client makes up add no series: without a token,
+    // each would otherwise be kept for the process's life.
+    for i in 0..20 {
+        raw.send(Method::GET, &format!("/clusters/made-up-{i}/api"), &[], Vec::new())
+            .await;
+        let method = Method::from_bytes(format!("MADEUP{i}").as_bytes()).unwrap();
+        raw.send(method, &format!("/clusters/{CLUSTER}/version"), &[], Vec::new())
+            .await;
+    }
+    let metrics = raw.send(Method::GET, "/metrics", &[], Vec::new()).await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("portcullis_requests_total{"))
+        .collect();
+    assert!(!text.contains("made-up") && !text.contains("madeup"), "{text}");
+    assert!(series.iter().any(|l| l.contains(r#"cluster="unknown""#)), "{series:?}");
+    assert!(series.len() <= 6, "{series:?}");
     env.stop().await;
 }
 
