@@ -3,9 +3,13 @@
 //!
 //! Buckets are keyed by credential id, which exists only once the token was
 //! authenticated, so made-up tokens cannot grow the map. A full bucket is the
-//! same as no bucket, so those are what a sweep drops.
+//! same as no bucket, so those are what a sweep drops. Other limiters share
+//! this one with keys a client names (an OAuth `client_id`, an address): a
+//! bucket keeps only a keyed 64-bit digest of its key, so a long key costs
+//! no more than a short one.
 
 use dashmap::DashMap;
+use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
 /// Sweep the map when it holds more buckets than this.
@@ -18,7 +22,10 @@ pub struct RateLimiter {
     rate: f64,
     /// Bucket size.
     burst: f64,
-    buckets: DashMap<String, Bucket>,
+    buckets: DashMap<u64, Bucket>,
+    /// Keys to digests, under a seed of this process's own (SipHash): no
+    /// client can make two keys share a bucket.
+    digest: std::collections::hash_map::RandomState,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +41,7 @@ impl RateLimiter {
             rate: f64::from(per_minute.max(1)) / 60.0,
             burst: f64::from(burst.max(1)),
             buckets: DashMap::new(),
+            digest: std::collections::hash_map::RandomState::new(),
         }
     }
 
@@ -46,7 +54,7 @@ impl RateLimiter {
         if self.buckets.len() > SWEEP_ABOVE {
             self.sweep(now);
         }
-        let mut bucket = self.buckets.entry(key.to_string()).or_insert(Bucket {
+        let mut bucket = self.buckets.entry(self.digest.hash_one(key)).or_insert(Bucket {
             tokens: self.burst,
             at: now,
         });
@@ -106,5 +114,15 @@ mod tests {
         limiter.check_at("busy", start).unwrap();
         limiter.sweep(start);
         assert_eq!(limiter.buckets.len(), 1);
+    }
+
+    #[test]
+    fn a_long_key_has_its_bucket_and_another_key_its_own() {
+        let limiter = RateLimiter::new(60, 1);
+        let start = Instant::now();
+        let long = "c".repeat(64 * 1024);
+        assert!(limiter.check_at(&long, start).is_ok());
+        assert!(limiter.check_at(&long, start).is_err(), "the same key, the same bucket");
+        assert!(limiter.check_at(&long[1..], start).is_ok(), "another key, its own");
     }
 }
