@@ -127,6 +127,18 @@ pub async fn serve(
 /// The device authorization response (RFC 8628 §3.2).
 async fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
     mark(row, "device-authorization");
+    // Each code is a row in the store for ten minutes: asked like any
+    // sign-in attempt, within the same limit per address.
+    if !web.sign_in_allowed(&row.client) {
+        row.refuse(Refusal::RateLimited);
+        return json(
+            StatusCode::TOO_MANY_REQUESTS,
+            &serde_json::json!({
+                "error": "slow_down",
+                "error_description": "too many sign-in attempts from your address: wait a minute and try again",
+            }),
+        );
+    }
     let (device_code, user_code) = match web.devices().give(Utc::now()).await {
         Ok(codes) => codes,
         Err(error) => return unavailable(&error),

@@ -75,6 +75,12 @@ impl Web {
         })
     }
 
+    /// May `client` (an address) make another sign-in attempt now (a
+    /// sign-in, or asking for a device code)?
+    pub(super) fn sign_in_allowed(&self, client: &str) -> bool {
+        self.limiter.check(client).is_ok()
+    }
+
     /// May `key` (an address or a client) ask `/oauth/authorize` again
     /// now? Else how many seconds to wait.
     pub fn authorize_allowed(&self, key: &str) -> Result<(), u64> {
@@ -156,7 +162,7 @@ pub async fn serve(
     if page == Page::LoginCallback {
         mark(row, "signin");
     }
-    if web.limiter.check(&row.client).is_err() {
+    if !web.sign_in_allowed(&row.client) {
         row.refuse(Refusal::RateLimited);
         return html(
             StatusCode::TOO_MANY_REQUESTS,

@@ -266,5 +266,13 @@ async fn sign_in_attempts_from_one_address_are_rate_limited() {
         row(&env, refused.audit_id.as_deref().unwrap()).await.refused,
         "rate_limited"
     );
+    // Asking for device codes (each a row in the store) counts the same.
+    let asked = visitor.post("/login/device/code", "client_id=portcullis-cli").await;
+    assert_eq!(asked.status, 429, "{}", asked.body);
+    assert!(asked.body.contains("\"error\":\"slow_down\""), "{}", asked.body);
+    assert_eq!(
+        row(&env, asked.audit_id.as_deref().unwrap()).await.refused,
+        "rate_limited"
+    );
     env.stop().await;
 }
