@@ -78,12 +78,19 @@ fn lcs<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(Op, &'a str)> {
 
 /// Changes with [`CONTEXT`] lines around them; `…` between distant hunks.
 fn render(ops: &[(Op, &str)]) -> String {
-    let changed: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].0 != Op::Keep).collect();
-    let near = |i: usize| changed.iter().any(|&c| c.abs_diff(i) <= CONTEXT);
+    // Marked in one pass, not by asking each line about every change: a
+    // held write's size is the writer's to choose, and that was quadratic.
+    let mut near = vec![false; ops.len()];
+    for (i, (op, _)) in ops.iter().enumerate() {
+        if *op != Op::Keep {
+            let end = (i + CONTEXT).min(ops.len() - 1);
+            near[i.saturating_sub(CONTEXT)..=end].fill(true);
+        }
+    }
     let mut out = String::new();
     let mut skipped = false;
     for (i, (op, line)) in ops.iter().enumerate() {
-        if *op == Op::Keep && !near(i) {
+        if *op == Op::Keep && !near[i] {
             skipped = true;
             continue;
         }
@@ -125,6 +132,20 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("  …\n") && !shown.contains("l10"), "{shown}");
+    }
+
+    #[test]
+    fn context_reaches_three_lines_each_way_and_no_further_even_at_the_ends() {
+        let before: String = (0..12).map(|i| format!("l{i}\n")).collect();
+        let first = before.replace("l0\n", "L0\n");
+        assert_eq!(diff(&before, &first), "- l0\n+ L0\n  l1\n  l2\n  l3\n");
+        let last = before.replace("l11\n", "L11\n");
+        assert_eq!(diff(&before, &last), "  l8\n  l9\n  l10\n- l11\n+ L11\n");
+        let middle = before.replace("l6\n", "L6\n");
+        assert_eq!(
+            diff(&before, &middle),
+            "  l3\n  l4\n  l5\n- l6\n+ L6\n  l7\n  l8\n  l9\n"
+        );
     }
 
     #[test]
