@@ -56,6 +56,9 @@ pub struct Policy {
     /// SipHash: the keys are authenticated principals and configured
     /// clusters, which no client can pick to collide.
     cache: DashMap<Principal, HashMap<String, CachedGrants, RandomState>, RandomState>,
+    /// Bumped by [`Policy::forget`]: grants read before a revocation are
+    /// not cached after it (see `grants`).
+    generation: std::sync::atomic::AtomicU64,
     clock: GrantClock,
 }
 
@@ -76,6 +79,7 @@ impl Policy {
             protected: protected.into_iter().collect(),
             revealing_roles,
             cache: DashMap::default(),
+            generation: std::sync::atomic::AtomicU64::new(0),
             clock: GrantClock::default(),
         }
     }
@@ -125,6 +129,7 @@ impl Policy {
     /// Forget cached grants (after a change made in this process or told
     /// of by the store).
     pub fn forget(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.cache.clear();
     }
 
@@ -139,6 +144,8 @@ impl Policy {
                 return Ok(entry.0.clone());
             }
         }
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let read_at = Instant::now();
         let store = self.store.clone();
         let (p, c) = (principal.clone(), cluster.to_string());
         let grants = tokio::task::spawn_blocking(move || store.grants_of(&p, &c))
@@ -149,8 +156,16 @@ impl Policy {
                 PolicyUnavailable
             })?;
         let grants = Arc::new(grants);
-        let mut clusters = self.cache.entry(principal.clone()).or_default();
-        clusters.insert(cluster.to_string(), (grants.clone(), Instant::now()));
+        self.cache
+            .entry(principal.clone())
+            .or_default()
+            .insert(cluster.to_string(), (grants.clone(), read_at));
+        // As the authenticator does: a forget since the read began means
+        // what was read may be revoked already; checked after inserting, so
+        // that a later forget still finds the entry to drop.
+        if self.generation.load(std::sync::atomic::Ordering::SeqCst) != generation {
+            self.cache.remove(principal);
+        }
         Ok(grants)
     }
 }

@@ -17,6 +17,7 @@ use super::{credential, Agent, Audience, Credential, Identity, Origin};
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
 use http::HeaderMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -141,6 +142,10 @@ pub struct Authenticator {
     /// By the token's SHA-256 ([`credential::digest`]). Not SipHash:
     /// the keys are digests, which nobody can choose to collide.
     cache: DashMap<[u8; 32], Cached, foldhash::fast::RandomState>,
+    /// Bumped by every `forget*`: a lookup that read the store before a
+    /// revocation must not put what it read back after the revocation
+    /// emptied the cache.
+    generation: AtomicU64,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -157,6 +162,7 @@ impl Authenticator {
         Authenticator {
             store: Arc::new(store),
             cache: DashMap::default(),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -206,23 +212,27 @@ impl Authenticator {
 
     /// Drop every cached entry of credential `id` (after revoking it here).
     pub fn forget(&self, id: &str) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         self.cache.retain(|_, cached| cached.found.lookup.credential.id != id);
     }
 
     /// Drop every cached credential (another replica changed credentials,
     /// owners or agents: which ones, it does not say).
     pub fn forget_all(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         self.cache.clear();
     }
 
     /// Drop the cached entry of the token whose SHA-256 is `digest`.
     pub fn forget_digest(&self, digest: &[u8; 32]) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         self.cache.remove(digest);
     }
 
     /// Drop every cached credential of agent session `id` (after revoking
     /// the agent here), so it is refused on its next request.
     pub fn forget_agent(&self, id: &str) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         self.cache
             .retain(|_, cached| cached.found.agent.as_ref().is_none_or(|agent| agent.id != id));
     }
@@ -233,6 +243,8 @@ impl Authenticator {
                 return Ok(Some(cached.found.clone()));
             }
         }
+        // Read before the store is: the entry's age counts from here.
+        let (generation, read_at) = (self.generation.load(Ordering::SeqCst), Instant::now());
         let store = self.store.clone();
         let key = credential::lower_hex(&digest);
         let found = tokio::task::spawn_blocking(move || {
@@ -255,9 +267,16 @@ impl Authenticator {
                     digest,
                     Cached {
                         found: found.clone(),
-                        fetched: Instant::now(),
+                        fetched: read_at,
                     },
                 );
+                // A forget since the read began may have emptied the cache
+                // before this insert: then what was read may be revoked
+                // already, and is not kept. (Checked after inserting, so a
+                // forget that comes later still finds it to drop.)
+                if self.generation.load(Ordering::SeqCst) != generation {
+                    self.cache.remove(&digest);
+                }
             }
             None => {
                 self.cache.remove(&digest);
@@ -309,5 +328,76 @@ mod tests {
         assert_eq!(bearer_token(&h), Some("abc"));
         h.insert(http::header::AUTHORIZATION, "Basic abc".parse().unwrap());
         assert_eq!(bearer_token(&h), None);
+    }
+
+    /// One credential, read as the store had it when a lookup began; the
+    /// first lookup then waits for `release`, as a slow store read would.
+    #[derive(Default)]
+    struct SlowStore {
+        revoked: std::sync::atomic::AtomicBool,
+        release: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+        lookups: AtomicU64,
+    }
+
+    struct Slow(Arc<SlowStore>);
+
+    impl CredentialSource for Slow {
+        fn find(&self, _: &str) -> Result<Option<(CredentialLookup, Option<Agent>)>, SourceError> {
+            let revoked = self.0.revoked.load(Ordering::SeqCst);
+            self.0.lookups.fetch_add(1, Ordering::SeqCst);
+            let release = self.0.release.lock().unwrap().take();
+            if let Some(release) = release {
+                release.recv().unwrap();
+            }
+            let credential = Credential {
+                id: "c1".into(),
+                principal: crate::identity::Principal::person("ana"),
+                name: "laptop".into(),
+                display_prefix: "pcl_x".into(),
+                created_at: Utc::now(),
+                expires_at: None,
+                last_used_at: Some(Utc::now()),
+                revoked_at: revoked.then(Utc::now),
+            };
+            let lookup = CredentialLookup {
+                credential,
+                owner_disabled: false,
+                origin: None,
+            };
+            Ok(Some((lookup, None)))
+        }
+
+        fn touch(&self, _: &str, _: DateTime<Utc>) -> Result<(), SourceError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lookup_that_read_before_a_revocation_is_not_cached_past_it() {
+        let store = Arc::new(SlowStore::default());
+        let (release, wait) = std::sync::mpsc::channel();
+        *store.release.lock().unwrap() = Some(wait);
+        let authenticator = Arc::new(Authenticator::new(Slow(store.clone())));
+        let mut headers = HeaderMap::new();
+        let bearer = format!("Bearer {}", credential::mint().token);
+        headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
+        let in_flight = {
+            let (authenticator, headers) = (authenticator.clone(), headers.clone());
+            tokio::spawn(async move { authenticator.authenticate(&headers).await })
+        };
+        while store.lookups.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // Revoked while that lookup is in the store; the revoker forgets.
+        store.revoked.store(true, Ordering::SeqCst);
+        authenticator.forget_all();
+        release.send(()).unwrap();
+        assert!(
+            in_flight.await.unwrap().is_ok(),
+            "it read the store before the revocation"
+        );
+        let next = authenticator.authenticate(&headers).await;
+        assert!(matches!(next, Err(AuthError::Revoked { .. })), "{next:?}");
+        assert_eq!(store.lookups.load(Ordering::SeqCst), 2, "read again, not cached");
     }
 }
