@@ -21,6 +21,10 @@ pub enum GrantError {
     /// No configured cluster has this name.
     #[error("unknown cluster {0:?}")]
     UnknownCluster(String),
+    /// Not a namespace name (an RFC 1123 label): it becomes part of the
+    /// RoleBinding's path and name in the cluster.
+    #[error("{0:?} is not a namespace name: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")]
+    InvalidNamespace(String),
     /// The namespace is one of `protected_namespaces`.
     #[error("namespace {0:?} is protected: no grant applies there")]
     ProtectedNamespace(String),
@@ -59,6 +63,9 @@ pub fn new_grant(
     if !config.clusters.iter().any(|c| c.name == cluster) {
         return Err(GrantError::UnknownCluster(cluster.into()));
     }
+    if let Some(ns) = namespace.as_deref().filter(|ns| !namespace_name(ns)) {
+        return Err(GrantError::InvalidNamespace(ns.into()));
+    }
     if let Some(ns) = namespace
         .as_deref()
         .filter(|ns| config.protected_namespaces.iter().any(|p| p == ns))
@@ -80,6 +87,16 @@ pub fn new_grant(
         created_at: now,
         revoked_at: None,
     })
+}
+
+/// Is `name` a namespace's name, as Kubernetes takes one (a DNS label)?
+fn namespace_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    (1..=63).contains(&bytes.len())
+        && bytes.iter().all(|b| inner(b) || *b == b'-')
+        && bytes.first().is_some_and(inner)
+        && bytes.last().is_some_and(inner)
 }
 
 #[cfg(test)]
@@ -126,6 +143,19 @@ token_file = "token"
             refusal("prod", "cluster-admin", None, 5),
             "role cluster-admin may be granted for at most 4h"
         );
+        // A namespace becomes part of the RoleBinding's path in the cluster.
+        for bad in [
+            "shop/rolebindings/x?",
+            "kube-system?x",
+            "Shop",
+            "-shop",
+            "shop-",
+            "",
+            &"a".repeat(64),
+        ] {
+            let said = refusal("prod", "viewer", Some(bad), 1);
+            assert!(said.ends_with("is not a namespace name: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"), "{bad}: {said}");
+        }
     }
 
     #[test]
