@@ -2,10 +2,12 @@
 //! and run until told to stop.
 //!
 //! There is deliberately no whole-request deadline on connections: watches
-//! and exec sessions live for hours. HTTP/1.1 headers must arrive within 30
-//! seconds and TLS handshakes within 10 (slow clients cannot pin
-//! connections), and HTTP/2 concurrent streams are capped (the "rapid reset"
-//! class of attacks).
+//! and exec sessions live for hours. TLS handshakes must end within 10
+//! seconds, a connection's first request must come within 30 (hyper reads
+//! the bytes that tell HTTP/1.1 from HTTP/2 without a deadline of its own)
+//! and HTTP/1.1 headers within 30, so slow or silent clients cannot pin
+//! connections; at most `[limits] connections` are open at once; and HTTP/2
+//! concurrent streams are capped (the "rapid reset" class of attacks).
 
 use crate::config::Config;
 use crate::doors::Doors;
@@ -24,6 +26,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio::net::{TcpListener, TcpStream};
@@ -115,7 +118,13 @@ impl App {
         })?;
         let acceptor = TlsAcceptor::from(Arc::new(tls));
         let serving = doors.clone();
-        let serve = move |tcp, peer, watcher| serve_connection(acceptor.clone(), serving.clone(), tcp, peer, watcher);
+        let open = Arc::new(OpenConnections {
+            count: AtomicUsize::new(0),
+            most: config.limits.connections,
+        });
+        let serve = move |tcp, peer, watcher| {
+            serve_connection(acceptor.clone(), serving.clone(), open.clone(), tcp, peer, watcher)
+        };
         let listener = listener.into_std().map_err(AppError::Threads)?;
         let shards = shards::Shards::start(shards::Shards::per_core(), listener, serve).map_err(AppError::Threads)?;
         Ok(App {
@@ -207,23 +216,53 @@ async fn follow_changes(changes: Option<Receiver<Change>>, doors: Arc<Doors>) {
     }
 }
 
+/// How many client connections are open, and how many may be.
+struct OpenConnections {
+    count: AtomicUsize,
+    most: usize,
+}
+
+/// One open connection, counted until it is dropped.
+struct Counted(Arc<OpenConnections>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A connection's first request must come within this of its handshake.
+const FIRST_REQUEST: Duration = Duration::from_secs(30);
+
 /// One client's connection: the TLS handshake (10 s at most), then its
-/// requests through the doors until it closes or shutdown ends it.
+/// requests through the doors (the first within [`FIRST_REQUEST`]) until it
+/// closes or shutdown ends it. Past `[limits] connections` it is closed at
+/// once.
 async fn serve_connection(
     acceptor: TlsAcceptor,
     doors: Arc<Doors>,
+    open: Arc<OpenConnections>,
     tcp: TcpStream,
     peer: SocketAddr,
     watcher: Watcher,
 ) {
+    if open.count.fetch_add(1, Ordering::Relaxed) >= open.most {
+        open.count.fetch_sub(1, Ordering::Relaxed);
+        tracing::warn!(limit = open.most, "connection refused: [limits] connections are open");
+        return;
+    }
+    let counted = Counted(open);
     let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
         return;
     };
+    let asked = Arc::new(AtomicBool::new(false));
+    let asking = asked.clone();
     let presented =
         tls.get_ref().1.peer_certificates().map(|certs| {
             crate::tls::PeerCertificates(Arc::new(certs.iter().map(|c| c.clone().into_owned()).collect()))
         });
     let service = service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+        asking.store(true, Ordering::Relaxed);
         let doors = doors.clone();
         if let Some(presented) = &presented {
             request.extensions_mut().insert(presented.clone());
@@ -232,10 +271,21 @@ async fn serve_connection(
         // box is what moves then, not the future's kilobytes.
         Box::pin(async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) })
     });
-    let builder = http_settings();
-    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-    if let Err(error) = watcher.watch(connection.into_owned()).await {
-        tracing::debug!(%error, "connection ended with an error");
+    // Served in a task of its own, so that its polls pay for no deadline:
+    // this one only looks once, at the deadline, and closes a connection
+    // that asked nothing.
+    let serving = tokio::spawn(async move {
+        let _counted = counted;
+        let builder = http_settings();
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+        if let Err(error) = watcher.watch(connection.into_owned()).await {
+            tracing::debug!(%error, "connection ended with an error");
+        }
+    });
+    tokio::time::sleep(FIRST_REQUEST).await;
+    if !asked.load(Ordering::Relaxed) {
+        tracing::debug!(%peer, "connection closed: no request within 30 s");
+        serving.abort();
     }
 }
 

@@ -160,6 +160,9 @@ pub struct Limits {
     /// Whole-request timeout for requests that are not long-running.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// Client connections open at once (10,000); more are closed as they
+    /// are accepted.
+    pub connections: usize,
 }
 
 impl Default for Limits {
@@ -168,6 +171,7 @@ impl Default for Limits {
             request_body_bytes: 3 * 1024 * 1024,
             response_bytes: 8 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            connections: 10_000,
         }
     }
 }

@@ -207,3 +207,69 @@ async fn ordinary_requests_time_out_and_long_running_ones_do_not() {
     assert_eq!(watch.status(), 200, "a watch has no whole-request timeout");
     env.stop().await;
 }
+
+/// A TLS connection to portcullis at `addr` that has sent nothing yet, or
+/// the handshake's error.
+async fn idle_connection(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_are_closed_and_a_connection_that_asks_nothing_is_closed_in_30_s() {
+    let env = Portcullis::start_with(|config| config.limits.connections = 3).await;
+    // Whatever the harness still holds open, the limit is reached within
+    // four more connections, and the next one is closed unserved.
+    let mut idle = Vec::new();
+    let refused = loop {
+        match idle_connection(env.addr, &env.ca_pem).await {
+            Ok(connection) if idle.len() < 4 => idle.push(connection),
+            Ok(_) => panic!("more than 3 connections were served"),
+            Err(error) => break error,
+        }
+    };
+    assert!(!idle.is_empty(), "the first connections are served: {refused}");
+    // Those that asked nothing are closed once their 30 s are up (a silent
+    // HTTP/2 client never reaches hyper's header timeout).
+    let mut first = idle.remove(0);
+    let closed = tokio::time::timeout(Duration::from_secs(90), async {
+        let mut buf = [0u8; 64];
+        loop {
+            match first.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "an idle connection is still open after 90 s");
+    drop(idle);
+    // And their places are free again.
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    crate::support::eventually("a connection served again", async || {
+        let answer = env
+            .raw()
+            .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods"), &token)
+            .await;
+        (answer.status == 200).then_some(())
+    })
+    .await;
+    env.stop().await;
+}
