@@ -121,6 +121,7 @@ impl App {
         let open = Arc::new(OpenConnections {
             count: AtomicUsize::new(0),
             most: config.limits.connections,
+            logged: Default::default(),
         });
         let serve = move |tcp, peer, watcher| {
             serve_connection(acceptor.clone(), serving.clone(), open.clone(), tcp, peer, watcher)
@@ -220,6 +221,66 @@ async fn follow_changes(changes: Option<Receiver<Change>>, doors: Arc<Doors>) {
 struct OpenConnections {
     count: AtomicUsize,
     most: usize,
+    /// When a refusal was last logged (seconds since the Unix epoch): once
+    /// a minute at most, or a flood at the limit floods the log too.
+    logged: std::sync::atomic::AtomicU64,
+}
+
+pin_project_lite::pin_project! {
+    /// A client connection's stream, holding its place among the open
+    /// connections until the socket goes: with an upgraded connection
+    /// (exec, attach, port-forward), that is after hyper's own part ends.
+    struct CountedIo<T> {
+        #[pin]
+        io: T,
+        slot: Counted,
+    }
+}
+
+impl<T: tokio::io::AsyncRead> tokio::io::AsyncRead for CountedIo<T> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.project().io.poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite> tokio::io::AsyncWrite for CountedIo<T> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.project().io.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.project().io.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.project().io.poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.project().io.poll_shutdown(cx)
+    }
 }
 
 /// One open connection, counted until it is dropped.
@@ -248,7 +309,18 @@ async fn serve_connection(
 ) {
     if open.count.fetch_add(1, Ordering::Relaxed) >= open.most {
         open.count.fetch_sub(1, Ordering::Relaxed);
-        tracing::warn!(limit = open.most, "connection refused: [limits] connections are open");
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let last = open.logged.load(Ordering::Relaxed);
+        if now >= last + 60
+            && open
+                .logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(limit = open.most, "connections refused: [limits] connections are open");
+        }
         return;
     }
     let counted = Counted(open);
@@ -274,18 +346,22 @@ async fn serve_connection(
     // Served in a task of its own, so that its polls pay for no deadline:
     // this one only looks once, at the deadline, and closes a connection
     // that asked nothing.
-    let serving = tokio::spawn(async move {
-        let _counted = counted;
+    let mut serving = tokio::spawn(async move {
         let builder = http_settings();
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+        let io = CountedIo { io: tls, slot: counted };
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
         if let Err(error) = watcher.watch(connection.into_owned()).await {
             tracing::debug!(%error, "connection ended with an error");
         }
     });
-    tokio::time::sleep(FIRST_REQUEST).await;
-    if !asked.load(Ordering::Relaxed) {
-        tracing::debug!(%peer, "connection closed: no request within 30 s");
-        serving.abort();
+    tokio::select! {
+        _ = &mut serving => {}
+        () = tokio::time::sleep(FIRST_REQUEST) => {
+            if !asked.load(Ordering::Relaxed) {
+                tracing::debug!(%peer, "connection closed: no request within 30 s");
+                serving.abort();
+            }
+        }
     }
 }
 
@@ -297,7 +373,14 @@ fn http_settings() -> auto::Builder<TokioExecutor> {
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(30));
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(250);
+    // Pings find a peer that is gone (a laptop closed, a NAT entry
+    // dropped) and close its connection.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(250)
+        .keep_alive_interval(Duration::from_secs(60))
+        .keep_alive_timeout(Duration::from_secs(20));
     builder
 }
 

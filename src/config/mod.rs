@@ -161,7 +161,7 @@ pub struct Limits {
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
     /// Client connections open at once (10,000); more are closed as they
-    /// are accepted.
+    /// are accepted. The process's open-file limit must be above it.
     pub connections: usize,
 }
 
@@ -273,6 +273,9 @@ impl Config {
                     format!("{:?} appears twice", cluster.name),
                 ));
             }
+        }
+        if self.limits.connections == 0 {
+            return Err(field("limits.connections", "must be at least 1".into()));
         }
         self.reconcile
             .validate()
@@ -467,5 +470,7 @@ token_file = "token"
         assert!(err.to_string().contains("bogus"), "{err}");
         let err = Config::from_sources(&BASE.replace("kind-local", "Kind Local"), env(&[])).unwrap_err();
         assert!(err.to_string().contains("clusters[0].name"), "{err}");
+        let err = Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__CONNECTIONS", "0")])).unwrap_err();
+        assert!(err.to_string().contains("limits.connections"), "{err}");
     }
 }
