@@ -90,7 +90,7 @@ pub fn new_grant(
 }
 
 /// Is `name` a namespace's name, as Kubernetes takes one (a DNS label)?
-fn namespace_name(name: &str) -> bool {
+pub(crate) fn namespace_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     (1..=63).contains(&bytes.len())

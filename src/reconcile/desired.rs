@@ -120,6 +120,15 @@ pub enum DesiredError {
         /// The parser's message.
         message: String,
     },
+    /// A grant (stored before namespaces were checked) names something that
+    /// is not a namespace: its binding's path and name would carry it.
+    #[error("grant {grant}: {namespace:?} is not a namespace name; it binds nothing")]
+    InvalidNamespace {
+        /// Grant id.
+        grant: String,
+        /// The namespace it names.
+        namespace: String,
+    },
     /// A grant names a role that no longer exists.
     #[error("grant {grant}: role {role:?} does not exist (any more); it binds nothing")]
     UnknownRole {
@@ -248,6 +257,17 @@ pub fn desired(roles: &[Role], grants: &[Grant], cluster: &str, now: DateTime<Ut
             out.errors.push(DesiredError::UnknownRole {
                 grant: grant.id.clone(),
                 role: grant.role.clone(),
+            });
+            continue;
+        }
+        if let Some(ns) = grant
+            .namespace
+            .as_deref()
+            .filter(|ns| !crate::identity::grant::namespace_name(ns))
+        {
+            out.errors.push(DesiredError::InvalidNamespace {
+                grant: grant.id.clone(),
+                namespace: ns.to_string(),
             });
             continue;
         }

@@ -364,3 +364,23 @@ fn an_adopted_binding_from_before_instance_ids_gets_the_instance_label() {
         [ObjectKey::RoleBinding("shop".into(), "portcullis-grant-g1".into())]
     );
 }
+
+#[test]
+fn a_stored_grant_whose_namespace_is_no_namespace_name_binds_nothing() {
+    let want = desired(
+        &roles::builtin(),
+        &[
+            grant("g1", Some("shop/rolebindings/x?"), "viewer", 60),
+            grant("g2", Some("shop"), "viewer", 60),
+        ],
+        "prod",
+        Utc::now(),
+        &us(),
+    );
+    assert_eq!(want.bindings, 1, "only shop's");
+    assert!(
+        matches!(&want.errors[..], [DesiredError::InvalidNamespace { grant, .. }] if grant == "g1"),
+        "{:?}",
+        want.errors
+    );
+}
