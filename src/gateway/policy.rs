@@ -4,11 +4,11 @@
 //! portcullis does not authorize Kubernetes requests itself; the cluster's
 //! RBAC does, against the groups sent here. Expiry is checked on every
 //! request (so an expired grant stops being sent at once, even from the
-//! cache); the cache only spares the store. It is dropped when this process
-//! changes grants, and when the store tells of another replica's change
-//! (the server calls [`Policy::forget`]); it lasts two seconds, so a grant
-//! revoked elsewhere stops applying within that time even when that word is
-//! missed.
+//! cache); the cache only spares the store. It is dropped when the store
+//! tells of a change (PostgreSQL's notifications; the server calls
+//! [`Policy::forget`]), and a lookup under way then is not cached; it lasts
+//! two seconds, so a grant revoked without that word (on SQLite, or when
+//! the word is missed) stops applying within that time.
 
 use super::classify::RequestInfo;
 pub use crate::identity::clock::GrantClock;

@@ -439,14 +439,20 @@ async fn health_and_metrics_are_served() {
     assert!(text.contains("portcullis_upstream_latency_seconds_bucket"), "{text}");
     assert!(text.contains("portcullis_open_streams"), "{text}");
 
-    // Names and methods a client makes up add no series: without a token,
-    // each would otherwise be kept for the process's life.
+    // Names and methods a client makes up add no series (a cluster name
+    // even without a token): each would be kept for the process's life.
     for i in 0..20 {
         raw.send(Method::GET, &format!("/clusters/made-up-{i}/api"), &[], Vec::new())
             .await;
         let method = Method::from_bytes(format!("MADEUP{i}").as_bytes()).unwrap();
-        raw.send(method, &format!("/clusters/{CLUSTER}/version"), &[], Vec::new())
-            .await;
+        let auth = format!("Bearer {token}");
+        raw.send(
+            method,
+            &format!("/clusters/{CLUSTER}/version"),
+            &[("authorization", &auth)],
+            Vec::new(),
+        )
+        .await;
     }
     let metrics = raw.send(Method::GET, "/metrics", &[], Vec::new()).await;
     let text = String::from_utf8_lossy(&metrics.body);
