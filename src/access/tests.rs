@@ -68,6 +68,16 @@ fn bo() -> Requester {
     }
 }
 
+/// Ana's agent `helper`, as a requester.
+fn anas_agent(env: &Env) -> Requester {
+    let ana = Principal::person("ana");
+    let agent = env.store.add_agent(&ana, "helper", &[], false).unwrap();
+    Requester {
+        principal: ana,
+        agent_id: Some(agent.id),
+    }
+}
+
 fn audit_verbs(store: &Store) -> Vec<(String, String, u16)> {
     let rows = SqliteAuditStore::open(store.path())
         .unwrap()
@@ -254,11 +264,7 @@ fn an_admin_approving_their_own_agents_request_does_not_lengthen_their_own_acces
     let env = env();
     let ana = Principal::person("ana");
     let hers = env.store.grants_of(&ana, "prod").unwrap().remove(0);
-    let agent = env.store.add_agent(&ana, "helper", &[], false).unwrap();
-    let requester = Requester {
-        principal: ana.clone(),
-        agent_id: Some(agent.id.clone()),
-    };
+    let requester = anas_agent(&env);
     // 30 days of admin in shop, asked by her agent, where hers ends in 1 h.
     let request = request_access(
         &env.store,

@@ -222,12 +222,7 @@ async fn an_access_request_approved_with_a_writing_role_lets_the_sessions_writes
     let (_, refused) = fails(&client, "apply", apply_flags(None)).await;
     assert_eq!(refused["code"], 403);
     assert!(env.store.list_held().unwrap().is_empty());
-    let ask =
-        json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
-    ok(&client, "request_access", ask).await;
-    let request = env.store.list_access_requests().unwrap().remove(0);
-    portcullis::access::approve(&env.store, &env.config, &request.id, "ana", None).unwrap();
-    env.reconcile().await;
+    developer_in_shop_approved(&env, &client).await;
     // The agent's identity (with its grants) is cached for a while. The
     // cluster's answer to a review (never held, and it writes nothing) says
     // when the new grant is sent.
@@ -257,12 +252,7 @@ async fn an_approved_writing_role_lets_through_only_the_writes_that_role_allows(
     // ana's agent holds her admin grant in shop, its writes held.
     let token = careful_agent(&env);
     let client = connect(&env, &token, stateless()).await;
-    let ask =
-        json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
-    ok(&client, "request_access", ask).await;
-    let request = env.store.list_access_requests().unwrap().remove(0);
-    portcullis::access::approve(&env.store, &env.config, &request.id, "ana", None).unwrap();
-    env.reconcile().await;
+    developer_in_shop_approved(&env, &client).await;
     // developer patches ConfigMaps: that write runs unheld.
     let text = ok(&client, "apply", apply_flags(None)).await;
     assert!(text.starts_with("applied configmaps/flags in shop"), "{text}");
@@ -275,6 +265,17 @@ async fn an_approved_writing_role_lets_through_only_the_writes_that_role_allows(
     assert_eq!(real_writes(&env, "user:ana", "delete"), 0);
     admin.ok(&["-n", "shop", "get", "secret", "db"]);
     env.stop().await;
+}
+
+/// The agent of `client` asks for developer in shop, ana approves, and the
+/// reconciler binds it.
+async fn developer_in_shop_approved(env: &Portcullis, client: &Client) {
+    let ask =
+        json!({"cluster": C, "role": "developer", "namespace": "shop", "duration": "1h", "reason": "ship the flag"});
+    ok(client, "request_access", ask).await;
+    let request = env.store.list_access_requests().unwrap().remove(0);
+    portcullis::access::approve(&env.store, &env.config, &request.id, "ana", None).unwrap();
+    env.reconcile().await;
 }
 
 /// Whether the cluster lets the caller of `token` patch ConfigMaps in shop,

@@ -12,23 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Send `request` over a fresh HTTP/1.1 TLS connection and return the
 /// answer: the head of an upgrade, or the head and the whole body.
 async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> String {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls_pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let mut tls = connected(addr, ca_pem, b"http/1.1").await.unwrap();
     tls.write_all(request.as_bytes()).await.unwrap();
     let mut received = Vec::new();
     let mut buf = [0u8; 8192];
@@ -208,11 +192,12 @@ async fn ordinary_requests_time_out_and_long_running_ones_do_not() {
     env.stop().await;
 }
 
-/// A TLS connection to portcullis at `addr` that has sent nothing yet, or
-/// the handshake's error.
-async fn idle_connection(
+/// A TLS connection to portcullis at `addr` offering `alpn`, that has sent
+/// nothing yet, or the handshake's error.
+async fn connected(
     addr: std::net::SocketAddr,
     ca_pem: &str,
+    alpn: &[u8],
 ) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -224,7 +209,7 @@ async fn idle_connection(
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
     tokio_rustls::TlsConnector::from(Arc::new(config))
@@ -239,7 +224,7 @@ async fn connections_past_the_limit_are_closed_and_a_connection_that_asks_nothin
     // four more connections, and the next one is closed unserved.
     let mut idle = Vec::new();
     let refused = loop {
-        match idle_connection(env.addr, &env.ca_pem).await {
+        match connected(env.addr, &env.ca_pem, b"h2").await {
             Ok(connection) if idle.len() < 4 => idle.push(connection),
             Ok(_) => panic!("more than 3 connections were served"),
             Err(error) => break error,
