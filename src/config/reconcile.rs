@@ -84,7 +84,7 @@ pub fn valid_instance_id(id: &str) -> bool {
 
 /// A namespace name is a DNS label: 1 to 63 lower-case letters, digits or
 /// '-', starting and ending with a letter or digit.
-fn valid_namespace(name: &str) -> bool {
+pub fn valid_namespace(name: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     (1..=63).contains(&name.len())
         && name.bytes().all(|b| alnum(b) || b == b'-')

@@ -63,7 +63,10 @@ pub fn new_grant(
     if !config.clusters.iter().any(|c| c.name == cluster) {
         return Err(GrantError::UnknownCluster(cluster.into()));
     }
-    if let Some(ns) = namespace.as_deref().filter(|ns| !namespace_name(ns)) {
+    if let Some(ns) = namespace
+        .as_deref()
+        .filter(|ns| !crate::config::reconcile::valid_namespace(ns))
+    {
         return Err(GrantError::InvalidNamespace(ns.into()));
     }
     if let Some(ns) = namespace
@@ -87,16 +90,6 @@ pub fn new_grant(
         created_at: now,
         revoked_at: None,
     })
-}
-
-/// Is `name` a namespace's name, as Kubernetes takes one (a DNS label)?
-pub(crate) fn namespace_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    (1..=63).contains(&bytes.len())
-        && bytes.iter().all(|b| inner(b) || *b == b'-')
-        && bytes.first().is_some_and(inner)
-        && bytes.last().is_some_and(inner)
 }
 
 #[cfg(test)]

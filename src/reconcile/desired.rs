@@ -263,7 +263,7 @@ pub fn desired(roles: &[Role], grants: &[Grant], cluster: &str, now: DateTime<Ut
         if let Some(ns) = grant
             .namespace
             .as_deref()
-            .filter(|ns| !crate::identity::grant::namespace_name(ns))
+            .filter(|ns| !crate::config::reconcile::valid_namespace(ns))
         {
             out.errors.push(DesiredError::InvalidNamespace {
                 grant: grant.id.clone(),
