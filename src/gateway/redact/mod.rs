@@ -156,11 +156,7 @@ fn target(info: &RequestInfo, identity: &Identity, reveal_secrets: bool) -> Opti
     if info.is_secrets() {
         return Some(Target::Secrets);
     }
-    let token_request = info.is_resource_request
-        && info.api_group.is_empty()
-        && info.resource == "serviceaccounts"
-        && info.subresource == "token";
-    (token_request && identity.is_agent()).then_some(Target::Token)
+    (info.is_token_request() && identity.is_agent()).then_some(Target::Token)
 }
 
 impl Transform {
