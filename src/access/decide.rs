@@ -72,6 +72,15 @@ pub fn authority(
             && g.subject == *decider
             && (g.namespace.is_none() || g.namespace == request.namespace)
     };
+    // The latest end of the decider's grants covering the scope, of a role
+    // that `fits`.
+    let last_end = |fits: &dyn Fn(&str) -> bool| {
+        grants
+            .iter()
+            .filter(|g| covers(g) && fits(&g.role))
+            .map(|g| g.expires_at)
+            .max()
+    };
     if administers(decider, grants, &request.cluster, request.namespace.as_deref(), now) {
         if *decider != request.requester {
             return Ok(Authority::Admin);
@@ -79,29 +88,21 @@ pub fn authority(
         // Their own agent's request: the grant is theirs too, so deciding it
         // as admin must not outlast their own admin grant, or an admin
         // would lengthen their own access with no second person.
-        let until = grants
-            .iter()
-            .filter(|g| covers(g) && ADMIN_ROLES.contains(&g.role.as_str()))
-            .map(|g| g.expires_at)
-            .max();
-        if let Some(until) = until {
+        if let Some(until) = last_end(&|role| ADMIN_ROLES.contains(&role)) {
             return Ok(Authority::AgentOwner { until });
         }
     }
     let owner = agent.filter(|a| a.grant_ids.is_some() && a.principal == *decider);
     if owner.is_some() {
-        let until = grants
-            .iter()
-            .filter(|g| covers(g) && g.role == request.role)
-            .map(|g| g.expires_at)
-            .max();
-        return until.map(|until| Authority::AgentOwner { until }).ok_or_else(|| {
-            format!(
-                "{decider} may approve their agent's request only up to their own roles, and does not hold {} {}",
-                request.role,
-                scope(request)
-            )
-        });
+        return last_end(&|role| role == request.role)
+            .map(|until| Authority::AgentOwner { until })
+            .ok_or_else(|| {
+                format!(
+                    "{decider} may approve their agent's request only up to their own roles, and does not hold {} {}",
+                    request.role,
+                    scope(request)
+                )
+            });
     }
     Err(format!(
         "{decider} is not admin {} on cluster {}",
