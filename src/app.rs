@@ -6,8 +6,10 @@
 //! seconds, a connection's first request must come within 30 (hyper reads
 //! the bytes that tell HTTP/1.1 from HTTP/2 without a deadline of its own)
 //! and HTTP/1.1 headers within 30, so slow or silent clients cannot pin
-//! connections; at most `[limits] connections` are open at once; and HTTP/2
-//! concurrent streams are capped (the "rapid reset" class of attacks).
+//! connections; one with no request open for `[limits] idle_timeout` is
+//! closed (see `idle`); at most `[limits] connections` are open at once; and
+//! HTTP/2 concurrent streams are capped (the "rapid reset" class of
+//! attacks).
 
 use crate::config::Config;
 use crate::doors::Doors;
@@ -18,7 +20,6 @@ use crate::store::Store;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
@@ -26,14 +27,21 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast::Receiver;
 use tokio_rustls::TlsAcceptor;
 
+mod idle;
 mod shards;
+
+use idle::{Activity, Tracked};
+
+/// A connection thread's signal to stop: its connections close gracefully
+/// when it changes, and the thread waits until all of them have dropped it.
+type Stopping = tokio::sync::watch::Receiver<()>;
 
 /// Why portcullis could not start.
 #[derive(Debug, thiserror::Error)]
@@ -121,10 +129,11 @@ impl App {
         let open = Arc::new(OpenConnections {
             count: AtomicUsize::new(0),
             most: config.limits.connections,
+            idle: config.limits.idle_timeout,
             logged: Default::default(),
         });
-        let serve = move |tcp, peer, watcher| {
-            serve_connection(acceptor.clone(), serving.clone(), open.clone(), tcp, peer, watcher)
+        let serve = move |tcp, peer, stopping| {
+            serve_connection(acceptor.clone(), serving.clone(), open.clone(), tcp, peer, stopping)
         };
         let listener = listener.into_std().map_err(AppError::Threads)?;
         let shards = shards::Shards::start(shards::Shards::per_core(), listener, serve).map_err(AppError::Threads)?;
@@ -217,10 +226,12 @@ async fn follow_changes(changes: Option<Receiver<Change>>, doors: Arc<Doors>) {
     }
 }
 
-/// How many client connections are open, and how many may be.
+/// How many client connections are open, how many may be, and how long
+/// one may stand idle.
 struct OpenConnections {
     count: AtomicUsize,
     most: usize,
+    idle: Duration,
     /// When a refusal was last logged (seconds since the Unix epoch): once
     /// a minute at most, or a flood at the limit floods the log too.
     logged: std::sync::atomic::AtomicU64,
@@ -297,15 +308,15 @@ const FIRST_REQUEST: Duration = Duration::from_secs(30);
 
 /// One client's connection: the TLS handshake (10 s at most), then its
 /// requests through the doors (the first within [`FIRST_REQUEST`]) until it
-/// closes or shutdown ends it. Past `[limits] connections` it is closed at
-/// once.
+/// closes, stands idle for `[limits] idle_timeout`, or shutdown ends it.
+/// Past `[limits] connections` it is closed at once.
 async fn serve_connection(
     acceptor: TlsAcceptor,
     doors: Arc<Doors>,
     open: Arc<OpenConnections>,
     tcp: TcpStream,
     peer: SocketAddr,
-    watcher: Watcher,
+    mut stopping: Stopping,
 ) {
     if open.count.fetch_add(1, Ordering::Relaxed) >= open.most {
         open.count.fetch_sub(1, Ordering::Relaxed);
@@ -323,47 +334,91 @@ async fn serve_connection(
         }
         return;
     }
+    let idle = open.idle;
     let counted = Counted(open);
     let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
         return;
     };
-    let asked = Arc::new(AtomicBool::new(false));
-    let asking = asked.clone();
+    let activity = Arc::new(Activity::default());
+    let requests = activity.clone();
     let presented =
         tls.get_ref().1.peer_certificates().map(|certs| {
             crate::tls::PeerCertificates(Arc::new(certs.iter().map(|c| c.clone().into_owned()).collect()))
         });
     let service = service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
-        asking.store(true, Ordering::Relaxed);
+        let in_flight = requests.begin();
         let doors = doors.clone();
         if let Some(presented) = &presented {
             request.extensions_mut().insert(presented.clone());
         }
         // Boxed: hyper moves a stream's future into its task, and the
         // box is what moves then, not the future's kilobytes.
-        Box::pin(async move { Ok::<_, std::convert::Infallible>(doors.handle(request, peer).await) })
+        Box::pin(async move {
+            let response = doors.handle(request, peer).await;
+            Ok::<_, std::convert::Infallible>(response.map(|body| Tracked::new(body, in_flight)))
+        })
     });
     // Served in a task of its own, so that its polls pay for no deadline:
-    // this one only looks once, at the deadline, and closes a connection
-    // that asked nothing.
+    // this one looks from outside, now and then, and closes a connection
+    // that asked nothing or has stood idle.
+    let closer = activity.clone();
     let mut serving = tokio::spawn(async move {
         let builder = http_settings();
         let io = CountedIo { io: tls, slot: counted };
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-        if let Err(error) = watcher.watch(connection.into_owned()).await {
+        tokio::pin!(connection);
+        let ended = tokio::select! {
+            biased;
+            ended = connection.as_mut() => ended,
+            () = closer.closing() => {
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
+        };
+        if let Err(error) = ended {
             tracing::debug!(%error, "connection ended with an error");
         }
     });
-    tokio::select! {
-        _ = &mut serving => {}
-        () = tokio::time::sleep(FIRST_REQUEST) => {
-            if !asked.load(Ordering::Relaxed) {
+    // Closed when quiet at every look over `idle`: no request open, none
+    // begun or ended, so idle since the first of those looks at least.
+    let look = idle / LOOKS;
+    let first = tokio::time::Instant::now() + FIRST_REQUEST;
+    let mut next = (tokio::time::Instant::now() + look).min(first);
+    let mut last = None;
+    let mut quiet = 0;
+    loop {
+        tokio::select! {
+            _ = &mut serving => return,
+            _ = stopping.changed() => break,
+            () = tokio::time::sleep_until(next) => {}
+        }
+        if !activity.asked() {
+            if next >= first {
                 tracing::debug!(%peer, "connection closed: no request within 30 s");
                 serving.abort();
+                return;
             }
+            next = (next + look).min(first);
+            continue;
         }
+        let now = activity.quiet();
+        quiet = if now.is_some() && now == last { quiet + 1 } else { 0 };
+        if quiet == LOOKS {
+            tracing::debug!(%peer, "connection closed: idle for {}", humantime::format_duration(idle));
+            break;
+        }
+        last = now;
+        next += look;
     }
+    activity.close();
+    // Held until its requests are done: the drain waits for every
+    // connection's `stopping`.
+    let _ = serving.await;
+    drop(stopping);
 }
+
+/// How many looks at a connection's activity make up its idle timeout.
+const LOOKS: u32 = 4;
 
 /// HTTP/1.1 and HTTP/2 as the module doc says: headers within 30 s, at most
 /// 250 concurrent streams.
@@ -385,8 +440,9 @@ fn http_settings() -> auto::Builder<TokioExecutor> {
 }
 
 /// Give open requests 5 s to finish after the listener closes.
-async fn drain(graceful: GracefulShutdown) {
-    if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
+async fn drain(stop: tokio::sync::watch::Sender<()>) {
+    let _ = stop.send(());
+    if tokio::time::timeout(Duration::from_secs(5), stop.closed())
         .await
         .is_err()
     {

@@ -22,8 +22,7 @@
 //! Everything else (the reconciler, the periodic sweeps) stays on the
 //! runtime that started the app.
 
-use super::drain;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use super::{drain, Stopping};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,7 +49,7 @@ impl Shards {
     /// connection it accepts will be served by `serve` on that thread.
     pub(super) fn start<S, F>(count: usize, listener: std::net::TcpListener, serve: S) -> std::io::Result<Shards>
     where
-        S: Fn(TcpStream, SocketAddr, Watcher) -> F + Clone + Send + 'static,
+        S: Fn(TcpStream, SocketAddr, Stopping) -> F + Clone + Send + 'static,
         F: Future<Output = ()> + Send + 'static,
     {
         listener.set_nonblocking(true)?;
@@ -147,10 +146,10 @@ impl Turns {
 /// this thread, until `stopped`; then drain them.
 async fn accept<S, F>(listener: TcpListener, index: usize, turns: &Turns, serve: S, stopped: oneshot::Receiver<()>)
 where
-    S: Fn(TcpStream, SocketAddr, Watcher) -> F,
+    S: Fn(TcpStream, SocketAddr, Stopping) -> F,
     F: Future<Output = ()> + Send + 'static,
 {
-    let graceful = GracefulShutdown::new();
+    let (stop, stopping) = tokio::sync::watch::channel(());
     tokio::pin!(stopped);
     loop {
         let accepted = async {
@@ -172,10 +171,11 @@ where
         // Small answers must not wait for a delayed ACK (Nagle): without
         // this, request/response pairs stall ~40 ms.
         let _ = tcp.set_nodelay(true);
-        tokio::spawn(serve(tcp, peer, graceful.watcher()));
+        tokio::spawn(serve(tcp, peer, stopping.clone()));
     }
     drop(listener);
-    drain(graceful).await;
+    drop(stopping);
+    drain(stop).await;
 }
 
 #[cfg(test)]
@@ -201,7 +201,7 @@ mod tests {
     fn reporting() -> (Shards, SocketAddr, mpsc::Receiver<String>) {
         let (listener, addr) = listener();
         let (served, names) = mpsc::channel();
-        let serve = move |_tcp, _peer, _watcher| {
+        let serve = move |_tcp, _peer, _stopping| {
             let served = served.clone();
             async move { report(&served) }
         };
@@ -226,7 +226,7 @@ mod tests {
         let (release, held) = mpsc::channel::<()>();
         let held = Arc::new(Mutex::new(held));
         let first = Arc::new(AtomicUsize::new(0));
-        let serve = move |_tcp, _peer, _watcher| {
+        let serve = move |_tcp, _peer, _stopping| {
             let (served, held, first) = (served.clone(), held.clone(), first.clone());
             async move {
                 report(&served);
@@ -286,7 +286,7 @@ mod tests {
         let dropped = Arc::new(AtomicBool::new(false));
         let (started, running) = mpsc::channel();
         let flag = dropped.clone();
-        let serve = move |_tcp, _peer, _watcher| {
+        let serve = move |_tcp, _peer, _stopping| {
             let held = Dropped(flag.clone());
             let started = started.clone();
             async move {

@@ -163,6 +163,11 @@ pub struct Limits {
     /// Client connections open at once (10,000); more are closed as they
     /// are accepted. The process's open-file limit must be above it.
     pub connections: usize,
+    /// A client connection with no request open this long is closed (90 s,
+    /// as kube-apiserver's): a GOAWAY on HTTP/2. HTTP/1.1 connections also
+    /// close after waiting 30 s for their next request's headers.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -172,6 +177,7 @@ impl Default for Limits {
             response_bytes: 8 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             connections: 10_000,
+            idle_timeout: Duration::from_secs(90),
         }
     }
 }
@@ -276,6 +282,9 @@ impl Config {
         }
         if self.limits.connections == 0 {
             return Err(field("limits.connections", "must be at least 1".into()));
+        }
+        if self.limits.idle_timeout < Duration::from_secs(1) {
+            return Err(field("limits.idle_timeout", "must be at least 1s".into()));
         }
         self.reconcile
             .validate()
@@ -472,5 +481,10 @@ token_file = "token"
         assert!(err.to_string().contains("clusters[0].name"), "{err}");
         let err = Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__CONNECTIONS", "0")])).unwrap_err();
         assert!(err.to_string().contains("limits.connections"), "{err}");
+        let err = Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__IDLE_TIMEOUT", "\"0s\"")])).unwrap_err();
+        assert!(
+            err.to_string().contains("`limits.idle_timeout`: must be at least 1s"),
+            "{err}"
+        );
     }
 }

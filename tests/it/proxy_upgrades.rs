@@ -258,3 +258,101 @@ async fn connections_past_the_limit_are_closed_and_a_connection_that_asks_nothin
     .await;
     env.stop().await;
 }
+
+/// A client connection over `alpn` ("h2" or "http/1.1") that sends one GET
+/// of `path`: its answer's status and body, the connection's task, which
+/// ends when portcullis closes it, and its sender, kept (a client whose
+/// senders are all dropped closes the connection itself).
+async fn asked_once(
+    env: &Portcullis,
+    alpn: &[u8],
+    path: &str,
+    token: &str,
+) -> (
+    http::StatusCode,
+    hyper::body::Incoming,
+    tokio::task::JoinHandle<Result<(), String>>,
+    Box<dyn std::any::Any + Send>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let tls = TokioIo::new(connected(env.addr, &env.ca_pem, alpn).await.unwrap());
+    let request = http::Request::get(format!("https://{}{path}", env.addr))
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let (answer, connection, sender) = if alpn == b"h2" {
+        let (mut sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), tls)
+            .await
+            .unwrap();
+        let connection = tokio::spawn(async move { connection.await.map_err(|e| e.to_string()) });
+        (
+            sender.send_request(request).await.unwrap(),
+            connection,
+            Box::new(sender) as Box<dyn std::any::Any + Send>,
+        )
+    } else {
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(tls).await.unwrap();
+        let connection = tokio::spawn(async move { connection.await.map_err(|e| e.to_string()) });
+        (
+            sender.send_request(request).await.unwrap(),
+            connection,
+            Box::new(sender) as _,
+        )
+    };
+    let (head, body) = answer.into_parts();
+    (head.status, body, connection, sender)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_with_no_request_open_for_the_idle_timeout_is_closed_and_one_with_a_watch_is_not() {
+    use http_body_util::BodyExt;
+    const IDLE: Duration = Duration::from_secs(2);
+    let env = Portcullis::start_with(|config| config.limits.idle_timeout = IDLE).await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let (status, mut watch, watching, _watch_sender) =
+        asked_once(&env, b"h2", &format!("{path}?watch=1"), &token).await;
+    assert_eq!(status, 200);
+    // Over each protocol, a connection that asked once and then nothing.
+    for alpn in [&b"h2"[..], b"http/1.1"] {
+        let (status, body, connection, _sender) = asked_once(&env, alpn, &path, &token).await;
+        assert_eq!(status, 200);
+        body.collect().await.unwrap();
+        let answered = std::time::Instant::now();
+        let ended = tokio::time::timeout(EVENTUALLY, connection)
+            .await
+            .expect("an idle connection is closed")
+            .unwrap();
+        let protocol = String::from_utf8_lossy(alpn);
+        assert_eq!(ended, Ok(()), "{protocol}: closed gracefully");
+        assert!(
+            answered.elapsed() >= IDLE,
+            "{protocol}: not closed before it was idle for {IDLE:?}"
+        );
+    }
+    // The watch's connection outlived them, idle as it was, and still
+    // delivers.
+    assert!(!watching.is_finished(), "a connection with a watch open is not idle");
+    let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "after-idle", "namespace": "shop"}, "data": {"x": "1"}});
+    env.sim().store().put(object).unwrap();
+    let mut seen = String::new();
+    tokio::time::timeout(EVENTUALLY, async {
+        while !seen.contains("after-idle") {
+            let frame = watch.frame().await.expect("the watch is open").unwrap();
+            if let Ok(data) = frame.into_data() {
+                seen.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    })
+    .await
+    .expect("the watch delivers its event");
+    drop(watch);
+    // Its last request over, that connection is closed in turn.
+    let ended = tokio::time::timeout(EVENTUALLY, watching)
+        .await
+        .expect("closed once idle")
+        .unwrap();
+    assert_eq!(ended, Ok(()));
+    env.stop().await;
+}
