@@ -356,3 +356,44 @@ async fn a_connection_with_no_request_open_for_the_idle_timeout_is_closed_and_on
     assert_eq!(ended, Ok(()));
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_keeps_its_place_among_the_open_connections_until_it_ends() {
+    let env = Portcullis::start_with(|config| config.limits.connections = 3).await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let pod = first_pod(&env).await;
+    let exec = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods/{pod}/exec?command=cat&stdin=true&stdout=true");
+    let ws = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
+    let mut session = connected(env.addr, &env.ca_pem, b"http/1.1").await.unwrap();
+    session
+        .write_all(upgrade(&exec, &token, "websocket", ws).as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(session.read(&mut byte).await.unwrap(), 1, "the answer's head");
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    // hyper is done with the connection now; its place is still taken.
+    let mut others = Vec::new();
+    loop {
+        match connected(env.addr, &env.ca_pem, b"h2").await {
+            Ok(connection) if others.len() < 3 => others.push(connection),
+            Ok(_) => panic!("more than 3 connections were served"),
+            Err(_) => break,
+        }
+    }
+    assert!(others.len() < 3, "the exec session holds one of the 3 places");
+    // Its client gone, the session ends (cat reads the end of its input),
+    // and the place is free.
+    drop(session);
+    crate::support::eventually("the session's place freed", async || {
+        let connection = connected(env.addr, &env.ca_pem, b"h2").await.ok()?;
+        others.push(connection);
+        Some(())
+    })
+    .await;
+    env.stop().await;
+}
