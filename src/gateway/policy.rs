@@ -144,8 +144,7 @@ impl Policy {
                 return Ok(entry.0.clone());
             }
         }
-        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
-        let read_at = Instant::now();
+        let began = self.begin_read();
         let store = self.store.clone();
         let (p, c) = (principal.clone(), cluster.to_string());
         let grants = tokio::task::spawn_blocking(move || store.grants_of(&p, &c))
@@ -156,18 +155,37 @@ impl Policy {
                 PolicyUnavailable
             })?;
         let grants = Arc::new(grants);
+        self.keep(principal, cluster, &grants, began);
+        Ok(grants)
+    }
+
+    /// Before reading the store: when, and which generation.
+    fn begin_read(&self) -> Read {
+        Read {
+            generation: self.generation.load(std::sync::atomic::Ordering::SeqCst),
+            at: Instant::now(),
+        }
+    }
+
+    /// Cache `grants` read since `began`, unless a forget came since.
+    fn keep(&self, principal: &Principal, cluster: &str, grants: &Arc<Vec<Grant>>, began: Read) {
         self.cache
             .entry(principal.clone())
             .or_default()
-            .insert(cluster.to_string(), (grants.clone(), read_at));
+            .insert(cluster.to_string(), (grants.clone(), began.at));
         // As the authenticator does: a forget since the read began means
         // what was read may be revoked already; checked after inserting, so
         // that a later forget still finds the entry to drop.
-        if self.generation.load(std::sync::atomic::Ordering::SeqCst) != generation {
+        if self.generation.load(std::sync::atomic::Ordering::SeqCst) != began.generation {
             self.cache.remove(principal);
         }
-        Ok(grants)
     }
+}
+
+/// When a read of the store began, and the cache's generation then.
+struct Read {
+    generation: u64,
+    at: Instant,
 }
 
 /// What the policy stage decided about one request.
@@ -227,6 +245,28 @@ mod tests {
             created_at: Utc::now(),
             revoked_at: None,
         }
+    }
+
+    #[test]
+    fn grants_read_before_a_forget_are_not_cached_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        let policy = Policy::new(store, [], &crate::identity::roles::builtin());
+        let ana = Principal::person("ana");
+        let grants = Arc::new(vec![grant("g1", Some("shop"), 3600)]);
+        let cached = |policy: &Policy| policy.cache.get(&ana).is_some_and(|c| c.contains_key("c"));
+        // A read with no forget during it is kept.
+        let began = policy.begin_read();
+        policy.keep(&ana, "c", &grants, began);
+        assert!(cached(&policy));
+        policy.forget();
+        assert!(!cached(&policy));
+        // A read under way while a revocation forgets is not kept: it may
+        // hold the revoked grant.
+        let began = policy.begin_read();
+        policy.forget();
+        policy.keep(&ana, "c", &grants, began);
+        assert!(!cached(&policy), "read before the forget, cached after it");
     }
 
     #[tokio::test]
