@@ -27,7 +27,8 @@ pub async fn run(dir: &Path) -> anyhow::Result<()> {
     let port = free_port()?;
     let d = dir.display();
     // As an operator writes it; the MCP rate limit is lifted so that the
-    // benchmark measures latency, not the limiter.
+    // benchmark measures latency, not the limiter, and the open streams'
+    // limit so that one person may hold the watch scenario's 10,000.
     let toml = format!(
         r#"listen = "127.0.0.1:{port}"
 public_url = "https://127.0.0.1:{port}"
@@ -37,6 +38,9 @@ protected_namespaces = ["kube-system"]
 [tls]
 cert_file = "{d}/portcullis.crt"
 key_file = "{d}/portcullis.key"
+
+[limits]
+streams_per_caller = 20000
 
 [mcp]
 requests_per_minute = 100000000

@@ -57,6 +57,9 @@ pub enum Refusal {
     SecretMarker,
     /// A request body over the size limit.
     BodyTooLarge,
+    /// A long-running request past the caller's `[limits]
+    /// streams_per_caller` on its cluster.
+    TooManyStreams,
     /// A request body nested deeper than the limit.
     BodyTooDeep,
     /// A YAML request body with anchors or aliases.
@@ -203,6 +206,7 @@ impl Refusal {
             R::SecretJsonPatch => "secret_json_patch",
             R::SecretMarker => "secret_marker",
             R::BodyTooLarge => "body_too_large",
+            R::TooManyStreams => "too_many_streams",
             R::BodyTooDeep => "body_too_deep",
             R::BodyAnchorOrAlias => "body_yaml_anchor_or_alias",
             R::BodyNotYaml => "body_not_yaml",

@@ -168,6 +168,11 @@ pub struct Limits {
     /// close after waiting 30 s for their next request's headers.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Long-running requests (watch, exec, attach, port-forward, proxy,
+    /// logs -f) one person, bot or agent may have open on one cluster at
+    /// once (1,000); more are refused with 429. The streaming connections
+    /// carry 64 × 250 streams a cluster, so no one caller takes them all.
+    pub streams_per_caller: usize,
 }
 
 impl Default for Limits {
@@ -178,6 +183,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(60),
             connections: 10_000,
             idle_timeout: Duration::from_secs(90),
+            streams_per_caller: 1000,
         }
     }
 }
@@ -282,6 +288,9 @@ impl Config {
         }
         if self.limits.connections == 0 {
             return Err(field("limits.connections", "must be at least 1".into()));
+        }
+        if self.limits.streams_per_caller == 0 {
+            return Err(field("limits.streams_per_caller", "must be at least 1".into()));
         }
         if self.limits.idle_timeout < Duration::from_secs(1) {
             return Err(field("limits.idle_timeout", "must be at least 1s".into()));
@@ -481,6 +490,12 @@ token_file = "token"
         assert!(err.to_string().contains("clusters[0].name"), "{err}");
         let err = Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__CONNECTIONS", "0")])).unwrap_err();
         assert!(err.to_string().contains("limits.connections"), "{err}");
+        let err = Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__STREAMS_PER_CALLER", "0")])).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`limits.streams_per_caller`: must be at least 1"),
+            "{err}"
+        );
         let err = Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__IDLE_TIMEOUT", "\"0s\"")])).unwrap_err();
         assert!(
             err.to_string().contains("`limits.idle_timeout`: must be at least 1s"),

@@ -84,6 +84,12 @@ pub enum RequestError {
     },
     /// The path and query cannot make an upstream URI.
     Unforwardable,
+    /// The caller already has `[limits] streams_per_caller` long-running
+    /// requests open on this cluster.
+    TooManyStreams {
+        /// The limit.
+        most: usize,
+    },
     /// The cluster's response is over the limit.
     ResponseTooLarge {
         /// Its `Content-Length`.
@@ -247,6 +253,14 @@ impl RequestError {
                 "the request body is larger than portcullis's limit of {limit} bytes"
             )),
             E::Unforwardable => Status::bad_request("the request path cannot be forwarded"),
+            E::TooManyStreams { most } => Status::failure(
+                429,
+                "TooManyRequests",
+                format!(
+                    "you already have {most} long-running requests (watch, exec, attach, port-forward, proxy, logs -f) \
+                     open on this cluster, portcullis's limit for one person, bot or agent: close some, then retry"
+                ),
+            ),
             _ => self.upstream_status(),
         }
     }
@@ -344,6 +358,7 @@ impl RequestError {
             E::Unauthenticated(error) => error.into(),
             E::AuditUnavailable | E::AuditSpoolUnavailable { .. } => Refusal::AuditUnavailable,
             E::RequestTooLarge { .. } => Refusal::BodyTooLarge,
+            E::TooManyStreams { .. } => Refusal::TooManyStreams,
             E::WritesNotHeld => Refusal::ApprovalsUnconfigured,
             E::PreviewTooLarge { .. } => Refusal::PreviewTooLarge,
             E::PreviewUnredactable { .. } => Refusal::PreviewUnredactable,
@@ -434,6 +449,7 @@ mod tests {
                 "ServiceUnavailable",
             ),
             (RequestError::RequestTooLarge { limit: 1 }, 413, "RequestEntityTooLarge"),
+            (RequestError::TooManyStreams { most: 1 }, 429, "TooManyRequests"),
             (RequestError::ResponseTooLarge { len: 2, limit: 1 }, 502, "BadGateway"),
             (
                 RequestError::UpstreamTimeout {

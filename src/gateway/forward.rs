@@ -19,7 +19,7 @@ use super::layers::cap::CapLayer;
 use super::layers::forward::ForwardLayer;
 use super::layers::redact::RedactLayer;
 use super::metrics::Metrics;
-use super::upstream::Upstream;
+use super::upstream::{StreamSlot, Upstream};
 use super::{headers, limits};
 use crate::audit::record::{CountedIo, StreamEnd, StreamStats};
 use crate::body::{self, Body};
@@ -99,6 +99,16 @@ where
 {
     let upgrade = checked_upgrade(&call, &request)?;
     let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
+    let slot = if streaming {
+        let most = call.limits.streams_per_caller;
+        Some(
+            call.upstream
+                .open_stream(call.identity, most)
+                .ok_or(RequestError::TooManyStreams { most })?,
+        )
+    } else {
+        None
+    };
     let client_upgrade = upgrade.map(|_| hyper::upgrade::on(&mut request));
     // Before portcullis sets any header of its own (Accept in the redact
     // layer, identity in the forward layer), so that a header the client's
@@ -124,12 +134,50 @@ where
         .layer(ForwardLayer::new(call))
         .service_fn(move |request: Request<_>| send(call, request.map(body::boxed), upgrade, streaming));
     let response = stack.oneshot(request).await?;
+    let Some(slot) = slot else {
+        return Ok(response);
+    };
     if let Some(client_upgrade) = client_upgrade {
         if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-            return Ok(splice(client_upgrade, response, call.metrics.open_streams.clone()));
+            return Ok(splice(
+                client_upgrade,
+                response,
+                call.metrics.open_streams.clone(),
+                slot,
+            ));
         }
     }
-    Ok(response)
+    // The caller's place is held as long as the stream's body.
+    Ok(response.map(|body| body::boxed(Holding { body, _slot: slot })))
+}
+
+pin_project_lite::pin_project! {
+    /// A long-running answer's body, holding its caller's [`StreamSlot`].
+    struct Holding {
+        #[pin]
+        body: Body,
+        _slot: StreamSlot,
+    }
+}
+
+impl http_body::Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = body::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, body::BoxError>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The upgrade asked for (only exec, attach and port-forward may), with a
@@ -209,7 +257,12 @@ fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
 /// Answer 101 to the client and splice the two upgraded connections. The
 /// response carries a [`StreamEnd`] that resolves, with the bytes each way,
 /// when the stream closes (for its audit row).
-fn splice<B>(client: hyper::upgrade::OnUpgrade, mut response: Response<B>, open: Gauge) -> Response<Body> {
+fn splice<B>(
+    client: hyper::upgrade::OnUpgrade,
+    mut response: Response<B>,
+    open: Gauge,
+    slot: StreamSlot,
+) -> Response<Body> {
     let upstream = hyper::upgrade::on(&mut response);
     let (ended, end) = StreamEnd::new();
     let relay = async move {
@@ -234,6 +287,7 @@ fn splice<B>(client: hyper::upgrade::OnUpgrade, mut response: Response<B>, open:
             up: client.read,
             down: upstream.read,
         });
+        drop(slot);
     };
     tokio::spawn(crate::logs::in_current_request(relay));
     let (mut parts, _) = response.into_parts();

@@ -17,6 +17,7 @@ use super::metrics::ClusterLabels;
 use super::upstream_uri::ServerUrl;
 use crate::body::Body;
 use crate::config::ClusterConfig;
+use crate::identity::Identity;
 use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -80,6 +81,21 @@ const IDLE_CONNECTIONS: usize = 128;
 /// How long an idle HTTP/1.1 connection is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// One of a caller's open long-running requests ([`Upstream::open_stream`]).
+pub struct StreamSlot {
+    upstream: Arc<Upstream>,
+    key: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.upstream.open_streams.remove_if_mut(&self.key, |_, open| {
+            *open -= 1;
+            *open == 0
+        });
+    }
+}
+
 /// A cluster behind portcullis.
 pub struct Upstream {
     /// Cluster name.
@@ -93,6 +109,8 @@ pub struct Upstream {
     /// ordinary pool would wait forever.
     streaming_clients: Vec<HttpsClient>,
     next_streaming: std::sync::atomic::AtomicUsize,
+    /// Long-running requests open, by caller ([`Upstream::open_stream`]).
+    open_streams: dashmap::DashMap<String, usize>,
     token_file: PathBuf,
     authorization: RwLock<(HeaderValue, Option<SystemTime>)>,
     reachable: AtomicBool,
@@ -150,6 +168,7 @@ impl Upstream {
                 .map(|_| client(roots.clone(), Protocol::Http2))
                 .collect(),
             next_streaming: std::sync::atomic::AtomicUsize::new(0),
+            open_streams: dashmap::DashMap::new(),
             upgrade_client: client(roots, Protocol::Http1),
             token_file: config.token_file.clone(),
             authorization: RwLock::new((authorization, modified)),
@@ -199,6 +218,29 @@ impl Upstream {
     pub async fn send_streaming(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
         let next = self.next_streaming.fetch_add(1, Ordering::Relaxed) % self.streaming_clients.len();
         Ok(self.streaming_clients[next].request(request).await?)
+    }
+
+    /// A place for one more long-running request (watch, log follow, proxy,
+    /// exec, attach, port-forward) of `caller` on this cluster, held until
+    /// the slot is dropped; `None` if `caller` already has `most` open. So
+    /// no one caller takes all the streams the streaming connections carry
+    /// (64 × the API server's 250) and stalls everyone else's watches.
+    pub fn open_stream(self: &Arc<Self>, caller: &Identity, most: usize) -> Option<StreamSlot> {
+        // An agent counts apart from the person or bot it acts for.
+        let key = match &caller.agent {
+            Some(agent) => ["agent:", &agent.id].concat(),
+            None => caller.principal.to_string(),
+        };
+        let mut open = self.open_streams.entry(key.clone()).or_insert(0);
+        if *open >= most {
+            return None;
+        }
+        *open += 1;
+        drop(open);
+        Some(StreamSlot {
+            upstream: self.clone(),
+            key,
+        })
     }
 
     /// Send an upgrade request over HTTP/1.1.
@@ -316,4 +358,27 @@ fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
 /// happen.
 fn unreachable_tls() -> ! {
     panic!("ring provider lacks default TLS versions")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::gateway::fixture::{held_agent, person, Fixture};
+
+    #[tokio::test]
+    async fn a_caller_holds_at_most_its_limit_of_streams_and_an_agent_counts_apart_from_its_owner() {
+        let fixture = Fixture::new("").await;
+        let upstream = fixture.pipeline.upstream("c").unwrap();
+        let (ana, agent) = (person(), held_agent());
+        let first = upstream.open_stream(&ana, 2).expect("a first place");
+        let second = upstream.open_stream(&ana, 2).expect("a second place");
+        assert!(upstream.open_stream(&ana, 2).is_none(), "a third past the limit");
+        let agents = upstream.open_stream(&agent, 2).expect("the agent's own place");
+        drop(first);
+        let again = upstream.open_stream(&ana, 2).expect("a place freed");
+        drop((second, again, agents));
+        assert!(
+            upstream.open_streams.is_empty(),
+            "no caller is kept once its streams are gone"
+        );
+    }
 }

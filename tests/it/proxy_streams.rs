@@ -441,3 +441,48 @@ async fn ordinary_requests_reuse_http1_keep_alive_connections_and_watches_go_ove
     drop(watch);
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_with_its_limit_of_streams_open_is_refused_another_and_no_one_else_is() {
+    let env = Portcullis::start_with(|config| config.limits.streams_per_caller = 2).await;
+    let (ana, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
+    let bob = env.person("bob", &[("viewer", Some("shop"))]);
+    let agent = env.agent("ana", &[&grants[0]]);
+    let watch = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps?watch=1");
+    let raw = env.raw();
+    let first = raw.stream(&watch, &ana).await;
+    let second = raw.stream(&watch, &ana).await;
+    assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
+
+    // (Read as a stream, so that a watch let through fails here rather
+    // than hanging.)
+    let refused = raw.stream(&watch, &ana).await;
+    assert_eq!(refused.status(), 429);
+    let audit_id = refused.headers()["audit-id"].to_str().unwrap().to_string();
+    let status: serde_json::Value =
+        serde_json::from_slice(&refused.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(status["reason"], "TooManyRequests");
+    let row = crate::audit::row(&env, &audit_id).await;
+    assert_eq!(row.refused, "too_many_streams");
+    // kubectl says why.
+    let kubectl = env.kubectl(&ana, "shop");
+    let said = kubectl.fails(&["get", "configmaps", "--watch-only", "--request-timeout=30s"]);
+    assert!(said.contains("already have 2 long-running requests"), "{said}");
+    // Ordinary requests do not count, and others have places of their own:
+    // another person, and ana's own agent.
+    let list = raw
+        .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"), &ana)
+        .await;
+    assert_eq!(list.status, 200);
+    assert_eq!(raw.stream(&watch, &bob).await.status(), 200);
+    assert_eq!(raw.stream(&watch, &agent).await.status(), 200);
+    // A watch closed, ana's place is free again.
+    drop(first);
+    let third = eventually("ana's closed watch frees its place", async || {
+        let answer = raw.stream(&watch, &ana).await;
+        (answer.status() == 200).then_some(answer)
+    })
+    .await;
+    drop((second, third));
+    env.stop().await;
+}

@@ -357,16 +357,15 @@ async fn a_connection_with_no_request_open_for_the_idle_timeout_is_closed_and_on
     env.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_exec_session_keeps_its_place_among_the_open_connections_until_it_ends() {
-    let env = Portcullis::start_with(|config| config.limits.connections = 3).await;
-    let token = env.person("ana", &[("debugger", Some("shop"))]);
-    let pod = first_pod(&env).await;
+/// A WebSocket exec of `cat` in the first pod, upgraded and open until the
+/// stream is dropped (then cat reads the end of its input).
+async fn cat_session(env: &Portcullis, token: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let pod = first_pod(env).await;
     let exec = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods/{pod}/exec?command=cat&stdin=true&stdout=true");
     let ws = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
     let mut session = connected(env.addr, &env.ca_pem, b"http/1.1").await.unwrap();
     session
-        .write_all(upgrade(&exec, &token, "websocket", ws).as_bytes())
+        .write_all(upgrade(&exec, token, "websocket", ws).as_bytes())
         .await
         .unwrap();
     let mut head = Vec::new();
@@ -376,6 +375,32 @@ async fn an_exec_session_keeps_its_place_among_the_open_connections_until_it_end
         head.push(byte[0]);
     }
     assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_counts_among_its_callers_open_streams_until_it_ends() {
+    let env = Portcullis::start_with(|config| config.limits.streams_per_caller = 1).await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let session = cat_session(&env, &token).await;
+    let watch = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps?watch=1");
+    let refused = env.raw().stream(&watch, &token).await;
+    assert_eq!(refused.status(), 429, "the session holds ana's one place");
+    drop(session);
+    let open = crate::support::eventually("the ended session frees its place", async || {
+        let answer = env.raw().stream(&watch, &token).await;
+        (answer.status() == 200).then_some(answer)
+    })
+    .await;
+    drop(open);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_keeps_its_place_among_the_open_connections_until_it_ends() {
+    let env = Portcullis::start_with(|config| config.limits.connections = 3).await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let session = cat_session(&env, &token).await;
     // hyper is done with the connection now; its place is still taken.
     let mut others = Vec::new();
     loop {
