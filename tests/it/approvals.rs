@@ -226,6 +226,71 @@ async fn a_write_changed_underneath_answers_409_and_the_held_write_ends_with_it(
     env.stop().await;
 }
 
+/// A role that may patch ConfigMaps and not read them.
+pub fn patcher() -> portcullis::identity::roles::Role {
+    portcullis::identity::roles::Role {
+        name: "patcher".into(),
+        rules: vec![serde_json::json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]})],
+        reveals_secrets: false,
+        max_duration: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_patch_of_an_object_the_asker_cannot_read_runs_only_on_the_version_its_dry_run_changed() {
+    let env = Portcullis::start_with(|config| config.roles.push(patcher())).await;
+    let (bot_token, ana_token) = careful_bot_in(&env, "shop", "patcher");
+    let ana = env.kubectl(&ana_token, "shop");
+    ana.ok(&["create", "configmap", "flags", "--from-literal=checkout=off"]);
+    let forbidden = env.kubectl(&bot_token, "shop").fails(&["get", "configmap", "flags"]);
+    assert!(forbidden.contains("Forbidden"), "{forbidden}");
+    let checkout = || ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]);
+    let version = || {
+        ana.ok(&[
+            "get",
+            "configmap",
+            "flags",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ])
+    };
+    // kubectl patch reads the object first; a client that patches without
+    // reading (a library, an agent's tool) is the case here.
+    let auth = format!("Bearer {bot_token}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/merge-patch+json"),
+    ];
+    let path = format!("/clusters/{}/api/v1/namespaces/shop/configmaps/flags", env.cluster);
+    let patch = async |value: &str| {
+        let body = format!(r#"{{"data":{{"checkout":"{value}"}}}}"#).into_bytes();
+        env.raw().send(http::Method::PATCH, &path, &headers, body).await
+    };
+
+    // Approved with nothing changed meanwhile, it runs.
+    let asked = patch("on").await;
+    assert_eq!(asked.status, 403, "held: {}", String::from_utf8_lossy(&asked.body));
+    let id = held_id(&asked.json()["message"].to_string());
+    let held = env.store.held(&id).unwrap().unwrap();
+    assert_eq!(held.request.precondition.resource_version, Some(version()));
+    person_ok(&env, &ana_token, &["approvals", "approve", &id]);
+    assert_eq!(patch("on").await.status, 200);
+    assert_eq!(checkout(), "on");
+
+    // Changed underneath, it does not: the person approved a change to
+    // the object they were shown, not to whatever it has become.
+    let id = held_id(&patch("off").await.json()["message"].to_string());
+    ana.ok(&["label", "configmap", "flags", "changed=meanwhile"]);
+    person_ok(&env, &ana_token, &["approvals", "approve", &id]);
+    let conflict = patch("off").await;
+    assert_eq!(conflict.status, 409, "{}", String::from_utf8_lossy(&conflict.body));
+    assert!(String::from_utf8_lossy(&conflict.body).contains("the object has been modified"));
+    assert_eq!(checkout(), "on");
+    let held = env.store.held(&id).unwrap().unwrap();
+    assert_eq!((held.state, held.outcome.unwrap().code), (HeldState::Executed, 409));
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_first_call_twice_gives_one_held_request() {
     let env = Portcullis::start_with(|c| c.approvals.wait = Duration::ZERO).await;

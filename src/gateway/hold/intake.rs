@@ -24,13 +24,13 @@ impl Pipeline {
         request: Buffered,
         trace: &mut Trace,
     ) -> Result<Response<Body>, RequestError> {
-        let (result, current, note) = if ctx.info.is_token_request() {
+        let (result, current, note, created) = if ctx.info.is_token_request() {
             // kube-apiserver issues a TokenRequest's token even in a dry
             // run, and the preview would keep it: the person approves the
             // request as asked.
             let asked = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
             let note = "a TokenRequest cannot be tried beforehand (the cluster would issue its token): shown as asked";
-            (asked, None, note.to_string())
+            (asked, None, note.to_string(), true)
         } else {
             let (parts, answer) = self.dry_run(ctx, &request).await?;
             if parts.status.is_client_error() || parts.status.is_server_error() {
@@ -40,10 +40,10 @@ impl Pipeline {
             }
             let result: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
             let (current, note) = self.current_object(ctx).await?;
-            (result, current, note)
+            (result, current, note, parts.status == http::StatusCode::CREATED)
         };
         let deleting = matches!(ctx.info.verb.as_str(), "delete" | "deletecollection");
-        let precondition = precondition(ctx.info, current.as_ref(), &result);
+        let precondition = precondition(ctx.info, current.as_ref(), &result, created);
         let preview = preview::build(current, note, result, ctx.info.is_secrets(), deleting).map_err(|e| {
             trace.row.held = false;
             let message = e.to_string();
@@ -201,8 +201,9 @@ pub(super) fn kept_headers(headers: &http::HeaderMap, json: bool) -> Vec<(header
 }
 
 /// The dry run's `resourceVersion` for apply, update and patch of an object
-/// that exists; the object's `uid` for delete.
-fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value) -> Precondition {
+/// that exists; the object's `uid` for delete. `created`: the dry run
+/// answered 201, so the write makes the object (no version to hold it to).
+fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value, created: bool) -> Precondition {
     let meta = |v: &Value, f: &str| {
         v.pointer(&format!("/metadata/{f}"))
             .and_then(Value::as_str)
@@ -211,6 +212,14 @@ fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value) -> 
     match (info.verb.as_str(), current) {
         ("update" | "patch", Some(current)) => Precondition {
             resource_version: meta(result, "resourceVersion").or_else(|| meta(current, "resourceVersion")),
+            uid: None,
+        },
+        // The asker cannot read it: the dry run changed an object that
+        // exists (200, not 201), and its answer carries that object's
+        // version (a dry run stores nothing, so the version is the one it
+        // was applied to); the run changes that version or nothing.
+        ("update" | "patch", None) if !created => Precondition {
+            resource_version: meta(result, "resourceVersion").filter(|rv| !rv.is_empty()),
             uid: None,
         },
         ("delete", Some(current)) => Precondition {
@@ -246,11 +255,11 @@ mod tests {
         let current = object("7", "u1");
         for method in [Method::PUT, Method::PATCH] {
             let info = classify(&method, path, None);
-            let chosen = precondition(&info, Some(&current), &object("8", "u1"));
+            let chosen = precondition(&info, Some(&current), &object("8", "u1"), false);
             assert_eq!(chosen.resource_version.as_deref(), Some("8"), "{method}");
             assert_eq!(chosen.uid, None);
             // A dry-run result without one falls back to the current object's.
-            let chosen = precondition(&info, Some(&current), &json!({}));
+            let chosen = precondition(&info, Some(&current), &json!({}), false);
             assert_eq!(chosen.resource_version.as_deref(), Some("7"), "{method}");
         }
     }
@@ -258,27 +267,48 @@ mod tests {
     #[test]
     fn a_delete_is_held_to_the_uid_of_the_object_that_was_shown() {
         let info = classify(&Method::DELETE, "/api/v1/namespaces/shop/configmaps/flags", None);
-        let chosen = precondition(&info, Some(&object("7", "u1")), &object("8", "u2"));
+        let chosen = precondition(&info, Some(&object("7", "u1")), &object("8", "u2"), false);
         assert_eq!((chosen.uid.as_deref(), chosen.resource_version), (Some("u1"), None));
         // Not readable by the asker: the dry run's object.
-        let chosen = precondition(&info, None, &object("8", "u2"));
+        let chosen = precondition(&info, None, &object("8", "u2"), false);
         assert_eq!((chosen.uid.as_deref(), chosen.resource_version), (Some("u2"), None));
         let status = json!({"kind": "Status", "status": "Success", "details": {"name": "flags", "uid": "u3"}});
-        assert_eq!(precondition(&info, None, &status).uid.as_deref(), Some("u3"));
+        assert_eq!(precondition(&info, None, &status, false).uid.as_deref(), Some("u3"));
         assert_eq!(
-            precondition(&info, None, &json!({"kind": "Status"})),
+            precondition(&info, None, &json!({"kind": "Status"}), false),
             Precondition::default()
         );
     }
 
     #[test]
-    fn a_create_or_a_write_to_no_current_object_has_no_precondition() {
+    fn an_update_of_an_object_the_asker_cannot_read_is_held_to_the_version_the_dry_run_changed() {
+        let path = "/api/v1/namespaces/shop/configmaps/flags";
+        for method in [Method::PUT, Method::PATCH] {
+            let info = classify(&method, path, None);
+            let chosen = precondition(&info, None, &object("8", "u1"), false);
+            assert_eq!(chosen.resource_version.as_deref(), Some("8"), "{method}");
+            assert_eq!(chosen.uid, None);
+            assert_eq!(
+                precondition(&info, None, &object("", "u1"), false),
+                Precondition::default()
+            );
+        }
+    }
+
+    #[test]
+    fn a_create_or_a_write_that_creates_has_no_precondition() {
         let create = classify(&Method::POST, "/api/v1/namespaces/shop/configmaps", None);
         assert_eq!(
-            precondition(&create, Some(&object("7", "u1")), &object("8", "u2")),
+            precondition(&create, Some(&object("7", "u1")), &object("8", "u2"), true),
             Precondition::default()
         );
-        let update = classify(&Method::PUT, "/api/v1/namespaces/shop/configmaps/flags", None);
-        assert_eq!(precondition(&update, None, &object("8", "u2")), Precondition::default());
+        // An update or an apply the dry run answered 201: it creates.
+        for method in [Method::PUT, Method::PATCH] {
+            let info = classify(&method, "/api/v1/namespaces/shop/configmaps/flags", None);
+            assert_eq!(
+                precondition(&info, None, &object("8", "u2"), true),
+                Precondition::default()
+            );
+        }
     }
 }

@@ -357,3 +357,88 @@ async fn a_delete_whose_body_overrides_its_dry_run_query_is_held_and_its_dry_run
     assert_eq!(deletes, [(true, 200)]);
     env.stop().await;
 }
+
+/// What an operator adds for the custom role `patcher`: portcullis may bind
+/// and write `portcullis:patcher` (see deploy/rbac.yaml, part 2).
+const PATCHER_ALLOWED: &str = "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: portcullis-rbac-manager-patcher
+rules:
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [clusterroles]
+  verbs: [bind, escalate]
+  resourceNames: [\"portcullis:patcher\"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: portcullis-rbac-manager-patcher
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: portcullis-rbac-manager-patcher
+subjects:
+- kind: ServiceAccount
+  name: portcullis
+  namespace: portcullis
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_patch_of_an_object_the_asker_cannot_read_runs_only_on_the_version_the_real_dry_run_changed() {
+    // The custom role's ClusterRole, allowed to portcullis as deploy/rbac.yaml
+    // tells an operator to: bind and escalate on its name.
+    let allowed = std::env::temp_dir().join(format!("portcullis-patcher-{}.yaml", std::process::id()));
+    std::fs::write(&allowed, PATCHER_ALLOWED).unwrap();
+    let applied = super::shared().admin(&["apply", "-f", &allowed.display().to_string()]);
+    std::fs::remove_file(&allowed).unwrap();
+    applied.unwrap();
+    let env = Portcullis::start_real_with(|config| config.roles.push(crate::approvals::patcher())).await;
+    let ns = super::shared().namespace("held-unread").unwrap();
+    let (bot_token, ana_token) = careful_bot_in(&env, &ns, "patcher");
+    env.kubectl(&ana_token, &ns)
+        .ok(&["create", "configmap", "flags", "--from-literal=checkout=off"]);
+    let version = || admin_get("configmap", "flags", &ns)["metadata"]["resourceVersion"].clone();
+    let auth = format!("Bearer {bot_token}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/merge-patch+json"),
+    ];
+    let path = format!("/clusters/real/api/v1/namespaces/{ns}/configmaps/flags");
+    let forbidden = env.raw().get(&path, &bot_token).await;
+    assert_eq!(forbidden.status, 403, "the bot cannot read it");
+    let patch = async |value: &str| {
+        let body = format!(r#"{{"data":{{"checkout":"{value}"}}}}"#).into_bytes();
+        env.raw().send(Method::PATCH, &path, &headers, body).await
+    };
+
+    let asked = patch("on").await;
+    let id = held_id(&asked.json()["message"].to_string());
+    let held = env.store.held(&id).unwrap().unwrap();
+    assert_eq!(
+        held.request.precondition.resource_version.as_deref(),
+        version().as_str()
+    );
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+    assert_eq!(patch("on").await.status, 200);
+    assert_eq!(admin_get("configmap", "flags", &ns)["data"]["checkout"], "on");
+
+    let id = held_id(&patch("off").await.json()["message"].to_string());
+    super::shared()
+        .admin(&["label", "configmap", "flags", "changed=meanwhile", "-n", &ns])
+        .unwrap();
+    decide::approve(&env.store, &id, "ana", None, None).unwrap();
+    let conflict = patch("off").await;
+    assert_eq!(conflict.status, 409, "{}", String::from_utf8_lossy(&conflict.body));
+    assert_eq!(conflict.json()["reason"], "Conflict");
+    assert_eq!(admin_get("configmap", "flags", &ns)["data"]["checkout"], "on");
+    // The API server's own log: each dry run, the first write, and the
+    // second refused by the API server itself.
+    let patches = eventually("the patches in the API server's audit log", async || {
+        let seen = completed(&ns, BOT, "patch");
+        (seen.len() >= 4).then_some(seen)
+    })
+    .await;
+    assert_eq!(patches, [(true, 200), (false, 200), (true, 200), (false, 409)]);
+    env.stop().await;
+}
