@@ -96,7 +96,8 @@ pub fn pass_from_cli(config: &Config, store: &Store, cluster: &str) -> String {
         Err(e) => return format!("binding pending: {e}"),
     };
     let roles = crate::identity::roles::all(config);
-    let report = runtime.block_on(run_pass(&client, store, &roles, &instance, &GrantClock::default()));
+    let wanted = (roles.as_slice(), config.protected_namespaces.as_slice());
+    let report = runtime.block_on(run_pass(&client, store, wanted, &instance, &GrantClock::default()));
     let outcome = &report.outcome;
     if outcome.ok() {
         format!(

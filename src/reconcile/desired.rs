@@ -129,6 +129,15 @@ pub enum DesiredError {
         /// The namespace it names.
         namespace: String,
     },
+    /// A grant (made before its namespace was protected) is in one of
+    /// `protected_namespaces`.
+    #[error("grant {grant}: namespace {namespace} is protected; it binds nothing")]
+    ProtectedNamespace {
+        /// Grant id.
+        grant: String,
+        /// The namespace.
+        namespace: String,
+    },
     /// A grant names a role that no longer exists.
     #[error("grant {grant}: role {role:?} does not exist (any more); it binds nothing")]
     UnknownRole {
@@ -238,8 +247,16 @@ pub fn binding(grant: &Grant, instance: &Instance) -> Object {
 }
 
 /// What `cluster` should hold at `now` for `instance`, given every role and
-/// the grants (of any cluster, in effect or not: this picks).
-pub fn desired(roles: &[Role], grants: &[Grant], cluster: &str, now: DateTime<Utc>, instance: &Instance) -> Desired {
+/// the grants (of any cluster, in effect or not: this picks); a grant in one
+/// of the `protected` namespaces binds nothing.
+pub fn desired(
+    roles: &[Role],
+    protected: &[String],
+    grants: &[Grant],
+    cluster: &str,
+    now: DateTime<Utc>,
+    instance: &Instance,
+) -> Desired {
     let mut out = Desired::default();
     let mut known = HashMap::new();
     for role in roles {
@@ -266,6 +283,19 @@ pub fn desired(roles: &[Role], grants: &[Grant], cluster: &str, now: DateTime<Ut
             .filter(|ns| !crate::config::reconcile::valid_namespace(ns))
         {
             out.errors.push(DesiredError::InvalidNamespace {
+                grant: grant.id.clone(),
+                namespace: ns.to_string(),
+            });
+            continue;
+        }
+        // Made before the namespace became protected: no group is sent
+        // there, and no binding is left there either.
+        if let Some(ns) = grant
+            .namespace
+            .as_deref()
+            .filter(|ns| protected.iter().any(|p| p == ns))
+        {
+            out.errors.push(DesiredError::ProtectedNamespace {
                 grant: grant.id.clone(),
                 namespace: ns.to_string(),
             });

@@ -57,7 +57,7 @@ fn every_role_gets_a_labelled_cluster_role_and_each_grant_in_effect_a_binding() 
         revoked,
         elsewhere,
     ];
-    let want = desired(&roles::builtin(), &grants, "prod", Utc::now(), &us());
+    let want = desired(&roles::builtin(), &[], &grants, "prod", Utc::now(), &us());
     assert_eq!((want.roles, want.bindings), (6, 2));
     assert!(want.errors.is_empty(), "{:?}", want.errors);
     let keys = keys(&want.objects);
@@ -103,6 +103,7 @@ fn a_custom_role_with_bad_rules_or_a_grant_of_a_vanished_role_is_reported_not_wr
     };
     let want = desired(
         &[bad, good],
+        &[],
         &[grant("g1", Some("shop"), "viewer", 60)],
         "prod",
         Utc::now(),
@@ -125,7 +126,7 @@ fn a_custom_role_with_bad_rules_or_a_grant_of_a_vanished_role_is_reported_not_wr
 #[test]
 fn a_pass_applies_only_what_is_missing_or_changed_and_deletes_only_labelled_strays() {
     let grants = [grant("g1", Some("shop"), "viewer", 3600)];
-    let want = desired(&roles::builtin(), &grants, "prod", Utc::now(), &us());
+    let want = desired(&roles::builtin(), &[], &grants, "prod", Utc::now(), &us());
     let mut actual = want.objects.clone();
     // Someone edited the viewer ClusterRole and removed the grant's binding.
     let Object::ClusterRole(viewer) = &mut actual[0] else {
@@ -161,6 +162,7 @@ fn a_pass_applies_only_what_is_missing_or_changed_and_deletes_only_labelled_stra
 fn an_object_in_step_needs_nothing_even_with_labels_added_by_others() {
     let want = desired(
         &roles::builtin(),
+        &[],
         &[grant("g1", None, "admin", 60)],
         "prod",
         Utc::now(),
@@ -236,7 +238,7 @@ fn viewer_marked_by(instances: &[&str], rule_owners: &[&str]) -> ClusterRole {
 
 /// What `us()` wants with no grants: every built-in ClusterRole.
 fn only_roles() -> Desired {
-    desired(&roles::builtin(), &[], "prod", Utc::now(), &us())
+    desired(&roles::builtin(), &[], &[], "prod", Utc::now(), &us())
 }
 
 #[test]
@@ -346,7 +348,7 @@ fn an_unmarked_cluster_role_from_before_instance_ids_is_adopted_when_used_and_de
 #[test]
 fn an_adopted_binding_from_before_instance_ids_gets_the_instance_label() {
     let grants = [grant("g1", Some("shop"), "viewer", 3600)];
-    let want = desired(&roles::builtin(), &grants, "prod", Utc::now(), &us());
+    let want = desired(&roles::builtin(), &[], &grants, "prod", Utc::now(), &us());
     let Object::RoleBinding(mut old) = binding(&grants[0], &us()) else {
         panic!()
     };
@@ -369,6 +371,7 @@ fn an_adopted_binding_from_before_instance_ids_gets_the_instance_label() {
 fn a_stored_grant_whose_namespace_is_no_namespace_name_binds_nothing() {
     let want = desired(
         &roles::builtin(),
+        &[],
         &[
             grant("g1", Some("shop/rolebindings/x?"), "viewer", 60),
             grant("g2", Some("shop"), "viewer", 60),
@@ -380,6 +383,31 @@ fn a_stored_grant_whose_namespace_is_no_namespace_name_binds_nothing() {
     assert_eq!(want.bindings, 1, "only shop's");
     assert!(
         matches!(&want.errors[..], [DesiredError::InvalidNamespace { grant, .. }] if grant == "g1"),
+        "{:?}",
+        want.errors
+    );
+}
+
+#[test]
+fn a_grant_in_a_namespace_protected_since_it_was_made_binds_nothing() {
+    let protected = ["kube-system".to_string()];
+    let grants = [
+        grant("g1", Some("kube-system"), "viewer", 60),
+        grant("g2", Some("shop"), "viewer", 60),
+        grant("g3", None, "viewer", 60),
+    ];
+    let want = desired(&roles::builtin(), &protected, &grants, "prod", Utc::now(), &us());
+    assert_eq!(want.bindings, 2, "shop's and the cluster-wide one");
+    assert!(
+        !keys(&want.objects).contains(&ObjectKey::RoleBinding(
+            "kube-system".into(),
+            "portcullis-grant-g1".into()
+        )),
+        "{:?}",
+        keys(&want.objects)
+    );
+    assert!(
+        matches!(&want.errors[..], [DesiredError::ProtectedNamespace { grant, .. }] if grant == "g1"),
         "{:?}",
         want.errors
     );

@@ -82,6 +82,8 @@ pub struct Reconciler {
     clusters: Vec<Arc<Cluster>>,
     store: Store,
     roles: Arc<Vec<Role>>,
+    /// `protected_namespaces`: no grant is bound there.
+    protected: Arc<Vec<String>>,
     resync: Duration,
     instance: Instance,
     /// This replica's name in the clusters' Leases.
@@ -147,6 +149,7 @@ impl Reconciler {
             clusters,
             store,
             roles: Arc::new(crate::identity::roles::all(config)),
+            protected: Arc::new(config.protected_namespaces.clone()),
             resync: config.reconcile.resync,
             instance,
             identity,
@@ -230,7 +233,8 @@ impl Reconciler {
     }
 
     async fn pass_locked(&self, cluster: &Cluster) -> PassReport {
-        let report = pass::run_pass(&cluster.client, &self.store, &self.roles, &self.instance, &self.clock).await;
+        let wanted = (self.roles.as_slice(), self.protected.as_slice());
+        let report = pass::run_pass(&cluster.client, &self.store, wanted, &self.instance, &self.clock).await;
         *cluster.last.lock().unwrap_or_else(|p| p.into_inner()) = report.clone();
         report
     }

@@ -34,11 +34,11 @@ pub struct PassReport {
 pub async fn run_pass(
     client: &ClusterClient,
     store: &Store,
-    roles: &[Role],
+    (roles, protected): (&[Role], &[String]),
     instance: &Instance,
     clock: &GrantClock,
 ) -> PassReport {
-    let pass = reconcile(client, store, roles, instance, clock);
+    let pass = reconcile(client, store, (roles, protected), instance, clock);
     let (outcome, next_expiry) = match tokio::time::timeout(PASS_TIMEOUT, pass).await {
         Ok(done) => done,
         Err(_) => (
@@ -65,7 +65,7 @@ pub async fn run_pass(
 async fn reconcile(
     client: &ClusterClient,
     store: &Store,
-    roles: &[Role],
+    (roles, protected): (&[Role], &[String]),
     instance: &Instance,
     clock: &GrantClock,
 ) -> (PassOutcome, Option<DateTime<Utc>>) {
@@ -90,7 +90,7 @@ async fn reconcile(
         Ok(mut ours) => listed.bindings.append(&mut ours),
         Err(e) => return (failed(outcome, e), None),
     }
-    let want = desired(roles, &grants, &client.name, clock.now(), instance);
+    let want = desired(roles, protected, &grants, &client.name, clock.now(), instance);
     outcome.errors.extend(want.errors.iter().map(ToString::to_string));
     let plan = plan(&want, &listed, instance);
     outcome.roles_wanted = want.roles;

@@ -317,3 +317,27 @@ async fn a_cluster_that_is_down_is_retried_and_reconciled_once_it_answers() {
     .await;
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_made_protected_loses_the_bindings_of_grants_made_before() {
+    let mut env = Portcullis::start().await;
+    let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("payments"))], Duration::from_secs(3600));
+    let id = &grants[0].id;
+    assert!(bound(&env, "payments", id).await);
+    env.config.protected_namespaces.push("payments".into());
+    env.restart().await;
+    let pass = env.reconciler.pass_now(env.cluster).await.unwrap();
+    assert_eq!(pass.outcome.removed, 1, "{:?}", pass.outcome);
+    assert!(
+        !bound(&env, "payments", id).await,
+        "no binding is left in a protected namespace"
+    );
+    let status = cli_ok(&env, &["admin", "cluster", "status"]);
+    assert!(
+        status.contains(&format!(
+            "grant {id}: namespace payments is protected; it binds nothing"
+        )),
+        "{status}"
+    );
+    env.stop().await;
+}
