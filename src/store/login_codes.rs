@@ -123,16 +123,36 @@ impl Store {
         user_sha256: &str,
         expires_at: DateTime<Utc>,
         interval: i64,
-        now: DateTime<Utc>,
+        (requested_from, now): (&str, DateTime<Utc>),
     ) -> Result<bool, StoreError> {
         self.with(|c| {
             c.execute("DELETE FROM device_codes WHERE expires_at <= ?1", params![now])?;
             let added = c.execute(
-                "INSERT INTO device_codes (device_sha256, user_sha256, expires_at, interval_seconds) \
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-                params![device_sha256, user_sha256, expires_at, interval],
+                "INSERT INTO device_codes \
+                 (device_sha256, user_sha256, expires_at, interval_seconds, requested_from, requested_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                params![device_sha256, user_sha256, expires_at, interval, requested_from, now],
             )?;
             Ok(added == 1)
+        })
+    }
+
+    /// Where and when the device waiting with the user code hashing to
+    /// `user_sha256` was asked for; `None` when none waits with it. (A
+    /// row an older release gave has no time: `None` there.)
+    pub fn device_request(
+        &self,
+        user_sha256: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(String, Option<DateTime<Utc>>)>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT requested_from, requested_at FROM device_codes \
+                 WHERE user_sha256 = ?1 AND decision IS NULL AND expires_at > ?2",
+                params![user_sha256, now],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
         })
     }
 
@@ -246,16 +266,16 @@ mod tests {
             let b = store.backend;
             let now = Utc::now();
             let old = now - TimeDelta::seconds(1);
-            store.give_device_code("d1", "u1", old, 3, now).unwrap();
+            store.give_device_code("d1", "u1", old, 3, ("", now)).unwrap();
             assert!(
                 store
-                    .give_device_code("d2", "u1", now + TimeDelta::minutes(10), 3, now)
+                    .give_device_code("d2", "u1", now + TimeDelta::minutes(10), 3, ("", now))
                     .unwrap(),
                 "{b}: the expired device's user code is free again"
             );
             assert!(
                 !store
-                    .give_device_code("d3", "u1", now + TimeDelta::minutes(10), 3, now)
+                    .give_device_code("d3", "u1", now + TimeDelta::minutes(10), 3, ("", now))
                     .unwrap(),
                 "{b}"
             );
@@ -267,12 +287,31 @@ mod tests {
     }
 
     #[test]
+    fn a_waiting_devices_requester_is_known_until_it_is_decided_or_expires() {
+        for store in testing::both() {
+            let b = store.backend;
+            // Whole microseconds, as PostgreSQL keeps them.
+            let now = Utc::now().trunc_subsecs(6);
+            let expires = now + TimeDelta::minutes(10);
+            store
+                .give_device_code("d", "u", expires, 3, ("203.0.113.7", now))
+                .unwrap();
+            let asked = Some(("203.0.113.7".to_string(), Some(now)));
+            assert_eq!(store.device_request("u", now).unwrap(), asked, "{b}");
+            assert_eq!(store.device_request("other", now).unwrap(), None, "{b}");
+            assert_eq!(store.device_request("u", expires).unwrap(), None, "{b}: expired");
+            assert!(store.decide_device_code("u", &DeviceDecision::Denied, now).unwrap());
+            assert_eq!(store.device_request("u", now).unwrap(), None, "{b}: decided");
+        }
+    }
+
+    #[test]
     fn a_device_polled_early_slows_down_and_its_interval_grows() {
         for store in testing::both() {
             let b = store.backend;
             let now = Utc::now();
             store
-                .give_device_code("d", "u", now + TimeDelta::minutes(10), 3, now)
+                .give_device_code("d", "u", now + TimeDelta::minutes(10), 3, ("", now))
                 .unwrap();
             assert_eq!(store.poll_device_code("d", now).unwrap(), DevicePoll::Pending, "{b}");
             let at = |s| now + TimeDelta::seconds(s);
@@ -293,7 +332,7 @@ mod tests {
             let b = store.backend;
             let now = Utc::now();
             store
-                .give_device_code("d", "u", now + TimeDelta::minutes(10), 3, now)
+                .give_device_code("d", "u", now + TimeDelta::minutes(10), 3, ("", now))
                 .unwrap();
             let allowed = DeviceDecision::Allowed {
                 login: "ana".into(),

@@ -38,6 +38,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0017_audit_export.sql"),
     include_str!("migrations/0018_audit_forwarded_rows.sql"),
     include_str!("migrations/0019_audit_by_kind_partial.sql"),
+    include_str!("migrations/0020_device_requester.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -61,6 +62,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0017_audit_export.sql"),
     include_str!("migrations/postgres/0018_audit_forwarded_rows.sql"),
     include_str!("migrations/postgres/0019_audit_by_kind_partial.sql"),
+    include_str!("migrations/postgres/0020_device_requester.sql"),
 ];
 
 /// The schema version this release knows.

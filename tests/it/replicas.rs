@@ -81,6 +81,14 @@ async fn a_device_code_allowed_on_one_replica_is_polled_to_a_credential_at_anoth
     );
 
     let page = at_a.get("/login/device").await;
+    let check = format!("csrf={}&user_code={user}&decision=check", csrf_of(&page.body));
+    let shown = at_a.post("/login/device", &check).await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert!(
+        shown.body.contains("was asked for from <strong>127.0.0.1</strong> at "),
+        "{}",
+        shown.body
+    );
     let decision = format!("csrf={}&user_code={user}&decision=allow", csrf_of(&page.body));
     let allowed = at_a.post("/login/device", &decision).await;
     assert_eq!(allowed.status, 200, "{}", allowed.body);

@@ -2,8 +2,9 @@
 //! (RFC 8628), served by portcullis. The command asks
 //! `POST /login/device/code` for a device code and a short user code, and
 //! prints the user code with `/login/device`; the person opens that page on
-//! any device, signs in (with the identity provider, as on the web), checks
-//! the code and allows or denies it (under the session's CSRF token); the
+//! any device, signs in (with the identity provider, as on the web), types
+//! the code, is shown the address and time it was asked from, and allows
+//! or denies it (under the session's CSRF token); the
 //! command polls the token endpoint (`POST /oauth/token`) and receives a credential as
 //! `portcullis login` does through the loopback ([`super::cli_login`]).
 //!
@@ -47,17 +48,28 @@ impl Devices {
 
     /// A new device code and its user code (another user code when the
     /// one drawn is waiting already).
-    async fn give(&self, now: DateTime<Utc>) -> Result<(String, String), StoreError> {
+    async fn give(&self, requester: &str, now: DateTime<Utc>) -> Result<(String, String), StoreError> {
         for _ in 0..3 {
             let (device_code, user_code) = (random(), user_code());
             let (device, user) = (credential::hash(&device_code), credential::hash(&user_code));
-            let store = self.0.clone();
+            let (store, requester) = (self.0.clone(), requester.to_string());
             let expires_at = now + DEVICE_LIFETIME;
-            if blocking(move || store.give_device_code(&device, &user, expires_at, INTERVAL, now)).await? {
+            let asked = move || store.give_device_code(&device, &user, expires_at, INTERVAL, (&requester, now));
+            if blocking(asked).await? {
                 return Ok((device_code, user_code));
             }
         }
         Err(StoreError::Invalid("no free user code".into()))
+    }
+
+    /// Where and when the device waiting with `user_code` was asked for.
+    async fn requested(
+        &self,
+        user_code: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(String, Option<DateTime<Utc>>)>, StoreError> {
+        let (store, user) = (self.0.clone(), credential::hash(&normalise(user_code)));
+        blocking(move || store.device_request(&user, now)).await
     }
 
     /// Record the person's decision on the waiting `user_code`; false when
@@ -139,7 +151,7 @@ async fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
             }),
         );
     }
-    let (device_code, user_code) = match web.devices().give(Utc::now()).await {
+    let (device_code, user_code) = match web.devices().give(&row.client, Utc::now()).await {
         Ok(codes) => codes,
         Err(error) => return unavailable(&error),
     };
@@ -156,6 +168,7 @@ async fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
     )
 }
 
+/// The first step: the person types the code their terminal shows.
 fn device_page(s: &Session, csrf: &str, said: Option<&str>) -> String {
     let e = pages::escape;
     let said = said.map(|t| format!("<p id=\"said\">{}</p>", e(t))).unwrap_or_default();
@@ -164,14 +177,53 @@ fn device_page(s: &Session, csrf: &str, said: Option<&str>) -> String {
         Some((&s.login, csrf)),
         &format!(
             "<h1>Sign in the command line on another device</h1>{said}<p>Type the code your own \
-             <code>portcullis login</code> shows; it then acts as you for up to 12 hours. Never allow a code \
-             someone sent you: it would sign them in as you.</p>\
+             <code>portcullis login</code> shows. Never use a code someone sent you: it would sign them in \
+             as you.</p>\
              <form method=\"post\" action=\"/login/device\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <label for=\"user_code\">Code</label>\
              <input id=\"user_code\" name=\"user_code\" autocomplete=\"off\" required>\
+             <button type=\"submit\" name=\"decision\" value=\"check\" id=\"continue\">Continue</button></form>",
+            e(csrf)
+        ),
+    )
+}
+
+/// The second step: where and when the code was asked for, then allow or
+/// deny. A code someone else asked for shows their address, not the
+/// person's own.
+fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &(String, Option<DateTime<Utc>>)) -> String {
+    let e = pages::escape;
+    let (from, at) = asked;
+    let from = if from.is_empty() { "an unknown address" } else { from };
+    let when = match at {
+        Some(at) => {
+            let minutes = (Utc::now() - *at).num_minutes().max(0);
+            let ago = match minutes {
+                0 => "less than a minute ago".to_string(),
+                1 => "a minute ago".to_string(),
+                n => format!("{n} minutes ago"),
+            };
+            format!("at {} UTC, {ago}", at.format("%H:%M"))
+        }
+        None => "within the last ten minutes".to_string(),
+    };
+    let code = normalise(user_code);
+    pages::page(
+        "Allow this sign-in?",
+        Some((&s.login, csrf)),
+        &format!(
+            "<h1>Allow this sign-in?</h1><p id=\"asked\">The code <code>{}</code> was asked for from \
+             <strong>{}</strong> {}.</p><p>Allow it only if that was your own <code>portcullis login</code>: \
+             allowed, it acts as you for up to 12 hours.</p>\
+             <form method=\"post\" action=\"/login/device\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+             <input type=\"hidden\" name=\"user_code\" value=\"{}\">\
              <button type=\"submit\" name=\"decision\" value=\"allow\" id=\"allow\">Allow</button> \
              <button type=\"submit\" name=\"decision\" value=\"deny\" id=\"deny\">Deny</button></form>",
-            e(csrf)
+            e(&code),
+            e(from),
+            e(&when),
+            e(csrf),
+            e(&code)
         ),
     )
 }
@@ -190,6 +242,11 @@ async fn decide(
     };
     let csrf = session::csrf(key, s);
     let typed = field(&form, "user_code");
+    let not_waiting = "No command line waits with this code: check it, or run portcullis login again.";
+    let unavailable = || {
+        let why = "portcullis cannot reach its store now: try again.";
+        html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Not available", why))
+    };
     let (decision, done) = match field(&form, "decision") {
         "allow" => (
             Decision::Allowed {
@@ -198,22 +255,33 @@ async fn decide(
             },
             "Allowed: the command line on your other device is signed in as you.",
         ),
-        _ => (
+        "deny" => (
             Decision::Denied,
             "Denied: the command line on the other device is not signed in.",
         ),
+        // The code typed: show where it was asked from before anything is
+        // decided.
+        _ => {
+            mark(row, "device-check");
+            return match web.devices().requested(typed, Utc::now()).await {
+                Ok(Some(asked)) => html(StatusCode::OK, confirm_page(s, &csrf, typed, &asked)),
+                Ok(None) => html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(not_waiting))),
+                Err(error) => {
+                    tracing::warn!(%error, "a device code could not be looked up");
+                    unavailable()
+                }
+            };
+        }
     };
     let decided = web.devices().decide(typed, decision, Utc::now()).await;
     if let Err(error) = &decided {
         tracing::warn!(%error, "a device decision could not be recorded");
-        let why = "portcullis cannot reach its store now: try again.";
-        return html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Not available", why));
+        return unavailable();
     }
     if decided.is_ok_and(|d| d) {
         html(StatusCode::OK, pages::message("Done", done))
     } else {
-        let why = "No command line waits with this code: check it, or run portcullis login again.";
-        html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(why)))
+        html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(not_waiting)))
     }
 }
 
@@ -263,7 +331,7 @@ mod tests {
     async fn a_device_is_pending_until_allowed_then_gives_its_person_once() {
         let (_dir, devices) = devices();
         let now = Utc::now();
-        let (code, user) = devices.give(now).await.unwrap();
+        let (code, user) = devices.give("198.51.100.4", now).await.unwrap();
         let poll = async |at| devices.poll(&code, at).await.unwrap();
         assert_eq!(poll(now).await, Poll::Pending);
         assert_eq!(poll(now + TimeDelta::seconds(1)).await, Poll::SlowDown);
@@ -272,6 +340,12 @@ mod tests {
             session: "s".into(),
         };
         let typed = user.to_lowercase().replace('-', " ");
+        let asked = devices.requested(&typed, now).await.unwrap();
+        assert_eq!(
+            asked,
+            Some(("198.51.100.4".to_string(), Some(now))),
+            "where and when, as typed"
+        );
         assert!(devices.decide(&typed, allowed.clone(), now).await.unwrap());
         let again = devices.decide(&user, Decision::Denied, now).await.unwrap();
         assert!(!again, "decided once");
@@ -290,10 +364,10 @@ mod tests {
     async fn a_denied_or_expired_device_gives_nothing() {
         let (_dir, devices) = devices();
         let now = Utc::now();
-        let (code, user) = devices.give(now).await.unwrap();
+        let (code, user) = devices.give("198.51.100.4", now).await.unwrap();
         assert!(devices.decide(&user, Decision::Denied, now).await.unwrap());
         assert_eq!(devices.poll(&code, now).await.unwrap(), Poll::Denied);
-        let (code, user) = devices.give(now).await.unwrap();
+        let (code, user) = devices.give("198.51.100.4", now).await.unwrap();
         let late = now + DEVICE_LIFETIME + TimeDelta::seconds(1);
         assert!(!devices.decide(&user, Decision::Denied, late).await.unwrap());
         assert_eq!(devices.poll(&code, late).await.unwrap(), Poll::Unknown);

@@ -273,6 +273,25 @@ async fn portcullis_login_without_a_browser_is_allowed_with_its_code_from_a_seco
         "never filled in from the link"
     );
     field.send_keys(&code.to_lowercase()).await.unwrap();
+    client
+        .find(Locator::Id("continue"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // Before allowing it, the person sees where and when the code was
+    // asked for: here, by the command on this machine, just now.
+    client.wait().for_element(Locator::Id("allow")).await.unwrap();
+    let asked = client.find(Locator::Id("asked")).await.unwrap().text().await.unwrap();
+    assert!(
+        asked.starts_with(&format!("The code {code} was asked for from 127.0.0.1 at "))
+            && asked.ends_with("UTC, less than a minute ago."),
+        "{asked}"
+    );
+    browser
+        .assert_fits_a_phone_and_passes_axe("the device confirmation page")
+        .await;
     client.find(Locator::Id("allow")).await.unwrap().click().await.unwrap();
     browser
         .wait_for_text("Allowed: the command line on your other device")
