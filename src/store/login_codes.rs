@@ -37,6 +37,15 @@ pub enum DeviceDecision {
     Denied,
 }
 
+/// Where and when a waiting device code was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceRequest {
+    /// The client address that asked (empty on a row an older release gave).
+    pub from: String,
+    /// When (`None` on a row an older release gave).
+    pub at: Option<DateTime<Utc>>,
+}
+
 /// What a poll of a device code finds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DevicePoll {
@@ -140,17 +149,18 @@ impl Store {
     /// Where and when the device waiting with the user code hashing to
     /// `user_sha256` was asked for; `None` when none waits with it. (A
     /// row an older release gave has no time: `None` there.)
-    pub fn device_request(
-        &self,
-        user_sha256: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<(String, Option<DateTime<Utc>>)>, StoreError> {
+    pub fn device_request(&self, user_sha256: &str, now: DateTime<Utc>) -> Result<Option<DeviceRequest>, StoreError> {
         self.with(|c| {
             Ok(c.query_row(
                 "SELECT requested_from, requested_at FROM device_codes \
                  WHERE user_sha256 = ?1 AND decision IS NULL AND expires_at > ?2",
                 params![user_sha256, now],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| {
+                    Ok(DeviceRequest {
+                        from: r.get(0)?,
+                        at: r.get(1)?,
+                    })
+                },
             )
             .optional()?)
         })
@@ -296,7 +306,10 @@ mod tests {
             store
                 .give_device_code("d", "u", expires, 3, ("203.0.113.7", now))
                 .unwrap();
-            let asked = Some(("203.0.113.7".to_string(), Some(now)));
+            let asked = Some(DeviceRequest {
+                from: "203.0.113.7".into(),
+                at: Some(now),
+            });
             assert_eq!(store.device_request("u", now).unwrap(), asked, "{b}");
             assert_eq!(store.device_request("other", now).unwrap(), None, "{b}");
             assert_eq!(store.device_request("u", expires).unwrap(), None, "{b}: expired");

@@ -48,7 +48,7 @@ pub use access::{AccessRequest, AccessState};
 pub use apiserver_audit::{ApiserverEvent, Checked, Coverage, Sent};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
-pub use login_codes::{CliCode, DeviceDecision, DevicePoll};
+pub use login_codes::{CliCode, DeviceDecision, DevicePoll, DeviceRequest};
 pub(crate) use migrate::migrate;
 pub use oauth::{AgentSession, SessionPlan, Taken};
 pub use oauth_clients::RegisteredClient;

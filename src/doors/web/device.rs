@@ -23,7 +23,7 @@ use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::gateway::router::Page;
 use crate::identity::credential;
-use crate::store::{DeviceDecision as Decision, DevicePoll as Poll, Store, StoreError};
+use crate::store::{DeviceDecision as Decision, DevicePoll as Poll, DeviceRequest, Store, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -63,11 +63,7 @@ impl Devices {
     }
 
     /// Where and when the device waiting with `user_code` was asked for.
-    async fn requested(
-        &self,
-        user_code: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<(String, Option<DateTime<Utc>>)>, StoreError> {
+    async fn requested(&self, user_code: &str, now: DateTime<Utc>) -> Result<Option<DeviceRequest>, StoreError> {
         let (store, user) = (self.0.clone(), credential::hash(&normalise(user_code)));
         blocking(move || store.device_request(&user, now)).await
     }
@@ -191,13 +187,16 @@ fn device_page(s: &Session, csrf: &str, said: Option<&str>) -> String {
 /// The second step: where and when the code was asked for, then allow or
 /// deny. A code someone else asked for shows their address, not the
 /// person's own.
-fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &(String, Option<DateTime<Utc>>)) -> String {
+fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &DeviceRequest) -> String {
     let e = pages::escape;
-    let (from, at) = asked;
-    let from = if from.is_empty() { "an unknown address" } else { from };
-    let when = match at {
+    let from = if asked.from.is_empty() {
+        "an unknown address"
+    } else {
+        &asked.from
+    };
+    let when = match asked.at {
         Some(at) => {
-            let minutes = (Utc::now() - *at).num_minutes().max(0);
+            let minutes = (Utc::now() - at).num_minutes().max(0);
             let ago = match minutes {
                 0 => "less than a minute ago".to_string(),
                 1 => "a minute ago".to_string(),
@@ -341,11 +340,11 @@ mod tests {
         };
         let typed = user.to_lowercase().replace('-', " ");
         let asked = devices.requested(&typed, now).await.unwrap();
-        assert_eq!(
-            asked,
-            Some(("198.51.100.4".to_string(), Some(now))),
-            "where and when, as typed"
-        );
+        let expected = DeviceRequest {
+            from: "198.51.100.4".into(),
+            at: Some(now),
+        };
+        assert_eq!(asked, Some(expected), "where and when, as typed");
         assert!(devices.decide(&typed, allowed.clone(), now).await.unwrap());
         let again = devices.decide(&user, Decision::Denied, now).await.unwrap();
         assert!(!again, "decided once");
