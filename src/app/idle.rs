@@ -11,8 +11,9 @@
 //! closed gracefully (a GOAWAY, which tells the client it may retry
 //! anything it sent after).
 //!
-//! The serving task pays a few atomic operations a request and one look at
-//! a flag a poll; no timer of its own.
+//! The serving task pays a few atomic operations a request and, each poll,
+//! a look at a flag and its waker's registration (a compare-and-swap, no
+//! clone when the waker is the same); no timer of its own.
 
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;

@@ -169,9 +169,10 @@ pub struct Limits {
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
     /// Long-running requests (watch, exec, attach, port-forward, proxy,
-    /// logs -f) one person, bot or agent may have open on one cluster at
-    /// once (1,000); more are refused with 429. The streaming connections
-    /// carry 64 × 250 streams a cluster, so no one caller takes them all.
+    /// logs -f) one person or bot, its agents included, may have open on
+    /// one cluster through one replica at once (1,000); more are refused
+    /// with 429. Each replica's streaming connections carry 64 × 250
+    /// streams a cluster, so no one caller takes them all.
     pub streams_per_caller: usize,
 }
 

@@ -253,12 +253,14 @@ impl RequestError {
                 "the request body is larger than portcullis's limit of {limit} bytes"
             )),
             E::Unforwardable => Status::bad_request("the request path cannot be forwarded"),
+            // No Retry-After: the places come back only as the caller's own
+            // streams close, and client-go would retry blindly meanwhile.
             E::TooManyStreams { most } => Status::failure(
                 429,
                 "TooManyRequests",
                 format!(
                     "you already have {most} long-running requests (watch, exec, attach, port-forward, proxy, logs -f) \
-                     open on this cluster, portcullis's limit for one person, bot or agent: close some, then retry"
+                     open on this cluster, portcullis's limit for one person or bot with its agents: close some, then retry"
                 ),
             ),
             _ => self.upstream_status(),

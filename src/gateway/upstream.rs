@@ -226,11 +226,10 @@ impl Upstream {
     /// no one caller takes all the streams the streaming connections carry
     /// (64 × the API server's 250) and stalls everyone else's watches.
     pub fn open_stream(self: &Arc<Self>, caller: &Identity, most: usize) -> Option<StreamSlot> {
-        // An agent counts apart from the person or bot it acts for.
-        let key = match &caller.agent {
-            Some(agent) => ["agent:", &agent.id].concat(),
-            None => caller.principal.to_string(),
-        };
+        // An agent counts as the person or bot it acts for: agents are
+        // made by a consent, and a caller counted apart in each would have
+        // as many places as agents.
+        let key = caller.principal.to_string();
         let mut open = self.open_streams.entry(key.clone()).or_insert(0);
         if *open >= most {
             return None;
@@ -365,17 +364,17 @@ mod tests {
     use crate::gateway::fixture::{held_agent, person, Fixture};
 
     #[tokio::test]
-    async fn a_caller_holds_at_most_its_limit_of_streams_and_an_agent_counts_apart_from_its_owner() {
+    async fn a_caller_holds_at_most_its_limit_of_streams_its_agents_included() {
         let fixture = Fixture::new("").await;
         let upstream = fixture.pipeline.upstream("c").unwrap();
         let (ana, agent) = (person(), held_agent());
         let first = upstream.open_stream(&ana, 2).expect("a first place");
-        let second = upstream.open_stream(&ana, 2).expect("a second place");
+        let agents = upstream.open_stream(&agent, 2).expect("a second place, ana's agent's");
         assert!(upstream.open_stream(&ana, 2).is_none(), "a third past the limit");
-        let agents = upstream.open_stream(&agent, 2).expect("the agent's own place");
+        assert!(upstream.open_stream(&agent, 2).is_none(), "the agent's are ana's");
         drop(first);
         let again = upstream.open_stream(&ana, 2).expect("a place freed");
-        drop((second, again, agents));
+        drop((again, agents));
         assert!(
             upstream.open_streams.is_empty(),
             "no caller is kept once its streams are gone"

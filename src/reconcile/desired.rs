@@ -129,15 +129,6 @@ pub enum DesiredError {
         /// The namespace it names.
         namespace: String,
     },
-    /// A grant (made before its namespace was protected) is in one of
-    /// `protected_namespaces`.
-    #[error("grant {grant}: namespace {namespace} is protected; it binds nothing")]
-    ProtectedNamespace {
-        /// Grant id.
-        grant: String,
-        /// The namespace.
-        namespace: String,
-    },
     /// A grant names a role that no longer exists.
     #[error("grant {grant}: role {role:?} does not exist (any more); it binds nothing")]
     UnknownRole {
@@ -289,16 +280,14 @@ pub fn desired(
             continue;
         }
         // Made before the namespace became protected: no group is sent
-        // there, and no binding is left there either.
-        if let Some(ns) = grant
+        // there, and no binding is left there either. Not an error: making
+        // a namespace protected is a routine step, and a pass that failed
+        // on it would leave every new grant "binding pending".
+        if grant
             .namespace
             .as_deref()
-            .filter(|ns| protected.iter().any(|p| p == ns))
+            .is_some_and(|ns| protected.iter().any(|p| p == ns))
         {
-            out.errors.push(DesiredError::ProtectedNamespace {
-                grant: grant.id.clone(),
-                namespace: ns.to_string(),
-            });
             continue;
         }
         out.objects.push(binding(grant, instance));

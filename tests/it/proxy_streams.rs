@@ -468,14 +468,14 @@ async fn a_caller_with_its_limit_of_streams_open_is_refused_another_and_no_one_e
     let kubectl = env.kubectl(&ana, "shop");
     let said = kubectl.fails(&["get", "configmaps", "--watch-only", "--request-timeout=30s"]);
     assert!(said.contains("already have 2 long-running requests"), "{said}");
-    // Ordinary requests do not count, and others have places of their own:
-    // another person, and ana's own agent.
+    // Ordinary requests do not count; ana's agent's streams are ana's; and
+    // another person has places of their own.
     let list = raw
         .get(&format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps"), &ana)
         .await;
     assert_eq!(list.status, 200);
+    assert_eq!(raw.stream(&watch, &agent).await.status(), 429);
     assert_eq!(raw.stream(&watch, &bob).await.status(), 200);
-    assert_eq!(raw.stream(&watch, &agent).await.status(), 200);
     // A watch closed, ana's place is free again.
     drop(first);
     let third = eventually("ana's closed watch frees its place", async || {

@@ -326,18 +326,12 @@ async fn a_namespace_made_protected_loses_the_bindings_of_grants_made_before() {
     assert!(bound(&env, "payments", id).await);
     env.config.protected_namespaces.push("payments".into());
     env.restart().await;
-    let pass = env.reconciler.pass_now(env.cluster).await.unwrap();
+    // A pass in step (no error: new grants elsewhere still bind).
+    let pass = env.reconcile().await;
     assert_eq!(pass.outcome.removed, 1, "{:?}", pass.outcome);
     assert!(
         !bound(&env, "payments", id).await,
         "no binding is left in a protected namespace"
-    );
-    let status = cli_ok(&env, &["admin", "cluster", "status"]);
-    assert!(
-        status.contains(&format!(
-            "grant {id}: namespace payments is protected; it binds nothing"
-        )),
-        "{status}"
     );
     env.stop().await;
 }

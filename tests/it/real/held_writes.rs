@@ -441,4 +441,11 @@ async fn a_held_patch_of_an_object_the_asker_cannot_read_runs_only_on_the_versio
     .await;
     assert_eq!(patches, [(true, 200), (false, 200), (true, 200), (false, 409)]);
     env.stop().await;
+    super::shared()
+        .admin(&[
+            "delete",
+            "clusterrolebinding,clusterrole",
+            "portcullis-rbac-manager-patcher",
+        ])
+        .unwrap();
 }
