@@ -75,6 +75,10 @@ pub enum Page<'a> {
     DeviceLogin,
     /// `/login/device/code`: `portcullis login --no-browser` asks for codes.
     DeviceCode,
+    /// `/login/device/check`: the person is shown where a typed code was
+    /// asked from (its own path, so that a replica of the release before,
+    /// which denies any decision but allow, answers 404 instead).
+    DeviceCheck,
     /// `/approvals`.
     List,
     /// `/approvals/<id>`.
@@ -105,6 +109,7 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
         "/login/cli" => return Ok(Route::Web(Page::CliLogin)),
         "/login/device" => return Ok(Route::Web(Page::DeviceLogin)),
         "/login/device/code" => return Ok(Route::Web(Page::DeviceCode)),
+        "/login/device/check" => return Ok(Route::Web(Page::DeviceCheck)),
         "/approvals" => return Ok(Route::Web(Page::List)),
         "/" | "/console" => return Ok(Route::Web(Page::Console)),
         "/oauth/authorize" => return Ok(Route::Web(Page::Authorize)),

@@ -4,7 +4,7 @@
 //! store's refuses to start.
 
 use crate::harness::Portcullis;
-use crate::signin::{free_port, portcullis, Idp, Visitor};
+use crate::signin::{csrf_of, free_port, portcullis, Idp, Visitor};
 use serde_json::Value;
 
 /// A second replica of `first`: the same store, approvals key and sign-in
@@ -16,15 +16,6 @@ async fn replica_of(first: &Portcullis) -> Portcullis {
         c.oidc = first.config.oidc.clone();
     })
     .await
-}
-
-/// The CSRF token in a page of `visitor`'s session.
-fn csrf_of(page: &str) -> String {
-    let after = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .expect("a form with its CSRF token");
-    after.split('"').next().unwrap().to_string()
 }
 
 /// `visitor` (signed in) allows a loopback login as `portcullis login`
@@ -81,11 +72,16 @@ async fn a_device_code_allowed_on_one_replica_is_polled_to_a_credential_at_anoth
     );
 
     let page = at_a.get("/login/device").await;
-    let check = format!("csrf={}&user_code={user}&decision=check", csrf_of(&page.body));
-    let shown = at_a.post("/login/device", &check).await;
+    let check = format!("csrf={}&user_code={user}", csrf_of(&page.body));
+    let shown = at_a.post("/login/device/check", &check).await;
     assert_eq!(shown.status, 200, "{}", shown.body);
     assert!(
-        shown.body.contains("was asked for from <strong>127.0.0.1</strong> at "),
+        shown.body.contains("less than a minute ago (<time datetime=\""),
+        "{}",
+        shown.body
+    );
+    assert!(
+        shown.body.contains("UTC</time>) from <strong>127.0.0.1</strong>"),
         "{}",
         shown.body
     );

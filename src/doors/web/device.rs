@@ -123,8 +123,9 @@ pub async fn serve(
             html(StatusCode::OK, device_page(&s, &session::csrf(key, &s), None))
         }
         (Page::DeviceLogin, Method::GET, None) => redirect(&format!("/login?next={}", encode("/login/device")), None),
+        (Page::DeviceCheck, Method::POST, Some(s)) => check(web, key, &s, request, row).await,
         (Page::DeviceLogin, Method::POST, Some(s)) => decide(web, key, &s, request, row).await,
-        (Page::DeviceLogin, Method::POST, None) => super::signin::sign_in_first(),
+        (Page::DeviceLogin | Page::DeviceCheck, Method::POST, None) => super::signin::sign_in_first(),
         _ => html(
             StatusCode::METHOD_NOT_ALLOWED,
             pages::message("Not allowed", "Use the page's own links and buttons."),
@@ -167,7 +168,9 @@ async fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
 /// The first step: the person types the code their terminal shows.
 fn device_page(s: &Session, csrf: &str, said: Option<&str>) -> String {
     let e = pages::escape;
-    let said = said.map(|t| format!("<p id=\"said\">{}</p>", e(t))).unwrap_or_default();
+    let said = said
+        .map(|t| format!("<p id=\"said\" role=\"alert\">{}</p>", e(t)))
+        .unwrap_or_default();
     pages::page(
         "Sign in a device",
         Some((&s.login, csrf)),
@@ -175,19 +178,21 @@ fn device_page(s: &Session, csrf: &str, said: Option<&str>) -> String {
             "<h1>Sign in the command line on another device</h1>{said}<p>Type the code your own \
              <code>portcullis login</code> shows. Never use a code someone sent you: it would sign them in \
              as you.</p>\
-             <form method=\"post\" action=\"/login/device\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+             <form method=\"post\" action=\"/login/device/check\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <label for=\"user_code\">Code</label>\
-             <input id=\"user_code\" name=\"user_code\" autocomplete=\"off\" required>\
-             <button type=\"submit\" name=\"decision\" value=\"check\" id=\"continue\">Continue</button></form>",
+             <input id=\"user_code\" name=\"user_code\" autocomplete=\"off\" autocapitalize=\"characters\" \
+             spellcheck=\"false\" required aria-describedby=\"said\">\
+             <button type=\"submit\" id=\"continue\">Continue</button></form>",
             e(csrf)
         ),
     )
 }
 
-/// The second step: where and when the code was asked for, then allow or
-/// deny. A code someone else asked for shows their address, not the
-/// person's own.
-fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &DeviceRequest) -> String {
+/// The second step: where and when the code was asked for, beside where
+/// the person is now, then allow or deny. A code someone else asked for
+/// shows their address, not the person's own. (`here` is this request's
+/// client address.)
+fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &DeviceRequest, here: &str) -> String {
     let e = pages::escape;
     let from = if asked.from.is_empty() {
         "an unknown address"
@@ -202,7 +207,11 @@ fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &DeviceRequest)
                 1 => "a minute ago".to_string(),
                 n => format!("{n} minutes ago"),
             };
-            format!("at {} UTC, {ago}", at.format("%H:%M"))
+            format!(
+                "{ago} (<time datetime=\"{}\">{} UTC</time>)",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                at.format("%H:%M")
+            )
         }
         None => "within the last ten minutes".to_string(),
     };
@@ -211,20 +220,72 @@ fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &DeviceRequest)
         "Allow this sign-in?",
         Some((&s.login, csrf)),
         &format!(
-            "<h1>Allow this sign-in?</h1><p id=\"asked\">The code <code>{}</code> was asked for from \
-             <strong>{}</strong> {}.</p><p>Allow it only if that was your own <code>portcullis login</code>: \
-             allowed, it acts as you for up to 12 hours.</p>\
+            "<h1>Allow this sign-in?</h1><p id=\"asked\">The code <code>{}</code> was asked for {when} from \
+             <strong>{}</strong>; this page is open from <strong>{}</strong>.</p><p>Allow it only if that was \
+             your own <code>portcullis login</code>: allowed, it acts as you for up to 12 hours.</p>\
              <form method=\"post\" action=\"/login/device\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <input type=\"hidden\" name=\"user_code\" value=\"{}\">\
              <button type=\"submit\" name=\"decision\" value=\"allow\" id=\"allow\">Allow</button> \
              <button type=\"submit\" name=\"decision\" value=\"deny\" id=\"deny\">Deny</button></form>",
             e(&code),
             e(from),
-            e(&when),
+            e(here),
             e(csrf),
             e(&code)
         ),
     )
+}
+
+/// The code typed: where and when it was asked for, before anything is
+/// decided; a code that waits nowhere is a refusal in the audit.
+async fn check(
+    web: &Web,
+    key: &seal::Key,
+    s: &Session,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+) -> Response<Body> {
+    mark(row, "device-check");
+    let form = match session_form(key, s, request, row).await {
+        Ok(form) => form,
+        Err(refused) => return refused,
+    };
+    let csrf = session::csrf(key, s);
+    if let Some(refused) = too_many_tries(web, s, &csrf, row) {
+        return refused;
+    }
+    let typed = field(&form, "user_code");
+    match web.devices().requested(typed, Utc::now()).await {
+        Ok(Some(asked)) => html(StatusCode::OK, confirm_page(s, &csrf, typed, &asked, &row.client)),
+        Ok(None) => {
+            row.refuse(Refusal::SignInCodeRefused);
+            html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(NOT_WAITING)))
+        }
+        Err(error) => {
+            tracing::warn!(%error, "a device code could not be looked up");
+            store_unavailable()
+        }
+    }
+}
+
+/// Each code tried (looked at or decided) takes from the per-address
+/// sign-in limit, so codes cannot be tried one after another (RFC 8628
+/// section 5.1); past it, the refusal.
+fn too_many_tries(web: &Web, s: &Session, csrf: &str, row: &mut AuditRow) -> Option<Response<Body>> {
+    if web.sign_in_allowed(&row.client) {
+        return None;
+    }
+    row.refuse(Refusal::RateLimited);
+    let why = "Too many codes tried from your address: wait a minute and try again.";
+    Some(html(StatusCode::TOO_MANY_REQUESTS, device_page(s, csrf, Some(why))))
+}
+
+/// What the person is told when no device waits with the code typed.
+const NOT_WAITING: &str = "No command line waits with this code: check it, or run portcullis login again.";
+
+fn store_unavailable() -> Response<Body> {
+    let why = "portcullis cannot reach its store now: try again.";
+    html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Not available", why))
 }
 
 async fn decide(
@@ -240,12 +301,10 @@ async fn decide(
         Err(refused) => return refused,
     };
     let csrf = session::csrf(key, s);
+    if let Some(refused) = too_many_tries(web, s, &csrf, row) {
+        return refused;
+    }
     let typed = field(&form, "user_code");
-    let not_waiting = "No command line waits with this code: check it, or run portcullis login again.";
-    let unavailable = || {
-        let why = "portcullis cannot reach its store now: try again.";
-        html(StatusCode::SERVICE_UNAVAILABLE, pages::message("Not available", why))
-    };
     let (decision, done) = match field(&form, "decision") {
         "allow" => (
             Decision::Allowed {
@@ -254,33 +313,21 @@ async fn decide(
             },
             "Allowed: the command line on your other device is signed in as you.",
         ),
-        "deny" => (
+        _ => (
             Decision::Denied,
             "Denied: the command line on the other device is not signed in.",
         ),
-        // The code typed: show where it was asked from before anything is
-        // decided.
-        _ => {
-            mark(row, "device-check");
-            return match web.devices().requested(typed, Utc::now()).await {
-                Ok(Some(asked)) => html(StatusCode::OK, confirm_page(s, &csrf, typed, &asked)),
-                Ok(None) => html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(not_waiting))),
-                Err(error) => {
-                    tracing::warn!(%error, "a device code could not be looked up");
-                    unavailable()
-                }
-            };
-        }
     };
     let decided = web.devices().decide(typed, decision, Utc::now()).await;
     if let Err(error) = &decided {
         tracing::warn!(%error, "a device decision could not be recorded");
-        return unavailable();
+        return store_unavailable();
     }
     if decided.is_ok_and(|d| d) {
         html(StatusCode::OK, pages::message("Done", done))
     } else {
-        html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(not_waiting)))
+        row.refuse(Refusal::SignInCodeRefused);
+        html(StatusCode::NOT_FOUND, device_page(s, &csrf, Some(NOT_WAITING)))
     }
 }
 
@@ -324,6 +371,42 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("p.db")).unwrap();
         (dir, Devices::new(store))
+    }
+
+    #[test]
+    fn the_confirmation_names_where_and_when_and_says_so_when_an_older_release_kept_neither() {
+        let s = Session {
+            login: "ana".into(),
+            credential_id: "c".into(),
+            cookie: "k".into(),
+        };
+        let at = Utc::now() - TimeDelta::minutes(3);
+        let asked = DeviceRequest {
+            from: "198.51.100.4".into(),
+            at: Some(at),
+        };
+        let page = confirm_page(&s, "t", "bcdf ghjk", &asked, "203.0.113.9");
+        assert!(
+            page.contains("<code>BCDF-GHJK</code> was asked for 3 minutes ago"),
+            "{page}"
+        );
+        assert!(page.contains(&format!(
+            "{} UTC</time>) from <strong>198.51.100.4</strong>",
+            at.format("%H:%M")
+        )));
+        assert!(
+            page.contains("this page is open from <strong>203.0.113.9</strong>"),
+            "{page}"
+        );
+        let older = DeviceRequest {
+            from: String::new(),
+            at: None,
+        };
+        let page = confirm_page(&s, "t", "BCDF-GHJK", &older, "203.0.113.9");
+        assert!(
+            page.contains("was asked for within the last ten minutes from <strong>an unknown address</strong>"),
+            "{page}"
+        );
     }
 
     #[tokio::test]

@@ -65,7 +65,7 @@ pub async fn serve(
     if let Page::CliLogin = page {
         return cli_login::serve(web, key, page, session, request, row).await;
     }
-    if let Page::DeviceLogin | Page::DeviceCode = page {
+    if let Page::DeviceLogin | Page::DeviceCode | Page::DeviceCheck = page {
         return device::serve(web, key, page, session, request, row).await;
     }
     if let Page::Authorize = page {

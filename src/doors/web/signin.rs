@@ -76,7 +76,7 @@ impl Web {
     }
 
     /// May `client` (an address) make another sign-in attempt now (a
-    /// sign-in, or asking for a device code)?
+    /// sign-in, asking for a device code, or trying one)?
     pub(super) fn sign_in_allowed(&self, client: &str) -> bool {
         self.limiter.check(client).is_ok()
     }

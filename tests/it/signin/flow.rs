@@ -277,3 +277,68 @@ async fn sign_in_attempts_from_one_address_are_rate_limited() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_codes_cannot_be_tried_one_after_another() {
+    let (env, _idp) = pair(|_| {}).await;
+    let visitor = Visitor::new(&env);
+    assert_eq!(visitor.sign_in("ana").await.status, 200);
+    let page = visitor.get("/login/device").await;
+    let csrf = super::csrf_of(&page.body);
+    // A code that waits nowhere is said so, and is a refusal in the audit.
+    let missed = visitor
+        .post("/login/device/check", &format!("csrf={csrf}&user_code=BCDF-GHJK"))
+        .await;
+    assert_eq!(missed.status, 404, "{}", missed.body);
+    assert!(
+        missed.body.contains("No command line waits with this code"),
+        "{}",
+        missed.body
+    );
+    assert_eq!(
+        row(&env, missed.audit_id.as_deref().unwrap()).await.refused,
+        "signin_code_refused"
+    );
+    // Looking and deciding both take from the address's sign-in attempts,
+    // so guessing stops at the limit (asked at once: the bucket refills
+    // one token in six seconds).
+    let limit = env.config.sessions.sign_in_per_minute;
+    let tries = (0..limit)
+        .map(|i| {
+            let (path, decision) = if i % 2 == 0 {
+                ("/login/device/check", "")
+            } else {
+                ("/login/device", "&decision=allow")
+            };
+            (
+                path,
+                format!(
+                    "csrf={csrf}&user_code=BCDF-GHJ{}{decision}",
+                    (b'B' + (i % 20) as u8) as char
+                ),
+            )
+        })
+        .collect::<Vec<_>>();
+    let mut statuses = Vec::new();
+    for (path, body) in &tries {
+        statuses.push(visitor.post(path, body).await.status);
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let refused = visitor
+        .post(
+            "/login/device",
+            &format!("csrf={csrf}&user_code=BCDF-GHJK&decision=allow"),
+        )
+        .await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(
+        refused.body.contains("Too many codes tried from your address"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        row(&env, refused.audit_id.as_deref().unwrap()).await.refused,
+        "rate_limited"
+    );
+    env.stop().await;
+}

@@ -285,6 +285,15 @@ fn absolute(url: &str, location: &str) -> String {
     format!("{}{location}", &url[..origin_end])
 }
 
+/// The CSRF token in a page of a signed-in visitor's session.
+pub fn csrf_of(page: &str) -> String {
+    let after = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .expect("a form with its CSRF token");
+    after.split('"').next().unwrap().to_string()
+}
+
 /// A plain HTTP client (for the providers on loopback).
 pub fn http_client() -> reqwest::Client {
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
