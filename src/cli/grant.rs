@@ -56,7 +56,7 @@ pub fn run(config: &Config, store: &Store, command: GrantCommand) -> Result<(), 
             let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, &by)?;
             add(config, store, &grant)
         }
-        GrantCommand::List => list(store),
+        GrantCommand::List => list(config, store),
         GrantCommand::Revoke { id } => revoke(config, store, &id),
     }
 }
@@ -81,14 +81,22 @@ fn add(config: &Config, store: &Store, grant: &Grant) -> Result<(), CliError> {
     Ok(())
 }
 
-fn list(store: &Store) -> Result<(), CliError> {
+/// Every grant and its state; one in a namespace protected since it was
+/// made is `protected`: it applies nowhere and binds nothing.
+fn list(config: &Config, store: &Store) -> Result<(), CliError> {
     println!(
         "{:<38} {:<20} {:<12} {:<16} {:<14} {:<20} STATE",
         "ID", "SUBJECT", "CLUSTER", "NAMESPACE", "ROLE", "EXPIRES"
     );
     for g in store.list_grants()? {
+        let protected = g
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| config.protected_namespaces.contains(ns));
         let state = if g.revoked_at.is_some() {
             "revoked"
+        } else if protected {
+            "protected"
         } else if g.in_effect(Utc::now()) {
             "active"
         } else {

@@ -333,5 +333,12 @@ async fn a_namespace_made_protected_loses_the_bindings_of_grants_made_before() {
         !bound(&env, "payments", id).await,
         "no binding is left in a protected namespace"
     );
+    // The operator sees why in the grant list.
+    let list = cli_ok(&env, &["admin", "grant", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(id.as_str()))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(line.ends_with(" protected"), "{line}");
     env.stop().await;
 }
