@@ -245,15 +245,10 @@ async fn check(
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
-    mark(row, "device-check");
-    let form = match session_form(key, s, request, row).await {
-        Ok(form) => form,
+    let (form, csrf) = match code_form(web, key, s, request, row, "device-check").await {
+        Ok(tried) => tried,
         Err(refused) => return refused,
     };
-    let csrf = session::csrf(key, s);
-    if let Some(refused) = too_many_tries(web, s, &csrf, row) {
-        return refused;
-    }
     let typed = field(&form, "user_code");
     match web.devices().requested(typed, Utc::now()).await {
         Ok(Some(asked)) => html(StatusCode::OK, confirm_page(s, &csrf, typed, &asked, &row.client)),
@@ -268,16 +263,28 @@ async fn check(
     }
 }
 
-/// Each code tried (looked at or decided) takes from the per-address
-/// sign-in limit, so codes cannot be tried one after another (RFC 8628
-/// section 5.1); past it, the refusal.
-fn too_many_tries(web: &Web, s: &Session, csrf: &str, row: &mut AuditRow) -> Option<Response<Body>> {
-    if web.sign_in_allowed(&row.client) {
-        return None;
+/// The form of a code tried (looked at or decided), its row marked
+/// `verb`, read under the session's CSRF token, and the token for the next
+/// page; or the refusal. Each try takes from the per-address sign-in
+/// limit, so codes cannot be tried one after another (RFC 8628 section
+/// 5.1).
+async fn code_form(
+    web: &Web,
+    key: &seal::Key,
+    s: &Session,
+    request: Request<Incoming>,
+    row: &mut AuditRow,
+    verb: &str,
+) -> Result<(super::form::Form, String), Response<Body>> {
+    mark(row, verb);
+    let form = session_form(key, s, request, row).await?;
+    let csrf = session::csrf(key, s);
+    if !web.sign_in_allowed(&row.client) {
+        row.refuse(Refusal::RateLimited);
+        let why = "Too many codes tried from your address: wait a minute and try again.";
+        return Err(html(StatusCode::TOO_MANY_REQUESTS, device_page(s, &csrf, Some(why))));
     }
-    row.refuse(Refusal::RateLimited);
-    let why = "Too many codes tried from your address: wait a minute and try again.";
-    Some(html(StatusCode::TOO_MANY_REQUESTS, device_page(s, csrf, Some(why))))
+    Ok((form, csrf))
 }
 
 /// What the person is told when no device waits with the code typed.
@@ -295,15 +302,10 @@ async fn decide(
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
-    mark(row, "device-decision");
-    let form = match session_form(key, s, request, row).await {
-        Ok(form) => form,
+    let (form, csrf) = match code_form(web, key, s, request, row, "device-decision").await {
+        Ok(tried) => tried,
         Err(refused) => return refused,
     };
-    let csrf = session::csrf(key, s);
-    if let Some(refused) = too_many_tries(web, s, &csrf, row) {
-        return refused;
-    }
     let typed = field(&form, "user_code");
     let (decision, done) = match field(&form, "decision") {
         "allow" => (
