@@ -170,8 +170,8 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Long-running requests (watch, exec, attach, port-forward, proxy,
     /// logs -f) one person or bot, its agents included, may have open on
-    /// one cluster through one replica at once (1,000); more are refused
-    /// with 429. Each replica's streaming connections carry 64 × 250
+    /// one cluster through one replica at once (1,000), one agent half of
+    /// that; more are refused with 429. Each replica's streaming connections carry 64 × 250
     /// streams a cluster, so no one caller takes them all.
     pub streams_per_caller: usize,
 }

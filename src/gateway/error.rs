@@ -260,7 +260,8 @@ impl RequestError {
                 "TooManyRequests",
                 format!(
                     "you already have {most} long-running requests (watch, exec, attach, port-forward, proxy, logs -f) \
-                     open on this cluster, portcullis's limit for one person or bot with its agents: close some, then retry"
+                     open on this cluster, portcullis's limit (a person's or bot's, its agents' included; an agent's alone is half): \
+                     close some, then retry"
                 ),
             ),
             _ => self.upstream_status(),

@@ -104,7 +104,7 @@ where
         Some(
             call.upstream
                 .open_stream(call.identity, most)
-                .ok_or(RequestError::TooManyStreams { most })?,
+                .map_err(|most| RequestError::TooManyStreams { most })?,
         )
     } else {
         None

@@ -81,18 +81,18 @@ const IDLE_CONNECTIONS: usize = 128;
 /// How long an idle HTTP/1.1 connection is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// One of a caller's open long-running requests ([`Upstream::open_stream`]).
+/// One of a caller's open long-running requests ([`Upstream::open_stream`]):
+/// counted for its person or bot, and for the agent if one asked.
 pub struct StreamSlot {
     upstream: Arc<Upstream>,
-    key: String,
+    keys: [Option<String>; 2],
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.upstream.open_streams.remove_if_mut(&self.key, |_, open| {
-            *open -= 1;
-            *open == 0
-        });
+        for key in self.keys.iter().flatten() {
+            self.upstream.give_back_stream(key);
+        }
     }
 }
 
@@ -222,24 +222,49 @@ impl Upstream {
 
     /// A place for one more long-running request (watch, log follow, proxy,
     /// exec, attach, port-forward) of `caller` on this cluster, held until
-    /// the slot is dropped; `None` if `caller` already has `most` open. So
-    /// no one caller takes all the streams the streaming connections carry
-    /// (64 × the API server's 250) and stalls everyone else's watches.
-    pub fn open_stream(self: &Arc<Self>, caller: &Identity, most: usize) -> Option<StreamSlot> {
-        // An agent counts as the person or bot it acts for: agents are
-        // made by a consent, and a caller counted apart in each would have
-        // as many places as agents.
-        let key = caller.principal.to_string();
-        let mut open = self.open_streams.entry(key.clone()).or_insert(0);
+    /// the slot is dropped; else the limit `caller` reached. So no one
+    /// caller takes all the streams the streaming connections carry (64 ×
+    /// the API server's 250) and stalls everyone else's watches.
+    ///
+    /// A person or bot has `most`, its agents' included: agents are made
+    /// by a consent, and counted apart each would bring as many places
+    /// again. One agent has half of them, so that a runaway agent leaves
+    /// its person room for their own.
+    pub fn open_stream(self: &Arc<Self>, caller: &Identity, most: usize) -> Result<StreamSlot, usize> {
+        let owner = caller.principal.to_string();
+        let agent = caller.agent.as_ref().map(|a| ["agent:", &a.id].concat());
+        let agent_most = (most / 2).max(1);
+        if let Some(agent) = &agent {
+            if !self.take_stream(agent, agent_most) {
+                return Err(agent_most);
+            }
+        }
+        if !self.take_stream(&owner, most) {
+            if let Some(agent) = &agent {
+                self.give_back_stream(agent);
+            }
+            return Err(most);
+        }
+        Ok(StreamSlot {
+            upstream: self.clone(),
+            keys: [Some(owner), agent],
+        })
+    }
+
+    fn take_stream(&self, key: &str, most: usize) -> bool {
+        let mut open = self.open_streams.entry(key.to_string()).or_insert(0);
         if *open >= most {
-            return None;
+            return false;
         }
         *open += 1;
-        drop(open);
-        Some(StreamSlot {
-            upstream: self.clone(),
-            key,
-        })
+        true
+    }
+
+    fn give_back_stream(&self, key: &str) {
+        self.open_streams.remove_if_mut(key, |_, open| {
+            *open -= 1;
+            *open == 0
+        });
     }
 
     /// Send an upgrade request over HTTP/1.1.
@@ -364,17 +389,24 @@ mod tests {
     use crate::gateway::fixture::{held_agent, person, Fixture};
 
     #[tokio::test]
-    async fn a_caller_holds_at_most_its_limit_of_streams_its_agents_included() {
+    async fn a_caller_holds_at_most_its_limit_of_streams_its_agents_included_and_an_agent_half() {
         let fixture = Fixture::new("").await;
         let upstream = fixture.pipeline.upstream("c").unwrap();
         let (ana, agent) = (person(), held_agent());
-        let first = upstream.open_stream(&ana, 2).expect("a first place");
-        let agents = upstream.open_stream(&agent, 2).expect("a second place, ana's agent's");
-        assert!(upstream.open_stream(&ana, 2).is_none(), "a third past the limit");
-        assert!(upstream.open_stream(&agent, 2).is_none(), "the agent's are ana's");
+        let first = upstream.open_stream(&ana, 4).expect("ana's first place");
+        let agents: Vec<_> = (0..2)
+            .map(|_| upstream.open_stream(&agent, 4).expect("the agent's own half"))
+            .collect();
+        assert_eq!(upstream.open_stream(&agent, 4).err(), Some(2), "an agent has half");
+        let last = upstream.open_stream(&ana, 4).expect("ana still has room");
+        assert_eq!(
+            upstream.open_stream(&ana, 4).err(),
+            Some(4),
+            "the agent's count as ana's"
+        );
         drop(first);
-        let again = upstream.open_stream(&ana, 2).expect("a place freed");
-        drop((again, agents));
+        let again = upstream.open_stream(&ana, 4).expect("a place freed");
+        drop((again, last, agents));
         assert!(
             upstream.open_streams.is_empty(),
             "no caller is kept once its streams are gone"
