@@ -37,7 +37,7 @@ use tokio_rustls::TlsAcceptor;
 mod idle;
 mod shards;
 
-use idle::{Activity, Tracked};
+use idle::Activity;
 
 /// A connection thread's signal to stop: its connections close gracefully
 /// when it changes, and the thread waits until all of them have dropped it.
@@ -355,7 +355,7 @@ async fn serve_connection(
         // box is what moves then, not the future's kilobytes.
         Box::pin(async move {
             let response = doors.handle(request, peer).await;
-            Ok::<_, std::convert::Infallible>(response.map(|body| Tracked::new(body, in_flight)))
+            Ok::<_, std::convert::Infallible>(response.map(|body| crate::body::Guarded::new(body, in_flight)))
         })
     });
     // Served in a task of its own, so that its polls pay for no deadline:

@@ -39,3 +39,41 @@ where
 {
     body.map_err(Into::into).boxed_unsync()
 }
+
+pin_project_lite::pin_project! {
+    /// `body`, unchanged, holding `guard` until the body is dropped: what
+    /// must last as long as an answer does (a connection's open request, a
+    /// caller's stream slot) rides with it.
+    pub struct Guarded<B, G> {
+        #[pin]
+        body: B,
+        guard: G,
+    }
+}
+
+impl<B, G> Guarded<B, G> {
+    /// `body` holding `guard`.
+    pub fn new(body: B, guard: G) -> Self {
+        Guarded { body, guard }
+    }
+}
+
+impl<B: http_body::Body, G> http_body::Body for Guarded<B, G> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}

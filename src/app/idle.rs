@@ -15,9 +15,7 @@
 //! a look at a flag and its waker's registration (a compare-and-swap, no
 //! clone when the waker is the same); no timer of its own.
 
-use bytes::Bytes;
 use futures_util::task::AtomicWaker;
-use http_body::{Body as HttpBody, Frame, SizeHint};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -94,38 +92,6 @@ impl Future for Closing<'_> {
         } else {
             Poll::Pending
         }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// An answer's body carrying its request's [`InFlight`] to its end.
-    pub(super) struct Tracked<B> {
-        #[pin]
-        body: B,
-        request: InFlight,
-    }
-}
-
-impl<B> Tracked<B> {
-    pub(super) fn new(body: B, request: InFlight) -> Self {
-        Tracked { body, request }
-    }
-}
-
-impl<B: HttpBody<Data = Bytes>> HttpBody for Tracked<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        self.project().body.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
 

@@ -148,36 +148,7 @@ where
         }
     }
     // The caller's place is held as long as the stream's body.
-    Ok(response.map(|body| body::boxed(Holding { body, _slot: slot })))
-}
-
-pin_project_lite::pin_project! {
-    /// A long-running answer's body, holding its caller's [`StreamSlot`].
-    struct Holding {
-        #[pin]
-        body: Body,
-        _slot: StreamSlot,
-    }
-}
-
-impl http_body::Body for Holding {
-    type Data = bytes::Bytes;
-    type Error = body::BoxError;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, body::BoxError>>> {
-        self.project().body.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
+    Ok(response.map(|body| body::boxed(body::Guarded::new(body, slot))))
 }
 
 /// The upgrade asked for (only exec, attach and port-forward may), with a
