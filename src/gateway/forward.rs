@@ -244,12 +244,12 @@ fn splice<B>(
         };
         open.inc();
         // Counted as read, so that a stream cut by either side still reports
-        // its bytes (copy_bidirectional only reports them on success).
+        // its bytes (the copies only report them on success).
         let (mut client, mut upstream) = (
             CountedIo::new(TokioIo::new(client)),
             CountedIo::new(TokioIo::new(upstream)),
         );
-        let result = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        let result = relay(&mut client, &mut upstream).await;
         open.dec();
         if let Err(error) = result {
             tracing::debug!(%error, "upgraded stream ended with an error");
@@ -265,6 +265,34 @@ fn splice<B>(
     headers::strip_response(&mut parts.headers, true);
     parts.extensions.insert(end);
     Response::from_parts(parts, body::empty())
+}
+
+/// Copy each way until either side ends, then close both, as kube-apiserver's
+/// own upgrade proxy does. Waiting for the other side instead (a half-close)
+/// would let a silent upstream keep a stream whose client is gone, and with
+/// it the caller's stream slot and connection place; the streaming protocols
+/// (WebSocket, SPDY) end their channels inside the stream, never by a
+/// half-closed TCP connection.
+async fn relay<C, U>(client: &mut C, upstream: &mut U) -> std::io::Result<()>
+where
+    C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    U: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let (mut client_read, mut client_write) = tokio::io::split(client);
+    let (mut upstream_read, mut upstream_write) = tokio::io::split(upstream);
+    let up = async {
+        tokio::io::copy(&mut client_read, &mut upstream_write).await?;
+        upstream_write.shutdown().await
+    };
+    let down = async {
+        tokio::io::copy(&mut upstream_read, &mut client_write).await?;
+        client_write.shutdown().await
+    };
+    tokio::select! {
+        ended = up => ended,
+        ended = down => ended,
+    }
 }
 
 fn content_length(headers: &http::HeaderMap) -> Option<u64> {

@@ -361,7 +361,16 @@ async fn a_connection_with_no_request_open_for_the_idle_timeout_is_closed_and_on
 /// stream is dropped (then cat reads the end of its input).
 async fn cat_session(env: &Portcullis, token: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let pod = first_pod(env).await;
-    let exec = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods/{pod}/exec?command=cat&stdin=true&stdout=true");
+    cat_session_in(env, token, CLUSTER, &pod).await
+}
+
+async fn cat_session_in(
+    env: &Portcullis,
+    token: &str,
+    cluster: &str,
+    pod: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let exec = format!("/clusters/{cluster}/api/v1/namespaces/shop/pods/{pod}/exec?command=cat&stdin=true&stdout=true");
     let ws = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
     let mut session = connected(env.addr, &env.ca_pem, b"http/1.1").await.unwrap();
     session
@@ -427,4 +436,118 @@ async fn an_exec_session_keeps_its_place_among_the_open_connections_until_it_end
     assert!(freed.is_ok(), "the ended session's place is still taken");
     drop(others);
     env.stop().await;
+}
+
+/// A cluster that upgrades whatever asks for it and then says nothing, and
+/// keeps its half of the stream open even after reading the other side's
+/// end: unlike kube-apiserver, which closes both halves. It answers anything
+/// else 200 with no body. Sends on `ended` each time it reads a stream's end;
+/// its streams close when `stop` is dropped.
+struct SilentCluster {
+    addr: std::net::SocketAddr,
+    ca_pem: String,
+    ended: tokio::sync::mpsc::UnboundedReceiver<()>,
+    stop: tokio::sync::watch::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SilentCluster {
+    async fn start() -> SilentCluster {
+        use http::{header, Request, Response};
+        use hyper::body::Incoming;
+        use hyper_util::rt::TokioIo;
+        let tls = portcullis::tls::generate(&[]).unwrap();
+        let mut config = portcullis::tls::server_config(&tls.cert_pem, &tls.key_pem).unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (ended_tx, ended) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, stopped) = tokio::sync::watch::channel(());
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, ended, stopped) = (acceptor.clone(), ended_tx.clone(), stopped.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+                        let (ended, mut stopped) = (ended.clone(), stopped.clone());
+                        let upgrading = request.headers().contains_key(header::UPGRADE);
+                        let upgrade = hyper::upgrade::on(&mut request);
+                        tokio::spawn(async move {
+                            let Ok(upgraded) = upgrade.await else { return };
+                            let mut stream = TokioIo::new(upgraded);
+                            let mut buf = [0u8; 1024];
+                            while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                            let _ = ended.send(());
+                            let _ = stopped.changed().await;
+                        });
+                        let answer = if upgrading {
+                            Response::builder()
+                                .status(101)
+                                .header(header::CONNECTION, "Upgrade")
+                                .header(header::UPGRADE, "websocket")
+                                .header("sec-websocket-protocol", "v5.channel.k8s.io")
+                        } else {
+                            Response::builder().status(200)
+                        };
+                        async move { answer.body(http_body_util::Empty::<bytes::Bytes>::new()) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+        SilentCluster {
+            addr,
+            ca_pem: tls.ca_pem,
+            ended,
+            stop,
+            task,
+        }
+    }
+
+    fn stop(self) {
+        self.task.abort();
+        drop(self.stop);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_client_is_gone_ends_though_the_cluster_keeps_its_half_open() {
+    let mut silent = SilentCluster::start().await;
+    let (server, ca_pem) = (format!("https://{}", silent.addr), silent.ca_pem.clone());
+    let env = Portcullis::start_with(|config| {
+        let ca_file = Portcullis::folder_of(config).join("silent-ca.pem");
+        std::fs::write(&ca_file, &ca_pem).unwrap();
+        let mut silent = config.clusters[0].clone();
+        silent.name = "silent".into();
+        silent.server = server;
+        silent.ca_file = ca_file;
+        config.clusters.push(silent);
+        config.limits.streams_per_caller = 1;
+    })
+    .await;
+    let token = env.person("ana", &[]);
+    let session = cat_session_in(&env, &token, "silent", "web").await;
+    let watch = "/clusters/silent/api/v1/namespaces/shop/configmaps?watch=1";
+    let refused = env.raw().stream(watch, &token).await;
+    assert_eq!(refused.status(), 429, "the session holds ana's one place");
+    // The client is gone, cleanly (close_notify, then FIN: as Go's TLS
+    // closes kubectl's connection). The cluster is told (it reads the
+    // stream's end), and the stream ends with it, though the cluster says
+    // nothing and keeps its half open.
+    let mut session = session;
+    session.shutdown().await.unwrap();
+    drop(session);
+    tokio::time::timeout(EVENTUALLY, silent.ended.recv())
+        .await
+        .expect("the cluster reads the end of the stream");
+    crate::support::eventually("the ended stream frees ana's one place", async || {
+        env.raw().stream(watch, &token).await.status() == 200
+    })
+    .await;
+    env.stop().await;
+    silent.stop();
 }
