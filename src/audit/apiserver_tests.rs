@@ -60,6 +60,33 @@ fn an_event_list_keeps_what_the_join_needs_and_never_a_body() {
 }
 
 #[test]
+fn a_nul_in_an_events_text_is_kept_marked_so_every_store_takes_the_batch() {
+    let mut nul = event("a", SA, Some("user:ana"));
+    nul["requestURI"] = json!("/api/v1/namespaces/%00/pods");
+    nul["userAgent"] = json!("curl\u{0}");
+    nul["annotations"]["authorization.k8s.io/reason"] = json!("namespaces \"\u{0}\" not found");
+    let events = parse_batch(&list(vec![nul, event("b", SA, Some("user:ben"))])).unwrap();
+    let kept: Vec<_> = events.into_iter().map(|e| kept("prod", e)).collect();
+    assert_eq!(kept[0].user_agent, "curl\u{fffd}");
+    assert_eq!(kept[0].reason, "namespaces \"\u{fffd}\" not found");
+    assert_eq!(
+        kept[0].request_uri, "/api/v1/namespaces/%00/pods",
+        "escaped, kept as is"
+    );
+    for store in crate::store::testing::both() {
+        let b = store.backend;
+        // PostgreSQL refused the whole batch before, losing "b" with "a".
+        assert_eq!(store.store_apiserver_events(&kept).unwrap(), 2, "{b}");
+        assert_eq!(
+            store.apiserver_events("a").unwrap()[0].user_agent,
+            "curl\u{fffd}",
+            "{b}"
+        );
+        assert_eq!(store.apiserver_events("b").unwrap().len(), 1, "{b}");
+    }
+}
+
+#[test]
 fn a_malformed_batch_is_refused_whole() {
     let mut missing_stage = event("b", SA, None);
     missing_stage.as_object_mut().unwrap().remove("stage");

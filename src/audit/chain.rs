@@ -61,11 +61,17 @@ pub struct Encoded {
 
 impl Encoded {
     /// Serialise `row` (field order is the struct's, so it is stable).
-    pub fn new(row: AuditRow) -> Encoded {
+    /// A NUL in its texts is replaced first ([`super::row_json::without_nul`]),
+    /// so the row stored, hashed and spooled is the same everywhere.
+    pub fn new(mut row: AuditRow) -> Encoded {
         // A row's JSON is some 600 to 900 bytes: one allocation.
         let mut line = Vec::with_capacity(1024);
         // serde_json's bytes, written for a fraction of its cost.
-        super::row_json::write(&row, &mut line);
+        if super::row_json::write(&row, &mut line) {
+            super::row_json::without_nul(&mut row);
+            line.clear();
+            let _ = super::row_json::write(&row, &mut line);
+        }
         line.push(b'\n');
         Encoded {
             row,

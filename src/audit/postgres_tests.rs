@@ -389,3 +389,21 @@ fn replicas_exporting_one_chain_export_each_row_once_from_where_the_export_began
     assert_eq!(ids(&all), committed, "every row after the start once, none before");
     assert!(!ids(&all).contains(&before[0].row.id));
 }
+
+#[test]
+fn a_row_with_a_nul_from_a_client_is_stored_marked_and_does_not_stop_the_commits_after_it() {
+    let (_db, mut store) = open();
+    let mut nul = row("ana", "get", 404);
+    nul.namespace = "\0".into();
+    nul.tool = "a\0b".into();
+    // What PostgreSQL refuses to make text of: before the row was cleaned,
+    // this commit failed, and the writer retried it for ever.
+    let chained = store.commit(&[], &[nul, row("ben", "get", 200)]).unwrap();
+    let read = store.query(&Filter::default()).unwrap();
+    assert_eq!(read, chained);
+    assert_eq!(read[0].row.namespace, "\u{fffd}");
+    assert_eq!(read[0].row.tool, "a\u{fffd}b");
+    assert_eq!(read[1].row.login, "ben");
+    store.commit(&[], &[row("cai", "get", 200)]).unwrap();
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(3));
+}

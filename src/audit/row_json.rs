@@ -15,14 +15,17 @@ use chrono::{DateTime, Utc};
 macro_rules! fields {
     ($row:expr, $out:expr; $first:ident: $first_as:ident, $($field:ident: $as:ident,)+) => {{
         let AuditRow { $first, $($field),+ } = $row;
-        $first_as($out, concat!("{\"", stringify!($first), "\":"), $first);
-        $($as($out, concat!(",\"", stringify!($field), "\":"), $field);)+
+        let mut nul = $first_as($out, concat!("{\"", stringify!($first), "\":"), $first);
+        $(nul |= $as($out, concat!(",\"", stringify!($field), "\":"), $field);)+
         $out.push(b'}');
+        nul
     }};
 }
 
 /// Append `row`'s JSON to `out`: `serde_json::to_vec(row)`, byte for byte.
-pub fn write(row: &AuditRow, out: &mut Vec<u8>) {
+/// Says whether a text held a NUL (see [`without_nul`]).
+#[must_use]
+pub fn write(row: &AuditRow, out: &mut Vec<u8>) -> bool {
     fields!(row, out;
         id: text,
         started_at: time,
@@ -62,47 +65,128 @@ pub fn write(row: &AuditRow, out: &mut Vec<u8>) {
         // `skip_serializing_if = "String::is_empty"` on both.
         via: text_unless_empty,
         kind: text_unless_empty,
-    );
+    )
 }
 
-fn text(out: &mut Vec<u8>, key: &str, value: &str) {
-    out.extend_from_slice(key.as_bytes());
-    escaped(out, value);
-}
-
-fn text_unless_empty(out: &mut Vec<u8>, key: &str, value: &str) {
-    if !value.is_empty() {
-        text(out, key, value);
+/// `row` with each NUL in its texts replaced by U+FFFD. PostgreSQL's text
+/// cannot hold a NUL, so a row carrying one from a client (a path's `%00`,
+/// an MCP tool's name) would fail its commit, and the writer, keeping
+/// every row, would try it again for ever: the row keeps what the client
+/// sent, visibly marked, rather than stop the audit.
+pub fn without_nul(row: &mut AuditRow) {
+    // No `..`: a text added to the row and not here does not compile.
+    let AuditRow {
+        id,
+        started_at: _,
+        ended_at: _,
+        cluster,
+        principal_kind,
+        login,
+        credential_id,
+        credential_prefix,
+        session,
+        tool,
+        client,
+        method,
+        path,
+        query,
+        verb,
+        api_group,
+        api_version,
+        resource,
+        subresource,
+        namespace,
+        name,
+        code: _,
+        reason,
+        refused,
+        bytes_in: _,
+        bytes_out: _,
+        duration_ms: _,
+        write: _,
+        discovery: _,
+        dry_run: _,
+        redacted: _,
+        truncated: _,
+        secret_revealed: _,
+        held: _,
+        approved: _,
+        via,
+        kind,
+    } = row;
+    let texts = [
+        id,
+        cluster,
+        principal_kind,
+        login,
+        credential_id,
+        credential_prefix,
+        session,
+        tool,
+        client,
+        method,
+        path,
+        query,
+        verb,
+        api_group,
+        api_version,
+        resource,
+        subresource,
+        namespace,
+        name,
+        reason,
+        refused,
+        via,
+        kind,
+    ];
+    for text in texts {
+        if text.contains('\0') {
+            *text = text.replace('\0', "\u{fffd}");
+        }
     }
+}
+
+fn text(out: &mut Vec<u8>, key: &str, value: &str) -> bool {
+    out.extend_from_slice(key.as_bytes());
+    escaped(out, value)
+}
+
+fn text_unless_empty(out: &mut Vec<u8>, key: &str, value: &str) -> bool {
+    !value.is_empty() && text(out, key, value)
 }
 
 /// What `stamp::serialize` (the fields' `serialize_with`) hands serde_json,
 /// which escapes it as any string.
-fn time(out: &mut Vec<u8>, key: &str, t: &DateTime<Utc>) {
+fn time(out: &mut Vec<u8>, key: &str, t: &DateTime<Utc>) -> bool {
     out.extend_from_slice(key.as_bytes());
     // Digits, separators and a sign: nothing JSON escapes.
     out.push(b'"');
     out.extend_from_slice(Stamp::auto_si(t).as_bytes());
     out.push(b'"');
+    false
 }
 
-fn flag(out: &mut Vec<u8>, key: &str, value: &bool) {
+fn flag(out: &mut Vec<u8>, key: &str, value: &bool) -> bool {
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(if *value { b"true" } else { b"false" });
+    false
 }
 
 /// Decimal digits, as serde_json writes unsigned integers.
-fn number<N: Copy + Into<u64>>(out: &mut Vec<u8>, key: &str, value: &N) {
+fn number<N: Copy + Into<u64>>(out: &mut Vec<u8>, key: &str, value: &N) -> bool {
     out.extend_from_slice(key.as_bytes());
     crate::text::push_decimal(out, (*value).into());
+    false
 }
 
 /// `value` quoted and escaped as serde_json's `format_escaped_str`: `"`,
 /// `\` and the bytes below 0x20 escaped (`\b \f \n \r \t` short, the rest
 /// `\u00xx` in lower-case hex), everything else (DEL, non-ASCII) as is.
-fn escaped(out: &mut Vec<u8>, value: &str) {
+/// Says whether `value` held a NUL.
+fn escaped(out: &mut Vec<u8>, value: &str) -> bool {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = value.as_bytes();
+    let mut nul = false;
     out.push(b'"');
     // Bytes are copied in runs up to the next one to escape; an escaped byte
     // is ASCII, so a run never splits a character.
@@ -120,17 +204,21 @@ fn escaped(out: &mut Vec<u8>, value: &str) {
             b'\n' => out.extend_from_slice(b"\\n"),
             b'\r' => out.extend_from_slice(b"\\r"),
             b'\t' => out.extend_from_slice(b"\\t"),
-            _ => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(byte >> 4)],
-                HEX[usize::from(byte & 0xf)],
-            ]),
+            _ => {
+                nul |= byte == 0;
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(byte >> 4)],
+                    HEX[usize::from(byte & 0xf)],
+                ]);
+            }
         }
     }
     out.push(b'"');
+    nul
 }
 
 /// The first byte at or after `from` that [`escaped`] must escape (the
@@ -165,7 +253,7 @@ mod tests {
 
     fn ours(row: &AuditRow) -> String {
         let mut out = Vec::new();
-        write(row, &mut out);
+        let _ = write(row, &mut out);
         String::from_utf8(out).unwrap()
     }
 
@@ -232,6 +320,44 @@ mod tests {
         for (key, value) in full.as_object().unwrap() {
             assert_ne!(Some(value), default.get(key), "{key} is at its default");
         }
+    }
+
+    #[test]
+    fn a_nul_in_any_text_is_replaced_before_the_row_is_encoded_and_the_rest_kept() {
+        let clean = every_field_set();
+        let texts = |row: &AuditRow| -> Vec<(String, String)> {
+            let value = serde_json::to_value(row).unwrap();
+            let object = value.as_object().unwrap();
+            let mut texts: Vec<_> = object
+                .iter()
+                .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+                .collect();
+            texts.retain(|(key, _)| key != "started_at" && key != "ended_at");
+            texts
+        };
+        // Each text of the row in turn carries a NUL.
+        for (key, _) in texts(&clean) {
+            let mut value = serde_json::to_value(&clean).unwrap();
+            let text = value[&key].as_str().unwrap().to_string();
+            value[&key] = format!("a\0{text}\0").into();
+            let with_nul: AuditRow = serde_json::from_value(value).unwrap();
+            let mut out = Vec::new();
+            assert!(write(&with_nul, &mut out), "{key}: its NUL is seen");
+            let encoded = crate::audit::chain::Encoded::new(with_nul);
+            let row = encoded.row();
+            let stored = serde_json::to_value(row).unwrap();
+            assert_eq!(stored[&key], format!("a\u{fffd}{text}\u{fffd}"), "{key}");
+            assert_eq!(
+                encoded.json(),
+                serde_json::to_vec(row).unwrap(),
+                "{key}: the bytes are the row's"
+            );
+            assert!(!String::from_utf8_lossy(encoded.json()).contains("\\u0000"), "{key}");
+            let others = |row: &AuditRow| texts(row).into_iter().filter(|(k, _)| *k != key).collect::<Vec<_>>();
+            assert_eq!(others(row), others(&clean), "{key}: the other texts are as they were");
+        }
+        let mut out = Vec::new();
+        assert!(!write(&clean, &mut out), "no NUL, none seen");
     }
 
     #[test]
@@ -370,10 +496,13 @@ mod tests {
         #[test]
         fn any_row_is_written_byte_for_byte_as_serde_json_writes_it(row in any_row()) {
             let mut out = b"before".to_vec();
-            write(&row, &mut out);
+            let nul = write(&row, &mut out);
             prop_assert_eq!(&out[..6], b"before");
             let theirs = serde_json::to_vec(&row).unwrap();
             prop_assert_eq!(&out[6..], theirs.as_slice());
+            let held_nul = serde_json::to_value(&row).unwrap().as_object().unwrap().values()
+                .any(|value| value.as_str().is_some_and(|text| text.contains('\0')));
+            prop_assert_eq!(nul, held_nul);
         }
     }
 }

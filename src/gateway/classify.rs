@@ -10,7 +10,7 @@
 //! redacted as a list.
 
 use super::query::Query;
-use crate::audit::row::{is_discovery, AuditRow};
+use crate::audit::row::{bounded, is_discovery, AuditRow};
 use serde::Serialize;
 use smallvec::SmallVec;
 
@@ -238,12 +238,14 @@ impl AuditRow {
     /// Record what it is, as Kubernetes classifies it.
     pub fn classify(&mut self, info: &RequestInfo) {
         self.verb = info.verb.clone();
-        self.api_group = info.api_group.clone();
-        self.api_version = info.api_version.clone();
-        self.resource = info.resource.clone();
-        self.subresource = info.subresource.clone();
-        self.namespace = info.namespace.clone();
-        self.name = info.name.clone();
+        // Read from the path, so as long as a client makes them: bounded as
+        // the path itself is.
+        self.api_group = bounded(&info.api_group);
+        self.api_version = bounded(&info.api_version);
+        self.resource = bounded(&info.resource);
+        self.subresource = bounded(&info.subresource);
+        self.namespace = bounded(&info.namespace);
+        self.name = bounded(&info.name);
         self.write = info.is_write();
         self.discovery = !info.is_resource_request && is_discovery(&info.path);
         self.dry_run = info.dry_run;

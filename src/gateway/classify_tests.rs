@@ -470,3 +470,23 @@ fn writes_and_streams_are_told_apart() {
     assert!(info(Method::GET, "/api/v1/namespaces/a/pods/p/log").is_long_running());
     assert!(!info(Method::GET, "/api/v1/namespaces/a/pods").is_long_running());
 }
+
+#[test]
+fn what_the_row_reads_from_the_path_is_bounded_as_the_path_is() {
+    let long = "n".repeat(10_000);
+    let path = format!("/apis/{long}/{long}/namespaces/{long}/{long}/{long}/{long}");
+    let info = classify(&Method::GET, &path, None);
+    assert_eq!(info.namespace, long, "the request itself is classified whole");
+    let mut row = AuditRow::default();
+    row.classify(&info);
+    for (field, value) in [
+        ("api_group", &row.api_group),
+        ("api_version", &row.api_version),
+        ("namespace", &row.namespace),
+        ("resource", &row.resource),
+        ("name", &row.name),
+        ("subresource", &row.subresource),
+    ] {
+        assert_eq!(value.len(), crate::audit::row::MAX_TEXT, "{field}");
+    }
+}
