@@ -117,10 +117,10 @@ impl Default for AccessConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
-    /// Sustained `/mcp` requests one credential may send per minute (240);
+    /// Sustained `/mcp` requests one agent may send per minute (all its credentials together) (240);
     /// more get 429 before their body is read.
     pub requests_per_minute: u32,
-    /// Requests one credential may send at once after a quiet spell (60).
+    /// Requests one agent may send at once after a quiet spell (60).
     pub burst: u32,
     /// `scale` refuses fewer replicas than this (0).
     pub scale_min_replicas: u32,

@@ -12,8 +12,8 @@
 //! 1. takes the identity the `/mcp` door authenticated from the bearer token
 //!    (a 401 carries the `resource_metadata` challenge), and refuses a
 //!    credential that is not an agent's;
-//! 2. applies the per-credential rate limit ([`ratelimit`]), before the body
-//!    is read;
+//! 2. applies the per-agent rate limit ([`ratelimit`]), before the body is
+//!    read (every credential of an agent shares it);
 //! 3. reads the body under the request body limit and refuses a JSON-RPC
 //!    batch, and JSON nested deeper than [`crate::document::MAX_DEPTH`];
 //! 4. puts a [`Caller`] into the request's extensions, which rmcp hands to
@@ -145,18 +145,20 @@ impl Endpoint {
             let message = "/mcp takes an agent's credential: create one with `portcullis agent add`";
             return refusal(403, "agent.required", message, json!({}));
         }
-        // Before the body is read: a flood costs a hash lookup, no more.
-        if let Err(wait) = self.limiter.check(&identity.credential_id) {
+        let agent = identity.agent.as_ref().map(|a| a.id.clone()).unwrap_or_default();
+        // Before the body is read: a flood costs a hash lookup, no more. Per
+        // agent, not per credential: an OAuth session's every refresh makes
+        // a credential, and the ones before stay valid for their hour.
+        if let Err(wait) = self.limiter.check(&agent) {
             row.refuse(Refusal::RateLimited);
             let seconds = wait.as_secs().max(1);
-            let message = format!("too many requests from this credential: wait {seconds} s");
+            let message = format!("too many requests from this agent: wait {seconds} s");
             let mut response = refusal(429, "rate_limited", &message, json!({"retry_after_seconds": seconds}));
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             return response;
         }
-        let agent = identity.agent.as_ref().map(|a| a.id.clone()).unwrap_or_default();
         let session = request
             .headers()
             .get(SESSION_HEADER)

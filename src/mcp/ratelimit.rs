@@ -1,7 +1,8 @@
-//! The per-credential rate limit of `/mcp`: a token bucket for each
-//! credential, checked before the request body is read.
+//! The per-agent rate limit of `/mcp`: a token bucket for each agent (all
+//! its credentials: an OAuth session makes one at each refresh), checked
+//! before the request body is read.
 //!
-//! Buckets are keyed by credential id, which exists only once the token was
+//! Buckets are keyed by agent id, which exists only once the token was
 //! authenticated, so made-up tokens cannot grow the map. A full bucket is the
 //! same as no bucket, so those are what a sweep drops. Other limiters share
 //! this one with keys a client names (an OAuth `client_id`, an address): a
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 /// Sweep the map when it holds more buckets than this.
 const SWEEP_ABOVE: usize = 4096;
 
-/// Token buckets, one per credential.
+/// Token buckets, one per key (an agent, an address, a client).
 #[derive(Debug)]
 pub struct RateLimiter {
     /// Tokens added per second.

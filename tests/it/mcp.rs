@@ -294,13 +294,20 @@ async fn batches_non_agent_credentials_and_oversized_bodies_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_credential_over_its_rate_is_refused_before_its_body_is_read() {
+async fn an_agent_over_its_rate_is_refused_before_its_body_is_read_whichever_of_its_credentials_it_uses() {
     let env = Portcullis::start_with(|c| {
         c.mcp.requests_per_minute = 1;
         c.mcp.burst = 3;
     })
     .await;
-    let token = ana_and_agent(&env);
+    ana_and_agent(&env);
+    // Two credentials of one agent, as an OAuth session has after a refresh.
+    let agent = env
+        .store
+        .add_agent(&portcullis::identity::Principal::person("ana"), "twin", &[], false)
+        .unwrap();
+    let token = env.store.issue_agent_credential(&agent, None).unwrap().1;
+    let twin = env.store.issue_agent_credential(&agent, None).unwrap().1;
     let other = env.agent_named("ana", "other", &[]);
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#;
     for _ in 0..3 {
@@ -318,10 +325,15 @@ async fn a_credential_over_its_rate_is_refused_before_its_body_is_read() {
             .unwrap()
             >= 1
     );
+    assert_eq!(
+        post(&env, Some(&twin), body).await.status,
+        429,
+        "the agent's other credential shares its bucket"
+    );
     assert_ne!(
         post(&env, Some(&other), body).await.status,
         429,
-        "each credential has its own bucket"
+        "each agent has its own bucket"
     );
     env.stop().await;
 }
