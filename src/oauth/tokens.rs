@@ -269,22 +269,33 @@ pub fn session_of(store: &Store, code_or_refresh_token: &str) -> Option<String> 
     refresh.or_else(|| store.code_session(&hash).ok().flatten())
 }
 
+/// What a revocation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Revoked {
+    /// A refresh token's whole agent session (its id).
+    Session(String),
+    /// An access token, alone.
+    Credential,
+    /// Nothing: the token is unknown here, or not one of OAuth's.
+    Nothing,
+}
+
 /// Revoke a token (RFC 7009): a refresh token ends its session; an access
-/// token is revoked alone. Unknown tokens are not an error (§2.2). Returns
-/// the session ended, if any.
-pub fn revoke(store: &Store, token: &str) -> Result<Option<String>, OAuthError> {
+/// token is revoked alone. Unknown tokens are not an error (§2.2).
+pub fn revoke(store: &Store, token: &str) -> Result<Revoked, OAuthError> {
     let hash = credential::hash(token);
     if let Some(session) = store.refresh_token_session(&hash).map_err(store_error)? {
         store.end_agent_session(&session).map_err(store_error)?;
-        return Ok(Some(session));
+        return Ok(Revoked::Session(session));
     }
     if let Some(found) = store.lookup_credential(&hash).map_err(store_error)? {
         let bound = found.origin.as_ref().and_then(|o| o.audience) == Some(Audience::Mcp);
         if bound {
             store.revoke_credential(&found.credential.id).map_err(store_error)?;
+            return Ok(Revoked::Credential);
         }
     }
-    Ok(None)
+    Ok(Revoked::Nothing)
 }
 
 #[cfg(test)]

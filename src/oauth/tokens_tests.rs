@@ -155,7 +155,7 @@ fn revoking_a_refresh_token_ends_its_session_and_an_access_token_only_itself() {
     let (_dir, store) = setup();
     let code = issue_code(&store, &consent()).unwrap();
     let issued = exchange_code(&store, ask(&code)).unwrap();
-    assert_eq!(revoke(&store, &issued.access_token).unwrap(), None);
+    assert_eq!(revoke(&store, &issued.access_token).unwrap(), Revoked::Credential);
     let found = store
         .lookup_credential(&credential::hash(&issued.access_token))
         .unwrap()
@@ -164,10 +164,10 @@ fn revoking_a_refresh_token_ends_its_session_and_an_access_token_only_itself() {
     assert!(!store.agent(&issued.agent.id).unwrap().unwrap().disabled);
     assert_eq!(
         revoke(&store, &issued.refresh_token).unwrap(),
-        Some(issued.agent.id.clone())
+        Revoked::Session(issued.agent.id.clone())
     );
     assert!(store.agent(&issued.agent.id).unwrap().unwrap().disabled);
-    assert_eq!(revoke(&store, "pcl_not-a-token").unwrap(), None);
+    assert_eq!(revoke(&store, "pcl_not-a-token").unwrap(), Revoked::Nothing);
 }
 
 #[test]

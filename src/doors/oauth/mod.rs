@@ -9,8 +9,8 @@
 //! Only the two documents and the token endpoint answer cross-origin
 //! requests (`Access-Control-Allow-Origin: *`, preflights included): a
 //! browser-based client must read them, and none of them acts on a cookie.
-//! Registration and token requests are rate-limited per address and per
-//! client.
+//! Registration, token and revocation requests are rate-limited per
+//! address, and token requests per client too.
 
 pub use crate::oauth::metadata;
 pub mod register;
@@ -106,7 +106,10 @@ impl OAuth {
                 Err(error) => refused(row, error),
                 Ok(()) => register::serve(&self.clients, request, row).await,
             },
-            OAuthEndpoint::Revoke => revoke::serve(self, authenticator, request, row).await,
+            OAuthEndpoint::Revoke => match self.limit("revoke", &format!("addr:{}", row.client)) {
+                Err(error) => refused(row, error),
+                Ok(()) => revoke::serve(self, authenticator, request, row).await,
+            },
         }
     }
 

@@ -8,7 +8,7 @@ use crate::body::Body;
 use crate::identity::authenticate::Authenticator;
 use crate::identity::credential;
 use crate::oauth::error::OAuthError;
-use crate::oauth::tokens;
+use crate::oauth::tokens::{self, Revoked};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -41,12 +41,19 @@ pub async fn serve(
     let digest = credential::digest(&token);
     let ended = tokio::task::spawn_blocking(move || tokens::revoke(&store, &token)).await;
     match ended {
-        Ok(Ok(session)) => {
-            if let Some(session) = session {
-                row.session = session.clone();
-                authenticator.forget_agent(&session);
+        Ok(Ok(revoked)) => {
+            // Only what was revoked leaves the credential cache: forgetting
+            // also voids the cache fills in flight, which an unknown token
+            // must not be able to do for everyone's.
+            match revoked {
+                Revoked::Session(session) => {
+                    authenticator.forget_agent(&session);
+                    authenticator.forget_digest(&digest);
+                    row.session = session;
+                }
+                Revoked::Credential => authenticator.forget_digest(&digest),
+                Revoked::Nothing => {}
             }
-            authenticator.forget_digest(&digest);
             json(StatusCode::OK, "{}".into())
         }
         Ok(Err(e)) => error(&e),

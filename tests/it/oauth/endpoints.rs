@@ -326,7 +326,7 @@ async fn a_code_or_refresh_token_presented_twice_ends_the_session_and_every_toke
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn registration_authorize_and_token_requests_are_rate_limited_per_address() {
+async fn registration_authorize_token_and_revocation_requests_are_rate_limited_per_address() {
     let env = Portcullis::start_with(|c| c.oauth.requests_per_minute = 2).await;
     let client = raw(&env);
     let form = [("content-type", "application/x-www-form-urlencoded")];
@@ -340,6 +340,12 @@ async fn registration_authorize_and_token_requests_are_rate_limited_per_address(
             b"grant_type=refresh_token".to_vec(),
         ),
         (Method::POST, "/oauth/register", &json[..], b"{}".to_vec()),
+        (
+            Method::POST,
+            "/oauth/revoke",
+            &form[..],
+            b"token=pcl_known-to-no-one".to_vec(),
+        ),
         (Method::GET, authorize, &[][..], Vec::new()),
     ] {
         let mut codes = Vec::new();
