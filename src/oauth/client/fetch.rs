@@ -151,10 +151,10 @@ impl Fetcher {
             return Err("could not be fetched: its host name resolves to no address".into());
         }
         if let Some(private) = found.iter().find(|a| !self.private_allowed && !public(a.ip())) {
-            return Err(format!(
-                "is refused: its host is at {}, which is not a public address",
-                private.ip()
-            ));
+            // The address is for the operator's log, not the answer: anyone
+            // may name any URL, and would learn where internal names lead.
+            tracing::info!(host = %target.host, address = %private.ip(), "a client metadata document's host is not at a public address");
+            return Err("is refused: its host is not at a public address".into());
         }
         Ok(found)
     }
