@@ -35,7 +35,8 @@ pub enum Refusal {
     OAuthToken,
     /// An MCP request named a session another agent began.
     McpSessionForeign,
-    /// Credentials could not be checked (the store did not answer).
+    /// The store did not answer: credentials, or an MCP session's owner,
+    /// could not be checked or kept.
     CredentialsUnavailable,
     /// The audit was read by someone not an admin.
     NotAdmin,

@@ -188,7 +188,7 @@ impl Endpoint {
         if let (None, Some(begun)) = (&session, begun) {
             if let Err(error) = self.owners.record(begun, &agent).await {
                 tracing::error!(%error, "cannot record who began an MCP session");
-                row.refuse(Refusal::McpSessionForeign);
+                row.refuse(Refusal::CredentialsUnavailable);
                 return refusal(
                     503,
                     "unavailable",
@@ -212,6 +212,7 @@ impl Endpoint {
             }
             Err(error) => {
                 tracing::error!(%error, "cannot look up who began an MCP session");
+                row.refuse(Refusal::CredentialsUnavailable);
                 let message = "portcullis cannot check the session now; try again";
                 Err(Box::new(refusal(503, "unavailable", message, json!({}))))
             }

@@ -30,7 +30,7 @@ use chrono::{DateTime, Utc};
 use rmcp::transport::streamable_http_server::session::{SessionState, SessionStore, SessionStoreError};
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A session unused this long is forgotten: its client initializes anew.
 pub const UNUSED_FOR: Duration = Duration::from_secs(24 * 3600);
@@ -127,14 +127,30 @@ impl SessionStore for StoredSessions {
 /// naming a session another agent began is answered as if the session did
 /// not exist. Kept in the store beside the session, cached here (an owner
 /// never changes).
+///
+/// A session rmcp serves from memory is never loaded, so its use is noted
+/// here ([`TOUCH_EVERY`]): else it would be swept after [`UNUSED_FOR`] while
+/// in use, and its client, sent to another replica or after a restart,
+/// answered 404.
 #[derive(Debug)]
 pub struct Owners {
     store: Store,
-    cache: dashmap::DashMap<String, String>,
+    cache: dashmap::DashMap<String, Owner>,
+}
+
+#[derive(Debug)]
+struct Owner {
+    agent: String,
+    /// When this process last noted the session's use in the store.
+    touched: Instant,
 }
 
 /// The cache holds at most this many owners; past it, the store answers.
 const OWNERS_CACHED: usize = 100_000;
+
+/// How often a session in use has its use noted in the store: far within
+/// [`UNUSED_FOR`], and at most a write an hour a session.
+const TOUCH_EVERY: Duration = Duration::from_secs(3600);
 
 impl Owners {
     /// Owners kept in `store`.
@@ -148,9 +164,21 @@ impl Owners {
     /// May agent `agent_id` use session `session_id`? Only if it began it;
     /// `Err` when the store cannot say (fail closed).
     pub async fn allows(&self, session_id: &str, agent_id: &str) -> Result<bool, StoreError> {
+        self.allows_touching(session_id, agent_id, TOUCH_EVERY).await
+    }
+
+    async fn allows_touching(&self, session_id: &str, agent_id: &str, every: Duration) -> Result<bool, StoreError> {
         let id = credential::hash(session_id);
-        if let Some(owner) = self.cache.get(&id) {
-            return Ok(*owner == agent_id);
+        if let Some(mut owner) = self.cache.get_mut(&id) {
+            if owner.agent != agent_id {
+                return Ok(false);
+            }
+            if owner.touched.elapsed() >= every {
+                owner.touched = Instant::now();
+                drop(owner);
+                self.touch(id);
+            }
+            return Ok(true);
         }
         let store = self.store.clone();
         let key = id.clone();
@@ -160,11 +188,26 @@ impl Owners {
         let Some(owner) = owner else {
             return Ok(false);
         };
-        let allowed = owner == agent_id;
-        if self.cache.len() < OWNERS_CACHED {
-            self.cache.insert(id, owner);
+        if owner != agent_id {
+            return Ok(false);
         }
-        Ok(allowed)
+        if self.cache.len() < OWNERS_CACHED {
+            let touched = Instant::now();
+            self.cache.insert(id.clone(), Owner { agent: owner, touched });
+        }
+        self.touch(id);
+        Ok(true)
+    }
+
+    /// Note the session's use in the store, in the background: a failure
+    /// costs only an earlier sweep.
+    fn touch(&self, id: String) {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = store.touch_mcp_session(&id) {
+                tracing::warn!(%error, "cannot note an MCP session's use");
+            }
+        });
     }
 
     /// Note that agent `agent_id` began session `session_id` (before its
@@ -174,5 +217,59 @@ impl Owners {
         tokio::task::spawn_blocking(move || store.own_mcp_session(&id, &agent))
             .await
             .map_err(|_| StoreError::Invalid("recording the session stopped".into()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing;
+
+    /// Whether `id`'s session counts as used within the day; polled until
+    /// it does (the use is noted in the background).
+    async fn used_within_a_day(store: &Store, id: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let day_ago = || Utc::now() - chrono::TimeDelta::days(1);
+        while store.mcp_session(id, day_ago()).unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the session's use was never noted"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Make every session look unused for two days.
+    fn age(store: &Store) {
+        store
+            .set_mcp_sessions_last_used(Utc::now() - chrono::TimeDelta::days(2))
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_in_use_is_noted_so_a_sweep_keeps_it_and_only_its_owner_may_use_it() {
+        for store in testing::both() {
+            let b = store.backend;
+            let owners = Owners::new(store.clone());
+            let id = credential::hash("s");
+            store.save_mcp_session(&id, "{}").unwrap();
+            owners.record("s", "agent-1").await.unwrap();
+            assert!(!owners.allows("s", "agent-2").await.unwrap(), "{b}");
+            // First use in this process: looked up, and noted.
+            age(&store);
+            assert!(owners.allows("s", "agent-1").await.unwrap(), "{b}");
+            used_within_a_day(&store, &id).await;
+            // Served from the cache: noted once its interval has passed.
+            age(&store);
+            assert!(
+                owners.allows_touching("s", "agent-1", Duration::ZERO).await.unwrap(),
+                "{b}"
+            );
+            used_within_a_day(&store, &id).await;
+            assert!(
+                !owners.allows("s", "agent-2").await.unwrap(),
+                "{b}: cached, still its owner's"
+            );
+        }
     }
 }

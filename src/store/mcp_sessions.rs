@@ -34,10 +34,35 @@ impl Store {
         })
     }
 
-    /// Forget a session (the client ended it).
-    pub fn delete_mcp_session(&self, id_sha256: &str) -> Result<(), StoreError> {
+    /// Note that a session rmcp serves from memory is in use, so that a
+    /// sweep keeps it for the replicas and restarts that would restore it.
+    pub fn touch_mcp_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         self.with(|c| {
+            c.execute(
+                "UPDATE mcp_sessions SET last_used_at = ?2 WHERE id_sha256 = ?1 AND last_used_at < ?2",
+                params![id_sha256, Utc::now()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Set every session's last use to `at` (tests age sessions so).
+    #[cfg(test)]
+    pub(crate) fn set_mcp_sessions_last_used(&self, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute("UPDATE mcp_sessions SET last_used_at = ?1", params![at])?;
+            Ok(())
+        })
+    }
+
+    /// Forget a session and who began it (the client ended it).
+    pub fn delete_mcp_session(&self, id_sha256: &str) -> Result<(), StoreError> {
+        self.write(|c| {
             c.execute("DELETE FROM mcp_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
+            c.execute(
+                "DELETE FROM mcp_session_owners WHERE id_sha256 = ?1",
+                params![id_sha256],
+            )?;
             Ok(())
         })
     }
@@ -67,13 +92,19 @@ impl Store {
     }
 
     /// Forget every session last used at or before `older_than`; returns how
-    /// many.
+    /// many. An owner noted that long ago whose session was never kept (rmcp
+    /// goes on when its store fails) goes too.
     pub fn sweep_mcp_sessions(&self, older_than: DateTime<Utc>) -> Result<usize, StoreError> {
         // One transaction: a session used between the two deletes keeps its owner.
         self.write(|c| {
             c.execute(
                 "DELETE FROM mcp_session_owners WHERE id_sha256 IN \
                  (SELECT id_sha256 FROM mcp_sessions WHERE last_used_at <= ?1)",
+                params![older_than],
+            )?;
+            c.execute(
+                "DELETE FROM mcp_session_owners WHERE created_at <= ?1 AND id_sha256 NOT IN \
+                 (SELECT id_sha256 FROM mcp_sessions)",
                 params![older_than],
             )?;
             Ok(c.execute("DELETE FROM mcp_sessions WHERE last_used_at <= ?1", params![older_than])?)
@@ -120,6 +151,55 @@ mod tests {
             );
             assert_eq!(store.sweep_mcp_sessions(later).unwrap(), 1, "{b}");
             assert_eq!(store.mcp_session("b", day_ago).unwrap(), None, "{b}");
+        }
+    }
+
+    #[test]
+    fn an_ended_or_never_kept_session_leaves_no_owner_behind() {
+        for store in testing::both() {
+            let b = store.backend;
+            store.save_mcp_session("a", "{}").unwrap();
+            store.own_mcp_session("a", "agent-1").unwrap();
+            store.delete_mcp_session("a").unwrap();
+            assert_eq!(
+                store.mcp_session_owner("a").unwrap(),
+                None,
+                "{b}: ended with its session"
+            );
+            // rmcp goes on when its store fails: an owner without a session.
+            store.own_mcp_session("lost", "agent-1").unwrap();
+            let day_ago = Utc::now() - TimeDelta::days(1);
+            store.sweep_mcp_sessions(day_ago).unwrap();
+            assert!(
+                store.mcp_session_owner("lost").unwrap().is_some(),
+                "{b}: its session may yet be kept"
+            );
+            store.sweep_mcp_sessions(Utc::now() + TimeDelta::seconds(1)).unwrap();
+            assert_eq!(
+                store.mcp_session_owner("lost").unwrap(),
+                None,
+                "{b}: swept once as old as an unused session"
+            );
+        }
+    }
+
+    #[test]
+    fn a_touched_session_is_kept_by_a_sweep() {
+        for store in testing::both() {
+            let b = store.backend;
+            store.save_mcp_session("busy", "{}").unwrap();
+            store.own_mcp_session("busy", "agent-1").unwrap();
+            store
+                .set_mcp_sessions_last_used(Utc::now() - TimeDelta::days(2))
+                .unwrap();
+            store.touch_mcp_session("busy").unwrap();
+            let day_ago = Utc::now() - TimeDelta::days(1);
+            assert_eq!(store.sweep_mcp_sessions(day_ago).unwrap(), 0, "{b}");
+            assert_eq!(
+                store.mcp_session_owner("busy").unwrap().as_deref(),
+                Some("agent-1"),
+                "{b}"
+            );
         }
     }
 
