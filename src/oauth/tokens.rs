@@ -251,6 +251,12 @@ fn tokens(store: &Store, agent: Agent, client_id: &str, until: DateTime<Utc>) ->
     store
         .put_refresh_token(&credential::hash(&refresh_token), &agent.id, until)
         .map_err(store_error)?;
+    // A registered client in use is not swept as unused (a metadata
+    // document's client has no row: nothing changes). Its tokens are
+    // issued: a failure to note it costs no more than a log line.
+    if let Err(error) = store.touch_oauth_client(client_id, now) {
+        tracing::warn!(%error, "cannot note an OAuth client's use");
+    }
     Ok(Issued {
         access_token,
         expires_in: (expires - now).num_seconds(),

@@ -210,3 +210,38 @@ fn a_wrong_verifier_does_not_spend_the_code_and_the_right_one_still_works() {
         "the code was not burnt by a wrong attempt"
     );
 }
+
+#[test]
+fn a_registered_client_in_use_is_not_swept_as_unused() {
+    let (_dir, store) = setup();
+    let uris = vec!["http://127.0.0.1:5000/cb".to_string()];
+    let client = store.register_oauth_client("Example", &uris).unwrap();
+    let id = client.client_id.as_str();
+    let ttl = TimeDelta::days(30);
+    let month_ago = Utc::now() - ttl - TimeDelta::days(1);
+    let sweep = || store.delete_oauth_clients_unused_since(Utc::now() - ttl).unwrap();
+    let consent = Consent {
+        client_id: id.into(),
+        ..consent()
+    };
+    let code = issue_code(&store, &consent).unwrap();
+    let issued = exchange_code(
+        &store,
+        CodeExchange {
+            client_id: id,
+            ..ask(&code)
+        },
+    )
+    .unwrap();
+    // Refreshing is using it, though authorize was a month ago.
+    store.set_oauth_client_last_used(id, month_ago).unwrap();
+    let issued = refresh(&store, &issued.refresh_token, id).unwrap();
+    assert_eq!(sweep(), 0, "refreshed now");
+    assert!(store.find_oauth_client(id).unwrap().is_some());
+    // Unused for a month, but with a session in effect.
+    store.set_oauth_client_last_used(id, month_ago).unwrap();
+    assert_eq!(sweep(), 0, "its agent session is in effect");
+    store.end_agent_session(&issued.agent.id).unwrap();
+    assert_eq!(sweep(), 1, "unused, and its session ended");
+    assert!(store.find_oauth_client(id).unwrap().is_none());
+}

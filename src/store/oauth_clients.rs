@@ -93,10 +93,17 @@ impl Store {
         })
     }
 
-    /// Delete every registered client not used since `cutoff`; returns how
-    /// many.
+    /// Delete every registered client not used since `cutoff` and with no
+    /// agent session still in effect; returns how many.
     pub fn delete_oauth_clients_unused_since(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.with(|c| Ok(c.execute("DELETE FROM oauth_clients WHERE last_used_at < ?1", params![cutoff])?))
+        self.with(|c| {
+            Ok(c.execute(
+                "DELETE FROM oauth_clients WHERE last_used_at < ?1 AND NOT EXISTS \
+                 (SELECT 1 FROM agents WHERE agents.client_id = oauth_clients.client_id \
+                  AND agents.disabled = FALSE AND agents.expires_at > ?2)",
+                params![cutoff, Utc::now()],
+            )?)
+        })
     }
 
     /// Set when `client_id` was last used, even back in time (which
