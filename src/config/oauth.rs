@@ -10,8 +10,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OAuthConfig {
-    /// Requests one address, and one client, may send to the registration,
-    /// authorize and token endpoints per minute (30).
+    /// Requests one address may send to the registration, authorize, token
+    /// and revocation endpoints per minute, and the refreshes of one agent
+    /// session, and the metadata document fetches of one client (30).
     pub requests_per_minute: u32,
     /// A registered (RFC 7591) client unused this long is deleted (30 days).
     #[serde(with = "super::humantime_serde")]

@@ -143,6 +143,17 @@ impl Clients {
         }
     }
 
+    /// Whether resolving `client_id` would fetch its metadata document (not
+    /// held from a fetch within the hour): what a per-client budget guards,
+    /// since anyone may name any client.
+    pub fn would_fetch(&self, client_id: &str) -> bool {
+        client_id.starts_with("https://")
+            && !self
+                .cache
+                .get(client_id)
+                .is_some_and(|entry| entry.0.elapsed() < CACHE_FOR)
+    }
+
     /// Delete the registered clients unused for `[oauth]
     /// unused_client_ttl`; returns how many. Blocking (the store).
     pub fn sweep_unused(&self) -> Result<usize, StoreError> {
@@ -416,6 +427,22 @@ mod tests {
         let config = Config::from_sources(&text, Vec::new()).unwrap();
         let store = Store::open(&dir.path().join("p.db")).unwrap();
         Clients::new(&config, store).unwrap()
+    }
+
+    #[test]
+    fn only_a_metadata_document_not_held_would_be_fetched() {
+        let dir = tempfile::tempdir().unwrap();
+        let clients = clients(&dir);
+        let url = "https://client.example/meta.json";
+        assert!(clients.would_fetch(url));
+        let document = format!(r#"{{"client_id":"{url}","redirect_uris":["http://127.0.0.1/cb"]}}"#);
+        clients.remember(&from_document(url, document.as_bytes()).unwrap());
+        assert!(!clients.would_fetch(url), "held from a fetch within the hour");
+        assert!(clients.would_fetch("https://other.example/meta.json"));
+        assert!(
+            !clients.would_fetch("pcl-client-1"),
+            "a registered client is looked up, not fetched"
+        );
     }
 
     #[tokio::test]

@@ -10,7 +10,10 @@
 //! requests (`Access-Control-Allow-Origin: *`, preflights included): a
 //! browser-based client must read them, and none of them acts on a cookie.
 //! Registration, token and revocation requests are rate-limited per
-//! address, and token requests per client too.
+//! address, and refreshes per client instance too (the agent session the
+//! refresh token is of, never a client_id the form merely names; the
+//! consent page spends a client's budget only by fetching its metadata
+//! document).
 
 pub use crate::oauth::metadata;
 pub mod register;
@@ -137,8 +140,8 @@ impl OAuth {
     }
 
     /// Rate limit `endpoint`'s requests by `who` (`addr:<address>` or
-    /// `client:<id>`): each endpoint has its own budget per address and
-    /// per client.
+    /// `session:<agent id>`): each endpoint has its own budget per address
+    /// and per client instance.
     fn limit(&self, endpoint: &str, who: &str) -> Result<(), OAuthError> {
         self.limiter
             .check(&format!("{endpoint}:{who}"))

@@ -73,9 +73,6 @@ async fn grant(
 ) -> Result<String, OAuthError> {
     let field = |name: &str| form.get(name).map(String::as_str);
     let grant_type = field("grant_type").ok_or_else(|| OAuthError::invalid_request("grant_type is missing"))?;
-    if let Some(client) = field("client_id") {
-        oauth.limit("token", &format!("client:{client}"))?;
-    }
     match grant_type {
         "authorization_code" => {
             let ask = CodeExchange {
@@ -95,6 +92,14 @@ async fn grant(
         "refresh_token" => {
             let token = required(form, "refresh_token")?.to_string();
             let client = required(form, "client_id")?.to_string();
+            // Per client instance: the agent session the token is of. Not
+            // the client_id the form names, which anyone may name: a budget
+            // spent by naming it would let one address stop every user of a
+            // public client from refreshing.
+            let (store, presented) = (oauth.store.clone(), token.clone());
+            if let Some(session) = blocking(move || Ok(tokens::session_of(&store, &presented))).await? {
+                oauth.limit("token", &format!("session:{session}"))?;
+            }
             if field("resource").is_some_and(|r| r.trim_end_matches('/') != oauth.issuer.resource()) {
                 return Err(OAuthError::invalid_target(
                     "the only resource here is this server's /mcp",

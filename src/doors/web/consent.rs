@@ -250,8 +250,14 @@ async fn check(web: &Web, params: &[(String, String)]) -> Result<Ask, Refused> {
         ));
     }
     let client_id = get("client_id");
-    web.authorize_allowed(&format!("client:{client_id}"))
-        .map_err(Refused::rate_limited)?;
+    // A client's own budget is spent only by fetching its metadata
+    // document: a client_id is anyone's to name, and a budget spent by
+    // naming it would let one address lock every user of a public client
+    // (whose URL is the same at every install) out of signing in.
+    if web.clients().would_fetch(client_id) {
+        web.authorize_allowed(&format!("client:{client_id}"))
+            .map_err(Refused::rate_limited)?;
+    }
     let client = resolve(web, client_id).await?;
     let redirect_uri = get("redirect_uri");
     if redirect_uri.is_empty() || !redirect::matches(&client.redirect_uris, redirect_uri) {

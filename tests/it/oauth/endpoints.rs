@@ -366,3 +366,57 @@ async fn registration_authorize_token_and_revocation_requests_are_rate_limited_p
     }
     env.stop().await;
 }
+
+/// `form` posted to `/oauth/token` as if from `address` (through a trusted
+/// proxy); the answer's status.
+async fn token_from(env: &Portcullis, address: &str, form: &str) -> u16 {
+    let headers = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("x-forwarded-for", address),
+    ];
+    raw(env)
+        .send(Method::POST, "/oauth/token", &headers, form.as_bytes().to_vec())
+        .await
+        .status
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naming_a_client_spends_no_budget_of_its_own_and_a_session_refreshes_within_its_budget() {
+    let env = Portcullis::start_with(|c| {
+        c.oauth.requests_per_minute = 2;
+        c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    let (_, mut refresh_token) = ana_connected(&env).await;
+    // Others name ana's client (a public client's id is the same for every
+    // user) with made-up tokens, from two addresses, to their own limit.
+    let made_up = format!("grant_type=refresh_token&refresh_token=pcl_made-up&client_id={CLIENT}");
+    for address in ["198.51.100.7", "198.51.100.8"] {
+        let codes = [
+            token_from(&env, address, &made_up).await,
+            token_from(&env, address, &made_up).await,
+            token_from(&env, address, &made_up).await,
+        ];
+        assert_eq!(codes, [400, 400, 429], "{address}: refused, then over its own limit");
+    }
+    // Ana's client still refreshes, from addresses of its own, within its
+    // session's budget (2 a minute here), and no further.
+    let mut codes = Vec::new();
+    for address in ["203.0.113.5", "203.0.113.6", "203.0.113.7"] {
+        let form = format!("grant_type=refresh_token&refresh_token={refresh_token}&client_id={CLIENT}");
+        let headers = [
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("x-forwarded-for", address),
+        ];
+        let answer = raw(&env)
+            .send(Method::POST, "/oauth/token", &headers, form.into_bytes())
+            .await;
+        codes.push(answer.status.as_u16());
+        if answer.status == 200 {
+            refresh_token = answer.json()["refresh_token"].as_str().unwrap().to_string();
+        }
+    }
+    assert_eq!(codes, [200, 200, 429], "the session's own budget");
+    env.stop().await;
+}
