@@ -53,10 +53,12 @@ impl ExportSink {
         })
     }
 
-    /// Export `rows`; failures are logged.
-    pub fn write(&mut self, rows: &[ChainedRow]) {
+    /// Export `rows`, whole or not at all as far as a file can say: a
+    /// failure is logged and returned, so that the rows are exported again
+    /// (they are in the store) rather than skipped.
+    pub fn write(&mut self, rows: &[ChainedRow]) -> io::Result<()> {
         if rows.is_empty() {
-            return;
+            return Ok(());
         }
         let mut lines = Vec::with_capacity(rows.len() * 512);
         for row in rows {
@@ -65,9 +67,9 @@ impl ExportSink {
                 lines.push(b'\n');
             }
         }
-        if let Err(error) = self.write_lines(&lines) {
-            tracing::warn!(%error, rows = rows.len(), "audit export failed for these rows (they are in the store)");
-        }
+        self.write_lines(&lines).inspect_err(|error| {
+            tracing::warn!(%error, rows = rows.len(), "audit export failed for these rows (they are in the store; exported again at the next commit)");
+        })
     }
 
     fn write_lines(&mut self, lines: &[u8]) -> io::Result<()> {
@@ -83,7 +85,12 @@ impl ExportSink {
                 out.flush()
             }
             Target::File { file, size, .. } => {
-                file.write_all(lines)?;
+                if let Err(error) = file.write_all(lines) {
+                    // A write cut short leaves part of a line, which the
+                    // next rows' would run on from: cut it off.
+                    let _ = file.set_len(*size);
+                    return Err(error);
+                }
                 *size += lines.len() as u64;
                 Ok(())
             }
@@ -171,11 +178,27 @@ impl Exporter {
         }
         if self.last.is_some_and(|seen| first.seq > seen + 1) {
             self.others(store, Some(first.seq));
+            if self.last.is_some_and(|seen| first.seq > seen + 1) {
+                // Rows before these are still to go: these follow them, at
+                // the next commit, read back from the store.
+                return;
+            }
         }
         if let Some(sink) = self.sink.as_mut() {
-            sink.write(committed);
+            if sink.write(committed).is_err() {
+                // Read back from the store at the next commit, after the
+                // rows before them.
+                self.last = Some(self.last.map_or(first.seq - 1, |seen| seen.min(first.seq - 1)));
+                return;
+            }
         }
         self.last = Some(last.seq);
+    }
+
+    /// Export to `sink` from now on (tests mend a failing sink so).
+    #[cfg(test)]
+    pub(crate) fn replace_sink(&mut self, sink: ExportSink) {
+        self.sink = Some(sink);
     }
 
     /// Export every row committed since the last one exported (at close).
@@ -205,7 +228,7 @@ impl Exporter {
             match store.export_shared(Some(&mut |rows: &[ChainedRow]| sink.write(rows))) {
                 Some(Ok(n)) if n >= PAGE => continue,
                 Some(Err(error)) => {
-                    tracing::warn!(%error, "audit export: rows could not be read for export; tried again at the next commit")
+                    tracing::warn!(%error, "audit export: rows could not be read or written for export; tried again at the next commit")
                 }
                 _ => {}
             }
@@ -234,10 +257,12 @@ impl Exporter {
             let Some(last) = rows.last() else {
                 return;
             };
+            if sink.write(&rows).is_err() {
+                return;
+            }
             after = last.seq;
             self.last = Some(after);
             let more = full && rows.len() == PAGE;
-            sink.write(&rows);
             if !more {
                 return;
             }
@@ -275,10 +300,34 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let mut sink = ExportSink::open(path.to_str().unwrap(), 1 << 20, 3).unwrap();
         let written = rows(3);
-        sink.write(&written);
+        sink.write(&written).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines, written);
+    }
+
+    #[test]
+    fn rows_the_sink_failed_are_exported_at_the_next_commit_in_chain_order() {
+        use crate::audit::sqlite::SqliteAuditStore;
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SqliteAuditStore::open(&dir.path().join("p.db")).unwrap();
+        let row = || AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now());
+        // A disk that is full.
+        let full = ExportSink::open("/dev/full", 1 << 20, 1).unwrap();
+        let mut exporter = Exporter::start(Some(full), &mut store);
+        let first = store.commit(&[], &[row(), row()]).unwrap();
+        exporter.committed(&mut store, &first);
+        let second = store.commit(&[], &[row()]).unwrap();
+        exporter.committed(&mut store, &second);
+        // The disk has room again.
+        let path = dir.path().join("audit.jsonl");
+        exporter.replace_sink(ExportSink::open(path.to_str().unwrap(), 1 << 20, 1).unwrap());
+        let third = store.commit(&[], &[row()]).unwrap();
+        exporter.committed(&mut store, &third);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let exported: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let committed: Vec<ChainedRow> = [first, second, third].concat();
+        assert_eq!(exported, committed, "every row once, in chain order");
     }
 
     #[test]
@@ -287,7 +336,7 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let mut sink = ExportSink::open(path.to_str().unwrap(), 1000, 2).unwrap();
         for _ in 0..6 {
-            sink.write(&rows(1));
+            sink.write(&rows(1)).unwrap();
         }
         let rotated = |n: usize| PathBuf::from(format!("{}.{n}", path.display()));
         assert!(path.exists() && rotated(1).exists() && rotated(2).exists());

@@ -407,3 +407,29 @@ fn a_row_with_a_nul_from_a_client_is_stored_marked_and_does_not_stop_the_commits
     store.commit(&[], &[row("cai", "get", 200)]).unwrap();
     assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(3));
 }
+
+#[test]
+fn rows_a_replicas_sink_failed_are_exported_at_a_later_turn_not_skipped() {
+    use crate::audit::export::{ExportSink, Exporter};
+    let (_db, mut a) = open();
+    let dir = tempfile::tempdir().unwrap();
+    // A disk that is full.
+    let full = ExportSink::open("/dev/full", 1 << 20, 1).unwrap();
+    let mut export = Exporter::start(Some(full), &mut a);
+    let first = a
+        .commit(&[], &[row("ana", "get", 200), row("ben", "get", 200)])
+        .unwrap();
+    export.committed(&mut a, &first);
+    // The disk has room again.
+    let path = dir.path().join("a.jsonl");
+    export.replace_sink(ExportSink::open(path.to_str().unwrap(), 1 << 30, 1).unwrap());
+    let second = a.commit(&[], &[row("cai", "get", 200)]).unwrap();
+    export.committed(&mut a, &second);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let exported: Vec<ChainedRow> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(
+        ids(&exported),
+        ids(&[first, second].concat()),
+        "every row once, in chain order"
+    );
+}

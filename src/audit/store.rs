@@ -13,8 +13,9 @@ use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-/// Where an exporter writes rows a store hands it ([`AuditStore::export_shared`]).
-pub type ExportWrite<'a> = &'a mut dyn FnMut(&[ChainedRow]);
+/// Where an exporter writes rows a store hands it ([`AuditStore::export_shared`]);
+/// an error leaves the shared cursor where it was.
+pub type ExportWrite<'a> = &'a mut dyn FnMut(&[ChainedRow]) -> std::io::Result<()>;
 
 /// Where audit rows are kept.
 pub trait AuditStore: Send {

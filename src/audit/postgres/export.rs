@@ -49,8 +49,10 @@ impl PostgresAuditStore {
                 return Ok(0);
             };
             // Written before the cursor moves: a crash between the two
-            // exports these rows again rather than never.
-            write(&rows);
+            // exports these rows again rather than never, and a sink that
+            // failed leaves them to the next turn (this replica's or
+            // another's).
+            write(&rows).map_err(|error| AuditError::Store(format!("the export sink failed: {error}")))?;
             db.execute("UPDATE audit_export SET seq = ?1 WHERE one = 1", params![last.seq])?;
             Ok(rows.len())
         })
