@@ -224,6 +224,17 @@ pub enum Break {
         /// Its position.
         seq: i64,
     },
+    /// Row `id` is kept, yet the anchor (where retention left the chain,
+    /// and verification starts) is at or after it: the anchor was moved,
+    /// which would let verification pass over rows it no longer reaches.
+    BeforeAnchor {
+        /// The first row kept.
+        id: String,
+        /// Its position.
+        seq: i64,
+        /// The anchor's position.
+        anchor: i64,
+    },
 }
 
 impl fmt::Display for Break {
@@ -246,6 +257,10 @@ impl fmt::Display for Break {
                 )
             }
             Break::Edited { id, seq } => write!(f, "row {seq} ({id}) was edited: its content does not match its hash"),
+            Break::BeforeAnchor { id, seq, anchor } => write!(
+                f,
+                "row {seq} ({id}) is kept, but the chain's anchor is at row {anchor}: the anchor was moved past rows, which verification would not reach"
+            ),
         }
     }
 }

@@ -184,6 +184,36 @@ fn verify_names_a_deleted_row_and_an_edited_row() {
 }
 
 #[test]
+fn verify_names_an_anchor_moved_past_rows_still_kept() {
+    let (db, mut store) = open();
+    let rows: Vec<AuditRow> = (0..4).map(|i| row(&format!("u{i}"), "get", 200)).collect();
+    let chained = store.commit(&[], &rows).unwrap();
+    // Row 2 edited, and the anchor moved onto it, so that verification
+    // would start after it.
+    tamper(&db, "UPDATE audit SET code = 500 WHERE seq = 2");
+    tamper(
+        &db,
+        &format!(
+            "INSERT INTO audit_anchor (one, seq, hash) VALUES (1, 2, '{}') \
+             ON CONFLICT (one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+            chained[1].hash
+        ),
+    );
+    let report = verify(&mut store).unwrap();
+    assert_eq!(
+        report.broken,
+        Some(chain::Break::BeforeAnchor {
+            id: rows[0].id.clone(),
+            seq: 1,
+            anchor: 2
+        })
+    );
+    // Past the chain's end: nothing would be checked at all.
+    tamper(&db, "UPDATE audit_anchor SET seq = 99");
+    assert!(verify(&mut store).unwrap().broken.is_some());
+}
+
+#[test]
 fn a_sweep_removes_only_old_rows_and_the_chain_still_verifies() {
     let (_db, mut store) = open();
     let mut old = row("ana", "get", 200);

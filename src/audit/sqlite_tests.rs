@@ -135,6 +135,33 @@ fn verify_names_a_deleted_row_and_an_edited_row() {
 }
 
 #[test]
+fn verify_names_an_anchor_moved_past_rows_still_kept() {
+    let (_dir, mut store) = open();
+    let rows: Vec<AuditRow> = (0..4).map(|i| row(&format!("u{i}"), "get", 200)).collect();
+    let chained = store.commit(&[], &rows).unwrap();
+    store
+        .conn
+        .execute("UPDATE audit SET code = 500 WHERE seq = 2", [])
+        .unwrap();
+    store
+        .conn
+        .execute(
+            "INSERT INTO audit_anchor (one, seq, hash) VALUES (1, 2, ?1) \
+             ON CONFLICT (one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+            [&chained[1].hash],
+        )
+        .unwrap();
+    assert_eq!(
+        verify(&mut store).unwrap().broken,
+        Some(chain::Break::BeforeAnchor {
+            id: rows[0].id.clone(),
+            seq: 1,
+            anchor: 2
+        })
+    );
+}
+
+#[test]
 fn a_sweep_removes_only_old_rows_and_the_chain_still_verifies() {
     let (_dir, mut store) = open();
     let mut old = row("ana", "get", 200);
