@@ -100,11 +100,17 @@ impl Filter {
     /// Parse URL query parameters (`?login=ana&outcome=denied&since=1h`).
     pub fn from_query(query: &str, now: DateTime<Utc>) -> Result<Filter, FilterError> {
         let mut filter = Filter::default();
+        let mut seen = std::collections::HashSet::new();
         for (name, value) in form_urlencoded::parse(query.as_bytes()) {
             let bad = |message: String| FilterError::Value {
                 name: name.to_string(),
                 message,
             };
+            // Which one would count is a guess the reader of the answer
+            // cannot see: `?id=A&id=` would list every row as A's.
+            if !seen.insert(name.clone()) {
+                return Err(bad("is given twice".into()));
+            }
             let text = Some(value.to_string()).filter(|v| !v.is_empty());
             match &*name {
                 "since" => filter.since = Some(parse_time(&value, now).map_err(bad)?),
@@ -213,13 +219,27 @@ pub fn parse_time(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Strin
     }
     let ago = humantime::parse_duration(text)
         .map_err(|_| format!("{text:?} is neither an RFC 3339 time nor a duration like 1h or 7d"))?;
-    let ago = chrono::TimeDelta::from_std(ago).map_err(|e| e.to_string())?;
-    Ok(now - ago)
+    let too_far = || format!("{text:?} is further back than a time can be");
+    let ago = chrono::TimeDelta::from_std(ago).map_err(|_| too_far())?;
+    now.checked_sub_signed(ago).ok_or_else(too_far)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parameter_given_twice_or_a_time_too_far_back_is_refused_by_name() {
+        let now = Utc::now();
+        for query in ["id=a&id=", "login=ana&login=ben", "since=1h&since=2h"] {
+            let refused = Filter::from_query(query, now).unwrap_err();
+            assert!(refused.to_string().contains("given twice"), "{query}: {refused}");
+        }
+        for query in ["since=300000y", "until=9999999999999d"] {
+            let refused = Filter::from_query(query, now).unwrap_err();
+            assert!(refused.to_string().contains("further back"), "{query}: {refused}");
+        }
+    }
 
     #[test]
     fn query_parameters_become_a_filter() {
