@@ -27,6 +27,10 @@ pub struct SqliteAuditStore {
     /// Ids in `audit_intents`: only their finished rows need the intent
     /// deleted, so a read's row costs no extra statement.
     intents: HashSet<String>,
+    /// The intents there were when the store was opened: what a crash left,
+    /// all that [`AuditStore::recover`] may record as unknown (the intents
+    /// of this process's writes in flight are not).
+    left_by_a_crash: HashSet<String>,
     /// Forwarded records for the next commit.
     forwarded: Vec<Forwarded>,
     /// How many wait on a commit ([`AuditStore::yield_while_unwaited`]).
@@ -57,13 +61,14 @@ impl SqliteAuditStore {
         // besides the rest.
         conn.set_prepared_statement_cache_capacity(32);
         crate::store::migrate(&conn).map_err(|e| AuditError::Store(e.to_string()))?;
-        let intents = {
+        let intents: HashSet<String> = {
             let mut stmt = conn.prepare("SELECT id FROM audit_intents")?;
             let ids = stmt.query_map([], |r| r.get(0))?;
             ids.collect::<Result<_, _>>()?
         };
         Ok(SqliteAuditStore {
             conn,
+            left_by_a_crash: intents.clone(),
             intents,
             forwarded: Vec::new(),
             waited_on: None,
@@ -137,14 +142,14 @@ impl AuditStore for SqliteAuditStore {
     }
 
     fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
-        let left: Vec<String> = {
-            let mut stmt = self.conn.prepare("SELECT row FROM audit_intents ORDER BY id")?;
-            let rows = stmt.query_map([], |r| r.get(0))?;
+        let left: Vec<(String, String)> = {
+            let mut stmt = self.conn.prepare("SELECT id, row FROM audit_intents ORDER BY id")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect::<Result<_, _>>()?
         };
         let now = Utc::now();
         let mut rows = Vec::with_capacity(left.len());
-        for text in left {
+        for (_, text) in left.into_iter().filter(|(id, _)| self.left_by_a_crash.contains(id)) {
             let mut row: AuditRow = serde_json::from_str(&text).map_err(|e| AuditError::Store(e.to_string()))?;
             row.code = 0;
             row.reason = "Unknown".into();
@@ -152,6 +157,7 @@ impl AuditStore for SqliteAuditStore {
             rows.push(Encoded::new(row));
         }
         let links = self.commit_encoded(&[], &rows)?;
+        self.left_by_a_crash.clear();
         Ok(chain::chained(links, rows.into_iter().map(Encoded::into_row)))
     }
 

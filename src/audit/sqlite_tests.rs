@@ -45,6 +45,7 @@ fn filters_select_exactly_the_matching_rows() {
         let mut s = SqliteAuditStore {
             conn: Connection::open(store.conn.path().unwrap()).unwrap(),
             intents: HashSet::new(),
+            left_by_a_crash: HashSet::new(),
             forwarded: Vec::new(),
             waited_on: None,
         };
@@ -187,12 +188,18 @@ fn a_sweep_removes_only_old_rows_and_the_chain_still_verifies() {
 }
 
 #[test]
-fn intents_left_by_a_crash_become_rows_with_an_unknown_outcome() {
-    let (_dir, mut store) = open();
+fn intents_left_by_a_crash_become_rows_with_an_unknown_outcome_and_none_of_this_process() {
+    let (dir, mut store) = open();
     let settled = row("ana", "create", 201);
     let orphan = row("ana", "delete", 200);
     store.commit(&[settled.clone(), orphan.clone()], &[]).unwrap();
+    // The process crashes; the next one opens the store, ships the
+    // spool's row of one write, and begins a write of its own.
+    drop(store);
+    let mut store = SqliteAuditStore::open(&dir.path().join("p.db")).unwrap();
     store.commit(&[], std::slice::from_ref(&settled)).unwrap();
+    let in_flight = row("ben", "patch", 200);
+    store.commit(std::slice::from_ref(&in_flight), &[]).unwrap();
     let recovered = store.recover().unwrap();
     assert_eq!(recovered.len(), 1);
     assert_eq!(recovered[0].row.id, orphan.id);
@@ -202,6 +209,10 @@ fn intents_left_by_a_crash_become_rows_with_an_unknown_outcome() {
     );
     assert!(store.recover().unwrap().is_empty());
     assert_eq!(store.query(&Filter::default()).unwrap().len(), 2);
+    // The write in flight still gets its own row.
+    let answered = store.commit(&[], std::slice::from_ref(&in_flight)).unwrap();
+    assert_eq!(answered[0].row.code, 200);
+    assert!(store.recover().unwrap().is_empty());
 }
 
 #[test]

@@ -29,6 +29,8 @@ struct Probe {
     waited_on: Arc<Mutex<Option<Arc<AtomicUsize>>>>,
     /// That count at each commit.
     waiting_at_commit: Arc<Mutex<Vec<usize>>>,
+    /// Recoveries tried, failed or not.
+    recoveries: Arc<AtomicUsize>,
 }
 
 impl AuditStore for Probe {
@@ -65,6 +67,10 @@ impl AuditStore for Probe {
     }
     fn forwarded(&mut self, _: Vec<Forwarded>) {}
     fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
+        self.recoveries.fetch_add(1, Ordering::SeqCst);
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(AuditError::Store("connection refused".into()));
+        }
         Ok(Vec::new())
     }
     fn query(&mut self, _: &Filter) -> Result<Vec<ChainedRow>, AuditError> {
@@ -95,6 +101,31 @@ fn spawn(probe: &Probe, window: Duration) -> AuditWriter {
 // The window is tokio time: on a paused clock, a sleep ends exactly when
 // asked, and never while a commit runs on its blocking thread, so what a
 // test sees at a given moment does not depend on the machine's speed.
+
+#[tokio::test]
+async fn recovery_the_store_refused_at_start_is_tried_again_before_the_next_commit_and_then_no_more() {
+    let probe = Probe::default();
+    // The store is down as the writer starts.
+    probe.failing.store(true, Ordering::SeqCst);
+    let writer = spawn(&probe, Duration::from_millis(10));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while probe.recoveries.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "recovery was never tried");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    probe.failing.store(false, Ordering::SeqCst);
+    writer.append(row()).await;
+    writer.flush().await;
+    assert_eq!(
+        probe.recoveries.load(Ordering::SeqCst),
+        2,
+        "tried again before the commit"
+    );
+    writer.append(row()).await;
+    writer.flush().await;
+    assert_eq!(probe.recoveries.load(Ordering::SeqCst), 2, "done once it succeeded");
+    writer.close().await;
+}
 
 #[tokio::test(start_paused = true)]
 async fn reads_arriving_together_share_one_commit() {

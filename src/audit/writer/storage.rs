@@ -100,6 +100,10 @@ pub(super) struct Commit {
 pub(super) struct Storage {
     held: Held,
     thread: AuditThread,
+    /// The intents a crash left are still to be recorded as unknown: the
+    /// store could not be reached, or the spool's leftovers (whose rows
+    /// settle some of them) have not shipped yet. Tried before each commit.
+    recovery_pending: bool,
 }
 
 /// What goes to the audit thread and back.
@@ -128,19 +132,35 @@ impl Storage {
         let mut storage = Storage {
             held: Held { store, export, spool },
             thread,
+            recovery_pending: true,
         };
         if let Some(spool) = storage.held.spool.clone() {
             // What cannot ship now is tried again before each commit.
-            (storage, _) = storage.ship_leftovers(&spool).await;
+            let shipped;
+            (storage, shipped) = storage.ship_leftovers(&spool).await;
+            if shipped.is_err() {
+                // Their rows would arrive after their intents had been
+                // recorded as unknown: recovery waits for them.
+                return storage;
+            }
         }
-        let (storage, recovered) = storage.blocking(|store| store.recover().map(|c| (c.len(), c))).await;
+        storage.recover().await
+    }
+
+    /// Record as unknown the writes a crash left without an outcome; on a
+    /// failure, tried again before the next commit.
+    async fn recover(self) -> Storage {
+        let (mut storage, recovered) = self.blocking(|store| store.recover().map(|c| (c.len(), c))).await;
+        storage.recovery_pending = recovered.is_err();
         match recovered {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
                 rows = n,
                 "audit: writes whose outcome was lost in a crash are recorded as unknown"
             ),
-            Err(error) => tracing::error!(%error, "audit: could not recover intents left by a crash"),
+            Err(error) => {
+                tracing::error!(%error, "audit: could not recover intents left by a crash; tried again before the next commit")
+            }
         }
         storage
     }
@@ -204,6 +224,9 @@ impl Storage {
                 return (this, Err((error, rows)));
             }
         }
+        if this.recovery_pending {
+            this = this.recover().await;
+        }
         let (storage, result) = this
             .blocking(move |store| {
                 let mut rows = rows;
@@ -264,7 +287,7 @@ impl Storage {
         // Closed before `close` returns, so that whoever opens the
         // database next (a restart, the benchmark's count) never races
         // SQLite's own close of this connection.
-        let Storage { held, thread } = self;
+        let Storage { held, thread, .. } = self;
         thread
             .run(move || {
                 let Held {
@@ -288,7 +311,11 @@ impl Storage {
         self,
         f: impl FnOnce(&mut dyn AuditStore) -> Result<(T, Vec<ChainedRow>), E> + Send + 'static,
     ) -> (Storage, Result<T, E>) {
-        let Storage { mut held, thread } = self;
+        let Storage {
+            mut held,
+            thread,
+            recovery_pending,
+        } = self;
         let (held, result) = thread
             .run(move || {
                 let result = f(held.store.as_mut()).map(|(value, committed)| {
@@ -298,6 +325,13 @@ impl Storage {
                 (held, result)
             })
             .await;
-        (Storage { held, thread }, result)
+        (
+            Storage {
+                held,
+                thread,
+                recovery_pending,
+            },
+            result,
+        )
     }
 }
