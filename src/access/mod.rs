@@ -186,27 +186,44 @@ pub fn approve(
         Some(agent_id) => agent(store, agent_id)?.grant_ids.is_some().then_some(agent_id.as_str()),
         None => None,
     };
-    store.approve_access_request(&request.id, &grant, delegated, by, reason, Utc::now())?;
+    let recorded = record::begin(store, record::Step::Approve, &decider, &request)?;
+    if let Err(error) = store.approve_access_request(&request.id, &grant, delegated, by, reason, Utc::now()) {
+        let _ = recorded.not_made(409, &error.to_string());
+        return Err(error.into());
+    }
+    let row = record::row(record::Step::Approve, &decider, &request, Some(&grant.id), None);
+    recorded.done(row, Vec::new())?;
     let approved = store
         .access_request(id)?
         .ok_or_else(|| AccessError::NotFound(id.into()))?;
-    record::step(store, record::Step::Approve, &decider, &approved, None)?;
     Ok((approved, grant))
 }
 
 /// Deny request `id` as person `by`, with an optional reason.
 pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<AccessRequest, AccessError> {
     let (request, decider, _) = authorize(store, id, by, record::Step::Deny)?;
-    if !store.close_access_request(&request.id, AccessState::Denied, Some(by), reason, Utc::now())? {
-        return Err(AccessError::NotPending {
-            id: id.into(),
-            state: "decided",
-        });
+    let recorded = record::begin(store, record::Step::Deny, &decider, &request)?;
+    match store.close_access_request(&request.id, AccessState::Denied, Some(by), reason, Utc::now()) {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = recorded.not_made(409, "decided already");
+            return Err(AccessError::NotPending {
+                id: id.into(),
+                state: "decided",
+            });
+        }
+        Err(error) => {
+            let _ = recorded.not_made(500, &error.to_string());
+            return Err(error.into());
+        }
     }
+    recorded.done(
+        record::row(record::Step::Deny, &decider, &request, None, None),
+        Vec::new(),
+    )?;
     let denied = store
         .access_request(id)?
         .ok_or_else(|| AccessError::NotFound(id.into()))?;
-    record::step(store, record::Step::Deny, &decider, &denied, None)?;
     Ok(denied)
 }
 

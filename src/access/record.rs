@@ -2,9 +2,10 @@
 //! as requests, so `portcullis audit --resource accessrequests` lists them.
 //!
 //! These steps happen in the CLI (a separate process) as often as in the
-//! server, so each row goes through [`crate::audit::commit_event`]: into
-//! the hash chain at once, and into the JSON lines export through the
-//! running server's writer.
+//! server, so each row goes into the hash chain at once (through
+//! [`crate::audit::commit_event`], and a decision's through
+//! [`crate::audit::begin_event`], its intent before the decision), and into
+//! the JSON lines export through the running server's writer.
 //!
 //! A row reads like a request on a resource of portcullis's own:
 //! api group `portcullis.dev`, resource `accessrequests`, the request id as
@@ -53,10 +54,38 @@ pub fn step(
     request: &AccessRequest,
     refused: Option<Refusal>,
 ) -> Result<(), AuditError> {
-    crate::audit::commit_event(store, row(step, actor, request, refused))
+    crate::audit::commit_event(store, row(step, actor, request, None, refused))
 }
 
-fn row(step: Step, actor: &Principal, request: &AccessRequest, refused: Option<Refusal>) -> AuditRow {
+/// A decision of `actor` on `request` about to be made: its row's intent
+/// is on record before the decision (see [`crate::audit::Recorded`]).
+pub fn begin(
+    store: &Store,
+    step: Step,
+    actor: &Principal,
+    request: &AccessRequest,
+) -> Result<crate::audit::Recorded, AuditError> {
+    crate::audit::begin_event(store, row(step, actor, request, None, None))
+}
+
+/// The row of `step` by `actor` on `request`, and of the grant it made.
+pub fn row(
+    step: Step,
+    actor: &Principal,
+    request: &AccessRequest,
+    grant: Option<&str>,
+    refused: Option<Refusal>,
+) -> AuditRow {
+    let mut row = row_of(step, actor, request, refused);
+    if let Some(grant) = grant.filter(|_| request.grant_id.is_none()) {
+        let mut query = form_urlencoded::Serializer::new(std::mem::take(&mut row.query));
+        query.append_pair("grant", grant);
+        row.query = query.finish();
+    }
+    row
+}
+
+fn row_of(step: Step, actor: &Principal, request: &AccessRequest, refused: Option<Refusal>) -> AuditRow {
     let now = Utc::now();
     let mut row = AuditRow::new(crate::audit::id::new(), now);
     row.cluster = request.cluster.clone();

@@ -130,14 +130,25 @@ fn decide(
         });
     }
     let reason = reason.map(str::trim).filter(|r| !r.is_empty());
-    if !store.decide_held(id, state, by, reason, Utc::now())? {
-        return Err(DecideError::NotPending {
-            id: id.into(),
-            state: "decided",
-        });
+    // The decision's row is on record before the decision is (see
+    // `crate::audit::Recorded`).
+    let recorded = crate::audit::begin_event(store, row(verb, &decider, &held, None))?;
+    match store.decide_held(id, state, by, reason, Utc::now()) {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = recorded.not_made(409, "decided already");
+            return Err(DecideError::NotPending {
+                id: id.into(),
+                state: "decided",
+            });
+        }
+        Err(error) => {
+            let _ = recorded.not_made(500, &error.to_string());
+            return Err(error.into());
+        }
     }
+    recorded.done(row(verb, &decider, &held, None), Vec::new())?;
     let decided = store.held(id)?.ok_or_else(|| DecideError::NotFound(id.into()))?;
-    record(store, verb, &decider, &decided, None)?;
     Ok(decided)
 }
 
@@ -160,6 +171,11 @@ pub fn record(
     held: &HeldWrite,
     refused: Option<Refusal>,
 ) -> Result<(), DecideError> {
+    Ok(crate::audit::commit_event(store, row(verb, actor, held, refused))?)
+}
+
+/// The audit row of `verb` by `actor` on `held`.
+fn row(verb: &str, actor: &Principal, held: &HeldWrite, refused: Option<Refusal>) -> AuditRow {
     let now = Utc::now();
     let mut row = AuditRow::new(crate::audit::id::new(), now);
     row.cluster = held.request.cluster.clone();
@@ -184,5 +200,5 @@ pub fn record(
     row.write = verb == "approve" && refused.is_none();
     row.held = true;
     row.finish(now);
-    Ok(crate::audit::commit_event(store, row)?)
+    row
 }

@@ -193,11 +193,131 @@ pub fn commit_event(store: &Store, row: AuditRow) -> Result<(), AuditError> {
     Ok(())
 }
 
+/// A change a person makes (a decision, a trust rule) with its row on
+/// record: [`begin_event`] commits the row's intent before the change,
+/// [`Recorded::done`] the row after it. A change is so never in effect
+/// without a trace: if the process or the database fails in between, the
+/// intent stays, and recovery records it with an unknown outcome, as it
+/// does a write forwarded to a cluster. (Committing the row after the
+/// change alone lost it in that window: the change made, the caller told
+/// it failed, nothing on record.)
+#[must_use = "the intent stays until done or not_made"]
+pub struct Recorded {
+    audit: Box<dyn AuditStore>,
+    intent: AuditRow,
+}
+
+/// Commit `intent`, the row of a change about to be made.
+pub fn begin_event(store: &Store, intent: AuditRow) -> Result<Recorded, AuditError> {
+    let mut audit = open(store)?;
+    audit.commit(std::slice::from_ref(&intent), &[])?;
+    Ok(Recorded { audit, intent })
+}
+
+impl Recorded {
+    /// The change was made: its row (under the intent's id, which it
+    /// settles), then `more` rows of what it brought with it.
+    pub fn done(mut self, mut row: AuditRow, more: Vec<AuditRow>) -> Result<(), AuditError> {
+        row.id = std::mem::take(&mut self.intent.id);
+        let mut rows = Vec::with_capacity(1 + more.len());
+        rows.push(row);
+        rows.extend(more);
+        self.audit.commit(&[], &rows)?;
+        Ok(())
+    }
+
+    /// The change was not made (another decided first, it failed): the
+    /// intent's row, with `code` and `reason`.
+    pub fn not_made(mut self, code: u16, reason: &str) -> Result<(), AuditError> {
+        let mut row = std::mem::take(&mut self.intent);
+        row.code = code;
+        row.reason = reason.into();
+        row.write = false;
+        row.finish(chrono::Utc::now());
+        self.audit.commit(&[], &[row])?;
+        Ok(())
+    }
+}
+
 /// The audit's own store on the database of `store` (the CLI reads and
 /// verifies through it): the one place that knows which database it is.
 pub fn open(store: &Store) -> Result<Box<dyn AuditStore>, AuditError> {
     match store.postgres_pool() {
         Some(pg) => Ok(Box::new(PostgresAuditStore::open(pg)?)),
         None => Ok(Box::new(SqliteAuditStore::open(store.path())?)),
+    }
+}
+
+#[cfg(test)]
+mod recorded_tests {
+    use super::*;
+    use crate::store::testing;
+
+    fn event(verb: &str) -> AuditRow {
+        let mut row = AuditRow::new(id::new(), chrono::Utc::now());
+        row.verb = verb.into();
+        row.resource = "heldwrites".into();
+        row.code = 200;
+        row.write = true;
+        row.finish(chrono::Utc::now());
+        row
+    }
+
+    fn rows(store: &Store) -> Vec<AuditRow> {
+        let all = open(store).unwrap().query(&query::Filter::default()).unwrap();
+        all.into_iter().map(|chained| chained.row).collect()
+    }
+
+    #[test]
+    fn a_change_cut_short_after_its_intent_is_recovered_as_unknown_and_one_made_is_its_row() {
+        for store in testing::both() {
+            let b = store.backend;
+            // Made: one row, under the intent's id, and no intent left.
+            let recorded = begin_event(&store, event("approve")).unwrap();
+            let id = recorded.intent.id.clone();
+            recorded.done(event("approve"), vec![event("revoke")]).unwrap();
+            let kept = rows(&store);
+            assert_eq!(kept.len(), 2, "{b}");
+            assert_eq!((kept[0].id.as_str(), kept[0].code), (id.as_str(), 200), "{b}");
+            assert_eq!(kept[1].verb, "revoke", "{b}");
+            // Not made (another decided first): the intent's row, saying so.
+            let recorded = begin_event(&store, event("deny")).unwrap();
+            recorded.not_made(409, "decided already").unwrap();
+            let kept = rows(&store);
+            assert_eq!(
+                (kept[2].code, kept[2].reason.as_str(), kept[2].write),
+                (409, "decided already", false),
+                "{b}"
+            );
+            assert!(
+                open(&store).unwrap().recover().unwrap().is_empty(),
+                "{b}: no intent left over"
+            );
+            // Cut short (the process died after the intent): recovered by
+            // the next process as a change of unknown outcome.
+            let recorded = begin_event(&store, event("approve")).unwrap();
+            let id = recorded.intent.id.clone();
+            drop(recorded);
+            // PostgreSQL frees the dead replica's lock some time after its
+            // connection closes: until then its intent is a live write's.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let recovered = loop {
+                let recovered = open(&store).unwrap().recover().unwrap();
+                if !recovered.is_empty() || std::time::Instant::now() > deadline {
+                    break recovered;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            };
+            assert_eq!(recovered.len(), 1, "{b}");
+            assert_eq!(
+                (
+                    recovered[0].row.id.as_str(),
+                    recovered[0].row.code,
+                    recovered[0].row.reason.as_str()
+                ),
+                (id.as_str(), 0, "Unknown"),
+                "{b}"
+            );
+        }
     }
 }

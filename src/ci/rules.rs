@@ -75,8 +75,14 @@ pub fn add_rule(store: &Store, ask: TrustAsk, actor: &Actor) -> Result<TrustRule
         created_at: Utc::now(),
         created_by: actor.name().to_string(),
     };
-    store.add_trust_rule(&rule)?;
-    crate::audit::commit_event(store, rule_row("create", &rule, actor))?;
+    // The rule's row is on record before the rule is (see
+    // `crate::audit::Recorded`).
+    let recorded = crate::audit::begin_event(store, rule_row("create", &rule, actor))?;
+    if let Err(error) = store.add_trust_rule(&rule) {
+        let _ = recorded.not_made(500, &error.to_string());
+        return Err(error.into());
+    }
+    recorded.done(rule_row("create", &rule, actor), Vec::new())?;
     Ok(rule)
 }
 
@@ -84,10 +90,27 @@ pub fn add_rule(store: &Store, ask: TrustAsk, actor: &Actor) -> Result<TrustRule
 /// through it (a rule is removed when what it trusted is no longer
 /// trusted); audited. Returns the rule and how many were revoked.
 pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<(TrustRule, usize), TrustError> {
-    let (rule, revoked) = store.remove_trust_rule(id)?;
+    let Some(known) = store.trust_rules(None)?.into_iter().find(|rule| rule.id == id) else {
+        return Err(StoreError::NotFound(format!("trust rule {id}")).into());
+    };
+    // The removal's row is on record before the removal is (see
+    // `crate::audit::Recorded`).
+    let recorded = crate::audit::begin_event(store, rule_row("delete", &known, actor))?;
+    let (rule, revoked) = match store.remove_trust_rule(id) {
+        Ok(removed) => removed,
+        Err(error) => {
+            let code = if matches!(error, StoreError::NotFound(_)) {
+                404
+            } else {
+                500
+            };
+            let _ = recorded.not_made(code, &error.to_string());
+            return Err(error.into());
+        }
+    };
     let mut row = rule_row("delete", &rule, actor);
     row.query = crate::audit::row::bounded(&format!("{}&revoked_credentials={revoked}", row.query));
-    crate::audit::commit_event(store, row)?;
+    recorded.done(row, Vec::new())?;
     Ok((rule, revoked))
 }
 

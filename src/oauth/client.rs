@@ -148,10 +148,10 @@ impl Clients {
     /// since anyone may name any client.
     pub fn would_fetch(&self, client_id: &str) -> bool {
         client_id.starts_with("https://")
-            && !self
+            && self
                 .cache
                 .get(client_id)
-                .is_some_and(|entry| entry.0.elapsed() < CACHE_FOR)
+                .is_none_or(|entry| entry.0.elapsed() >= CACHE_FOR)
     }
 
     /// Delete the registered clients unused for `[oauth]

@@ -106,19 +106,43 @@ pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Actor) -> 
         created_by: actor.name().to_string(),
         created_at: Utc::now(),
     };
-    store.add_group_rule(&rule)?;
-    crate::audit::commit_event(store, rule_row("create", &rule, actor))?;
+    // The rule's row is on record before the rule is (see
+    // `crate::audit::Recorded`).
+    let recorded = crate::audit::begin_event(store, rule_row("create", &rule, actor))?;
+    if let Err(error) = store.add_group_rule(&rule) {
+        let _ = recorded.not_made(500, &error.to_string());
+        return Err(error.into());
+    }
+    recorded.done(rule_row("create", &rule, actor), Vec::new())?;
     Ok(rule)
 }
 
 /// Remove rule `id` and revoke its grants at once, by `actor`; audited.
 /// Returns the rule and the grants revoked.
 pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<(GroupRule, Vec<Grant>), RuleError> {
-    let (rule, revoked) = store.remove_group_rule(id)?;
-    crate::audit::commit_event(store, rule_row("delete", &rule, actor))?;
-    for grant in &revoked {
-        crate::audit::commit_event(store, grant_row("revoke", grant, &rule, actor))?;
-    }
+    let Some(known) = store.group_rules()?.into_iter().find(|rule| rule.id == id) else {
+        return Err(StoreError::NotFound(format!("group rule {id}")).into());
+    };
+    // The removal's row is on record before the removal is (see
+    // `crate::audit::Recorded`); the grants it revoked follow in its commit.
+    let recorded = crate::audit::begin_event(store, rule_row("delete", &known, actor))?;
+    let (rule, revoked) = match store.remove_group_rule(id) {
+        Ok(removed) => removed,
+        Err(error) => {
+            let code = if matches!(error, StoreError::NotFound(_)) {
+                404
+            } else {
+                500
+            };
+            let _ = recorded.not_made(code, &error.to_string());
+            return Err(error.into());
+        }
+    };
+    let grants = revoked
+        .iter()
+        .map(|grant| grant_row("revoke", grant, &rule, actor))
+        .collect();
+    recorded.done(rule_row("delete", &rule, actor), grants)?;
     Ok((rule, revoked))
 }
 
