@@ -88,8 +88,9 @@ pub struct SessionsConfig {
     /// How long a sign-in lasts, whatever happens (12 h).
     #[serde(with = "crate::config::humantime_serde")]
     pub lifetime: Duration,
-    /// Sign-in attempts one address may make per minute (10, and as many
-    /// at once); more get 429.
+    /// Sign-ins one address may complete per minute (callbacks of a
+    /// sign-in begun in the browser), device codes asked for, looked at or
+    /// decided (10, and as many at once); more get 429.
     pub sign_in_per_minute: u32,
 }
 

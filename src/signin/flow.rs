@@ -130,17 +130,20 @@ impl SignIn {
         attempt: Option<&str>,
         callback: &Callback,
     ) -> Result<ProviderPerson, SignInError> {
-        if let Some(error) = &callback.error {
-            let words = callback.error_description.as_deref().unwrap_or_default();
-            return Err(SignInError::ProviderError(
-                format!("{error} {words}").trim().to_string(),
-            ));
-        }
+        // The state first, an error after: the provider sends its error
+        // with the state (RFC 6749 §4.1.2.1), and text on portcullis's page
+        // from a link anyone can make would read as portcullis's own.
         let attempt = attempt.ok_or(SignInError::StateMissing)?;
         let secrets = Secrets::of(key, attempt);
         let state = callback.state.as_deref().unwrap_or_default();
         if !key.verify(format!("oidc.state.{attempt}").as_bytes(), state) {
             return Err(SignInError::StateWrong);
+        }
+        if let Some(error) = &callback.error {
+            let words = callback.error_description.as_deref().unwrap_or_default();
+            return Err(SignInError::ProviderError(
+                format!("{error} {words}").trim().to_string(),
+            ));
         }
         if callback.iss.as_deref().is_some_and(|iss| iss != self.issuer()) {
             return Err(SignInError::IdToken(

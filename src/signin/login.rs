@@ -19,7 +19,10 @@ use serde_json::Value;
 
 /// The normalised login `raw` names, or why it cannot be one.
 pub fn normalise(raw: &str) -> Result<String, String> {
-    let lower = raw.trim().to_lowercase();
+    // ASCII only, so lower-casing maps nothing else onto it: Unicode's
+    // lower case of the Kelvin sign (U+212A) is `k`, and "\u{212A}ate" at a
+    // provider that tells it from "kate" would become her login.
+    let lower = raw.trim().to_ascii_lowercase();
     let login = lower.split_once('@').map_or(lower.as_str(), |(local, _)| local);
     let fits = !login.is_empty()
         && login.len() <= 63
@@ -44,7 +47,8 @@ pub fn person(config: &OidcConfig, issuer: &str, claims: &Value) -> Result<Provi
     // Some providers (Cognito) send the boolean as a string.
     let verified = matches!(claims.get("email_verified"), Some(Value::Bool(true)))
         || matches!(claims.get("email_verified"), Some(Value::String(s)) if s == "true");
-    let email = text("email").filter(|_| verified).map(str::to_lowercase);
+    // As a login is: no other character is folded onto an ASCII one.
+    let email = text("email").filter(|_| verified).map(str::to_ascii_lowercase);
     if !config.allowed_email_domains.is_empty() {
         let domain = email.as_deref().and_then(|e| e.rsplit_once('@')).map(|(_, d)| d);
         let allowed = domain.is_some_and(|d| config.allowed_email_domains.iter().any(|a| a.eq_ignore_ascii_case(d)));
@@ -123,6 +127,8 @@ mod tests {
             "ana lopez",
             "-ana",
             "josé",
+            "\u{212A}ate",
+            "\u{212A}ate@example.com",
             "a/b",
             &"a".repeat(64),
         ] {

@@ -162,7 +162,12 @@ pub async fn serve(
     if page == Page::LoginCallback {
         mark(row, "signin");
     }
-    if !web.sign_in_allowed(&row.client) {
+    // Only a callback from a browser that began a sign-in costs anything (a
+    // code exchanged at the provider), so only it takes from the address's
+    // budget: `/login`, and a callback without the sign-in cookie (refused
+    // at once), are what any web page can make its visitors' browsers ask
+    // for, and would spend the budget of a whole office behind one address.
+    if page == Page::LoginCallback && attempt.is_some() && !web.sign_in_allowed(&row.client) {
         row.refuse(Refusal::RateLimited);
         return html(
             StatusCode::TOO_MANY_REQUESTS,

@@ -253,14 +253,26 @@ async fn with_the_provider_down_sign_in_says_so_and_issued_credentials_keep_work
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sign_in_attempts_from_one_address_are_rate_limited() {
+async fn sign_in_attempts_from_one_address_are_rate_limited_and_links_any_page_can_make_are_not() {
     let (env, _idp) = pair(|_| {}).await;
-    let visitor = Visitor::new(&env);
     let limit = env.config.sessions.sign_in_per_minute;
+    // What any web page can make a visitor's browser ask for: `/login`, a
+    // callback without the sign-in cookie. It costs nothing, and spends
+    // nothing of the address's budget.
+    for _ in 0..=limit {
+        assert_eq!(Visitor::new(&env).get("/login").await.status, 303);
+        let stray = Visitor::new(&env).get("/login/callback?code=x&state=y").await;
+        assert_eq!(stray.status, 400, "{}", stray.body);
+    }
+    // Callbacks of a sign-in begun in this browser (each a code exchanged
+    // at the provider) do.
+    let visitor = Visitor::new(&env);
     for _ in 0..limit {
         assert_eq!(visitor.get("/login").await.status, 303);
+        assert_eq!(visitor.get("/login/callback?code=x&state=y").await.status, 400);
     }
-    let refused = visitor.get("/login").await;
+    assert_eq!(visitor.get("/login").await.status, 303);
+    let refused = visitor.get("/login/callback?code=x&state=y").await;
     assert_eq!(refused.status, 429);
     // Asking for device codes (each a row in the store) counts the same
     // (asked at once: the bucket refills one token in six seconds).

@@ -70,6 +70,38 @@ async fn a_callback_without_this_browsers_state_or_with_another_state_is_refused
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_error_is_shown_only_with_this_browsers_state() {
+    let (env, _idp) = pair().await;
+    let visitor = Visitor::new(&env);
+    let words = "Your account is locked: call 555-0100";
+    let injected = format!(
+        "/login/callback?error=access_denied&error_description={}",
+        words.replace(' ', "+")
+    );
+    // A link anyone can make, in a browser that began no sign-in.
+    let answer = Visitor::new(&env).get(&injected).await;
+    assert_refused(
+        &env,
+        &answer,
+        400,
+        "not started in this browser",
+        "signin_state_missing",
+    )
+    .await;
+    assert!(!answer.body.contains("555-0100"), "{}", answer.body);
+    // The provider's own error comes back with the state it was given.
+    let started = visitor.get("/login").await;
+    let state = param(started.location.as_deref().unwrap(), "state").unwrap();
+    let answer = visitor
+        .get(&format!(
+            "/login/callback?error=access_denied&error_description=denied+by+policy&state={state}"
+        ))
+        .await;
+    assert_refused(&env, &answer, 401, "denied by policy", "provider_error").await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_code_issued_for_another_sign_ins_pkce_challenge_is_refused() {
     let (env, _idp) = pair().await;
     let victim = Visitor::new(&env);
