@@ -188,7 +188,13 @@ pub fn approve(
     };
     let recorded = record::begin(store, record::Step::Approve, &decider, &request)?;
     if let Err(error) = store.approve_access_request(&request.id, &grant, delegated, by, reason, Utc::now()) {
-        let _ = recorded.not_made(409, &error.to_string());
+        // Invalid: decided or expired since it was read (a race).
+        let code = if matches!(error, StoreError::Invalid(_)) {
+            409
+        } else {
+            500
+        };
+        let _ = recorded.not_made(code, &error.to_string());
         return Err(error.into());
     }
     let row = record::row(record::Step::Approve, &decider, &request, Some(&grant.id), None);

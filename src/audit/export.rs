@@ -3,7 +3,9 @@
 //!
 //! Rows are exported after they are committed, in chain order and with
 //! their hashes, so the copy outside portcullis can be checked against the
-//! store. An export failure is logged and never holds up the audit.
+//! store. An export failure is logged and never holds up the audit: the
+//! rows stay to be exported (read back from the store), and a failing sink
+//! is tried again only after [`RETRY_AFTER`], not at every commit.
 //!
 //! The writer's [`Exporter`] exports the whole chain from the writer's
 //! start, not only its own commits: the rows another process committed (the
@@ -121,6 +123,10 @@ impl ExportSink {
 /// Rows read back per query when catching up with other processes' rows.
 const PAGE: usize = 1000;
 
+/// How long after a failed export the next is tried (a full disk is not
+/// emptied between two commits, and each try reads rows back).
+pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The writer's side of the export: the sink, and the last chain position
 /// written to it.
 #[derive(Debug)]
@@ -131,6 +137,8 @@ pub struct Exporter {
     shared: bool,
     /// The shared cursor is known to exist.
     placed: bool,
+    /// After a failure, no export is tried before this.
+    paused_until: Option<std::time::Instant>,
 }
 
 impl Exporter {
@@ -147,6 +155,7 @@ impl Exporter {
                     last: None,
                     shared: true,
                     placed: placed.is_ok(),
+                    paused_until: None,
                 };
             }
         }
@@ -161,6 +170,7 @@ impl Exporter {
             last: last.ok(),
             shared: false,
             placed: false,
+            paused_until: None,
         }
     }
 
@@ -171,6 +181,13 @@ impl Exporter {
             return;
         };
         if self.sink.is_none() {
+            return;
+        }
+        if self.paused_until.is_some_and(|until| std::time::Instant::now() < until) {
+            // Read back from the store once the pause is over.
+            if !self.shared {
+                self.last = Some(self.last.map_or(first.seq - 1, |seen| seen.min(first.seq - 1)));
+            }
             return;
         }
         if self.shared {
@@ -186,19 +203,31 @@ impl Exporter {
         }
         if let Some(sink) = self.sink.as_mut() {
             if sink.write(committed).is_err() {
-                // Read back from the store at the next commit, after the
-                // rows before them.
+                // Read back from the store after the pause, after the rows
+                // before them.
                 self.last = Some(self.last.map_or(first.seq - 1, |seen| seen.min(first.seq - 1)));
+                self.pause();
                 return;
             }
         }
         self.last = Some(last.seq);
     }
 
-    /// Export to `sink` from now on (tests mend a failing sink so).
+    fn pause(&mut self) {
+        self.paused_until = Some(std::time::Instant::now() + RETRY_AFTER);
+    }
+
+    /// Export to `sink` from now on, at once (tests mend a failing sink so).
     #[cfg(test)]
     pub(crate) fn replace_sink(&mut self, sink: ExportSink) {
         self.sink = Some(sink);
+        self.paused_until = None;
+    }
+
+    /// Whether a failure paused the export.
+    #[cfg(test)]
+    pub(crate) fn paused(&self) -> bool {
+        self.paused_until.is_some()
     }
 
     /// Export every row committed since the last one exported (at close).
@@ -228,7 +257,8 @@ impl Exporter {
             match store.export_shared(Some(&mut |rows: &[ChainedRow]| sink.write(rows))) {
                 Some(Ok(n)) if n >= PAGE => continue,
                 Some(Err(error)) => {
-                    tracing::warn!(%error, "audit export: rows could not be read or written for export; tried again at the next commit")
+                    tracing::warn!(%error, "audit export: rows could not be read or written for export; tried again after a pause");
+                    self.pause();
                 }
                 _ => {}
             }
@@ -258,6 +288,7 @@ impl Exporter {
                 return;
             };
             if sink.write(&rows).is_err() {
+                self.paused_until = Some(std::time::Instant::now() + RETRY_AFTER);
                 return;
             }
             after = last.seq;
@@ -317,6 +348,7 @@ mod tests {
         let mut exporter = Exporter::start(Some(full), &mut store);
         let first = store.commit(&[], &[row(), row()]).unwrap();
         exporter.committed(&mut store, &first);
+        assert!(exporter.paused(), "a failed sink is not tried at every commit");
         let second = store.commit(&[], &[row()]).unwrap();
         exporter.committed(&mut store, &second);
         // The disk has room again.

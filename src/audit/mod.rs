@@ -217,13 +217,35 @@ pub fn begin_event(store: &Store, intent: AuditRow) -> Result<Recorded, AuditErr
 impl Recorded {
     /// The change was made: its row (under the intent's id, which it
     /// settles), then `more` rows of what it brought with it.
+    ///
+    /// A database blip is waited out (a few tries over some seconds; a
+    /// commit whose answer was lost is found, not made twice). If it lasts,
+    /// the error says the change was made: its intent is on record, and is
+    /// recorded with an unknown outcome at the next start.
     pub fn done(mut self, mut row: AuditRow, more: Vec<AuditRow>) -> Result<(), AuditError> {
-        row.id = std::mem::take(&mut self.intent.id);
+        let id = std::mem::take(&mut self.intent.id);
+        row.id = id.clone();
         let mut rows = Vec::with_capacity(1 + more.len());
         rows.push(row);
         rows.extend(more);
-        self.audit.commit(&[], &rows)?;
-        Ok(())
+        let mut failed = None;
+        for pause_ms in [0, 200, 1000, 3000] {
+            std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+            if failed.is_some()
+                && matches!(self.audit.committed(std::slice::from_ref(&id)), Ok(done) if done.contains(&id))
+            {
+                return Ok(());
+            }
+            match self.audit.commit(&[], &rows) {
+                Ok(_) => return Ok(()),
+                Err(error) => failed = Some(error),
+            }
+        }
+        let error = failed.map(|e| e.to_string()).unwrap_or_default();
+        tracing::error!(%error, audit_id = %id, "a change was made but its audit row could not be committed");
+        Err(AuditError::Store(format!(
+            "the change was made, but its audit row could not be committed ({error}): its intent is on record, and is recorded with an unknown outcome when portcullis next starts"
+        )))
     }
 
     /// The change was not made (another decided first, it failed): the

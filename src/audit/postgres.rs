@@ -42,7 +42,10 @@
 //! goes with it, and each replica takes its own back at its next commit; a
 //! replica starting in between records the writes other replicas still
 //! have in flight as unknown, and their rows follow under the same audit
-//! id. Nothing is lost and the chain still verifies.
+//! id. Nothing is lost and the chain still verifies. A replica that could
+//! not recover at its start (the database was down) tries again at a commit
+//! a minute later (`WriterSettings::recovery_retry`), when the others have
+//! committed, and so taken their locks back, since.
 
 use super::chain::{self, Anchor, Encoded, Link};
 use super::forwarded::Forwarded;

@@ -141,7 +141,8 @@ pub fn without_nul(row: &mut AuditRow) {
     ];
     for text in texts {
         if text.contains('\0') {
-            *text = text.replace('\0', "\u{fffd}");
+            // U+FFFD is three bytes: bounded again, as the text was.
+            *text = super::row::bounded(&text.replace('\0', "\u{fffd}"));
         }
     }
 }

@@ -427,3 +427,58 @@ fn sqlite_is_built_without_its_memory_statistics() {
         "SQLite counts its memory: is LIBSQLITE3_FLAGS in .cargo/config.toml?"
     );
 }
+
+/// A store whose retention sweeps once, at the walk's first page after the
+/// first row: as a sweep on another thread would, mid-verification.
+struct SweptDuringTheWalk {
+    store: SqliteAuditStore,
+    cutoff: DateTime<Utc>,
+    swept: bool,
+}
+
+impl AuditStore for SweptDuringTheWalk {
+    fn commit_encoded(&mut self, intents: &[AuditRow], rows: &[Encoded]) -> Result<Vec<chain::Link>, AuditError> {
+        self.store.commit_encoded(intents, rows)
+    }
+    fn forwarded(&mut self, records: Vec<crate::audit::forwarded::Forwarded>) {
+        self.store.forwarded(records)
+    }
+    fn recover(&mut self) -> Result<Vec<ChainedRow>, AuditError> {
+        self.store.recover()
+    }
+    fn query(&mut self, filter: &Filter) -> Result<Vec<ChainedRow>, AuditError> {
+        self.store.query(filter)
+    }
+    fn anchor(&mut self) -> Result<Anchor, AuditError> {
+        self.store.anchor()
+    }
+    fn head(&mut self) -> Result<Anchor, AuditError> {
+        self.store.head()
+    }
+    fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError> {
+        if after_seq != i64::MIN && !self.swept {
+            self.swept = true;
+            self.store.sweep(self.cutoff, 100)?;
+        }
+        self.store.chain_page(after_seq, limit)
+    }
+    fn sweep(&mut self, cutoff: DateTime<Utc>, max_rows: usize) -> Result<usize, AuditError> {
+        self.store.sweep(cutoff, max_rows)
+    }
+}
+
+#[test]
+fn a_sweep_during_verification_is_no_break() {
+    let (_dir, mut store) = open();
+    let mut old = row("ana", "get", 200);
+    old.started_at -= chrono::TimeDelta::days(40);
+    old.ended_at -= chrono::TimeDelta::days(40);
+    store.commit(&[], &[old.clone(), old, row("ben", "get", 200)]).unwrap();
+    let mut swept = SweptDuringTheWalk {
+        store,
+        cutoff: Utc::now() - chrono::TimeDelta::days(30),
+        swept: false,
+    };
+    assert_eq!(verify(&mut swept).unwrap(), VerifyReport::intact(1));
+    assert!(swept.swept, "the sweep ran during the walk");
+}

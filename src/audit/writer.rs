@@ -48,6 +48,12 @@ pub struct WriterSettings {
     pub capacity: usize,
     /// Most rows in one commit.
     pub max_batch: usize,
+    /// After a crash recovery failed (the store down at start), how long
+    /// before it is tried again, at a commit: on PostgreSQL, replicas take
+    /// back the locks that mark their writes in flight only at their next
+    /// commit after the database's own restart, and a recovery before that
+    /// would record those writes as unknown.
+    pub recovery_retry: Duration,
 }
 
 impl Default for WriterSettings {
@@ -56,6 +62,7 @@ impl Default for WriterSettings {
             window: Duration::from_millis(100),
             capacity: 16_384,
             max_batch: 4096,
+            recovery_retry: Duration::from_secs(60),
         }
     }
 }
@@ -153,7 +160,7 @@ impl AuditWriter {
         let thread = thread::AuditThread::start().expect("cannot start the audit thread");
         let waited_on = Arc::new(AtomicUsize::new(0));
         store.yield_while_unwaited(waited_on.clone());
-        let storage = Storage::open(store, sink, spool.clone(), thread);
+        let storage = Storage::open(store, sink, spool.clone(), thread, settings.recovery_retry);
         tokio::spawn(run::run(storage, rx, settings, metrics, health.clone(), wake.clone()));
         AuditWriter {
             tx,

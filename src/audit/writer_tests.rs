@@ -103,17 +103,33 @@ fn spawn(probe: &Probe, window: Duration) -> AuditWriter {
 // test sees at a given moment does not depend on the machine's speed.
 
 #[tokio::test]
-async fn recovery_the_store_refused_at_start_is_tried_again_before_the_next_commit_and_then_no_more() {
+async fn recovery_the_store_refused_at_start_is_tried_again_at_a_commit_after_a_pause_and_then_no_more() {
     let probe = Probe::default();
     // The store is down as the writer starts.
     probe.failing.store(true, Ordering::SeqCst);
-    let writer = spawn(&probe, Duration::from_millis(10));
+    let pause = Duration::from_secs(3);
+    let settings = WriterSettings {
+        window: Duration::from_millis(10),
+        recovery_retry: pause,
+        ..WriterSettings::default()
+    };
+    let writer = AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while probe.recoveries.load(Ordering::SeqCst) == 0 {
         assert!(std::time::Instant::now() < deadline, "recovery was never tried");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let failed_at = std::time::Instant::now();
     probe.failing.store(false, Ordering::SeqCst);
+    // Within its pause (3 s, far longer than a commit takes), a commit
+    // does not try it again.
+    writer.append(row()).await;
+    writer.flush().await;
+    assert_eq!(probe.recoveries.load(Ordering::SeqCst), 1, "not within the pause");
+    // After it, the first commit does.
+    while failed_at.elapsed() < pause + Duration::from_millis(100) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     writer.append(row()).await;
     writer.flush().await;
     assert_eq!(
@@ -202,6 +218,7 @@ fn queue_of_four(probe: &Probe) -> AuditWriter {
         capacity: 4,
         max_batch: 8,
         window: Duration::from_millis(5),
+        ..WriterSettings::default()
     };
     AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default())
 }
@@ -276,6 +293,7 @@ async fn a_half_full_queue_is_committed_before_the_window_ends() {
         window: Duration::from_secs(60),
         capacity: 8,
         max_batch: 4,
+        ..WriterSettings::default()
     };
     let writer = AuditWriter::spawn(Box::new(probe.clone()), None, settings, WriterMetrics::default());
     writer.submit(row());
@@ -314,6 +332,7 @@ async fn a_full_queue_makes_rows_wait_and_close_commits_them_all() {
         capacity: 4,
         max_batch: 8,
         window: Duration::from_millis(5),
+        ..WriterSettings::default()
     };
     let writer = AuditWriter::spawn(Box::new(store), None, settings, WriterMetrics::default());
     for _ in 0..300 {

@@ -170,6 +170,7 @@ impl Endpoint {
             }
         }
         let (mut parts, incoming) = request.into_parts();
+        let ending = parts.method == Method::DELETE;
         let body = if parts.method == Method::POST {
             match self.read_body(incoming, row).await {
                 Ok(body) => body,
@@ -184,6 +185,9 @@ impl Endpoint {
         });
         let request = Request::from_parts(parts, Full::new(body));
         let Ok(response) = self.service.clone().call(request).await;
+        if let (true, Some(session)) = (ending && response.status().is_success(), &session) {
+            self.owners.forget(session);
+        }
         let begun = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok());
         if let (None, Some(begun)) = (&session, begun) {
             if let Err(error) = self.owners.record(begun, &agent).await {

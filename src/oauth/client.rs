@@ -188,10 +188,21 @@ impl Clients {
         if self.cache.len() >= CACHE_SIZE {
             self.cache.retain(|_, entry| entry.0.elapsed() < CACHE_FOR);
         }
-        if self.cache.len() < CACHE_SIZE {
-            self.cache
-                .insert(client.client_id.clone(), (Instant::now(), client.clone()));
+        // Still full: the oldest goes, so that documents fetched to fill the
+        // cache keep no other client out of it for good (then every
+        // authorize naming that client would fetch, and spend its budget).
+        if self.cache.len() >= CACHE_SIZE {
+            let oldest = self
+                .cache
+                .iter()
+                .min_by_key(|entry| entry.value().0)
+                .map(|entry| entry.key().clone());
+            if let Some(oldest) = oldest {
+                self.cache.remove(&oldest);
+            }
         }
+        self.cache
+            .insert(client.client_id.clone(), (Instant::now(), client.clone()));
     }
 
     async fn registered(&self, client_id: &str) -> Result<ClientMetadata, ClientError> {
@@ -443,6 +454,17 @@ mod tests {
             !clients.would_fetch("pcl-client-1"),
             "a registered client is looked up, not fetched"
         );
+        // A cache filled by others' documents still takes this one, in
+        // place of the oldest.
+        for n in 0..CACHE_SIZE {
+            let other = format!("https://filler.example/{n}.json");
+            let filler = format!(r#"{{"client_id":"{other}","redirect_uris":["http://127.0.0.1/cb"]}}"#);
+            clients.remember(&from_document(&other, filler.as_bytes()).unwrap());
+        }
+        assert!(clients.would_fetch(url), "the oldest went");
+        clients.remember(&from_document(url, document.as_bytes()).unwrap());
+        assert!(!clients.would_fetch(url));
+        assert!(clients.cache.len() <= CACHE_SIZE);
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ use crate::audit::row::{AuditRow, ChainedRow};
 use crate::audit::spool::{self, Spool, Ticket};
 use crate::audit::store::AuditStore;
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 /// Rows kept for another try after failed commits that have no place in
 /// the spool (retention's, or a row the spool could not take); past this,
@@ -102,8 +103,11 @@ pub(super) struct Storage {
     thread: AuditThread,
     /// The intents a crash left are still to be recorded as unknown: the
     /// store could not be reached, or the spool's leftovers (whose rows
-    /// settle some of them) have not shipped yet. Tried before each commit.
-    recovery_pending: bool,
+    /// settle some of them) have not shipped yet. Tried before the first
+    /// commit from this time on.
+    recovery_pending: Option<Instant>,
+    /// How long after a failed recovery it is tried again.
+    recovery_retry: Duration,
 }
 
 /// What goes to the audit thread and back.
@@ -121,6 +125,7 @@ impl Storage {
         sink: Option<ExportSink>,
         spool: Option<Spool>,
         thread: AuditThread,
+        recovery_retry: Duration,
     ) -> Storage {
         let (store, export) = thread
             .run(move || {
@@ -132,7 +137,8 @@ impl Storage {
         let mut storage = Storage {
             held: Held { store, export, spool },
             thread,
-            recovery_pending: true,
+            recovery_pending: Some(Instant::now()),
+            recovery_retry,
         };
         if let Some(spool) = storage.held.spool.clone() {
             // What cannot ship now is tried again before each commit.
@@ -151,7 +157,7 @@ impl Storage {
     /// failure, tried again before the next commit.
     async fn recover(self) -> Storage {
         let (mut storage, recovered) = self.blocking(|store| store.recover().map(|c| (c.len(), c))).await;
-        storage.recovery_pending = recovered.is_err();
+        storage.recovery_pending = recovered.is_err().then(|| Instant::now() + storage.recovery_retry);
         match recovered {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
@@ -224,7 +230,7 @@ impl Storage {
                 return (this, Err((error, rows)));
             }
         }
-        if this.recovery_pending {
+        if this.recovery_pending.is_some_and(|at| Instant::now() >= at) {
             this = this.recover().await;
         }
         let (storage, result) = this
@@ -315,6 +321,7 @@ impl Storage {
             mut held,
             thread,
             recovery_pending,
+            recovery_retry,
         } = self;
         let (held, result) = thread
             .run(move || {
@@ -330,6 +337,7 @@ impl Storage {
                 held,
                 thread,
                 recovery_pending,
+                recovery_retry,
             },
             result,
         )

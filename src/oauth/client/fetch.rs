@@ -142,19 +142,24 @@ impl Fetcher {
     async fn addresses(&self, target: &Target) -> Result<Vec<SocketAddr>, String> {
         let found: Vec<SocketAddr> = match target.host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, target.port)],
-            Err(_) => tokio::net::lookup_host((target.host.as_str(), target.port))
-                .await
-                .map_err(|e| format!("could not be fetched: its host name does not resolve: {e}"))?
-                .collect(),
+            Err(_) => match tokio::net::lookup_host((target.host.as_str(), target.port)).await {
+                Ok(found) => found.collect(),
+                Err(error) => {
+                    tracing::info!(host = %target.host, %error, "a client metadata document's host does not resolve");
+                    Vec::new()
+                }
+            },
         };
+        // One answer for a name that does not resolve and one that leads
+        // inside: anyone may name any URL, and would otherwise learn which
+        // internal names exist and where they lead. The log says which.
+        let refused = || String::from("is refused: its host is not at a public address");
         if found.is_empty() {
-            return Err("could not be fetched: its host name resolves to no address".into());
+            return Err(refused());
         }
         if let Some(private) = found.iter().find(|a| !self.private_allowed && !public(a.ip())) {
-            // The address is for the operator's log, not the answer: anyone
-            // may name any URL, and would learn where internal names lead.
             tracing::info!(host = %target.host, address = %private.ip(), "a client metadata document's host is not at a public address");
-            return Err("is refused: its host is not at a public address".into());
+            return Err(refused());
         }
         Ok(found)
     }

@@ -218,5 +218,13 @@ async fn a_metadata_document_on_a_loopback_address_is_refused_without_the_test_o
     let reason = self::reason(clients.resolve(&named).await.unwrap_err());
     assert!(reason.contains("its host is not at a public address"), "{reason}");
     assert!(!reason.contains("127.0.0.1") && !reason.contains("::1"), "{reason}");
+    // Nor whether a name exists at all: one that resolves nowhere reads the same.
+    let nowhere = self::reason(
+        clients
+            .resolve("https://no-such-host.invalid/meta.json")
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(nowhere, reason);
     assert!(server.requested().is_empty(), "nothing was fetched");
 }
