@@ -28,6 +28,36 @@ impl Store {
         expires_at: Option<DateTime<Utc>>,
         origin: &Origin,
     ) -> Result<(Credential, String), StoreError> {
+        self.issue(principal, name, expires_at, origin, None)
+    }
+
+    /// Issue a credential that ends with the web sign-in session whose id
+    /// hashes to `session_sha256` (signing out revokes it), and at
+    /// `expires_at`.
+    pub fn issue_session_credential(
+        &self,
+        principal: &Principal,
+        name: &str,
+        expires_at: DateTime<Utc>,
+        session_sha256: &str,
+    ) -> Result<(Credential, String), StoreError> {
+        self.issue(
+            principal,
+            name,
+            Some(expires_at),
+            &Origin::default(),
+            Some(session_sha256),
+        )
+    }
+
+    fn issue(
+        &self,
+        principal: &Principal,
+        name: &str,
+        expires_at: Option<DateTime<Utc>>,
+        origin: &Origin,
+        web_session: Option<&str>,
+    ) -> Result<(Credential, String), StoreError> {
         let new = credential::mint();
         let credential = Credential {
             id: uuid::Uuid::now_v7().to_string(),
@@ -43,8 +73,8 @@ impl Store {
         self.with(|c| {
             exists(c, principal)?;
             c.execute(
-                "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at, origin.audience.map(Audience::as_str), origin.via],
+                "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via, web_session) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at, origin.audience.map(Audience::as_str), origin.via, web_session],
             )?;
             Ok(())
         })?;

@@ -39,6 +39,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0018_audit_forwarded_rows.sql"),
     include_str!("migrations/0019_audit_by_kind_partial.sql"),
     include_str!("migrations/0020_device_requester.sql"),
+    include_str!("migrations/0021_session_credentials.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -63,6 +64,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0018_audit_forwarded_rows.sql"),
     include_str!("migrations/postgres/0019_audit_by_kind_partial.sql"),
     include_str!("migrations/postgres/0020_device_requester.sql"),
+    include_str!("migrations/postgres/0021_session_credentials.sql"),
 ];
 
 /// The schema version this release knows.

@@ -80,13 +80,18 @@ impl Store {
     }
 
     /// End one session (signing out); a session signed into through the
-    /// identity provider takes its own credential with it.
+    /// identity provider takes its own credential with it, and every
+    /// session takes the credentials issued under it (`portcullis login`'s).
     pub fn delete_web_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         let now = Utc::now();
         self.write(|tx| {
             tx.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id IN \
                  (SELECT credential_id FROM web_sessions WHERE id_sha256 = ?1 AND signed_in_with = 'oidc')",
+                params![id_sha256, now],
+            )?;
+            tx.execute(
+                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE web_session = ?1",
                 params![id_sha256, now],
             )?;
             tx.execute("DELETE FROM web_sessions WHERE id_sha256 = ?1", params![id_sha256])?;
@@ -156,7 +161,8 @@ mod tests {
     }
 
     #[test]
-    fn signing_out_revokes_a_provider_sessions_own_credential_and_disabling_revokes_them_all() {
+    fn signing_out_revokes_a_provider_sessions_own_credential_and_those_issued_under_it_and_disabling_revokes_them_all()
+    {
         for store in testing::both() {
             signing_out_revokes(&store, store.backend);
         }
@@ -179,6 +185,13 @@ mod tests {
             .insert_web_session("token", &session(&kubeconfig.id, false))
             .unwrap();
         store.insert_web_session("oidc", &session(&own.id, true)).unwrap();
+        // `portcullis login`'s, allowed in each session.
+        let (under_token, _) = store
+            .issue_session_credential(&ana, "command line", later, "token")
+            .unwrap();
+        let (under_oidc, _) = store
+            .issue_session_credential(&ana, "command line", later, "oidc")
+            .unwrap();
         assert_eq!(
             store.web_session("oidc").unwrap().unwrap().groups,
             ["devs"],
@@ -186,12 +199,18 @@ mod tests {
         );
         assert!(store.web_session("oidc").unwrap().unwrap().oidc, "{backend}");
         assert_eq!(store.web_sessions_of("ana").unwrap().len(), 2, "{backend}");
-        store.delete_web_session("token").unwrap();
-        store.delete_web_session("oidc").unwrap();
         let revoked = |id: &str| {
             let all = store.list_credentials(Some(&ana)).unwrap();
             all.iter().find(|c| c.id == id).unwrap().revoked_at.is_some()
         };
+        store.delete_web_session("token").unwrap();
+        assert!(
+            revoked(&under_token.id),
+            "{backend}: issued under the session, ended with it"
+        );
+        assert!(!revoked(&under_oidc.id), "{backend}: another session's stays");
+        store.delete_web_session("oidc").unwrap();
+        assert!(revoked(&under_oidc.id), "{backend}");
         assert!(
             !revoked(&kubeconfig.id),
             "{backend}: a token sign-in leaves the token alone"

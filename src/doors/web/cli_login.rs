@@ -292,6 +292,7 @@ fn issue(
     session: &str,
 ) -> Result<Option<(serde_json::Value, String)>, crate::signin::groups::RuleError> {
     let person = Principal::person(login);
+    let session_sha256 = session;
     let Some(session) = store.web_session(session)? else {
         return Ok(None);
     };
@@ -302,7 +303,8 @@ fn issue(
         crate::signin::groups::apply(config, store, login, &session.groups, session.expires_at)?;
     }
     let ends = (Utc::now() + CLI_LIFETIME).min(session.expires_at);
-    let (credential, token) = store.issue_credential(&person, "command line", Some(ends))?;
+    // Ends with the sign-in too: signing out on the web revokes it.
+    let (credential, token) = store.issue_session_credential(&person, "command line", ends, session_sha256)?;
     let answer = serde_json::json!({
         "login": login,
         "token": token,
