@@ -89,6 +89,10 @@ pub enum Page<'a> {
     ConsoleAction(&'a str),
     /// `/oauth/authorize`: an agent's client asks; the person consents.
     Authorize,
+    /// A path under the pages' own (`/approvals/`, `/console/`, `/login/`)
+    /// that is none of them: a browser is answered with a page, not a
+    /// Kubernetes Status.
+    NotFound,
 }
 
 /// Where the person-facing JSON API lives: apart from `/clusters/`, `/mcp`
@@ -124,11 +128,11 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
             && action
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'/');
-        return Ok(if valid {
-            Route::Web(Page::ConsoleAction(action))
+        return Ok(Route::Web(if valid {
+            Page::ConsoleAction(action)
         } else {
-            Route::NotFound
-        });
+            Page::NotFound
+        }));
     }
     let well_known = path.starts_with("/.well-known/") || path.ends_with("/.well-known/openid-configuration");
     if well_known && path.len() <= 300 {
@@ -147,11 +151,10 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
     if let Some(id) = path.strip_prefix("/approvals/") {
         // Held write ids are UUIDs: anything else is simply not found.
         let valid = id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-        return Ok(if valid {
-            Route::Web(Page::Held(id))
-        } else {
-            Route::NotFound
-        });
+        return Ok(Route::Web(if valid { Page::Held(id) } else { Page::NotFound }));
+    }
+    if path.starts_with("/login/") {
+        return Ok(Route::Web(Page::NotFound));
     }
     let Some(rest) = path.strip_prefix("/clusters/") else {
         return Ok(Route::NotFound);
@@ -312,7 +315,9 @@ mod tests {
         assert_eq!(route("/login/callback").unwrap(), Route::Web(Page::LoginCallback));
         let id = "0190a0b0-0000-7000-8000-000000000001";
         assert_eq!(route(&format!("/approvals/{id}")).unwrap(), Route::Web(Page::Held(id)));
-        assert_eq!(route("/approvals/../x").unwrap(), Route::NotFound);
+        assert_eq!(route("/approvals/../x").unwrap(), Route::Web(Page::NotFound));
+        assert_eq!(route("/console/Upper").unwrap(), Route::Web(Page::NotFound));
+        assert_eq!(route("/login/elsewhere").unwrap(), Route::Web(Page::NotFound));
         assert_eq!(route("/api/portcullis/v1/whoami").unwrap(), Route::Api("whoami"));
         assert_eq!(route("/api/portcullis/v1").unwrap(), Route::NotFound);
         assert_eq!(route("/apiserver-audit/prod").unwrap(), Route::ApiserverAudit("prod"));

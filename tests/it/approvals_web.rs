@@ -347,3 +347,34 @@ async fn the_pages_are_locked_down_and_only_a_persons_own_token_signs_in() {
     assert!(String::from_utf8_lossy(&shown.body).contains("name=\"csrf\""));
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_page_is_a_page_and_without_web_pages_the_command_line_gets_json() {
+    let env = Portcullis::start().await;
+    for path in ["/approvals/zz", "/console/Upper", "/login/elsewhere"] {
+        let answer = env.raw().send(Method::GET, path, &[], Vec::new()).await;
+        assert_eq!(answer.status, 404, "{path}");
+        let kind = answer.headers["content-type"].to_str().unwrap();
+        assert!(kind.starts_with("text/html"), "{path}: {kind}");
+        assert!(String::from_utf8_lossy(&answer.body).contains("No such page"), "{path}");
+    }
+    env.stop().await;
+    // No [approvals] key_file: no web pages at all.
+    let env = Portcullis::start_with(|config| config.approvals.key_file = None).await;
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let asked = env
+        .raw()
+        .send(
+            Method::POST,
+            "/login/device/code",
+            &form,
+            b"client_id=portcullis-cli".to_vec(),
+        )
+        .await;
+    assert_eq!(asked.status, 404);
+    assert_eq!(asked.json()["error"], "invalid_request");
+    assert!(asked.json()["error_description"].as_str().unwrap().contains("key_file"));
+    let page = env.raw().send(Method::GET, "/console", &[], Vec::new()).await;
+    assert!(String::from_utf8_lossy(&page.body).contains("key_file is not set"));
+    env.stop().await;
+}

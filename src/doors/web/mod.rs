@@ -54,10 +54,25 @@ pub async fn serve(
     row: &mut AuditRow,
 ) -> Response<Body> {
     row.verb = request.method().as_str().to_ascii_lowercase();
-    let Some(key) = approvals.key.as_ref() else {
+    if page == Page::NotFound {
         return html(
             StatusCode::NOT_FOUND,
-            pages::message("Not available", "This portcullis holds no writes."),
+            pages::message("No such page", "Use the links on portcullis's own pages."),
+        );
+    }
+    let Some(key) = approvals.key.as_ref() else {
+        let why = "this portcullis has no web pages: its [approvals] key_file is not set";
+        // `portcullis login --no-browser` reads an OAuth error (RFC 8628).
+        if page == Page::DeviceCode {
+            let body = cli_login::oauth_error("invalid_request", why);
+            return cli_login::json(StatusCode::NOT_FOUND, &body);
+        }
+        return html(
+            StatusCode::NOT_FOUND,
+            pages::message(
+                "Not available",
+                "This portcullis has no web pages: its [approvals] key_file is not set.",
+            ),
         );
     };
     let session = signed_in(approvals, request.headers(), row).await;
