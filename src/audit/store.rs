@@ -116,14 +116,13 @@ impl VerifyReport {
 /// Walk the whole chain from its anchor, a page at a time. A retention
 /// sweep during the walk moves the anchor and removes rows ahead of it: a
 /// break found then is the sweep's, and the walk starts again from the new
-/// anchor (a few times; a sweep removes at most its batch a turn).
+/// anchor, for as long as sweeps keep moving it (a sweep ends; a real break
+/// is reported by the first walk during which none ran).
 pub fn verify(store: &mut dyn AuditStore) -> Result<VerifyReport, AuditError> {
-    let mut tries = 0;
     loop {
         let anchor = store.anchor()?;
         let report = walk(store, anchor.clone())?;
-        tries += 1;
-        if report.broken.is_none() || tries == 5 || store.anchor()? == anchor {
+        if report.broken.is_none() || store.anchor()? == anchor {
             return Ok(report);
         }
     }

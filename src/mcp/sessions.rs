@@ -182,10 +182,10 @@ impl Owners {
         }
         let store = self.store.clone();
         let key = id.clone();
-        let owner = tokio::task::spawn_blocking(move || store.mcp_session_owner(&key))
+        let owner = tokio::task::spawn_blocking(move || store.mcp_session_owner_and_use(&key))
             .await
             .map_err(|_| StoreError::Invalid("the session lookup stopped".into()))??;
-        let Some(owner) = owner else {
+        let Some((owner, used)) = owner else {
             return Ok(false);
         };
         if owner != agent_id {
@@ -195,7 +195,12 @@ impl Owners {
             let touched = Instant::now();
             self.cache.insert(id.clone(), Owner { agent: owner, touched });
         }
-        self.touch(id);
+        // Past the cache's size every request comes here: it writes only
+        // when the store's last use is as old as the interval.
+        let every = chrono::TimeDelta::from_std(every).unwrap_or(chrono::TimeDelta::MAX);
+        if used.is_some_and(|used| Utc::now().signed_duration_since(used) >= every) {
+            self.touch(id);
+        }
         Ok(true)
     }
 

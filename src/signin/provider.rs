@@ -4,7 +4,9 @@
 //! working. The document is read again after an hour; the keys also when an
 //! ID token names a key the cached set lacks (the provider rotated its
 //! keys), at most once every [`KEY_REFETCH_EVERY`], so forged tokens with
-//! made-up key ids cannot make portcullis hammer the provider.
+//! made-up key ids cannot make portcullis hammer the provider. A failed
+//! discovery is tried again at most once every [`DISCOVERY_RETRY_EVERY`]
+//! (`/login`, which any page can make a browser ask for, starts one).
 
 use super::http::HttpClient;
 use super::SignInError;
@@ -17,6 +19,8 @@ use std::time::{Duration, Instant};
 const DISCOVERY_TTL: Duration = Duration::from_secs(3600);
 /// The least time between two key refetches for unknown key ids.
 pub const KEY_REFETCH_EVERY: Duration = Duration::from_secs(10);
+/// The least time between two discoveries after one failed.
+pub const DISCOVERY_RETRY_EVERY: Duration = Duration::from_secs(10);
 
 struct Cached {
     metadata: CoreProviderMetadata,
@@ -30,6 +34,8 @@ pub struct Provider {
     cached: Mutex<Option<Cached>>,
     /// When the keys were last refetched for an unknown key id.
     refetched: Mutex<Option<Instant>>,
+    /// When a discovery last failed, and why.
+    failed: Mutex<Option<(Instant, String)>>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -49,6 +55,7 @@ impl Provider {
             http,
             cached: Mutex::new(None),
             refetched: Mutex::new(None),
+            failed: Mutex::new(None),
         }
     }
 
@@ -67,6 +74,12 @@ impl Provider {
                 other => other.map(|c| c.metadata.clone()),
             }
         };
+        {
+            let failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, why)) = failed.as_ref().filter(|(at, _)| at.elapsed() < DISCOVERY_RETRY_EVERY) {
+                return stale.ok_or_else(|| SignInError::ProviderUnavailable(why.clone()));
+            }
+        }
         let http = self.http.clone();
         let client = move |request| {
             let http = http.clone();
@@ -75,10 +88,12 @@ impl Provider {
         match CoreProviderMetadata::discover_async(self.issuer.clone(), &client).await {
             Ok(metadata) => {
                 self.store(metadata.clone());
+                *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 Ok(metadata)
             }
             Err(error) => {
                 tracing::warn!(issuer = %self.issuer.as_str(), error = %chain(&error), "identity provider discovery failed");
+                *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), chain(&error)));
                 stale.ok_or_else(|| SignInError::ProviderUnavailable(chain(&error)))
             }
         }
@@ -139,4 +154,35 @@ pub fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_failed_discovery_is_not_tried_again_at_once() {
+        // A provider that closes every connection it is offered, counted.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = IssuerUrl::new(format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let offered = Arc::new(AtomicUsize::new(0));
+        let counted = offered.clone();
+        let serving = tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                drop(connection);
+            }
+        });
+        let provider = Provider::new(issuer, HttpClient::new(None).unwrap());
+        for _ in 0..5 {
+            assert!(matches!(
+                provider.metadata().await,
+                Err(SignInError::ProviderUnavailable(_))
+            ));
+        }
+        assert_eq!(offered.load(Ordering::SeqCst), 1, "one try for five sign-ins");
+        serving.abort();
+    }
 }

@@ -70,14 +70,30 @@ impl Store {
             last_used_at: None,
             revoked_at: None,
         };
-        self.with(|c| {
+        let insert = |c: &dyn super::sql::Db| {
             exists(c, principal)?;
             c.execute(
                 "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via, web_session) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at, origin.audience.map(Audience::as_str), origin.via, web_session],
             )?;
             Ok(())
-        })?;
+        };
+        match web_session {
+            None => self.with(insert)?,
+            // With the session's check in one transaction: a sign-out
+            // racing it either comes first (no credential) or revokes it.
+            Some(session) => self.write(|tx| {
+                let open: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM web_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                    params![session, Utc::now()],
+                    |r| r.get(0),
+                )?;
+                if open == 0 {
+                    return Err(StoreError::NotFound("web sign-in session".into()));
+                }
+                insert(tx)
+            })?,
+        }
         Ok((credential, new.token))
     }
 

@@ -6,6 +6,9 @@ use super::sql::{params, OptionalExt};
 use super::{Store, StoreError};
 use chrono::{DateTime, Utc};
 
+/// Who began a session, and when it was last used (if it is still kept).
+pub type OwnerAndUse = (String, Option<DateTime<Utc>>);
+
 impl Store {
     /// Keep a session's state under the SHA-256 of its id (replacing what was
     /// there), as used now.
@@ -77,6 +80,20 @@ impl Store {
                 params![id_sha256, agent_id, Utc::now()],
             )?;
             Ok(())
+        })
+    }
+
+    /// The agent that began the session whose id hashes to `id_sha256`, and
+    /// when the session was last used (if it is still kept).
+    pub fn mcp_session_owner_and_use(&self, id_sha256: &str) -> Result<Option<OwnerAndUse>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT o.agent_id, s.last_used_at FROM mcp_session_owners o \
+                 LEFT JOIN mcp_sessions s ON s.id_sha256 = o.id_sha256 WHERE o.id_sha256 = ?1",
+                params![id_sha256],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
         })
     }
 

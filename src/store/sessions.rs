@@ -212,6 +212,13 @@ mod tests {
         store.delete_web_session("oidc").unwrap();
         assert!(revoked(&under_oidc.id), "{backend}");
         assert!(
+            matches!(
+                store.issue_session_credential(&ana, "command line", later, "oidc"),
+                Err(StoreError::NotFound(_))
+            ),
+            "{backend}: none is issued under a session that has ended"
+        );
+        assert!(
             !revoked(&kubeconfig.id),
             "{backend}: a token sign-in leaves the token alone"
         );

@@ -146,7 +146,10 @@ impl Storage {
             (storage, shipped) = storage.ship_leftovers(&spool).await;
             if shipped.is_err() {
                 // Their rows would arrive after their intents had been
-                // recorded as unknown: recovery waits for them.
+                // recorded as unknown: recovery waits for them, and, the
+                // store likely down, for the pause other replicas need to
+                // take their locks back once it is up.
+                storage.recovery_pending = Some(Instant::now() + storage.recovery_retry);
                 return storage;
             }
         }

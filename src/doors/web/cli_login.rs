@@ -303,8 +303,12 @@ fn issue(
         crate::signin::groups::apply(config, store, login, &session.groups, session.expires_at)?;
     }
     let ends = (Utc::now() + CLI_LIFETIME).min(session.expires_at);
-    // Ends with the sign-in too: signing out on the web revokes it.
-    let (credential, token) = store.issue_session_credential(&person, "command line", ends, session_sha256)?;
+    // Ends with the sign-in too: signing out on the web revokes it (and a
+    // sign-out just before it leaves none).
+    let (credential, token) = match store.issue_session_credential(&person, "command line", ends, session_sha256) {
+        Err(crate::store::StoreError::NotFound(_)) => return Ok(None),
+        issued => issued?,
+    };
     let answer = serde_json::json!({
         "login": login,
         "token": token,
