@@ -273,7 +273,83 @@ pub fn open(store: &Store) -> Result<Box<dyn AuditStore>, AuditError> {
 #[cfg(test)]
 mod recorded_tests {
     use super::*;
+    use crate::audit::chain::{Encoded, Link};
     use crate::store::testing;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A store whose next `fail` commits fail: before committing, or (a
+    /// connection lost after COMMIT was sent) after.
+    struct Blips {
+        store: Box<dyn AuditStore>,
+        fail: Arc<AtomicUsize>,
+        after_committing: bool,
+    }
+
+    impl AuditStore for Blips {
+        fn commit_encoded(&mut self, intents: &[AuditRow], rows: &[Encoded]) -> Result<Vec<Link>, AuditError> {
+            let failing = self.fail.load(Ordering::SeqCst) > 0;
+            if failing {
+                self.fail.fetch_sub(1, Ordering::SeqCst);
+                if !self.after_committing {
+                    return Err(AuditError::Store("connection refused".into()));
+                }
+                self.store.commit_encoded(intents, rows)?;
+                return Err(AuditError::Store("connection closed".into()));
+            }
+            self.store.commit_encoded(intents, rows)
+        }
+        fn committed(&mut self, ids: &[String]) -> Result<std::collections::HashSet<String>, AuditError> {
+            self.store.committed(ids)
+        }
+        fn forwarded(&mut self, records: Vec<forwarded::Forwarded>) {
+            self.store.forwarded(records)
+        }
+        fn recover(&mut self) -> Result<Vec<row::ChainedRow>, AuditError> {
+            self.store.recover()
+        }
+        fn query(&mut self, filter: &query::Filter) -> Result<Vec<row::ChainedRow>, AuditError> {
+            self.store.query(filter)
+        }
+        fn anchor(&mut self) -> Result<chain::Anchor, AuditError> {
+            self.store.anchor()
+        }
+        fn head(&mut self) -> Result<chain::Anchor, AuditError> {
+            self.store.head()
+        }
+        fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<row::ChainedRow>, AuditError> {
+            self.store.chain_page(after_seq, limit)
+        }
+        fn sweep(&mut self, cutoff: chrono::DateTime<chrono::Utc>, max_rows: usize) -> Result<usize, AuditError> {
+            self.store.sweep(cutoff, max_rows)
+        }
+    }
+
+    #[test]
+    fn a_blip_as_a_changes_row_is_committed_is_waited_out_and_a_lost_answer_makes_no_second_row() {
+        for after_committing in [false, true] {
+            let store = testing::sqlite();
+            let intent = event("approve");
+            let id = intent.id.clone();
+            let fail = Arc::new(AtomicUsize::new(0));
+            let mut audit = Blips {
+                store: open(&store).unwrap(),
+                fail: fail.clone(),
+                after_committing,
+            };
+            audit.commit(std::slice::from_ref(&intent), &[]).unwrap();
+            let recorded = Recorded {
+                audit: Box::new(audit),
+                intent,
+            };
+            fail.store(2, Ordering::SeqCst);
+            recorded.done(event("approve"), Vec::new()).unwrap();
+            let kept = rows(&store);
+            assert_eq!(kept.len(), 1, "after_committing {after_committing}: one row, no second");
+            assert_eq!(kept[0].id, id);
+            assert!(open(&store).unwrap().recover().unwrap().is_empty(), "no intent left");
+        }
+    }
 
     fn event(verb: &str) -> AuditRow {
         let mut row = AuditRow::new(id::new(), chrono::Utc::now());
