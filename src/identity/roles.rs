@@ -77,16 +77,46 @@ impl Role {
         let core = |resource: &str, verbs: &[&str]| verbs.iter().any(|verb| self.allows("", resource, verb));
         let logs = core("pods/log", &["get"]);
         let stream = core("pods/exec", &["create", "get"]) || core("pods/attach", &["create", "get"]);
-        match (core("pods", &["create"]), logs, stream) {
-            (true, true, _) => Some(ThroughPods {
+        // A workload's pod template may mount any Secret of its namespace,
+        // as a pod may.
+        const WORKLOADS: [(&str, &str); 7] = [
+            ("apps", "deployments"),
+            ("apps", "statefulsets"),
+            ("apps", "daemonsets"),
+            ("apps", "replicasets"),
+            ("batch", "jobs"),
+            ("batch", "cronjobs"),
+            ("", "replicationcontrollers"),
+        ];
+        let workloads = WORKLOADS
+            .iter()
+            .any(|(group, resource)| self.allows(group, resource, "create"));
+        // The kubelet's API runs commands in any pod of the node with a
+        // plain POST (`/run`), no upgrade, no pods/exec.
+        if core("nodes/proxy", &["create", "get"]) {
+            return Some(ThroughPods {
+                how: "run commands in any pod through the kubelet (nodes/proxy)",
+                any_secret: true,
+            });
+        }
+        match (core("pods", &["create"]), workloads, logs, stream) {
+            (true, _, true, _) => Some(ThroughPods {
                 how: "create pods and read their logs",
                 any_secret: true,
             }),
-            (true, false, true) => Some(ThroughPods {
+            (true, _, false, true) => Some(ThroughPods {
                 how: "create pods and exec or attach into them",
                 any_secret: true,
             }),
-            (_, _, true) => Some(ThroughPods {
+            (false, true, true, _) => Some(ThroughPods {
+                how: "create workloads (deployments, jobs, …) and read their pods' logs",
+                any_secret: true,
+            }),
+            (false, true, false, true) => Some(ThroughPods {
+                how: "create workloads (deployments, jobs, …) and exec or attach into their pods",
+                any_secret: true,
+            }),
+            (_, _, _, true) => Some(ThroughPods {
                 how: "exec or attach into pods",
                 any_secret: false,
             }),
@@ -239,6 +269,27 @@ mod tests {
         assert_eq!(
             custom.reads_secrets_through_pods().unwrap().how,
             "exec or attach into pods"
+        );
+        let custom = |rules: serde_json::Value| Role {
+            name: "custom".into(),
+            rules: rules.as_array().unwrap().clone(),
+            reveals_secrets: false,
+            max_duration: None,
+        };
+        let kubelet = custom(json!([{"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["create"]}]));
+        let through = kubelet.reads_secrets_through_pods().unwrap();
+        assert!(through.any_secret && through.how.contains("nodes/proxy"));
+        let jobs = custom(json!([
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}
+        ]));
+        let through = jobs.reads_secrets_through_pods().unwrap();
+        assert!(through.any_secret && through.how.contains("workloads"));
+        let jobs_alone = custom(json!([{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]));
+        assert_eq!(
+            jobs_alone.reads_secrets_through_pods(),
+            None,
+            "no way to read what a job's pod sees"
         );
     }
 

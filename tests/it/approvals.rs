@@ -456,9 +456,9 @@ async fn an_approved_write_whose_caller_goes_away_midway_never_stays_running() {
 /// held for a careful bot like any other, without a dry run of its own
 /// (which would issue a token for the preview), and audited as no dry run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is() {
+async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is_and_its_run_keeps_no_token() {
     let env = Portcullis::start().await;
-    let (bot, _ana) = careful_bot_in(&env, "shop", "admin");
+    let (bot, ana) = careful_bot_in(&env, "shop", "admin");
     let auth = format!("Bearer {bot}");
     let path = format!(
         "/clusters/{}/api/v1/namespaces/shop/serviceaccounts/default/token?dryRun=All",
@@ -489,5 +489,23 @@ async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is() {
     let rows = audit_rows(&env).await;
     let row = rows.iter().find(|r| r.subresource == "token").expect("its row");
     assert!(row.held && !row.dry_run && row.write, "{row:?}");
+    // Approved and run: the bot gets its token, and the outcome portcullis
+    // keeps of the run has it hidden (the store never keeps a token).
+    assert!(person_ok(&env, &ana, &["approvals", "approve", &id]).contains("approved"));
+    let ran = env
+        .raw()
+        .send(
+            http::Method::POST,
+            &path,
+            &[("authorization", &auth), ("content-type", "application/json")],
+            ask.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(ran.status, 201, "{}", String::from_utf8_lossy(&ran.body));
+    let token = ran.json()["status"]["token"].as_str().unwrap().to_string();
+    assert!(token.len() > 20, "a real token: {token}");
+    let outcome = env.store.held(&id).unwrap().unwrap().outcome.unwrap();
+    assert!(!outcome.body.contains(&token), "{outcome:?}");
+    assert!(outcome.body.contains("redacted"), "{outcome:?}");
     env.stop().await;
 }

@@ -124,7 +124,7 @@ impl Pipeline {
         request: &Buffered,
         body: Bytes,
         trace: &mut Trace,
-    ) -> Result<(http::response::Parts, (Bytes, bool)), RequestError> {
+    ) -> Result<(http::response::Parts, (Bytes, Option<Target>)), RequestError> {
         let r = &held.request;
         let method = http::Method::from_bytes(r.method.as_bytes()).map_err(|_| RequestError::StoredMethod)?;
         // Exactly the stored request: its path, not this call's (which
@@ -150,7 +150,14 @@ impl Pipeline {
                 (parts, super::read_limited(answer, usize::MAX).await.unwrap_or_default())
             }
         };
-        Ok((parts, (answer, info.is_secrets())))
+        // What the store must never keep: a Secret's values, a minted
+        // token (whoever asked: this is a copy kept for the record).
+        let hidden = if info.is_secrets() {
+            Some(Target::Secrets)
+        } else {
+            info.is_token_request().then_some(Target::Token)
+        };
+        Ok((parts, (answer, hidden)))
     }
 }
 
@@ -197,16 +204,16 @@ impl Drop for Unfinished {
     }
 }
 
-/// What the write answered, kept with Secret values hidden.
-fn outcome(code: u16, answer: &[u8], secrets: bool) -> Outcome {
-    let kept = if secrets {
-        match redact_json(answer, Target::Secrets) {
+/// What the write answered, kept with Secret values and minted tokens
+/// (`hidden`) hidden.
+fn outcome(code: u16, answer: &[u8], hidden: Option<Target>) -> Outcome {
+    let kept = match hidden {
+        Some(target) => match redact_json(answer, target) {
             Ok(Some(redacted)) => redacted,
             Ok(None) => answer.to_vec(),
-            Err(_) => b"(a Secret answer, not kept)".to_vec(),
-        }
-    } else {
-        answer.to_vec()
+            Err(_) => b"(an answer holding a Secret or a token, not kept)".to_vec(),
+        },
+        None => answer.to_vec(),
     };
     let mut body = String::from_utf8_lossy(&kept).into_owned();
     if body.len() > OUTCOME_LIMIT {
@@ -341,7 +348,7 @@ mod tests {
             Precondition::default(),
             &trace,
         );
-        let (parts, (answer, secrets)) = f
+        let (parts, (answer, hidden)) = f
             .pipeline
             .run_stored(&ctx, &held, &asked, asked.body.clone(), &mut trace)
             .await
@@ -354,7 +361,7 @@ mod tests {
             trace.row.reason, expected.reason,
             "noted in the row where every refusal is"
         );
-        assert!(!secrets);
+        assert_eq!(hidden, None);
         assert!(f.connections() > 0, "the run was sent");
     }
 
