@@ -250,3 +250,58 @@ async fn a_secret_dry_run_answer_whose_values_cannot_be_hidden_is_refused_and_no
     assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_dry_runs_rejection_reaches_an_agent_with_the_values_hidden_or_not_at_all() {
+    let env = Portcullis::start().await;
+    let agent = crate::approvals_mcp::careful_agent(&env);
+    let auth = format!("Bearer {agent}");
+    let path = format!(
+        "/clusters/{}/api/v1/namespaces/shop/secrets/db-credentials",
+        env.cluster
+    );
+    let patch = format!(r#"{{"stringData":{{"password":"{NEW_PASSWORD}"}}}}"#);
+    let send = async || {
+        env.raw()
+            .send(
+                Method::PATCH,
+                &path,
+                &[
+                    ("authorization", &auth),
+                    ("content-type", "application/merge-patch+json"),
+                ],
+                patch.clone().into_bytes(),
+            )
+            .await
+    };
+    // The dry run (read as one who sees values, to mark the changed ones)
+    // is rejected with a body that is the Secret itself, as a webhook or
+    // an aggregated server could answer.
+    let reject = |body: &'static [u8]| portcullis_sim::faults::FaultRule {
+        method: Some(Method::PATCH),
+        path_prefix: "/api/v1/namespaces/shop/secrets/db-credentials".into(),
+        times: Some(1),
+        action: portcullis_sim::faults::FaultAction::Body {
+            content_type: "application/json".into(),
+            body: bytes::Bytes::from_static(body),
+            code: 422,
+        },
+    };
+    let secret = br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db-credentials","namespace":"shop"},"data":{"password":"czNjcjN0LVBhNTV3MHJk"}}"#;
+    env.sim().faults().add(reject(secret));
+    let rejected = send().await;
+    let body = String::from_utf8_lossy(&rejected.body).into_owned();
+    assert_eq!(rejected.status, 422, "{body}");
+    assert!(!body.contains("czNjcjN0LVBhNTV3MHJk"), "{body}");
+    assert!(body.contains("redacted"), "{body}");
+    // One it cannot read is refused whole.
+    let odd =
+        br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db-credentials"},"data":["czNjcjN0LVBhNTV3MHJk"]}"#;
+    env.sim().faults().add(reject(odd));
+    let refused = send().await;
+    let body = String::from_utf8_lossy(&refused.body).into_owned();
+    assert_eq!(refused.status, 502, "{body}");
+    assert!(!body.contains("czNjcjN0LVBhNTV3MHJk"), "{body}");
+    assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
+    env.stop().await;
+}

@@ -36,6 +36,24 @@ impl Pipeline {
             if parts.status.is_client_error() || parts.status.is_server_error() {
                 trace.row.dry_run = true;
                 trace.row.held = false;
+                // The dry run was read as one who sees values (to mark the
+                // changed ones): its rejection goes back to this caller as
+                // the redact layer would let it, a Status, or redacted, or
+                // refused.
+                let answer = if ctx.info.is_secrets() && !ctx.reveal_secrets {
+                    match crate::secrets::redact_json(&answer, crate::secrets::Target::Secrets) {
+                        Ok(None) => answer,
+                        Ok(Some(redacted)) => Bytes::from(redacted),
+                        Err(error) => {
+                            tracing::warn!(%error, "a held Secret write's dry-run rejection could not be redacted: refused");
+                            return Err(RequestError::Unredactable {
+                                cause: error.to_string(),
+                            });
+                        }
+                    }
+                } else {
+                    answer
+                };
                 return Ok(Response::from_parts(parts, body::full(answer)));
             }
             let result: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
