@@ -187,15 +187,9 @@ pub fn approve(
         None => None,
     };
     let recorded = record::begin(store, record::Step::Approve, &decider, &request)?;
+    // Invalid (a 409 in the row): decided or expired since it was read.
     if let Err(error) = store.approve_access_request(&request.id, &grant, delegated, by, reason, Utc::now()) {
-        // Invalid: decided or expired since it was read (a race).
-        let code = if matches!(error, StoreError::Invalid(_)) {
-            409
-        } else {
-            500
-        };
-        let _ = recorded.not_made(code, &error.to_string());
-        return Err(error.into());
+        return Err(recorded.store_failed(error).into());
     }
     let row = record::row(record::Step::Approve, &decider, &request, Some(&grant.id), None);
     recorded.done(row, Vec::new())?;
@@ -218,10 +212,7 @@ pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<A
                 state: "decided",
             });
         }
-        Err(error) => {
-            let _ = recorded.not_made(500, &error.to_string());
-            return Err(error.into());
-        }
+        Err(error) => return Err(recorded.store_failed(error).into()),
     }
     recorded.done(
         record::row(record::Step::Deny, &decider, &request, None, None),

@@ -142,10 +142,7 @@ fn decide(
                 state: "decided",
             });
         }
-        Err(error) => {
-            let _ = recorded.not_made(500, &error.to_string());
-            return Err(error.into());
-        }
+        Err(error) => return Err(recorded.store_failed(error).into()),
     }
     recorded.done(row(verb, &decider, &held, None), Vec::new())?;
     let decided = store.held(id)?.ok_or_else(|| DecideError::NotFound(id.into()))?;

@@ -43,7 +43,7 @@ pub mod store;
 pub mod writer;
 
 use crate::config::AuditConfig;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use postgres::PostgresAuditStore;
 use query::Filter;
 use row::{AuditRow, ChainedRow};
@@ -248,6 +248,19 @@ impl Recorded {
         )))
     }
 
+    /// The change failed in the store: the intent's row says so (404 for
+    /// a thing not found, 409 for one changed since it was read, else
+    /// 500), and the error is handed back.
+    pub fn store_failed(self, error: StoreError) -> StoreError {
+        let code = match &error {
+            StoreError::NotFound(_) => 404,
+            StoreError::Invalid(_) => 409,
+            _ => 500,
+        };
+        let _ = self.not_made(code, &error.to_string());
+        error
+    }
+
     /// The change was not made (another decided first, it failed): the
     /// intent's row, with `code` and `reason`.
     pub fn not_made(mut self, code: u16, reason: &str) -> Result<(), AuditError> {
@@ -391,6 +404,17 @@ mod recorded_tests {
                 open(&store).unwrap().recover().unwrap().is_empty(),
                 "{b}: no intent left over"
             );
+            // Failed in the store: the row's code says how.
+            for (error, code) in [
+                (StoreError::Invalid("no longer pending".into()), 409),
+                (StoreError::NotFound("trust rule t".into()), 404),
+            ] {
+                let recorded = begin_event(&store, event("approve")).unwrap();
+                let handed_back = recorded.store_failed(error).to_string();
+                let kept = rows(&store);
+                let last = kept.last().unwrap();
+                assert_eq!((last.code, last.reason.as_str()), (code, handed_back.as_str()), "{b}");
+            }
             // Cut short (the process died after the intent): recovered by
             // the next process as a change of unknown outcome.
             let recorded = begin_event(&store, event("approve")).unwrap();

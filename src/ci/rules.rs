@@ -79,8 +79,7 @@ pub fn add_rule(store: &Store, ask: TrustAsk, actor: &Actor) -> Result<TrustRule
     // `crate::audit::Recorded`).
     let recorded = crate::audit::begin_event(store, rule_row("create", &rule, actor))?;
     if let Err(error) = store.add_trust_rule(&rule) {
-        let _ = recorded.not_made(500, &error.to_string());
-        return Err(error.into());
+        return Err(recorded.store_failed(error).into());
     }
     recorded.done(rule_row("create", &rule, actor), Vec::new())?;
     Ok(rule)
@@ -98,15 +97,7 @@ pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<(TrustRule,
     let recorded = crate::audit::begin_event(store, rule_row("delete", &known, actor))?;
     let (rule, revoked) = match store.remove_trust_rule(id) {
         Ok(removed) => removed,
-        Err(error) => {
-            let code = if matches!(error, StoreError::NotFound(_)) {
-                404
-            } else {
-                500
-            };
-            let _ = recorded.not_made(code, &error.to_string());
-            return Err(error.into());
-        }
+        Err(error) => return Err(recorded.store_failed(error).into()),
     };
     let mut row = rule_row("delete", &rule, actor);
     row.query = crate::audit::row::bounded(&format!("{}&revoked_credentials={revoked}", row.query));

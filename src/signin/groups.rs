@@ -110,8 +110,7 @@ pub fn add_rule(config: &Config, store: &Store, ask: RuleAsk, actor: &Actor) -> 
     // `crate::audit::Recorded`).
     let recorded = crate::audit::begin_event(store, rule_row("create", &rule, actor))?;
     if let Err(error) = store.add_group_rule(&rule) {
-        let _ = recorded.not_made(500, &error.to_string());
-        return Err(error.into());
+        return Err(recorded.store_failed(error).into());
     }
     recorded.done(rule_row("create", &rule, actor), Vec::new())?;
     Ok(rule)
@@ -128,15 +127,7 @@ pub fn remove_rule(store: &Store, id: &str, actor: &Actor) -> Result<(GroupRule,
     let recorded = crate::audit::begin_event(store, rule_row("delete", &known, actor))?;
     let (rule, revoked) = match store.remove_group_rule(id) {
         Ok(removed) => removed,
-        Err(error) => {
-            let code = if matches!(error, StoreError::NotFound(_)) {
-                404
-            } else {
-                500
-            };
-            let _ = recorded.not_made(code, &error.to_string());
-            return Err(error.into());
-        }
+        Err(error) => return Err(recorded.store_failed(error).into()),
     };
     let grants = revoked
         .iter()
