@@ -184,14 +184,7 @@ fn kept(cluster: &str, event: Event) -> ApiserverEvent {
     // A NUL (a Status message may quote a client's `%00`) is kept marked,
     // not as is: PostgreSQL's text cannot hold one, and a batch it refused
     // would lose every event in it.
-    let text = |s: &str| {
-        let kept = crate::audit::row::bounded(s);
-        if kept.contains('\0') {
-            kept.replace('\0', "\u{fffd}")
-        } else {
-            kept
-        }
-    };
+    let text = crate::audit::row::bounded_nul_free;
     let annotation = |key: &str| text(event.annotations.get(key).map(String::as_str).unwrap_or(""));
     let impersonated = event.impersonated_user.unwrap_or_default();
     ApiserverEvent {

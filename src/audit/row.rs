@@ -173,6 +173,12 @@ pub fn bounded(text: &str) -> String {
     text[..end].to_string()
 }
 
+/// `text` [`bounded`], each NUL replaced by U+FFFD: PostgreSQL's text
+/// cannot hold a NUL. Replaced first, as U+FFFD is three bytes.
+pub fn bounded_nul_free(text: &str) -> String {
+    bounded(&text.replace('\0', "\u{fffd}"))
+}
+
 /// The query as recorded: raw, except that the values of credential-like
 /// parameters are replaced by `<hidden>`, and bounded in length.
 pub fn clean_query(query: &str) -> String {
@@ -218,6 +224,8 @@ mod tests {
         let cut = bounded(&long);
         assert!(cut.len() <= MAX_TEXT);
         assert!(cut.chars().all(|c| c == 'é'));
+        let nuls = bounded_nul_free(&"\0".repeat(MAX_TEXT));
+        assert!(nuls.len() <= MAX_TEXT && nuls.chars().all(|c| c == '\u{fffd}'));
     }
 
     #[test]

@@ -8,10 +8,57 @@ use super::row::AuditRow;
 use super::stamp::Stamp;
 use chrono::{DateTime, Utc};
 
-/// Lists the fields once, in the struct's order: the list both destructures
-/// the row, with no `..` (a field added to [`AuditRow`] and not here does
-/// not compile), and spells each key as a constant, `{"id":` then
-/// `,"started_at":` and so on.
+/// The row's fields once, in the struct's order, each with how its value
+/// is written; hands the list to `$then!` after its own arguments. Each
+/// user destructures the row with the list and no `..`, so a field added to
+/// [`AuditRow`] and not here does not compile.
+macro_rules! row_fields {
+    ($then:ident!($($args:tt)*)) => {
+        $then!($($args)*;
+            id: text,
+            started_at: time,
+            ended_at: time,
+            cluster: text,
+            principal_kind: text,
+            login: text,
+            credential_id: text,
+            credential_prefix: text,
+            session: text,
+            tool: text,
+            client: text,
+            method: text,
+            path: text,
+            query: text,
+            verb: text,
+            api_group: text,
+            api_version: text,
+            resource: text,
+            subresource: text,
+            namespace: text,
+            name: text,
+            code: number,
+            reason: text,
+            refused: text,
+            bytes_in: number,
+            bytes_out: number,
+            duration_ms: number,
+            write: flag,
+            discovery: flag,
+            dry_run: flag,
+            redacted: flag,
+            truncated: flag,
+            secret_revealed: flag,
+            held: flag,
+            approved: flag,
+            // `skip_serializing_if = "String::is_empty"` on both.
+            via: text_unless_empty,
+            kind: text_unless_empty,
+        )
+    };
+}
+
+/// Writes each field with its writer, each key a constant (`{"id":` then
+/// `,"started_at":` and so on); says whether a text held a NUL.
 macro_rules! fields {
     ($row:expr, $out:expr; $first:ident: $first_as:ident, $($field:ident: $as:ident,)+) => {{
         let AuditRow { $first, $($field),+ } = $row;
@@ -22,50 +69,19 @@ macro_rules! fields {
     }};
 }
 
+/// Applies `nul_free`'s function of each field's writer to it.
+macro_rules! each_field_nul_free {
+    ($row:expr; $($field:ident: $as:ident,)+) => {{
+        let AuditRow { $($field),+ } = $row;
+        $(nul_free::$as($field);)+
+    }};
+}
+
 /// Append `row`'s JSON to `out`: `serde_json::to_vec(row)`, byte for byte.
 /// Says whether a text held a NUL (see [`without_nul`]).
 #[must_use]
 pub fn write(row: &AuditRow, out: &mut Vec<u8>) -> bool {
-    fields!(row, out;
-        id: text,
-        started_at: time,
-        ended_at: time,
-        cluster: text,
-        principal_kind: text,
-        login: text,
-        credential_id: text,
-        credential_prefix: text,
-        session: text,
-        tool: text,
-        client: text,
-        method: text,
-        path: text,
-        query: text,
-        verb: text,
-        api_group: text,
-        api_version: text,
-        resource: text,
-        subresource: text,
-        namespace: text,
-        name: text,
-        code: number,
-        reason: text,
-        refused: text,
-        bytes_in: number,
-        bytes_out: number,
-        duration_ms: number,
-        write: flag,
-        discovery: flag,
-        dry_run: flag,
-        redacted: flag,
-        truncated: flag,
-        secret_revealed: flag,
-        held: flag,
-        approved: flag,
-        // `skip_serializing_if = "String::is_empty"` on both.
-        via: text_unless_empty,
-        kind: text_unless_empty,
-    )
+    row_fields!(fields!(row, out))
 }
 
 /// `row` with each NUL in its texts replaced by U+FFFD. PostgreSQL's text
@@ -74,77 +90,27 @@ pub fn write(row: &AuditRow, out: &mut Vec<u8>) -> bool {
 /// every row, would try it again for ever: the row keeps what the client
 /// sent, visibly marked, rather than stop the audit.
 pub fn without_nul(row: &mut AuditRow) {
-    // No `..`: a text added to the row and not here does not compile.
-    let AuditRow {
-        id,
-        started_at: _,
-        ended_at: _,
-        cluster,
-        principal_kind,
-        login,
-        credential_id,
-        credential_prefix,
-        session,
-        tool,
-        client,
-        method,
-        path,
-        query,
-        verb,
-        api_group,
-        api_version,
-        resource,
-        subresource,
-        namespace,
-        name,
-        code: _,
-        reason,
-        refused,
-        bytes_in: _,
-        bytes_out: _,
-        duration_ms: _,
-        write: _,
-        discovery: _,
-        dry_run: _,
-        redacted: _,
-        truncated: _,
-        secret_revealed: _,
-        held: _,
-        approved: _,
-        via,
-        kind,
-    } = row;
-    let texts = [
-        id,
-        cluster,
-        principal_kind,
-        login,
-        credential_id,
-        credential_prefix,
-        session,
-        tool,
-        client,
-        method,
-        path,
-        query,
-        verb,
-        api_group,
-        api_version,
-        resource,
-        subresource,
-        namespace,
-        name,
-        reason,
-        refused,
-        via,
-        kind,
-    ];
-    for text in texts {
-        if text.contains('\0') {
-            // U+FFFD is three bytes: bounded again, as the text was.
-            *text = super::row::bounded(&text.replace('\0', "\u{fffd}"));
+    row_fields!(each_field_nul_free!(row))
+}
+
+/// For [`without_nul`], by the field's writer: texts lose their NULs, the
+/// rest hold none.
+mod nul_free {
+    pub fn text(value: &mut String) {
+        if value.contains('\0') {
+            *value = super::super::row::bounded_nul_free(value);
         }
     }
+
+    pub fn text_unless_empty(value: &mut String) {
+        text(value)
+    }
+
+    pub fn time<T>(_: &mut T) {}
+
+    pub fn number<T>(_: &mut T) {}
+
+    pub fn flag<T>(_: &mut T) {}
 }
 
 fn text(out: &mut Vec<u8>, key: &str, value: &str) -> bool {
