@@ -186,7 +186,7 @@ impl Exporter {
         if self.paused_until.is_some_and(|until| std::time::Instant::now() < until) {
             // Read back from the store once the pause is over.
             if !self.shared {
-                self.last = Some(self.last.map_or(first.seq - 1, |seen| seen.min(first.seq - 1)));
+                self.left_from(first.seq);
             }
             return;
         }
@@ -205,12 +205,18 @@ impl Exporter {
             if sink.write(committed).is_err() {
                 // Read back from the store after the pause, after the rows
                 // before them.
-                self.last = Some(self.last.map_or(first.seq - 1, |seen| seen.min(first.seq - 1)));
+                self.left_from(first.seq);
                 self.pause();
                 return;
             }
         }
         self.last = Some(last.seq);
+    }
+
+    /// The rows from `seq` on are still to be exported (read back from the
+    /// store): the position goes back before them, never forward.
+    fn left_from(&mut self, seq: i64) {
+        self.last = Some(self.last.map_or(seq - 1, |seen| seen.min(seq - 1)));
     }
 
     fn pause(&mut self) {
@@ -288,16 +294,15 @@ impl Exporter {
                 return;
             };
             if sink.write(&rows).is_err() {
-                self.paused_until = Some(std::time::Instant::now() + RETRY_AFTER);
-                return;
+                break;
             }
             after = last.seq;
             self.last = Some(after);
-            let more = full && rows.len() == PAGE;
-            if !more {
+            if !(full && rows.len() == PAGE) {
                 return;
             }
         }
+        self.pause();
     }
 }
 

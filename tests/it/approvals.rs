@@ -465,15 +465,17 @@ async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is_and_its_ru
         env.cluster
     );
     let ask = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
-    let answer = env
-        .raw()
-        .send(
-            http::Method::POST,
-            &path,
-            &[("authorization", &auth), ("content-type", "application/json")],
-            ask.to_string().into_bytes(),
-        )
-        .await;
+    let send = async || {
+        env.raw()
+            .send(
+                http::Method::POST,
+                &path,
+                &[("authorization", &auth), ("content-type", "application/json")],
+                ask.to_string().into_bytes(),
+            )
+            .await
+    };
+    let answer = send().await;
     let body = String::from_utf8_lossy(&answer.body).to_string();
     assert_ne!(answer.status, 201, "{body}");
     let id = held_id(&body);
@@ -492,15 +494,7 @@ async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is_and_its_ru
     // Approved and run: the bot gets its token, and the outcome portcullis
     // keeps of the run has it hidden (the store never keeps a token).
     assert!(person_ok(&env, &ana, &["approvals", "approve", &id]).contains("approved"));
-    let ran = env
-        .raw()
-        .send(
-            http::Method::POST,
-            &path,
-            &[("authorization", &auth), ("content-type", "application/json")],
-            ask.to_string().into_bytes(),
-        )
-        .await;
+    let ran = send().await;
     assert_eq!(ran.status, 201, "{}", String::from_utf8_lossy(&ran.body));
     let token = ran.json()["status"]["token"].as_str().unwrap().to_string();
     assert!(token.len() > 20, "a real token: {token}");
