@@ -208,12 +208,8 @@ impl Owners {
     /// costs only an earlier sweep.
     fn touch(&self, id: String) {
         let store = self.store.clone();
-        // Past the cache's size, every request comes here: the store
-        // writes only when the interval has passed there too.
-        let every = chrono::TimeDelta::from_std(TOUCH_EVERY).unwrap_or(chrono::TimeDelta::MAX);
-        let unless_since = Utc::now().checked_sub_signed(every).unwrap_or(DateTime::<Utc>::MIN_UTC);
         tokio::task::spawn_blocking(move || {
-            if let Err(error) = store.touch_mcp_session(&id, unless_since) {
+            if let Err(error) = store.touch_mcp_session(&id) {
                 tracing::warn!(%error, "cannot note an MCP session's use");
             }
         });

@@ -38,13 +38,12 @@ impl Store {
     }
 
     /// Note that a session rmcp serves from memory is in use, so that a
-    /// sweep keeps it for the replicas and restarts that would restore it;
-    /// nothing is written when its use was noted after `unless_since`.
-    pub fn touch_mcp_session(&self, id_sha256: &str, unless_since: DateTime<Utc>) -> Result<(), StoreError> {
+    /// sweep keeps it for the replicas and restarts that would restore it.
+    pub fn touch_mcp_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         self.with(|c| {
             c.execute(
-                "UPDATE mcp_sessions SET last_used_at = ?2 WHERE id_sha256 = ?1 AND last_used_at < ?3",
-                params![id_sha256, Utc::now(), unless_since],
+                "UPDATE mcp_sessions SET last_used_at = ?2 WHERE id_sha256 = ?1 AND last_used_at < ?2",
+                params![id_sha256, Utc::now()],
             )?;
             Ok(())
         })
@@ -210,8 +209,7 @@ mod tests {
             store
                 .set_mcp_sessions_last_used(Utc::now() - TimeDelta::days(2))
                 .unwrap();
-            let hour_ago = Utc::now() - TimeDelta::hours(1);
-            store.touch_mcp_session("busy", hour_ago).unwrap();
+            store.touch_mcp_session("busy").unwrap();
             let day_ago = Utc::now() - TimeDelta::days(1);
             assert_eq!(store.sweep_mcp_sessions(day_ago).unwrap(), 0, "{b}");
             assert_eq!(
