@@ -131,10 +131,9 @@ pub fn sign_in_refused(why: &str) -> String {
     )
 }
 
-/// After the provider sent the browser back: on to `next` from this page,
-/// a navigation of our own site, so the SameSite=Strict session cookie
-/// goes with it (a redirect would still count as the provider's, and the
-/// browser would leave the cookie out).
+/// After the provider sent the browser back, or the command line was given
+/// its code: on to `next` by the page's refresh, with a link for a browser
+/// that does not follow it.
 pub fn signed_in(next: &str) -> String {
     let next = escape(next);
     format!(

@@ -2,7 +2,11 @@
 //! tokens of the forms.
 //!
 //! The session cookie is `__Host-portcullis` (Secure, `Path=/`, no Domain),
-//! HttpOnly and SameSite=Strict. Its value is a random id; the store keeps
+//! HttpOnly and SameSite=Lax: a link followed from chat or mail must arrive
+//! signed in, or the person signs in again and leaves a second session
+//! (and its group grants) behind the first. Lax still keeps the cookie off
+//! another site's POSTs, images and frames; no GET changes anything, and
+//! every form carries a CSRF token as well. Its value is a random id; the store keeps
 //! only the id's SHA-256 with the login, the credential and the expiry, so
 //! signing out (the row deleted) or disabling the person (all their rows
 //! deleted) ends a session at once, on every replica. The credential is
@@ -13,8 +17,8 @@
 //! revoked when it ends; `portcullis login` will hang the command line's
 //! credential on the same session. The provider's round trip is carried by
 //! a short-lived cookie, `__Host-portcullis-signin` (the attempt's id and
-//! where to go afterwards), the only SameSite=Lax cookie: it must come back
-//! with the provider's redirect to `/login/callback`.
+//! where to go afterwards), also SameSite=Lax: it must come back with the
+//! provider's redirect to `/login/callback`.
 //!
 //! The sign-in form is protected against login CSRF (a site signing a
 //! victim in as the attacker) by a pre-session cookie, `__Host-portcullis-
@@ -136,7 +140,7 @@ pub fn regroup_after_sign_out(
 /// expired to sign out).
 pub fn set_cookie(value: &str, lifetime: Duration) -> String {
     let max_age = if value.is_empty() { 0 } else { lifetime.as_secs() };
-    format!("{COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+    format!("{COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age={max_age}")
 }
 
 /// The `Set-Cookie` value carrying a sign-in `attempt` and where to go
@@ -276,18 +280,17 @@ mod tests {
             from_headers(&store, &headers(&format!("{COOKIE}={id}"))).is_none(),
             "revoked ends it"
         );
-        assert!(set_cookie(&id, Duration::from_secs(60)).contains("Secure; HttpOnly; SameSite=Strict; Max-Age=60"));
+        assert!(set_cookie(&id, Duration::from_secs(60)).contains("Secure; HttpOnly; SameSite=Lax; Max-Age=60"));
     }
 
     #[test]
-    fn only_the_short_lived_sign_in_attempt_cookie_is_same_site_lax_and_it_carries_where_to_go() {
+    fn the_sign_in_attempt_cookie_is_same_site_lax_and_carries_where_to_go() {
         let set = signin_cookie("attempt1", "/approvals/0190");
         assert!(set.starts_with(&format!("{SIGNIN_COOKIE}=attempt1.")), "{set}");
         assert!(
             set.ends_with("Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=600"),
             "{set}"
         );
-        assert!(set_cookie("id", Duration::from_secs(60)).contains("SameSite=Strict"));
         let value = set.split(';').next().unwrap();
         let back = signin_attempt(&headers(value)).unwrap();
         assert_eq!(back, ("attempt1".to_string(), "/approvals/0190".to_string()));

@@ -108,6 +108,11 @@ impl Chromium {
         }
     }
 
+    /// Click the element whose id is `id`.
+    pub async fn click(&self, id: &str) {
+        self.client.find(Locator::Id(id)).await.unwrap().click().await.unwrap();
+    }
+
     /// The page's text.
     pub async fn text(&self) -> String {
         let body = self.client.find(Locator::Css("body")).await;
@@ -295,6 +300,86 @@ async fn a_person_signs_in_on_the_web_through_the_provider_in_chromium_and_signs
     browser.wait_for_text("You are signed out").await;
     browser.assert_fits_a_phone_and_passes_axe("the signed-out page").await;
     assert_eq!(env.store.web_session_count("ana").unwrap(), 0);
+    browser.stop().await;
+    env.stop().await;
+}
+
+/// A page of another site (`localhost`, not portcullis's `127.0.0.1`) on a
+/// free port, serving `html` at `/`, until the runtime ends.
+async fn other_site(html: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://localhost:{}/", listener.local_addr().unwrap().port());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let html = html.clone();
+            tokio::spawn(async move {
+                let mut head = vec![0; 16 * 1024];
+                let _ = stream.read(&mut head).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                    html.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+/// Sign `login` in at the provider, starting from portcullis's `/approvals`.
+async fn sign_in(browser: &Chromium, port: u16, login: &str) {
+    browser
+        .client
+        .goto(&format!("https://127.0.0.1:{port}/approvals"))
+        .await
+        .unwrap();
+    let field = browser.client.wait().for_element(Locator::Id("login")).await.unwrap();
+    field.send_keys(login).await.unwrap();
+    browser.click("signin").await;
+    browser.wait_for_text(&format!("Signed in as {login}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_from_another_site_opens_signed_in_and_that_sites_post_carries_no_session() {
+    let port = free_port();
+    let idp = Idp::start(port);
+    let env = portcullis(&idp.issuer, port, |_| {}).await;
+    let browser = Chromium::start().await;
+    sign_in(&browser, port, "ana").await;
+    assert_eq!(env.store.web_session_count("ana").unwrap(), 1);
+
+    // As a link in a chat's web page: a top-level navigation from another
+    // site. With the session cookie left out, portcullis would send the
+    // browser to the provider and make a second session.
+    let link = other_site(format!(
+        "<a id=\"go\" href=\"https://127.0.0.1:{port}/approvals\">the approvals</a>\
+         <form id=\"out\" method=\"post\" action=\"https://127.0.0.1:{port}/logout\">\
+         <button id=\"post\">sign out</button></form>"
+    ))
+    .await;
+    browser.client.goto(&link).await.unwrap();
+    browser.click("go").await;
+    browser.wait_for_text("Signed in as ana").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!((url.port(), url.path()), (Some(port), "/approvals"));
+    assert_eq!(
+        env.store.web_session_count("ana").unwrap(),
+        1,
+        "the same session, not a new one"
+    );
+
+    // The other site's form posts without the cookie: nothing is signed out.
+    browser.client.goto(&link).await.unwrap();
+    browser.click("post").await;
+    browser.wait_for_text("Sign in first").await;
+    assert_eq!(env.store.web_session_count("ana").unwrap(), 1, "still signed in");
+    browser
+        .client
+        .goto(&format!("https://127.0.0.1:{port}/approvals"))
+        .await
+        .unwrap();
+    browser.wait_for_text("Signed in as ana").await;
     browser.stop().await;
     env.stop().await;
 }
