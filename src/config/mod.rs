@@ -287,6 +287,22 @@ impl Config {
                 ));
             }
         }
+        for (i, role) in self.roles.iter().enumerate() {
+            let at = format!("roles[{i}].name");
+            if !valid_cluster_name(&role.name) {
+                let why = format!(
+                    "{:?} is not a valid role name (lower-case letters, digits and '-')",
+                    role.name
+                );
+                return Err(field(&at, why));
+            }
+            if roles::BUILTIN_NAMES.contains(&role.name.as_str()) {
+                return Err(field(&at, format!("{:?} is a built-in role's name", role.name)));
+            }
+            if self.roles[..i].iter().any(|r| r.name == role.name) {
+                return Err(field(&at, format!("{:?} appears twice", role.name)));
+            }
+        }
         if self.limits.connections == 0 {
             return Err(field("limits.connections", "must be at least 1".into()));
         }
@@ -417,6 +433,32 @@ token_file = "token"
         assert_eq!(config.limits.response_bytes, 8 * 1024 * 1024);
         assert_eq!(config.limits.request_timeout, Duration::from_secs(60));
         assert_eq!(config.clusters[0].name, "kind-local");
+    }
+
+    #[test]
+    fn a_custom_role_may_not_take_a_built_in_roles_name_another_roles_or_an_invalid_one() {
+        let role = |name: &str| format!("\n[[roles]]\nname = \"{name}\"\nrules = []\n");
+        let refused = |roles: &str| match Config::from_sources(&format!("{BASE}{roles}"), env(&[])) {
+            Err(ConfigError::Field { field, message }) => format!("{field}: {message}"),
+            other => panic!("{roles}: {other:?}"),
+        };
+        assert_eq!(
+            refused(&role("admin")),
+            "roles[0].name: \"admin\" is a built-in role's name"
+        );
+        assert_eq!(
+            refused(&(role("log-reader") + &role("log-reader"))),
+            "roles[1].name: \"log-reader\" appears twice"
+        );
+        for bad in ["log reader", "Logs", "a/b", ""] {
+            assert!(refused(&role(bad)).contains("is not a valid role name"), "{bad}");
+        }
+        let config = Config::from_sources(&format!("{BASE}{}", role("log-reader")), env(&[])).unwrap();
+        assert_eq!(config.roles[0].name, "log-reader");
+        assert!(
+            !config.roles[0].namespaced,
+            "a custom role may be granted cluster-wide unless it says"
+        );
     }
 
     #[test]

@@ -8,6 +8,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
+/// The built-in roles' names, which a custom role may not take: the
+/// reconciler would write both under one ClusterRole name, and a grant
+/// would be judged by the built-in's rules and limits.
+pub const BUILTIN_NAMES: [&str; 6] = [
+    "viewer",
+    "developer",
+    "debugger",
+    "secrets-reader",
+    "admin",
+    "cluster-admin",
+];
+
 /// A role portcullis can grant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Role {
@@ -21,6 +33,11 @@ pub struct Role {
     /// The longest a grant of this role may last.
     #[serde(default, with = "humantime_serde_opt")]
     pub max_duration: Option<Duration>,
+    /// Granted only in a namespace: a role whose rules are everything
+    /// (the built-in `admin`) would be `cluster-admin` without its time
+    /// limit if bound to the whole cluster.
+    #[serde(default)]
+    pub namespaced: bool,
 }
 
 /// `humantime` (de)serialization for an optional duration (`"8h"`).

@@ -28,6 +28,9 @@ pub enum GrantError {
     /// The namespace is one of `protected_namespaces`.
     #[error("namespace {0:?} is protected: no grant applies there")]
     ProtectedNamespace(String),
+    /// A role granted only in a namespace, asked for the whole cluster.
+    #[error("role {0} is granted in a namespace only: name one (cluster-admin is the whole cluster's)")]
+    NamespaceNeeded(String),
     /// Longer than the role's `max_duration`.
     #[error("role {role} may be granted for at most {}", humantime::format_duration(*max))]
     TooLong {
@@ -41,8 +44,9 @@ pub enum GrantError {
     OutOfRange(#[from] chrono::OutOfRangeError),
 }
 
-/// Check and build a grant: the role exists, the cluster is configured, the
-/// namespace is not protected, and the duration is within the role's maximum.
+/// Check and build a grant: the role exists, the cluster is configured, a
+/// namespace is named if the role needs one and is not protected, and the
+/// duration is within the role's maximum.
 pub fn new_grant(
     config: &Config,
     subject: Principal,
@@ -62,6 +66,9 @@ pub fn new_grant(
         })?;
     if !config.clusters.iter().any(|c| c.name == cluster) {
         return Err(GrantError::UnknownCluster(cluster.into()));
+    }
+    if found.namespaced && namespace.is_none() {
+        return Err(GrantError::NamespaceNeeded(role.into()));
     }
     if let Some(ns) = namespace
         .as_deref()
@@ -135,6 +142,12 @@ token_file = "token"
         assert_eq!(
             refusal("prod", "cluster-admin", None, 5),
             "role cluster-admin may be granted for at most 4h"
+        );
+        // `admin` is everything: bound to the whole cluster it would be
+        // cluster-admin without the four hours.
+        assert_eq!(
+            refusal("prod", "admin", None, 24 * 30),
+            "role admin is granted in a namespace only: name one (cluster-admin is the whole cluster's)"
         );
         // A namespace becomes part of the RoleBinding's path in the cluster.
         for bad in [

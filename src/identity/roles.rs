@@ -166,6 +166,7 @@ pub fn builtin() -> Vec<Role> {
         name: name.into(),
         rules,
         reveals_secrets: reveals,
+        namespaced: false,
         max_duration: max.map(Duration::from_secs),
     };
     let stream = json!({"apiGroups": [""], "resources": ["pods/exec", "pods/attach", "pods/portforward"], "verbs": ["get", "create"]});
@@ -176,7 +177,10 @@ pub fn builtin() -> Vec<Role> {
         role("developer", [readable(), developer_writes()].concat(), false, None),
         role("debugger", [readable(), vec![stream]].concat(), false, None),
         role("secrets-reader", vec![secrets], true, None),
-        role("admin", vec![everything.clone()], true, None),
+        Role {
+            namespaced: true,
+            ..role("admin", vec![everything.clone()], true, None)
+        },
         role(
             "cluster-admin",
             vec![everything, json!({"nonResourceURLs": ["*"], "verbs": ["*"]})],
@@ -264,6 +268,7 @@ mod tests {
             name: "exec-anything".into(),
             rules: vec![json!({"apiGroups": [""], "resources": ["*/exec"], "verbs": ["create"]})],
             reveals_secrets: false,
+            namespaced: false,
             max_duration: None,
         };
         assert_eq!(
@@ -274,6 +279,7 @@ mod tests {
             name: "custom".into(),
             rules: rules.as_array().unwrap().clone(),
             reveals_secrets: false,
+            namespaced: false,
             max_duration: None,
         };
         let kubelet = custom(json!([{"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["create"]}]));
@@ -320,6 +326,13 @@ mod tests {
     #[test]
     fn cluster_admin_has_a_short_maximum() {
         assert_eq!(role("cluster-admin").max_duration, Some(Duration::from_secs(4 * 3600)));
+        assert!(role("admin").namespaced && !role("cluster-admin").namespaced);
+        let names: Vec<String> = builtin().into_iter().map(|r| r.name).collect();
+        assert_eq!(
+            names,
+            crate::config::roles::BUILTIN_NAMES,
+            "the names a custom role may not take"
+        );
         assert_eq!(role("admin").max_duration, None);
     }
 }

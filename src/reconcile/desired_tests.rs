@@ -93,12 +93,14 @@ fn a_custom_role_with_bad_rules_or_a_grant_of_a_vanished_role_is_reported_not_wr
         name: "odd".into(),
         rules: vec![json!({"verbs": "get"})],
         reveals_secrets: false,
+        namespaced: false,
         max_duration: None,
     };
     let good = Role {
         name: "log reader".into(),
         rules: vec![json!({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})],
         reveals_secrets: false,
+        namespaced: false,
         max_duration: None,
     };
     let want = desired(
@@ -186,6 +188,7 @@ fn bindings_are_deleted_before_the_cluster_roles_they_bind() {
         name: "gone".into(),
         rules: Vec::new(),
         reveals_secrets: false,
+        namespaced: false,
         max_duration: None,
     };
     let mut role = cluster_role(&stale_role, &us()).unwrap();

@@ -232,6 +232,7 @@ pub fn patcher() -> portcullis::identity::roles::Role {
         name: "patcher".into(),
         rules: vec![serde_json::json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]})],
         reveals_secrets: false,
+        namespaced: false,
         max_duration: None,
     }
 }

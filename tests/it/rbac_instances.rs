@@ -74,6 +74,7 @@ fn log_reader(name: &str, verbs: &[&str]) -> Role {
         name: name.into(),
         rules: vec![json!({"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": verbs})],
         reveals_secrets: false,
+        namespaced: false,
         max_duration: None,
     }
 }

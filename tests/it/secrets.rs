@@ -30,6 +30,7 @@ async fn start() -> Portcullis {
                 json!({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}),
             ],
             reveals_secrets: false,
+            namespaced: false,
             max_duration: None,
         })
     })

@@ -1,7 +1,7 @@
 //! Access requests through the person API: ask, list, approve, deny, as
 //! the authenticated person ([`crate::access`] decides who may).
 
-use super::{required_field, text_field, Api, ApiError, Call};
+use super::{optional_field, required_field, text_field, Api, ApiError, Call};
 use crate::access::{self, decide, AccessAsk, AccessError, AccessRequest, AccessState, Requester};
 use crate::identity::{Identity, Principal};
 use crate::store::Store;
@@ -74,7 +74,7 @@ fn ask(body: &serde_json::Value) -> Result<AccessAsk, ApiError> {
     Ok(AccessAsk {
         cluster: field("cluster")?,
         role: field("role")?,
-        namespace: text_field(body, "namespace").map(str::to_string),
+        namespace: optional_field(body, "namespace")?,
         duration: Duration::from_secs(seconds),
         reason: field("reason")?,
     })

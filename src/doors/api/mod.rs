@@ -246,6 +246,20 @@ fn text_field<'v>(body: &'v Value, name: &str) -> Option<&'v str> {
     body.get(name).and_then(Value::as_str).filter(|s| !s.trim().is_empty())
 }
 
+/// The text field `name` of a JSON body that may be left out (or null):
+/// given, it must be a text that is not blank. A blank namespace read as
+/// "left out" would have widened a grant to the whole cluster.
+fn optional_field(body: &Value, name: &str) -> Result<Option<String>, ApiError> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{name}` is blank or not a text: leave it out instead"),
+        )),
+    }
+}
+
 /// The text field `name` of a JSON body, which must be given.
 fn required_field(body: &Value, name: &str) -> Result<String, ApiError> {
     text_field(body, name)
@@ -296,5 +310,18 @@ mod tests {
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
         assert_eq!(text_field(&json!({"reason": "  "}), "reason"), None);
         assert_eq!(text_field(&json!({"reason": "why"}), "reason"), Some("why"));
+    }
+
+    #[test]
+    fn a_namespace_given_blank_or_not_as_text_is_refused_not_read_as_the_whole_cluster() {
+        let namespace = |body: Value| optional_field(&body, "namespace").map_err(|e| (e.code, e.message));
+        assert_eq!(namespace(json!({})), Ok(None));
+        assert_eq!(namespace(json!({"namespace": null})), Ok(None));
+        assert_eq!(namespace(json!({"namespace": "shop"})), Ok(Some("shop".into())));
+        for bad in [json!(""), json!("  "), json!(5), json!(["shop"])] {
+            let refused = namespace(json!({ "namespace": bad })).unwrap_err();
+            assert_eq!(refused.0, StatusCode::BAD_REQUEST);
+            assert_eq!(refused.1, "`namespace` is blank or not a text: leave it out instead");
+        }
     }
 }

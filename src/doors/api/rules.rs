@@ -2,7 +2,7 @@
 //! only, as the authenticated admin ([`crate::signin::groups`] audits each
 //! change). Anyone else is refused (403, `not_admin` in the audit).
 
-use super::{must_be_admin, required_field, text_field, Api, ApiError, Call};
+use super::{must_be_admin, optional_field, required_field, Api, ApiError, Call};
 use crate::identity::Identity;
 use crate::signin::groups::{self, Actor, RuleAsk, RuleError};
 use crate::store::StoreError;
@@ -49,7 +49,7 @@ fn ask(body: &Value) -> Result<RuleAsk, ApiError> {
         group: field("group")?,
         cluster: field("cluster")?,
         role: field("role")?,
-        namespace: text_field(body, "namespace").map(str::to_string),
+        namespace: optional_field(body, "namespace")?,
     })
 }
 

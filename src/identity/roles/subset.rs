@@ -113,6 +113,7 @@ mod tests {
             name: name.into(),
             rules,
             reveals_secrets: reveals,
+            namespaced: false,
             max_duration: None,
         }
     }

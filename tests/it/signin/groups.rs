@@ -288,3 +288,46 @@ async fn a_command_line_login_applies_the_group_rules_as_they_are_now_and_signin
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blank_namespace_or_admin_for_the_whole_cluster_is_refused_not_made_a_cluster_wide_rule() {
+    let env = Portcullis::start().await;
+    let root = root_admin(&env);
+    let add = |role: &'static str, namespace: Option<&'static str>| {
+        let mut args = vec![
+            "group-rule",
+            "add",
+            "--group",
+            "devs",
+            "--cluster",
+            CLUSTER,
+            "--role",
+            role,
+        ];
+        args.extend(namespace.map(|ns| ["--namespace", ns]).into_iter().flatten());
+        let out = env.person_cli(&root, &args);
+        assert!(!out.status.success(), "{role} {namespace:?} was accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // `$NS` unset in a script: the rule must not become the whole cluster's.
+    let said = add("viewer", Some(""));
+    assert!(said.contains("`namespace` is blank or not a text"), "{said}");
+    let said = add("admin", None);
+    assert!(said.contains("role admin is granted in a namespace only"), "{said}");
+    assert!(env.store.group_rules().unwrap().is_empty());
+    let auth = format!("Bearer {root}");
+    let body = serde_json::json!({"group": "devs", "cluster": CLUSTER, "role": "viewer", "namespace": 5});
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let raw = env
+        .raw()
+        .send(
+            http::Method::POST,
+            "/api/portcullis/v1/group-rules",
+            &headers,
+            body.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(raw.status, 400, "{:?}", raw.json());
+    assert!(env.store.group_rules().unwrap().is_empty());
+    env.stop().await;
+}
