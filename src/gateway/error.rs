@@ -32,6 +32,8 @@ pub enum RequestError {
     DotSegment,
     /// The path holds an empty segment (`//`).
     EmptySegment,
+    /// The query has more parameters than Go's `net/url` reads.
+    TooManyQueryParameters,
     /// The path names a cluster this portcullis does not serve.
     UnknownCluster {
         /// The name as written.
@@ -212,6 +214,10 @@ impl RequestError {
                 "the path contains a dot segment ('.' or '..'), which portcullis does not forward",
             ),
             E::EmptySegment => Status::bad_request("the path contains an empty segment ('//')"),
+            E::TooManyQueryParameters => Status::bad_request(format!(
+                "the query has more than {} parameters, which the API server would ignore all of",
+                super::router::MAX_QUERY_PARAMETERS
+            )),
             E::UnknownCluster { cluster } => Status::failure(
                 404,
                 "NotFound",
@@ -353,9 +359,12 @@ impl RequestError {
     pub fn refused(&self) -> Option<Refusal> {
         use RequestError as E;
         Some(match self {
-            E::InvalidClusterName { .. } | E::EncodedSlash | E::PathNotUtf8 | E::DotSegment | E::EmptySegment => {
-                Refusal::Path
-            }
+            E::InvalidClusterName { .. }
+            | E::EncodedSlash
+            | E::PathNotUtf8
+            | E::DotSegment
+            | E::EmptySegment
+            | E::TooManyQueryParameters => Refusal::Path,
             E::IdentityHeader { .. } => Refusal::IdentityHeader,
             E::AuditQuery(AuditReadError::NotAdmin(_)) => Refusal::NotAdmin,
             E::Unauthenticated(error) => error.into(),

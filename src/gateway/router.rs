@@ -170,6 +170,22 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
     Ok(Route::Cluster { name, path: k8s_path })
 }
 
+/// Go's limit on a query's parameters (`net/url`, since Go 1.24.12 and
+/// 1.25.6): past it, `URL.Query()` is empty.
+pub const MAX_QUERY_PARAMETERS: usize = 10_000;
+
+/// Refuse a query the API server would read as empty: with 10,000 `&`
+/// after `dryRun=All` it would run as real a write portcullis read as a
+/// dry run (and not held), and read a `?watch` as a list.
+pub fn check_query(query: Option<&str>) -> Result<(), RequestError> {
+    let query = query.unwrap_or_default();
+    // Counted by Go as `&`s plus one; a shorter query cannot hold that many.
+    if query.len() >= MAX_QUERY_PARAMETERS && query.bytes().filter(|&b| b == b'&').count() >= MAX_QUERY_PARAMETERS {
+        return Err(RequestError::TooManyQueryParameters);
+    }
+    Ok(())
+}
+
 fn check_path(path: &str) -> Result<(), RequestError> {
     if path.as_bytes().contains(&b'%') {
         check_encoded_path(path)
@@ -227,6 +243,7 @@ fn check_plain_path(path: &str) -> Result<(), RequestError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::refusal::Refusal;
 
     #[test]
     fn cluster_paths_keep_their_raw_bytes() {
@@ -274,6 +291,18 @@ mod tests {
             let err = route(bad).unwrap_err().status();
             assert_eq!(err.code, 400, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_query_go_would_read_as_empty_is_refused_and_one_it_reads_is_not() {
+        let with = |ampersands: usize| format!("dryRun=All{}", "&".repeat(ampersands));
+        // Go counts `&`s plus one: 10,000 parameters are read, 10,001 not.
+        assert!(check_query(Some(&with(MAX_QUERY_PARAMETERS - 1))).is_ok());
+        let refused = check_query(Some(&with(MAX_QUERY_PARAMETERS))).unwrap_err();
+        assert_eq!(refused.status().code, 400);
+        assert_eq!(refused.refused(), Some(Refusal::Path));
+        assert!(check_query(Some(&"a".repeat(50_000))).is_ok(), "long is not many");
+        assert!(check_query(None).is_ok());
     }
 
     #[test]

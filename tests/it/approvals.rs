@@ -504,3 +504,47 @@ async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is_and_its_ru
     assert!(outcome.body.contains("redacted"), "{outcome:?}");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_the_api_server_would_not_read_past_go_s_query_limit_is_refused_not_passed_unheld() {
+    let env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot_in(&env, "shop", "developer");
+    let auth = format!("Bearer {bot}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"slipped"},"data":{"k":"v"}}"#;
+    let create = |ampersands: usize| {
+        let path = format!(
+            "/clusters/{}/api/v1/namespaces/shop/configmaps?dryRun=All{}",
+            env.cluster,
+            "&".repeat(ampersands)
+        );
+        let raw = env.raw();
+        async move { raw.send(http::Method::POST, &path, &headers, body.to_vec()).await }
+    };
+    // 10,000 parameters are what Go reads: a dry run, answered, not held.
+    let read = create(9_999).await;
+    assert_eq!(read.status, 201, "{:?}", String::from_utf8_lossy(&read.body));
+    // Past them kube-apiserver would see no dryRun and store the object:
+    // portcullis refuses rather than pass on an unheld write.
+    let refused = create(10_000).await;
+    assert_eq!(refused.status, 400);
+    assert!(String::from_utf8_lossy(&refused.body).contains("more than 10000 parameters"));
+    assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
+    assert_eq!(real_writes(&env, "bot:deployer", "create"), 0);
+    let ampersands = |q: Option<&str>| q.unwrap_or_default().matches('&').count();
+    let forwarded = env.sim().requests();
+    assert!(
+        forwarded.iter().all(|r| ampersands(r.query.as_deref()) < 10_000),
+        "never forwarded"
+    );
+    let rows = audit_rows(&env).await;
+    assert!(
+        rows.iter()
+            .any(|r| r.login == "deployer" && r.code == 400 && r.refused == "path"),
+        "the refusal is on record: {:?}",
+        rows.iter()
+            .map(|r| (&r.path, r.code, &r.refused, &r.login))
+            .collect::<Vec<_>>()
+    );
+    env.stop().await;
+}

@@ -7,11 +7,10 @@ pub struct Query {
 }
 
 impl Query {
-    /// Decode a raw query string.
+    /// Decode a raw query string as `req.URL.Query()` does, so a handler
+    /// reads the parameters the request's classification read.
     pub fn parse(raw: Option<&str>) -> Self {
-        let pairs = raw
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
+        let pairs = crate::request_info::parse_query(raw.unwrap_or_default());
         Query { pairs }
     }
 

@@ -228,6 +228,9 @@ fn query_parsing_follows_go_url_parse_query() {
     let pairs = parse_query("a=1&&b&c=x+y&d=%41&e=1;2&f=%zz&%3D=%26");
     let expected = [("a", "1"), ("b", ""), ("c", "x y"), ("d", "A"), ("=", "&")];
     assert_eq!(pairs, expected.map(|(k, v)| (k.to_string(), v.to_string())),);
+    let many = |ampersands: usize| format!("dryRun=All{}", "&".repeat(ampersands));
+    assert_eq!(parse_query(&many(9_999)), [("dryRun".to_string(), "All".to_string())]);
+    assert!(parse_query(&many(10_000)).is_empty(), "past Go's limit: no parameters");
     assert_eq!(unescape_path("/a%20b+c"), Some("/a b+c".into()));
     assert_eq!(unescape_path("/a%G0"), None);
 }

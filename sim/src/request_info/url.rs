@@ -9,10 +9,19 @@ pub fn unescape_path(raw: &str) -> Option<String> {
     unescape(raw, false)
 }
 
+/// Go's limit on a query's parameters (`net/url` since Go 1.24.12 and
+/// 1.25.6; kube-apiserver 1.37 is built with Go 1.26).
+const MAX_PARAMS: usize = 10_000;
+
 /// Go's `url.ParseQuery`, keeping the order: pairs split on `&`; a pair
 /// with a `;` anywhere is dropped, as is one whose key or value has a
 /// malformed escape; `+` is a space; a key without `=` has the empty value.
+/// A query of more than 10,000 parameters (`&`s plus one) is an error,
+/// which `URL.Query()` answers with no parameters at all.
 pub fn parse_query(raw: &str) -> Vec<(String, String)> {
+    if raw.matches('&').count() + 1 > MAX_PARAMS {
+        return Vec::new();
+    }
     raw.split('&')
         .filter(|pair| !pair.contains(';') && !pair.is_empty())
         .filter_map(|pair| {

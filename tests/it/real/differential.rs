@@ -46,7 +46,12 @@ struct Answer {
 
 impl Side {
     fn new(ca_pem: &str, url: String, admin_token: &str, portcullis_token: &str, ns: &str) -> Side {
-        let vars = HashMap::from([("ns", ns.to_string()), ("portcullis", portcullis_token.to_string())]);
+        let vars = HashMap::from([
+            ("ns", ns.to_string()),
+            ("portcullis", portcullis_token.to_string()),
+            // One `&` past the 10,000 parameters Go's `net/url` reads.
+            ("too_many_parameters", "&".repeat(10_000)),
+        ]);
         Side {
             raw: Raw::with_ca(ca_pem, url),
             admin_token: admin_token.to_string(),

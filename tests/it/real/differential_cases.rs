@@ -243,6 +243,16 @@ pub const CASES: &[Case] = &[
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-dry"},"data":{"k":"v"}}"#,
     ),
     get("cm-dry-run-did-not-persist", "/api/v1/namespaces/{ns}/configmaps/cm-dry"),
+    // Past Go's limit on a query's parameters the server reads none: no
+    // dryRun, so the object is stored (portcullis refuses such a query).
+    send(
+        "cm-create-dry-run-past-the-query-limit",
+        "POST",
+        "/api/v1/namespaces/{ns}/configmaps?dryRun=All{too_many_parameters}",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-many"},"data":{"k":"v"}}"#,
+    ),
+    get("cm-past-the-query-limit-persisted", "/api/v1/namespaces/{ns}/configmaps/cm-many"),
+    send("cm-past-the-query-limit-delete", "DELETE", "/api/v1/namespaces/{ns}/configmaps/cm-many", ""),
     send(
         "cm-create-bad-dry-run",
         "POST",
