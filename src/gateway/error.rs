@@ -311,8 +311,8 @@ impl RequestError {
             E::SecretJsonPatch => Status::failure(
                 403,
                 "Forbidden",
-                "a JSON Patch of a Secret is refused to a caller who sees its values hidden: its copy, move and \
-                 test operations would read them; use a merge patch, a strategic merge patch or server-side apply",
+                "a Secret is patched for a caller who sees its values hidden only by a merge patch, a strategic \
+                 merge patch or server-side apply: a JSON Patch's copy, move and test operations would read them",
             ),
             E::SecretMarkerWritten => Status::bad_request(
                 "this Secret write carries a <redacted, N bytes> marker back in place of a value: the cluster would \

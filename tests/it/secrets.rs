@@ -318,7 +318,7 @@ async fn server_side_apply_and_a_server_dry_run_answer_redacted_while_the_cluste
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_json_patch_that_would_copy_a_value_is_refused_to_a_caller_who_sees_values_hidden() {
     let env = start().await;
-    let (_, kubectl) = operator(&env, Some("shop"));
+    let (token, kubectl) = operator(&env, Some("shop"));
     let copy = r#"[{"op":"add","path":"/metadata/annotations","value":{}},{"op":"copy","from":"/data/password","path":"/metadata/annotations/leak"}]"#;
     for dry in [&["--dry-run=server"][..], &[]] {
         let mut args = vec![
@@ -333,8 +333,35 @@ async fn a_json_patch_that_would_copy_a_value_is_refused_to_a_caller_who_sees_va
         ];
         args.extend_from_slice(dry);
         let refused = kubectl.fails(&args);
-        assert!(refused.contains("a JSON Patch of a Secret is refused"), "{refused}");
+        assert!(
+            refused.contains("a JSON Patch's copy, move and test operations"),
+            "{refused}"
+        );
         assert_hidden(&refused);
+    }
+    // The cluster reads the type up to the `;` whatever bytes follow it,
+    // and takes a JSON Patch; so do the simulator and portcullis.
+    let auth = format!("Bearer {token}");
+    let path = format!(
+        "/clusters/{}/api/v1/namespaces/shop/secrets/db-credentials",
+        env.cluster
+    );
+    for content_type in [
+        "application/json-patch+json;x=\u{ff}",
+        "application/json-patch+json;\u{e9}",
+    ] {
+        let headers = [("authorization", auth.as_str()), ("content-type", content_type)];
+        let sent = env
+            .raw()
+            .send(http::Method::PATCH, &path, &headers, copy.as_bytes().to_vec())
+            .await;
+        assert_eq!(
+            sent.status,
+            403,
+            "{content_type}: {}",
+            String::from_utf8_lossy(&sent.body)
+        );
+        assert_hidden(&String::from_utf8_lossy(&sent.body));
     }
     assert!(
         stored_secret(&env, "db-credentials").unwrap()["metadata"]["annotations"]["leak"].is_null(),
@@ -342,7 +369,7 @@ async fn a_json_patch_that_would_copy_a_value_is_refused_to_a_caller_who_sees_va
     );
     let rows = crate::approvals::audit_rows(&env).await;
     let refusals = rows.iter().filter(|r| r.refused == "secret_json_patch").count();
-    assert_eq!(refusals, 2, "each an audit row");
+    assert_eq!(refusals, 4, "each an audit row");
     // A merge patch reads nothing, and goes through.
     let labelled = kubectl.ok(&[
         "patch",

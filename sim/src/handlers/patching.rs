@@ -23,18 +23,50 @@ pub(super) enum PatchType {
     Apply,
 }
 
-fn patch_type(media: &str) -> Result<PatchType, Status> {
-    match media {
-        "application/merge-patch+json" => Ok(PatchType::Merge),
-        "application/json-patch+json" => Ok(PatchType::Json),
-        "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => Ok(PatchType::Apply),
-        // go-restful refuses a type the PATCH route does not consume with
-        // its generic text, before kube-apiserver's handler runs.
-        _ => Err(
+/// The types the PATCH route consumes (go-restful's first check).
+const CONSUMED: [&[u8]; 5] = [
+    b"application/json-patch+json",
+    b"application/merge-patch+json",
+    b"application/strategic-merge-patch+json",
+    b"application/apply-patch+yaml",
+    b"application/apply-patch+cbor",
+];
+
+/// The patch type of `content_type` (the header's bytes), read in kube's
+/// two steps. go-restful takes the request when a comma-separated part,
+/// cut at its `;` and trimmed of spaces, is exactly a type the route
+/// consumes; else its generic 415. Then `PatchResource` cuts the header at
+/// its first `;` only (so parameters may hold any byte) and compares
+/// exactly: `application/json-patch+json ;x` passes the first step and
+/// fails this one.
+fn patch_type(content_type: Option<&[u8]>) -> Result<PatchType, Status> {
+    let header = content_type.unwrap_or(b"application/json");
+    let route_takes = header.split(|&b| b == b',').any(|part| {
+        let media = part.split(|&b| b == b';').next().unwrap_or_default();
+        CONSUMED.contains(&media.trim_ascii_start().trim_ascii_end())
+    });
+    if !route_takes {
+        return Err(
             Status::failure(415, "UnsupportedMediaType", "415: Unsupported Media Type")
                 .with_details(crate::status::StatusDetails::default()),
-        ),
+        );
+    }
+    let media = match header.iter().position(|&b| b == b';') {
+        Some(at) if at > 0 => &header[..at],
+        _ => header,
+    };
+    match media {
+        b"application/merge-patch+json" => Ok(PatchType::Merge),
+        b"application/json-patch+json" => Ok(PatchType::Json),
+        b"application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+        b"application/apply-patch+yaml" | b"application/apply-patch+cbor" => Ok(PatchType::Apply),
+        _ => Err(Status::failure(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, \
+             application/apply-patch+yaml",
+        )),
     }
 }
 
@@ -58,7 +90,7 @@ pub(super) fn subresource<'a>(ctx: &'a Ctx<'_>) -> Option<&'a str> {
 
 /// PATCH one object (or its `status`).
 pub(super) fn patch(ctx: &Ctx<'_>, body: &Bytes) -> Result<Response<Body>, Status> {
-    let kind = patch_type(&options::content_type(ctx))?;
+    let kind = patch_type(ctx.headers.get(http::header::CONTENT_TYPE).map(|v| v.as_bytes()))?;
     let opts = options::write_options(ctx, OptionsKind::Patch(kind == PatchType::Apply))?;
     let patch = decode_patch(kind, body)?;
     let name = ctx.info.name.as_str();

@@ -103,10 +103,11 @@ pub fn plan(
 /// Refuse a write that would read Secret values its caller may not see:
 /// a JSON Patch of a Secret, whose `copy`, `move` and `test` read values
 /// (into an annotation, into a field whose refusal quotes them, or as a
-/// yes/no). Before the hold stage, whose dry run would put the copy into a
-/// stored preview.
+/// yes/no). Only the patch types that set values pass, so a type this
+/// check could misread is refused too. Before the hold stage, whose dry
+/// run would put the copy into a stored preview.
 pub fn refuse_blind_read(info: &RequestInfo, reveal_secrets: bool, headers: &HeaderMap) -> Result<(), RequestError> {
-    if !reveal_secrets && info.is_secrets() && info.verb == "patch" && json_patch(headers) {
+    if !reveal_secrets && info.is_secrets() && info.verb == "patch" && !sets_values_only(headers) {
         return Err(RequestError::SecretJsonPatch);
     }
     Ok(())
@@ -134,13 +135,23 @@ pub fn refuse_marker_written(info: &RequestInfo, reveal_secrets: bool, body: &[u
     Ok(())
 }
 
-/// Is the request's body a JSON Patch (RFC 6902)?
-fn json_patch(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json-patch+json"))
+/// Is the request's body a patch that only sets values, never reads them:
+/// a merge, strategic merge or apply patch? Read from the header's bytes
+/// as kube-apiserver reads them (exactly, up to the first `;`), so that no
+/// spelling it takes as a JSON Patch passes: a type read as text failed on
+/// a byte above 0x7f, which the cluster keeps after the `;`.
+fn sets_values_only(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return false;
+    };
+    let media = value.as_bytes().split(|&b| b == b';').next().unwrap_or_default();
+    matches!(
+        media,
+        b"application/merge-patch+json"
+            | b"application/strategic-merge-patch+json"
+            | b"application/apply-patch+yaml"
+            | b"application/apply-patch+cbor"
+    )
 }
 
 /// Does the answer to this request hide values? (For the audit row's

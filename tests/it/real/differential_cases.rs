@@ -351,6 +351,25 @@ pub const CASES: &[Case] = &[
         r#"[{"op":"remove","path":"/data/nope"}]"#,
     ),
     patch("cm-patch-json-not-a-list", "/api/v1/namespaces/{ns}/configmaps/cm-a", JSON_PATCH, r#"{"op":"add"}"#),
+    // A parameter with bytes above 0x7f: the type is what comes before `;`.
+    patch(
+        "cm-patch-json-non-ascii-parameter",
+        "/api/v1/namespaces/{ns}/configmaps/cm-a",
+        &[("content-type", "application/json-patch+json;x=\u{ff}")],
+        r#"[{"op":"add","path":"/data/nonascii","value":"1"}]"#,
+    ),
+    patch(
+        "cm-patch-json-space-before-parameter",
+        "/api/v1/namespaces/{ns}/configmaps/cm-a",
+        &[("content-type", "application/json-patch+json ;x=1")],
+        r#"[{"op":"add","path":"/data/spaced","value":"1"}]"#,
+    ),
+    patch(
+        "cm-patch-json-upper-case",
+        "/api/v1/namespaces/{ns}/configmaps/cm-a",
+        &[("content-type", "Application/JSON-Patch+JSON")],
+        r#"[{"op":"add","path":"/data/upper","value":"1"}]"#,
+    ),
     patch(
         "cm-patch-unsupported-type",
         "/api/v1/namespaces/{ns}/configmaps/cm-a",
