@@ -43,25 +43,45 @@ pub enum PreviewError {
     Leaked,
 }
 
-/// Build the preview. `secret`: the objects are core/v1 Secrets (values
-/// hidden); `deleting`: the write removes the object (or, for a
-/// deletecollection, the objects listed in `result`).
+/// What kind of write a preview shows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Write {
+    /// The objects are core/v1 Secrets: values hidden.
+    pub secret: bool,
+    /// The write removes the object (or, for a deletecollection, the
+    /// objects listed in the result).
+    pub deleting: bool,
+    /// The write goes through a subresource (`status`, `approval`, …),
+    /// whose change may be all in `status`.
+    pub subresource: bool,
+}
+
+/// Build the preview of a `write`.
 pub fn build(
     current: Option<Value>,
     current_note: String,
     result: Value,
-    secret: bool,
-    deleting: bool,
+    write: Write,
 ) -> Result<Preview, PreviewError> {
+    let Write { secret, deleting, .. } = write;
     let mut current = current;
     let mut result = result;
     if secret {
         hide_values(current.as_mut(), &mut result, deleting)?;
     }
-    current.iter_mut().for_each(strip_server_fields);
-    strip_server_fields(&mut result);
+    // `status` is the server's, and left out, unless the write changes
+    // it: a `status` or `approval` write (a CSR's Approved condition), or
+    // a custom resource without a status subresource, where a write sets
+    // it like any field. A new object's is the server's defaults.
+    let keeps_status = match &current {
+        Some(current) => current.get("status") != result.get("status"),
+        None => write.subresource,
+    };
+    let strip = |object: &mut Value| strip_server_fields(object, !keeps_status);
+    current.iter_mut().for_each(strip);
+    strip(&mut result);
     if let Some(Value::Array(items)) = result.get_mut("items") {
-        items.iter_mut().for_each(strip_server_fields);
+        items.iter_mut().for_each(strip);
     }
     // A deletecollection has no one current object: what it removes is the
     // dry run's list.
@@ -183,11 +203,13 @@ pub fn marker(len: usize, changed: bool) -> String {
     }
 }
 
-fn strip_server_fields(object: &mut Value) {
+fn strip_server_fields(object: &mut Value, status: bool) {
     let Value::Object(fields) = object else {
         return;
     };
-    fields.remove("status");
+    if status {
+        fields.remove("status");
+    }
     if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {
         for field in SERVER_METADATA {
             metadata.remove(*field);
@@ -206,6 +228,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const SECRET: Write = Write {
+        secret: true,
+        deleting: false,
+        subresource: false,
+    };
+    const DELETE: Write = Write {
+        secret: false,
+        deleting: true,
+        subresource: false,
+    };
+
     fn secret(data: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "resourceVersion": "7", "uid": "u1",
             "managedFields": [{}], "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"data\":1}"}},
@@ -216,7 +249,7 @@ mod tests {
     fn a_changed_secret_value_of_the_same_size_is_marked_changed_without_its_value() {
         let before = secret(json!({"password": "aHVudGVyMg==", "user": "YWRtaW4="}));
         let after = secret(json!({"password": "aHVudGVyMw==", "user": "YWRtaW4="}));
-        let preview = build(Some(before), String::new(), after, true, false).unwrap();
+        let preview = build(Some(before), String::new(), after, SECRET).unwrap();
         assert_eq!(preview.result["data"]["password"], "<redacted, 7 bytes, changed>");
         assert_eq!(preview.result["data"]["user"], "<redacted, 5 bytes>");
         assert_eq!(
@@ -247,7 +280,17 @@ mod tests {
     fn every_item_of_a_deleted_secret_list_is_hidden_and_the_diff_removes_them() {
         let list = json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": "9"},
             "items": [secret(json!({"password": "aHVudGVyMg=="})), secret(json!({"tls.key": "c2VjcmV0LWtleQ=="}))]});
-        let preview = build(None, String::new(), list, true, true).unwrap();
+        let preview = build(
+            None,
+            String::new(),
+            list,
+            Write {
+                secret: true,
+                deleting: true,
+                subresource: false,
+            },
+        )
+        .unwrap();
         assert_eq!(preview.result["items"][0]["data"]["password"], "<redacted, 7 bytes>");
         assert_eq!(preview.result["items"][1]["data"]["tls.key"], "<redacted, 10 bytes>");
         let text = serde_json::to_string(&preview).unwrap();
@@ -264,23 +307,48 @@ mod tests {
     #[test]
     fn a_secret_answer_the_redactor_refuses_is_not_previewed() {
         let odd = json!({"apiVersion": "v1", "kind": "Secret", "data": ["aHVudGVyMg=="]});
-        let refused = build(None, String::new(), odd, true, false).unwrap_err();
+        let refused = build(None, String::new(), odd, SECRET).unwrap_err();
         assert!(matches!(refused, PreviewError::Unredactable(_)), "{refused}");
-        assert!(build(None, String::new(), Value::Null, true, false).is_err());
+        assert!(build(None, String::new(), Value::Null, SECRET).is_err());
     }
 
     #[test]
     fn a_preview_over_256_kib_is_refused() {
         let big = json!({"kind": "ConfigMap", "data": {"x": "y".repeat(PREVIEW_LIMIT)}});
-        assert!(build(None, "absent".into(), big, false, false).is_err());
+        assert!(build(None, "absent".into(), big, Write::default()).is_err());
     }
 
     #[test]
     fn a_delete_diff_removes_every_line_and_server_fields_never_show() {
         let object =
             json!({"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u", "generation": 3}, "status": {"x": 1}});
-        let preview = build(Some(object.clone()), String::new(), object, false, true).unwrap();
+        let preview = build(Some(object.clone()), String::new(), object, DELETE).unwrap();
         assert!(preview.diff.lines().all(|l| l.starts_with("- ")), "{}", preview.diff);
         assert!(!preview.diff.contains("uid") && !preview.diff.contains("status"));
+    }
+
+    #[test]
+    fn a_write_that_changes_status_shows_it_and_one_that_does_not_leaves_it_out() {
+        let csr = |conditions: Value| {
+            json!({"kind": "CertificateSigningRequest", "metadata": {"name": "x", "resourceVersion": "4"},
+                "spec": {"signerName": "s"}, "status": {"conditions": conditions}})
+        };
+        let approval = Write {
+            subresource: true,
+            ..Write::default()
+        };
+        let approved = csr(json!([{"type": "Approved", "status": "True"}]));
+        let preview = build(Some(csr(json!([]))), String::new(), approved, approval).unwrap();
+        assert!(preview.diff.contains("+     type: Approved"), "{}", preview.diff);
+        let same = csr(json!([]));
+        let relabelled = json!({"kind": "CertificateSigningRequest", "metadata": {"name": "x", "labels": {"a": "b"}},
+            "spec": {"signerName": "s"}, "status": {"conditions": []}});
+        let preview = build(Some(same), String::new(), relabelled, Write::default()).unwrap();
+        assert!(!preview.diff.contains("status"), "{}", preview.diff);
+        let created = build(None, String::new(), csr(json!([])), Write::default()).unwrap();
+        assert!(
+            created.result.get("status").is_none(),
+            "a new object's status is the server's"
+        );
     }
 }

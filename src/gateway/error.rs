@@ -188,6 +188,12 @@ pub enum RequestError {
     HeldBodyRefused(DocumentError),
     /// The approved write's body is no longer stored.
     HeldBodyGone,
+    /// An approved write without a precondition the API server takes found
+    /// the cluster changed since its dry run: it was not sent.
+    ChangedSinceApproval {
+        /// What changed.
+        message: &'static str,
+    },
     /// The approved write's stored method is not a method.
     StoredMethod,
     /// A failure of portcullis itself (sealing, encoding, headers).
@@ -348,6 +354,7 @@ impl RequestError {
             )),
             E::HeldBodyRefused(error) => Status::bad_request(format!("the held request body {error}")),
             E::HeldBodyGone => Status::internal("the held write's body is gone"),
+            E::ChangedSinceApproval { message } => Status::failure(409, "Conflict", *message),
             E::StoredMethod => Status::internal("stored method"),
             E::Internal { cause } => Status::internal(cause.clone()),
             _ => Status::internal("unmapped request error"),

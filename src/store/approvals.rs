@@ -111,6 +111,16 @@ pub struct Precondition {
     /// For delete: the object's uid.
     #[serde(default)]
     pub uid: Option<String>,
+    /// For deletecollection: the uids its dry run listed, sorted. The API
+    /// server takes no precondition for it, so the dry run is repeated
+    /// before the run and must list these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uids: Vec<String>,
+    /// For update and patch: the dry run created the object. No
+    /// precondition says "still absent", so the dry run is repeated before
+    /// the run and must create it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub creates: bool,
 }
 
 /// What the write answered when it ran (Secret values hidden).

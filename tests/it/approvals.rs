@@ -548,3 +548,64 @@ async fn a_dry_run_the_api_server_would_not_read_past_go_s_query_limit_is_refuse
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_deletecollection_runs_only_on_the_objects_its_dry_run_listed() {
+    let env = Portcullis::start_with(|c| c.approvals.wait = Duration::ZERO).await;
+    let (bot, ana_token) = careful_bot(&env, "developer");
+    let ana = env.kubectl(&ana_token, "shop");
+    ana.ok(&["create", "configmap", "cache-a", "--from-literal=k=a"]);
+    ana.ok(&["label", "configmap", "cache-a", "tier=cache"]);
+    let delete = [
+        "delete",
+        "--raw",
+        "/api/v1/namespaces/shop/configmaps?labelSelector=tier%3Dcache",
+    ];
+    let id = held_id(&bot.fails(&delete));
+    let listed = env.store.held(&id).unwrap().unwrap().request.precondition.uids;
+    assert_eq!(listed.len(), 1, "the dry run's one object");
+    // Made after the dry run, matched by the selector: not what was approved.
+    ana.ok(&["create", "configmap", "cache-b", "--from-literal=k=b"]);
+    ana.ok(&["label", "configmap", "cache-b", "tier=cache"]);
+    person_ok(&env, &ana_token, &["approvals", "approve", &id]);
+    let conflict = bot.fails(&delete);
+    assert!(conflict.contains("not the ones approved"), "{conflict}");
+    let held = env.store.held(&id).unwrap().unwrap();
+    assert_eq!((held.state, held.outcome.unwrap().code), (HeldState::Executed, 409));
+    assert_eq!(
+        ana.ok(&["get", "configmaps", "-l", "tier=cache", "-o", "name"]),
+        "configmap/cache-a\nconfigmap/cache-b\n"
+    );
+    assert_eq!(real_writes(&env, "bot:deployer", "deletecollection"), 0);
+
+    // Asked again, the dry run lists both; approved as shown, it runs.
+    let id = held_id(&bot.fails(&delete));
+    assert_eq!(env.store.held(&id).unwrap().unwrap().request.precondition.uids.len(), 2);
+    person_ok(&env, &ana_token, &["approvals", "approve", &id]);
+    bot.ok(&delete);
+    assert_eq!(ana.ok(&["get", "configmaps", "-l", "tier=cache", "-o", "name"]), "");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_apply_that_would_create_does_not_change_an_object_made_since() {
+    let env = Portcullis::start_with(|c| c.approvals.wait = Duration::ZERO).await;
+    let (bot, ana_token) = careful_bot(&env, "developer");
+    let ana = env.kubectl(&ana_token, "shop");
+    let file = manifest(&env, FLAGS);
+    // Forcing conflicts, the apply would take ana's field over.
+    let apply = ["apply", "--server-side", "--force-conflicts", "-f", file.as_str()];
+    let id = held_id(&bot.fails(&apply));
+    assert!(env.store.held(&id).unwrap().unwrap().request.precondition.creates);
+    ana.ok(&["create", "configmap", "flags", "--from-literal=checkout=off"]);
+    person_ok(&env, &ana_token, &["approvals", "approve", &id]);
+    let conflict = bot.fails(&apply);
+    assert!(conflict.contains("exists now"), "{conflict}");
+    let held = env.store.held(&id).unwrap().unwrap();
+    assert_eq!(held.outcome.unwrap().code, 409);
+    assert_eq!(
+        ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]),
+        "off"
+    );
+    env.stop().await;
+}

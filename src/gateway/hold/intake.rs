@@ -62,7 +62,12 @@ impl Pipeline {
         };
         let deleting = matches!(ctx.info.verb.as_str(), "delete" | "deletecollection");
         let precondition = precondition(ctx.info, current.as_ref(), &result, created);
-        let preview = preview::build(current, note, result, ctx.info.is_secrets(), deleting).map_err(|e| {
+        let write = preview::Write {
+            secret: ctx.info.is_secrets(),
+            deleting,
+            subresource: !ctx.info.subresource.is_empty(),
+        };
+        let preview = preview::build(current, note, result, write).map_err(|e| {
             trace.row.held = false;
             let message = e.to_string();
             match e {
@@ -90,7 +95,7 @@ impl Pipeline {
     /// The write sent with `dryRun=All`, read whole. Values are seen here
     /// only to mark the changed ones; the preview hides them all, and a
     /// rejection (a Status) carries none.
-    async fn dry_run(
+    pub(super) async fn dry_run(
         &self,
         ctx: &HoldCtx<'_>,
         request: &Buffered,
@@ -115,7 +120,9 @@ impl Pipeline {
     async fn current_object(&self, ctx: &HoldCtx<'_>) -> Result<(Option<Value>, String), RequestError> {
         let info = ctx.info;
         if info.verb == "deletecollection" {
-            return Ok((None, "the objects it deletes are those of the dry-run result".into()));
+            let note =
+                "it deletes the objects of the dry-run result, or nothing if its selector matches others when it runs";
+            return Ok((None, note.into()));
         }
         if info.name.is_empty() || info.verb == "create" {
             return Ok((None, "a new object".into()));
@@ -230,7 +237,7 @@ fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value, cre
     match (info.verb.as_str(), current) {
         ("update" | "patch", Some(current)) => Precondition {
             resource_version: meta(result, "resourceVersion").or_else(|| meta(current, "resourceVersion")),
-            uid: None,
+            ..Precondition::default()
         },
         // The asker cannot read it: the dry run changed an object that
         // exists (200, not 201), and its answer carries that object's
@@ -238,24 +245,48 @@ fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value, cre
         // was applied to); the run changes that version or nothing.
         ("update" | "patch", None) if !created => Precondition {
             resource_version: meta(result, "resourceVersion").filter(|rv| !rv.is_empty()),
-            uid: None,
+            ..Precondition::default()
         },
         ("delete", Some(current)) => Precondition {
-            resource_version: None,
             uid: meta(current, "uid"),
+            ..Precondition::default()
         },
         // The asker cannot read it: the dry run's answer names the object it
         // would delete (the object itself, or for most kinds a Success
         // Status with its uid in `details`), so the run deletes that one or
         // nothing.
         ("delete", None) => Precondition {
-            resource_version: None,
             uid: meta(result, "uid")
                 .or_else(|| result.pointer("/details/uid").and_then(Value::as_str).map(String::from))
                 .filter(|uid| !uid.is_empty()),
+            ..Precondition::default()
+        },
+        ("deletecollection", _) => Precondition {
+            uids: listed_uids(result),
+            ..Precondition::default()
+        },
+        ("update" | "patch", None) => Precondition {
+            creates: true,
+            ..Precondition::default()
         },
         _ => Precondition::default(),
     }
+}
+
+/// The uids of a list's items (a deletecollection's dry run), sorted.
+pub(super) fn listed_uids(list: &Value) -> Vec<String> {
+    let items = list
+        .get("items")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut uids: Vec<String> = items
+        .iter()
+        .filter_map(|item| item.pointer("/metadata/uid").and_then(Value::as_str))
+        .map(String::from)
+        .collect();
+    uids.sort_unstable();
+    uids
 }
 
 #[cfg(test)]
@@ -314,19 +345,38 @@ mod tests {
     }
 
     #[test]
-    fn a_create_or_a_write_that_creates_has_no_precondition() {
+    fn a_create_has_no_precondition_and_a_write_that_creates_must_create_again() {
         let create = classify(&Method::POST, "/api/v1/namespaces/shop/configmaps", None);
         assert_eq!(
             precondition(&create, Some(&object("7", "u1")), &object("8", "u2"), true),
             Precondition::default()
         );
-        // An update or an apply the dry run answered 201: it creates.
+        // An update or an apply the dry run answered 201: it creates, and
+        // no version could hold it to that.
         for method in [Method::PUT, Method::PATCH] {
             let info = classify(&method, "/api/v1/namespaces/shop/configmaps/flags", None);
-            assert_eq!(
-                precondition(&info, None, &object("8", "u2"), true),
-                Precondition::default()
-            );
+            let expected = Precondition {
+                creates: true,
+                ..Precondition::default()
+            };
+            assert_eq!(precondition(&info, None, &object("8", "u2"), true), expected);
         }
+    }
+
+    #[test]
+    fn a_deletecollection_is_held_to_the_uids_its_dry_run_listed() {
+        let info = classify(
+            &Method::DELETE,
+            "/api/v1/namespaces/shop/configmaps",
+            Some("labelSelector=a"),
+        );
+        let listed =
+            json!({"kind": "ConfigMapList", "items": [object("1", "u2"), object("2", "u1"), {"metadata": {}}]});
+        let chosen = precondition(&info, None, &listed, false);
+        assert_eq!(chosen.uids, ["u1", "u2"]);
+        assert_eq!(
+            (chosen.uid, chosen.resource_version, chosen.creates),
+            (None, None, false)
+        );
     }
 }

@@ -76,6 +76,16 @@ impl Pipeline {
         };
         let body = self.approved_body(&held).await?;
         trace.row.approved = true;
+        if let Err(changed) = self.still_as_approved(ctx, &held, &request).await {
+            // Nothing was sent: the outcome is the refusal, kept and answered.
+            let (parts, answer) = self.refusal(trace, &changed).into_parts();
+            let answer = super::read_limited(answer, usize::MAX).await.unwrap_or_default();
+            let outcome = outcome(parts.status.as_u16(), &answer, None);
+            let (store, id) = (self.approvals.store.clone(), held.id.clone());
+            blocking(move || store.finish_held(&id, &outcome, chrono::Utc::now())).await?;
+            unfinished.done = true;
+            return Ok(Response::from_parts(parts, body::full(answer)));
+        }
         // The approved write is on record before the cluster sees it.
         self.audit
             .writer()
@@ -98,6 +108,42 @@ impl Pipeline {
             at: held.decided_at.unwrap_or(now),
         });
         Ok(response)
+    }
+
+    /// A deletecollection deletes what its selector matches when it runs,
+    /// and an update or apply whose dry run created its object would change
+    /// one made since: the API server takes no precondition for either, so
+    /// the dry run is tried again and must find what the person approved
+    /// (the same objects listed; the object still created). What is left is
+    /// the moment between the two requests, not the minutes of a decision.
+    async fn still_as_approved(
+        &self,
+        ctx: &HoldCtx<'_>,
+        held: &HeldWrite,
+        request: &Buffered,
+    ) -> Result<(), RequestError> {
+        let precondition = &held.request.precondition;
+        let listing = held.request.verb == "deletecollection";
+        if !listing && !precondition.creates {
+            return Ok(());
+        }
+        let (parts, answer) = self.dry_run(ctx, request).await?;
+        let same = if listing {
+            let listed: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+            parts.status.is_success() && super::intake::listed_uids(&listed) == precondition.uids
+        } else {
+            parts.status == http::StatusCode::CREATED
+        };
+        if same {
+            return Ok(());
+        }
+        Err(RequestError::ChangedSinceApproval {
+            message: if listing {
+                "the objects this deletecollection matches are not the ones approved: nothing was deleted; ask again"
+            } else {
+                "the object this write would have created exists now: nothing was changed; ask again"
+            },
+        })
     }
 
     /// The held write's stored body, opened, with the dry run's
@@ -231,7 +277,9 @@ fn outcome(code: u16, answer: &[u8], hidden: Option<Target>) -> Outcome {
 /// `test`, the `uid` in DeleteOptions. A body that is not JSON or YAML
 /// (protobuf) is sent as it is; one that [`parse_body`] refuses is not sent.
 fn with_precondition(precondition: &Precondition, content_type: &str, body: Bytes) -> Result<Bytes, RequestError> {
-    let Precondition { resource_version, uid } = precondition;
+    let Precondition {
+        resource_version, uid, ..
+    } = precondition;
     let parse = |body: &[u8]| parse_body(content_type, body).map_err(RequestError::HeldBodyRefused);
     let encoded = |value: Value| {
         serde_json::to_vec(&value)
@@ -368,7 +416,7 @@ mod tests {
     fn rv(rv: &str) -> Precondition {
         Precondition {
             resource_version: Some(rv.into()),
-            uid: None,
+            ..Precondition::default()
         }
     }
 
@@ -399,8 +447,8 @@ mod tests {
         );
         assert_eq!(sent.as_array().unwrap().len(), 2);
         let uid = Precondition {
-            resource_version: None,
             uid: Some("u-1".into()),
+            ..Precondition::default()
         };
         let sent = json_of(with_precondition(&uid, "", Bytes::new()).unwrap());
         assert_eq!(sent, json!({"preconditions": {"uid": "u-1"}}));
