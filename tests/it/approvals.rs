@@ -609,3 +609,57 @@ async fn an_approved_apply_that_would_create_does_not_change_an_object_made_sinc
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_write_to_a_namespace_object_is_decided_by_a_cluster_admin_not_the_namespaces_admin() {
+    let env = Portcullis::start_with(|c| {
+        c.approvals.wait = Duration::ZERO;
+        c.roles.push(portcullis::identity::roles::Role {
+            name: "namespace-labeller".into(),
+            rules: vec![serde_json::json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "patch"]})],
+            reveals_secrets: false,
+            namespaced: false,
+            max_duration: None,
+        });
+    })
+    .await;
+    let bot = Principal::bot("deployer");
+    env.store.add_principal(&bot, true).unwrap();
+    let grant = portcullis::cli::new_grant(
+        &env.config,
+        bot.clone(),
+        env.cluster,
+        "namespace-labeller",
+        None,
+        Duration::from_secs(3600),
+        "test",
+    )
+    .unwrap();
+    env.store.add_grant(&grant).unwrap();
+    let (_, token) = env.store.issue_credential(&bot, "ci", None).unwrap();
+    let bot = env.kubectl(&token, "shop");
+    let ana = env.person("ana", &[("admin", Some("shop"))]);
+    let root = env.person("root", &[("cluster-admin", None)]);
+    // Its labels set the namespace's pod security: the cluster's to decide.
+    let label = [
+        "label",
+        "namespace",
+        "shop",
+        "pod-security.kubernetes.io/enforce=privileged",
+    ];
+    let id = held_id(&bot.fails(&label));
+    let out = env.person_cli(&ana, &["approvals", "approve", &id]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("person:ana is not admin of the whole cluster"),
+        "{said}"
+    );
+    assert_eq!(env.store.held(&id).unwrap().unwrap().state, HeldState::Pending);
+    person_ok(&env, &root, &["approvals", "approve", &id]);
+    bot.ok(&label);
+    let labels = env
+        .kubectl(&root, "shop")
+        .ok(&["get", "namespace", "shop", "-o", "jsonpath={.metadata.labels}"]);
+    assert!(labels.contains("privileged"), "{labels}");
+    env.stop().await;
+}
