@@ -134,7 +134,10 @@ pub fn route(path: &str) -> Result<Route<'_>, RequestError> {
             Page::NotFound
         }));
     }
-    let well_known = path.starts_with("/.well-known/") || path.ends_with("/.well-known/openid-configuration");
+    // OpenID discovery of an issuer with a path puts the path first; a
+    // cluster's own discovery (its service-account issuer) is the cluster's.
+    let well_known = path.starts_with("/.well-known/")
+        || (path.ends_with("/.well-known/openid-configuration") && !path.starts_with("/clusters/"));
     if well_known && path.len() <= 300 {
         return Ok(Route::OAuth(OAuthEndpoint::WellKnown(path)));
     }
@@ -290,6 +293,27 @@ mod tests {
         ] {
             let err = route(bad).unwrap_err().status();
             assert_eq!(err.code, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_clusters_own_openid_discovery_goes_to_the_cluster_and_portcullis_own_to_the_oauth_door() {
+        let cluster = route("/clusters/a/.well-known/openid-configuration").unwrap();
+        assert_eq!(
+            cluster,
+            Route::Cluster {
+                name: "a",
+                path: "/.well-known/openid-configuration"
+            }
+        );
+        for own in [
+            "/pc/.well-known/openid-configuration",
+            "/.well-known/openid-configuration",
+        ] {
+            assert!(
+                matches!(route(own), Ok(Route::OAuth(OAuthEndpoint::WellKnown(_)))),
+                "{own}"
+            );
         }
     }
 
