@@ -1,7 +1,8 @@
 //! `portcullis grant add|list|revoke`: grants checked as every grant is
 //! (`identity::grant`), and bound in the cluster before the command returns.
 
-use super::{new_grant, when, CliError, Owner};
+use super::{new_grant, operator_row, recorded, when, CliError, Owner};
+use crate::audit::row::AuditRow;
 use crate::config::Config;
 use crate::identity::Grant;
 use crate::store::Store;
@@ -29,9 +30,6 @@ pub enum GrantCommand {
         /// How long, e.g. `8h`.
         #[arg(long, default_value = "8h")]
         duration: humantime::Duration,
-        /// Who grants it (recorded).
-        #[arg(long, default_value = "cli")]
-        by: String,
     },
     /// List grants.
     List,
@@ -51,9 +49,10 @@ pub fn run(config: &Config, store: &Store, command: GrantCommand) -> Result<(), 
             role,
             namespace,
             duration,
-            by,
         } => {
-            let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, &by)?;
+            // The operator grants it, as the audit records: never a person
+            // named on the command line.
+            let grant = new_grant(config, owner.principal(), &cluster, &role, namespace, *duration, "cli")?;
             add(config, store, &grant)
         }
         GrantCommand::List => list(config, store),
@@ -61,8 +60,19 @@ pub fn run(config: &Config, store: &Store, command: GrantCommand) -> Result<(), 
     }
 }
 
+/// The row of an operator's change to `grant`.
+fn grant_row(verb: &str, grant: &Grant) -> AuditRow {
+    let mut row = operator_row(verb, "grants", &grant.cluster, grant.namespace.as_deref(), &grant.id);
+    row.query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("role", &grant.role)
+        .append_pair("subject", &grant.subject.to_string())
+        .append_pair("until", &grant.expires_at.to_rfc3339())
+        .finish();
+    row
+}
+
 fn add(config: &Config, store: &Store, grant: &Grant) -> Result<(), CliError> {
-    store.add_grant(grant)?;
+    recorded(store, grant_row("grant", grant), || store.add_grant(grant), |_, _| {})?;
     let scope = grant
         .namespace
         .as_deref()
@@ -116,9 +126,9 @@ fn list(config: &Config, store: &Store) -> Result<(), CliError> {
 }
 
 fn revoke(config: &Config, store: &Store, id: &str) -> Result<(), CliError> {
-    store.revoke_grant(id)?;
+    let grant = store.grant(id)?;
+    recorded(store, grant_row("revoke", &grant), || store.revoke_grant(id), |_, _| {})?;
     println!("revoked grant {id}: no longer sent to the cluster");
-    let cluster = store.grant(id)?.cluster;
-    println!("{}", super::cluster::pass_from_cli(config, store, &cluster));
+    println!("{}", super::cluster::pass_from_cli(config, store, &grant.cluster));
     Ok(())
 }

@@ -28,6 +28,7 @@ pub mod plugin;
 pub mod remote;
 pub mod store;
 
+use crate::audit::row::AuditRow;
 use crate::config::Config;
 use crate::identity::{Principal, PrincipalKind};
 use crate::store::Store;
@@ -259,9 +260,42 @@ pub enum CliError {
     /// A grant refused as asked.
     #[error(transparent)]
     Grant(#[from] crate::identity::grant::GrantError),
+    /// The audit could not record a change (nothing was changed, or the
+    /// change is on record as of unknown outcome).
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     /// Anything else, already worded for the user.
     #[error("{0}")]
     Message(String),
+}
+
+/// An operator's change on the store (`portcullis admin …`), on record as
+/// every change of who may do what is: `row` (as `operator`/`cli`, see
+/// [`operator_row`]) is committed before `change` runs, and settled after
+/// it (`crate::audit::Recorded`); `settle` fills in what only the change
+/// knows (a new credential's id).
+pub(crate) fn recorded<T>(
+    store: &Store,
+    row: AuditRow,
+    change: impl FnOnce() -> Result<T, crate::store::StoreError>,
+    settle: impl FnOnce(&T, &mut AuditRow),
+) -> Result<T, CliError> {
+    let recorded = crate::audit::begin_event(store, row.clone())?;
+    match change() {
+        Ok(made) => {
+            let mut row = row;
+            settle(&made, &mut row);
+            recorded.done(row, Vec::new())?;
+            Ok(made)
+        }
+        Err(error) => Err(recorded.store_failed(error).into()),
+    }
+}
+
+/// The row of an operator's change: `verb` on `resource` `name`.
+pub(crate) fn operator_row(verb: &str, resource: &str, cluster: &str, namespace: Option<&str>, name: &str) -> AuditRow {
+    let actor = crate::signin::groups::Actor::Operator;
+    crate::signin::groups::event(verb, resource, &actor, cluster, namespace, name)
 }
 
 /// `portcullis certs`: a fresh CA and a serving certificate it signed.
@@ -344,10 +378,17 @@ pub(crate) fn principal_command(store: &Store, kind: PrincipalKind, command: Pri
             if admin && kind != PrincipalKind::Person {
                 return Err(CliError::Message("only people can be admins".into()));
             }
-            store.add_principal(&make(name.clone()), writes_need_approval)?;
-            if admin {
-                store.set_admin(&make(name.clone()), true)?;
-            }
+            let principal = make(name.clone());
+            let mut row = operator_row("create", principals(kind), "", None, &name);
+            row.query = format!("admin={admin}&writes_need_approval={writes_need_approval}");
+            let add = || {
+                store.add_principal(&principal, writes_need_approval)?;
+                if admin {
+                    store.set_admin(&principal, true)?;
+                }
+                Ok(())
+            };
+            recorded(store, row, add, |_, _| {})?;
             println!("added {} {name}{}", kind.as_str(), if admin { " (admin)" } else { "" });
         }
         PrincipalCommand::List => {
@@ -364,7 +405,8 @@ pub(crate) fn principal_command(store: &Store, kind: PrincipalKind, command: Pri
             }
         }
         PrincipalCommand::Disable { name } => {
-            store.disable_principal(&make(name.clone()))?;
+            let row = operator_row("disable", principals(kind), "", None, &name);
+            recorded(store, row, || store.disable_principal(&make(name.clone())), |_, _| {})?;
             println!(
                 "disabled {} {name}: its credentials stop working within seconds",
                 kind.as_str()
@@ -383,7 +425,8 @@ pub(crate) fn credential_command(store: &Store, command: CredentialCommand) -> R
         } => issue_credential(store, &owner.principal(), &name, *expires_in),
         CredentialCommand::List => list_credentials(store),
         CredentialCommand::Revoke { id } => {
-            store.revoke_credential(&id)?;
+            let row = operator_row("revoke", "credentials", "", None, &id);
+            recorded(store, row, || store.revoke_credential(&id), |_, _| {})?;
             println!("revoked credential {id}: refused at once by this process, within seconds by running servers");
             Ok(())
         }
@@ -399,7 +442,10 @@ fn issue_credential(
     expires_in: std::time::Duration,
 ) -> Result<(), CliError> {
     let expires = Utc::now() + chrono::TimeDelta::from_std(expires_in).map_err(|e| CliError::Message(e.to_string()))?;
-    let (cred, token) = store.issue_credential(owner, name, Some(expires))?;
+    let mut row = operator_row("create", "credentials", "", None, "");
+    row.query = owner_query(owner);
+    let issue = || store.issue_credential(owner, name, Some(expires));
+    let (cred, token) = recorded(store, row, issue, |(cred, _), row| row.name = cred.id.clone())?;
     eprintln!(
         "credential {} for {} expires {}; the token is shown only now:",
         cred.id,
@@ -447,10 +493,17 @@ pub(crate) fn agent_command(store: &Store, command: AgentCommand) -> Result<(), 
             writes_need_approval,
             expires_in,
         } => {
-            let agent = store.add_agent(&owner.principal(), &name, &grants, writes_need_approval)?;
             let expires =
                 Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
-            let (_, token) = store.issue_agent_credential(&agent, Some(expires))?;
+            let owner = owner.principal();
+            let mut row = operator_row("create", "agents", "", None, "");
+            row.query = owner_query(&owner);
+            let add = || {
+                let agent = store.add_agent(&owner, &name, &grants, writes_need_approval)?;
+                let (_, token) = store.issue_agent_credential(&agent, Some(expires))?;
+                Ok((agent, token))
+            };
+            let (agent, token) = recorded(store, row, add, |(agent, _), row| row.name = agent.id.clone())?;
             eprintln!(
                 "agent {} ({name}) acts for {}; its token is shown only now:",
                 agent.id, agent.principal
@@ -478,11 +531,28 @@ pub(crate) fn agent_command(store: &Store, command: AgentCommand) -> Result<(), 
             }
         }
         AgentCommand::Disable { id } => {
-            store.disable_agent(&id)?;
+            let row = operator_row("disable", "agents", "", None, &id);
+            recorded(store, row, || store.disable_agent(&id), |_, _| {})?;
             println!("disabled agent {id}: its credentials stop working within seconds");
         }
     }
     Ok(())
+}
+
+/// `owner=<principal>`, for the row of a credential or an agent made for
+/// them.
+fn owner_query(owner: &Principal) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("owner", &owner.to_string())
+        .finish()
+}
+
+/// The resource the audit names principals of `kind` by.
+fn principals(kind: PrincipalKind) -> &'static str {
+    match kind {
+        PrincipalKind::Person => "people",
+        PrincipalKind::Bot => "bots",
+    }
 }
 
 pub(crate) fn when(t: &DateTime<Utc>) -> String {

@@ -243,7 +243,14 @@ fn grant_row(verb: &str, grant: &Grant, rule: &GroupRule, actor: &Actor) -> Audi
 
 /// A row on a resource of portcullis's own; every one changes who may do
 /// what, so it is on record as a write.
-fn event(verb: &str, resource: &str, actor: &Actor, cluster: &str, namespace: Option<&str>, name: &str) -> AuditRow {
+pub(crate) fn event(
+    verb: &str,
+    resource: &str,
+    actor: &Actor,
+    cluster: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> AuditRow {
     let now = Utc::now();
     let mut row = AuditRow::new(crate::audit::id::new(), now);
     row.cluster = cluster.into();

@@ -119,6 +119,37 @@ async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() 
         "kube-system",
     ]);
     assert!(String::from_utf8_lossy(&protected.stderr).contains("protected"));
+    let grant = crate::rbac::id_after(&granted, "grant ");
+    assert!(stdout(&env.cli(&["admin", "grant", "revoke", &grant])).contains("revoked"));
+
+    // Each change is on record as the operator's, named by what it made;
+    // the refused grants changed nothing and have no row.
+    let rows = crate::approvals::audit_rows(&env).await;
+    let changes: Vec<(&str, &str, bool)> = rows
+        .iter()
+        .filter(|r| r.principal_kind == "operator" && r.login == "cli")
+        .map(|r| (r.verb.as_str(), r.resource.as_str(), !r.name.is_empty()))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("create", "people", true),
+            ("create", "bots", true),
+            ("grant", "grants", true),
+            ("create", "credentials", true),
+            ("revoke", "credentials", true),
+            ("disable", "people", true),
+            ("revoke", "grants", true),
+        ]
+    );
+    let issued = rows
+        .iter()
+        .find(|r| r.resource == "credentials" && r.verb == "create")
+        .unwrap();
+    assert_eq!(
+        (issued.name.as_str(), issued.query.as_str()),
+        (id.as_str(), "owner=person%3Abea")
+    );
     env.stop().await;
 }
 

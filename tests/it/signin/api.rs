@@ -119,6 +119,19 @@ fn no_person_command_takes_a_decider_by_name() {
             "ana",
         ],
         &["group-rule", "remove", "x", "--by", "ana"],
+        &[
+            "admin",
+            "grant",
+            "add",
+            "--person",
+            "bo",
+            "--cluster",
+            "c",
+            "--role",
+            "r",
+            "--by",
+            "ana",
+        ],
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
             .args(args)
