@@ -250,8 +250,9 @@ pub(super) async fn credential_for(
     let (store, config) = (approvals.store.clone(), web.config().clone());
     let issued = tokio::task::spawn_blocking(move || issue(&store, &config, &login, &session)).await;
     match issued {
-        Ok(Ok(Some((answer, credential_id)))) => {
+        Ok(Ok(Some((answer, credential_id, changes)))) => {
             row.credential_id = credential_id;
+            web.bind(&changes).await;
             json(StatusCode::OK, &answer)
         }
         Ok(Ok(None)) => {
@@ -281,6 +282,10 @@ fn unavailable_answer() -> Response<Body> {
     )
 }
 
+/// The answer with a new credential, its id, and the grant changes its
+/// group rules made.
+type Issued = (serde_json::Value, String, Vec<crate::store::RuleGrantChange>);
+
 /// A credential for `login`, ending with their session at the latest;
 /// `None` when the session has ended or the person is disabled. A provider
 /// session's groups are matched against the rules as they are now, so a
@@ -290,7 +295,7 @@ fn issue(
     config: &crate::config::Config,
     login: &str,
     session: &str,
-) -> Result<Option<(serde_json::Value, String)>, crate::signin::groups::RuleError> {
+) -> Result<Option<Issued>, crate::signin::groups::RuleError> {
     let person = Principal::person(login);
     let session_sha256 = session;
     let Some(session) = store.web_session(session)? else {
@@ -299,9 +304,11 @@ fn issue(
     if store.principal_disabled(&person)? != Some(false) {
         return Ok(None);
     }
-    if session.oidc {
-        crate::signin::groups::apply(config, store, login, &session.groups, session.expires_at)?;
-    }
+    let changes = if session.oidc {
+        crate::signin::groups::apply(config, store, login, &session.groups, session.expires_at)?
+    } else {
+        Vec::new()
+    };
     let ends = (Utc::now() + CLI_LIFETIME).min(session.expires_at);
     // Ends with the sign-in too: signing out on the web revokes it (and a
     // sign-out just before it leaves none).
@@ -315,7 +322,7 @@ fn issue(
         "credential_id": credential.id,
         "expires_at": ends,
     });
-    Ok(Some((answer, credential.id)))
+    Ok(Some((answer, credential.id, changes)))
 }
 
 /// The S256 challenge of `verifier` (RFC 7636).

@@ -97,6 +97,36 @@ impl Web {
         self.reconciler.get()
     }
 
+    /// Bind the grants a sign-in's group rules gave (or gave back) before
+    /// answering, as an approved access request's are: the person's first
+    /// request would otherwise wait for the next resync. A pass that fails
+    /// is left to that resync; a revoked grant needs none (its group is no
+    /// longer sent).
+    pub(crate) async fn bind(&self, changes: &[crate::store::RuleGrantChange]) {
+        use crate::store::RuleGrantChange as Change;
+        let Some(reconciler) = self.reconciler() else {
+            return;
+        };
+        let mut clusters: Vec<&str> = changes
+            .iter()
+            .filter_map(|change| match change {
+                Change::Granted(grant) | Change::Extended(grant) => Some(grant.cluster.as_str()),
+                Change::Revoked(_) => None,
+            })
+            .collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        for cluster in clusters {
+            match reconciler.pass_now(cluster).await {
+                Ok(report) if report.outcome.ok() => {}
+                Ok(report) => {
+                    tracing::warn!(%cluster, errors = ?report.outcome.errors, "a sign-in's grant not bound yet")
+                }
+                Err(error) => tracing::warn!(%cluster, %error, "a sign-in's grant not bound yet"),
+            }
+        }
+    }
+
     /// The identity provider, when people sign in with one.
     pub fn provider(&self) -> Option<&SignIn> {
         self.signin.as_ref()
@@ -233,15 +263,16 @@ async fn callback(
         // Before the session opens: a person who left a group must not
         // keep its grant through a session that failed to end it.
         let ends = Utc::now() + chrono::TimeDelta::from_std(lifetime).unwrap_or(chrono::TimeDelta::hours(12));
-        crate::signin::groups::apply(&config, &store, &login, &seen.groups, ends)
+        let changes = crate::signin::groups::apply(&config, &store, &login, &seen.groups, ends)
             .map_err(|e| (login.clone(), SignInError::Groups(e.to_string())))?;
         let (cookie, credential) =
             session::start_signed_in(&store, &login, lifetime, &seen.groups).map_err(|e| (login.clone(), e.into()))?;
-        Ok::<_, (String, SignInError)>((login, cookie, credential))
+        Ok::<_, (String, SignInError)>((login, cookie, credential, changes))
     })
     .await;
     let response = match opened {
-        Ok(Ok((login, cookie, credential))) => {
+        Ok(Ok((login, cookie, credential, changes))) => {
+            web.bind(&changes).await;
             row.principal_kind = "person".into();
             row.login = login;
             row.credential_id = credential;
