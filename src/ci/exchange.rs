@@ -82,8 +82,16 @@ impl Exchange {
         self.not_replayed(token, claims).await?;
         let expires = Utc::now() + TimeDelta::seconds(rule.duration_seconds as i64);
         let store = self.store.clone();
-        let (credential, secret) =
-            blocking(move || store.issue_credential_with(&bot, "ci", Some(expires), &origin)).await?;
+        let rule_id = rule.id.clone();
+        let issue = move || match store.issue_ci_credential(&bot, expires, &origin, &rule_id) {
+            // Removed while the token was checked: no rule trusts it now.
+            Err(StoreError::NotFound(_)) => Ok(None),
+            issued => issued.map(Some),
+        };
+        let Some((credential, secret)) = blocking(issue).await? else {
+            let why = format!("trust rule {} was removed while this token was checked", rule.id);
+            return Err(Refused::new(Refusal::CiNoRule, why));
+        };
         row.name = credential.id.clone();
         row.credential_prefix = credential.display_prefix.clone();
         Ok(json!({

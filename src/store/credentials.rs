@@ -8,6 +8,16 @@ use crate::identity::authenticate::{CredentialLookup, CredentialSource, SourceEr
 use crate::identity::{credential, Agent, Audience, Credential, Origin, Principal};
 use chrono::{DateTime, SubsecRound, Utc};
 
+/// What a new credential must not outlive, checked in its insert's
+/// transaction.
+enum Tie<'a> {
+    Nothing,
+    /// The web sign-in session whose id hashes to this.
+    WebSession(&'a str),
+    /// The CI trust rule of this id.
+    TrustRule(&'a str),
+}
+
 impl Store {
     /// Issue a credential; returns its record and the token (shown once).
     pub fn issue_credential(
@@ -28,7 +38,20 @@ impl Store {
         expires_at: Option<DateTime<Utc>>,
         origin: &Origin,
     ) -> Result<(Credential, String), StoreError> {
-        self.issue(principal, name, expires_at, origin, None)
+        self.issue(principal, name, expires_at, origin, Tie::Nothing)
+    }
+
+    /// Issue a CI job's credential through trust rule `rule`: `NotFound`
+    /// if the rule is gone by the insert, so a removal racing an exchange
+    /// (whose key fetch can take seconds) either comes first or revokes it.
+    pub fn issue_ci_credential(
+        &self,
+        principal: &Principal,
+        expires_at: DateTime<Utc>,
+        origin: &Origin,
+        rule: &str,
+    ) -> Result<(Credential, String), StoreError> {
+        self.issue(principal, "ci", Some(expires_at), origin, Tie::TrustRule(rule))
     }
 
     /// Issue a credential that ends with the web sign-in session whose id
@@ -41,13 +64,8 @@ impl Store {
         expires_at: DateTime<Utc>,
         session_sha256: &str,
     ) -> Result<(Credential, String), StoreError> {
-        self.issue(
-            principal,
-            name,
-            Some(expires_at),
-            &Origin::default(),
-            Some(session_sha256),
-        )
+        let tie = Tie::WebSession(session_sha256);
+        self.issue(principal, name, Some(expires_at), &Origin::default(), tie)
     }
 
     fn issue(
@@ -56,8 +74,12 @@ impl Store {
         name: &str,
         expires_at: Option<DateTime<Utc>>,
         origin: &Origin,
-        web_session: Option<&str>,
+        tie: Tie<'_>,
     ) -> Result<(Credential, String), StoreError> {
+        let web_session = match tie {
+            Tie::WebSession(session) => Some(session),
+            _ => None,
+        };
         let new = credential::mint();
         let credential = Credential {
             id: uuid::Uuid::now_v7().to_string(),
@@ -78,11 +100,11 @@ impl Store {
             )?;
             Ok(())
         };
-        match web_session {
-            None => self.with(insert)?,
+        match tie {
+            Tie::Nothing => self.with(insert)?,
             // With the session's check in one transaction: a sign-out
             // racing it either comes first (no credential) or revokes it.
-            Some(session) => self.write(|tx| {
+            Tie::WebSession(session) => self.write(|tx| {
                 let open: i64 = tx.query_row(
                     "SELECT COUNT(*) FROM web_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
                     params![session, Utc::now()],
@@ -90,6 +112,17 @@ impl Store {
                 )?;
                 if open == 0 {
                     return Err(StoreError::NotFound("web sign-in session".into()));
+                }
+                insert(tx)
+            })?,
+            Tie::TrustRule(rule) => self.write(|tx| {
+                let kept: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM ci_trust_rules WHERE id = ?1",
+                    params![rule],
+                    |r| r.get(0),
+                )?;
+                if kept == 0 {
+                    return Err(StoreError::NotFound(format!("trust rule {rule}")));
                 }
                 insert(tx)
             })?,

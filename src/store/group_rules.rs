@@ -120,6 +120,16 @@ impl Store {
                 }
             }
             for (rule_id, candidate) in wanted {
+                // The rules were read before this transaction: one removed
+                // since (its grants revoked with it) gives nothing.
+                let kept: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM group_rules WHERE id = ?1",
+                    params![rule_id],
+                    |r| r.get(0),
+                )?;
+                if kept == 0 {
+                    continue;
+                }
                 match held.iter().find(|(id, _)| id == rule_id) {
                     Some((_, grant)) if grant.expires_at >= candidate.expires_at => {}
                     Some((_, grant)) => {
@@ -256,7 +266,13 @@ mod tests {
             );
 
             let (removed, revoked) = store.remove_group_rule("r1").unwrap();
-            assert_eq!((removed, revoked.len()), (devs, 1), "{backend}");
+            assert_eq!((removed, revoked.len()), (devs.clone(), 1), "{backend}");
+            assert!(store.grants_of(&ana, "c").unwrap().is_empty(), "{backend}");
+            // A sign-in that read the rules before the removal.
+            assert!(
+                store.sync_rule_grants(&ana, &[candidate(&devs, 3)]).unwrap().is_empty(),
+                "{backend}: a removed rule grants nothing"
+            );
             assert!(store.grants_of(&ana, "c").unwrap().is_empty(), "{backend}");
             assert!(
                 matches!(store.remove_group_rule("r1"), Err(StoreError::NotFound(_))),

@@ -183,6 +183,33 @@ mod tests {
     }
 
     #[test]
+    fn a_ci_credential_is_issued_only_while_its_rule_is_kept() {
+        for store in crate::store::testing::both() {
+            let bot = Principal::bot("deployer");
+            store.add_principal(&bot, false).unwrap();
+            store.add_trust_rule(&rule("r1", "deployer", "https://a")).unwrap();
+            let origin = crate::identity::Origin {
+                audience: None,
+                via: "ci rule=r1 sub=x repository=y run_id=1".into(),
+            };
+            let until = Utc::now() + chrono::TimeDelta::hours(1);
+            let (kept, _) = store.issue_ci_credential(&bot, until, &origin, "r1").unwrap();
+            assert_eq!(kept.name, "ci");
+            store.remove_trust_rule("r1").unwrap();
+            // An exchange that read the rule before it was removed.
+            let late = store.issue_ci_credential(&bot, until, &origin, "r1");
+            assert!(matches!(late, Err(StoreError::NotFound(_))), "{}", store.backend);
+            let left: Vec<bool> = store
+                .list_credentials(Some(&bot))
+                .unwrap()
+                .iter()
+                .map(|c| c.revoked_at.is_some())
+                .collect();
+            assert_eq!(left, [true], "{}: the one issued, revoked with its rule", store.backend);
+        }
+    }
+
+    #[test]
     fn a_token_is_exchanged_once_and_forgotten_after_its_time() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).unwrap();
