@@ -9,9 +9,10 @@
 //!
 //! Rules are added and removed by administrators ([`add_rule`],
 //! [`remove_rule`]: the person API as the signed-in admin, or the operator
-//! on the server, [`Actor`]); every change, and every grant a rule
-//! makes, extends or ends, is an audit row (resources `grouprules` and
-//! `grants` of `portcullis.dev`) through [`crate::audit::commit_event`].
+//! on the server, [`Actor`]); every change, every sign-in's applying of
+//! the rules, and every grant a rule makes, extends or ends, is an audit
+//! row (resources `grouprules` and `grants` of `portcullis.dev`), the
+//! intent on record before the change ([`crate::audit::begin_event`]).
 
 use crate::audit::row::AuditRow;
 use crate::audit::AuditError;
@@ -151,24 +152,39 @@ pub fn apply(
     let person = Principal::person(login);
     let actor = Actor::Person(person.clone());
     let rules = store.group_rules()?;
+    // Without a rule there is no rule grant to give or take (removing a
+    // rule revokes its grants): nothing to do or record.
+    if rules.is_empty() {
+        return Ok(Vec::new());
+    }
     let wanted: Vec<(String, Grant)> = rules
         .iter()
         .filter(|rule| groups.contains(&rule.group))
         .filter_map(|rule| wanted_grant(config, &person, rule, session_ends))
         .collect();
-    let changes = store.sync_rule_grants(&person, &wanted)?;
-    for change in &changes {
-        let (verb, grant) = match change {
-            RuleGrantChange::Granted(g) => ("grant", g),
-            RuleGrantChange::Extended(g) => ("extend", g),
-            RuleGrantChange::Revoked(g) => ("revoke", g),
-        };
-        let rule_id = grant.granted_by.strip_prefix("rule:").unwrap_or_default();
-        let rule = rules.iter().find(|r| r.id == rule_id);
-        if let Some(rule) = rule {
-            crate::audit::commit_event(store, grant_row(verb, grant, rule, &actor))?;
-        }
-    }
+    // The grants' rows are on record before the grants are (see
+    // `crate::audit::Recorded`): this sign-in's applying of the rules
+    // first, then its row and one for each grant given, extended or taken.
+    let applied = || event("apply", "grouprules", &actor, "", None, login);
+    let recorded = crate::audit::begin_event(store, applied())?;
+    let changes = match store.sync_rule_grants(&person, &wanted) {
+        Ok(changes) => changes,
+        Err(error) => return Err(recorded.store_failed(error).into()),
+    };
+    let rows = changes
+        .iter()
+        .filter_map(|change| {
+            let (verb, grant) = match change {
+                RuleGrantChange::Granted(g) => ("grant", g),
+                RuleGrantChange::Extended(g) => ("extend", g),
+                RuleGrantChange::Revoked(g) => ("revoke", g),
+            };
+            let rule_id = grant.granted_by.strip_prefix("rule:").unwrap_or_default();
+            let rule = rules.iter().find(|r| r.id == rule_id)?;
+            Some(grant_row(verb, grant, rule, &actor))
+        })
+        .collect();
+    recorded.done(applied(), rows)?;
     Ok(changes)
 }
 
