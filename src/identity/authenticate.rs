@@ -183,7 +183,12 @@ impl Authenticator {
         let token = bearer_token(headers).ok_or(AuthError::Missing)?;
         // Only a refusal shows the prefix: an accepted token is not copied.
         let prefix = || credential::display_prefix(token);
-        credential::check(token).map_err(|_| AuthError::Malformed { prefix: prefix() })?;
+        // Nor any of a value that is not a portcullis token at all: a
+        // cluster's token or a password sent here by mistake, whose first
+        // characters may be most of it.
+        credential::check(token).map_err(|_| AuthError::Malformed {
+            prefix: credential::shown_if_ours(token),
+        })?;
         let found = self
             .lookup(credential::digest(token))
             .await?
@@ -320,6 +325,27 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_refused_value_that_is_no_portcullis_token_shows_none_of_itself() {
+        let authenticator = Authenticator::new(Slow(Arc::new(SlowStore::default())));
+        let refused = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(http::header::AUTHORIZATION, format!("Bearer {value}").parse().unwrap());
+            let authenticator = &authenticator;
+            async move { authenticator.authenticate(&headers).await.unwrap_err() }
+        };
+        let password = refused("hunter2-is-my-password").await;
+        assert_eq!(password.prefix(), Some(""));
+        assert!(!password.to_string().contains("hunter"), "{password}");
+        let mut typo = credential::mint().token;
+        typo.pop();
+        assert_eq!(
+            refused(&typo).await.prefix(),
+            Some(&typo[..10]),
+            "a mistyped token of ours"
+        );
+    }
 
     #[test]
     fn bearer_scheme_is_case_insensitive() {

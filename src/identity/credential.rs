@@ -109,6 +109,16 @@ pub fn display_prefix(token: &str) -> String {
     token.chars().take(PREFIX.len() + 6).collect()
 }
 
+/// [`display_prefix`] of a presented value that begins as a portcullis
+/// token does; nothing of any other.
+pub fn shown_if_ours(presented: &str) -> String {
+    if presented.starts_with(PREFIX) {
+        display_prefix(presented)
+    } else {
+        String::new()
+    }
+}
+
 /// The base62 digits of the CRC-32 (IEEE) of `random`.
 fn checksum(random: &[u8]) -> [u8; CHECKSUM_CHARS] {
     let mut n = crc32fast::hash(random);
