@@ -520,7 +520,35 @@ fn read_certified_key(cert_file: &PathBuf, key_file: &PathBuf) -> Result<Certifi
     }
     let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| err(key_file, &e))?;
     let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| err(key_file, &e))?;
-    Ok(CertifiedKey::new(certs, signing))
+    let certified = CertifiedKey::new(certs, signing);
+    // A key from another pair (a Secret updated with the wrong key, or a
+    // certificate written a moment before its key) would fail every
+    // handshake: refused, so a reload keeps the pair that works.
+    match certified.keys_match() {
+        Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(certified),
+        Err(e) => Err(err(key_file, &format!("the key is not the certificate's: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod certificate_tests {
+    use super::*;
+
+    #[test]
+    fn a_key_that_is_not_the_certificates_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = (crate::tls::generate(&[]).unwrap(), crate::tls::generate(&[]).unwrap());
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("tls.crt"), &one.cert_pem).unwrap();
+        std::fs::write(path("tls.key"), &one.key_pem).unwrap();
+        std::fs::write(path("other.key"), &other.key_pem).unwrap();
+        assert!(read_certified_key(&path("tls.crt"), &path("tls.key")).is_ok());
+        let refused = read_certified_key(&path("tls.crt"), &path("other.key")).err().unwrap();
+        assert!(
+            refused.to_string().contains("the key is not the certificate's"),
+            "{refused}"
+        );
+    }
 }
 
 /// Completes on Ctrl-C or SIGTERM (how Kubernetes stops a pod), so both end
