@@ -60,6 +60,8 @@ pub struct Call<'a> {
     pub metrics: &'a Metrics,
     /// Request body bytes sent upstream, for the audit row.
     pub sent: Arc<AtomicU64>,
+    /// Field selector terms the query is narrowed by.
+    pub narrowed_by: Option<Arc<str>>,
 }
 
 impl<'a> Call<'a> {
@@ -83,6 +85,7 @@ impl<'a> Call<'a> {
             limits: stages.limits,
             metrics,
             sent,
+            narrowed_by: judged.narrowed_by,
         }
     }
 }
@@ -427,6 +430,7 @@ mod tests {
             limits: f.pipeline.limits(),
             metrics: &f.pipeline.metrics,
             sent: Arc::default(),
+            narrowed_by: None,
         }
     }
 }

@@ -37,6 +37,18 @@ pub enum Decision {
     },
 }
 
+impl Policy {
+    /// The field selector terms that keep the protected namespaces out of
+    /// a list or watch of Secrets across namespaces. A grant for the whole
+    /// cluster covers them too, and a path that names one is refused its
+    /// groups, but `get secrets -A` names none: portcullis's own Secrets
+    /// (cluster tokens, the approvals key, the store's URL) would be in it.
+    pub fn outside_protected(&self, info: &RequestInfo) -> Option<Arc<str>> {
+        let across = info.is_secrets() && info.namespace.is_empty() && matches!(info.verb.as_str(), "list" | "watch");
+        across.then(|| self.outside_protected.clone()).flatten()
+    }
+}
+
 /// The store could not be asked: fail closed.
 #[derive(Debug, thiserror::Error)]
 #[error("grant store unavailable")]
@@ -51,6 +63,9 @@ pub struct Policy {
     /// request.
     protected: Vec<String>,
     revealing_roles: HashSet<String, RandomState>,
+    /// `metadata.namespace!=<ns>` for each protected namespace, joined:
+    /// what a list of Secrets across namespaces is narrowed by.
+    outside_protected: Option<Arc<str>>,
     /// By principal, then cluster: looked up with the request's own
     /// principal and cluster name, not copies of them made for a key. Not
     /// SipHash: the keys are authenticated principals and configured
@@ -74,10 +89,16 @@ impl Policy {
             .filter(|r| r.reveals_secrets)
             .map(|r| r.name.clone())
             .collect();
+        let protected: Vec<String> = protected.into_iter().collect();
+        let outside_protected = (!protected.is_empty()).then(|| {
+            let terms: Vec<String> = protected.iter().map(|ns| format!("metadata.namespace!={ns}")).collect();
+            Arc::from(terms.join(","))
+        });
         Policy {
             store,
-            protected: protected.into_iter().collect(),
+            protected,
             revealing_roles,
+            outside_protected,
             cache: DashMap::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
             clock: GrantClock::default(),
@@ -197,6 +218,9 @@ pub struct Judged {
     pub reveal_secrets: bool,
     /// `read_secret`: this one get of one Secret is recorded as a reveal.
     pub reveal_one: bool,
+    /// Field selector terms added to the query (see
+    /// [`Policy::outside_protected`]).
+    pub narrowed_by: Option<Arc<str>>,
 }
 
 impl super::Pipeline {
@@ -222,6 +246,7 @@ impl super::Pipeline {
             groups,
             reveal_secrets,
             reveal_one,
+            narrowed_by: self.policy.outside_protected(info),
         })
     }
 }

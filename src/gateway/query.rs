@@ -104,6 +104,45 @@ impl<'q> Query<'q> {
     }
 }
 
+/// `raw` with `terms` required by its field selector as well: joined to
+/// the first `fieldSelector` (the one the server reads) with a comma, or
+/// added as one. Every other pair stays as sent.
+pub fn with_field_selector(raw: Option<&str>, terms: &str) -> String {
+    let raw = raw.unwrap_or_default();
+    let encoded = |selector: &str| form_urlencoded::byte_serialize(selector.as_bytes()).collect::<String>();
+    let mut out = String::with_capacity(raw.len() + terms.len() * 2 + 16);
+    let mut joined = false;
+    for pair in raw.split('&').filter(|pair| !pair.is_empty()) {
+        if !out.is_empty() {
+            out.push('&');
+        }
+        let read = (!joined && !pair.contains(';'))
+            .then(|| pair.split_once('=').unwrap_or((pair, "")))
+            .and_then(|(key, value)| Some((unescape(key)?, unescape(value)?)));
+        match read {
+            Some((key, value)) if key == "fieldSelector" => {
+                let selector = if value.is_empty() {
+                    terms.to_string()
+                } else {
+                    format!("{value},{terms}")
+                };
+                out.push_str("fieldSelector=");
+                out.push_str(&encoded(&selector));
+                joined = true;
+            }
+            _ => out.push_str(pair),
+        }
+    }
+    if !joined {
+        if !out.is_empty() {
+            out.push('&');
+        }
+        out.push_str("fieldSelector=");
+        out.push_str(&encoded(terms));
+    }
+    out
+}
+
 /// Go's `url.QueryUnescape`: `+` is a space, `%XX` a byte; a malformed
 /// escape is `None` (Go drops the pair). Bytes that are not UTF-8 become
 /// U+FFFD: Go keeps them, and neither side can read them as `0`, `false`,
@@ -214,6 +253,29 @@ fn valid_path_segment(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terms_join_the_field_selector_the_server_reads_or_become_one() {
+        let terms = "metadata.namespace!=portcullis";
+        let read = |raw: &str| Query::parse(Some(raw)).first("fieldSelector").map(|v| v.into_owned());
+        let joined = with_field_selector(Some("limit=5&fieldSelector=metadata.namespace%3Dportcullis"), terms);
+        assert_eq!(
+            read(&joined).as_deref(),
+            Some("metadata.namespace=portcullis,metadata.namespace!=portcullis")
+        );
+        assert!(joined.starts_with("limit=5&"), "{joined}");
+        let added = with_field_selector(Some("watch=1"), terms);
+        assert_eq!(read(&added).as_deref(), Some(terms));
+        assert!(Query::parse(Some(&added)).watch());
+        assert_eq!(read(&with_field_selector(None, terms)).as_deref(), Some(terms));
+        assert_eq!(
+            read(&with_field_selector(Some("fieldSelector="), terms)).as_deref(),
+            Some(terms)
+        );
+        // A pair Go drops is not the one read: the terms come as one of their own.
+        let dropped = with_field_selector(Some("fieldSelector=a%zz&fieldSelector;x=1"), terms);
+        assert_eq!(read(&dropped).as_deref(), Some(terms), "{dropped}");
+    }
 
     fn query(raw: &str) -> Query<'_> {
         Query::parse(Some(raw))

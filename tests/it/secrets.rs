@@ -455,3 +455,39 @@ async fn values_that_look_like_json_or_like_a_marker_are_redacted_like_any_other
     assert_eq!(secret["data"]["marker"], "<redacted, 19 bytes>");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_listed_across_namespaces_leave_the_protected_ones_out() {
+    let env = start().await;
+    // portcullis's own kind of Secret, in a protected namespace.
+    let admin = crate::support::Kubectl::admin(env.sim());
+    admin.ok(&[
+        "-n",
+        "kube-system",
+        "create",
+        "secret",
+        "generic",
+        "cluster-token",
+        "--from-literal=token=t0p",
+    ]);
+    let reader = env.kubectl(&env.person("rita", &[("secrets-reader", None)]), "shop");
+    let listed = reader.ok(&["get", "secrets", "-A", "-o", "name"]);
+    assert!(listed.contains("secret/db-credentials"), "{listed}");
+    assert!(!listed.contains("cluster-token"), "{listed}");
+    // Asking for the protected namespace by field finds nothing either.
+    let asked = reader.ok(&[
+        "get",
+        "secrets",
+        "-A",
+        "--field-selector",
+        "metadata.namespace=kube-system",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(asked, "");
+    // Named in the path, the namespace was already refused its grants.
+    assert!(reader
+        .fails(&["-n", "kube-system", "get", "secret", "cluster-token"])
+        .contains("Forbidden"));
+    env.stop().await;
+}

@@ -266,6 +266,7 @@ impl Pipeline {
             limits: ctx.limits,
             metrics: &self.metrics,
             sent: Arc::default(),
+            narrowed_by: self.policy.outside_protected(info),
         };
         forward::forward(call, request).await
     }

@@ -115,9 +115,14 @@ pub type Outgoing<B> = http_body_util::Limited<Counted<B>>;
 /// The request as portcullis sends it.
 fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Outgoing<B>>, RequestError> {
     let (mut parts, incoming) = request.into_parts();
+    let narrowed = call
+        .narrowed_by
+        .as_deref()
+        .map(|terms| crate::gateway::query::with_field_selector(parts.uri.query(), terms));
+    let query = narrowed.as_deref().or(parts.uri.query());
     parts.uri = call
         .upstream
-        .uri(call.path, parts.uri.query())
+        .uri(call.path, query)
         .map_err(|_| RequestError::Unforwardable)?;
     parts.version = Version::HTTP_11;
     let headers = &mut parts.headers;
@@ -160,6 +165,7 @@ mod tests {
             limits: f.pipeline.limits(),
             metrics: &f.pipeline.metrics,
             sent: Default::default(),
+            narrowed_by: None,
         }
     }
 
