@@ -530,27 +530,6 @@ fn read_certified_key(cert_file: &PathBuf, key_file: &PathBuf) -> Result<Certifi
     }
 }
 
-#[cfg(test)]
-mod certificate_tests {
-    use super::*;
-
-    #[test]
-    fn a_key_that_is_not_the_certificates_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let (one, other) = (crate::tls::generate(&[]).unwrap(), crate::tls::generate(&[]).unwrap());
-        let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("tls.crt"), &one.cert_pem).unwrap();
-        std::fs::write(path("tls.key"), &one.key_pem).unwrap();
-        std::fs::write(path("other.key"), &other.key_pem).unwrap();
-        assert!(read_certified_key(&path("tls.crt"), &path("tls.key")).is_ok());
-        let refused = read_certified_key(&path("tls.crt"), &path("other.key")).err().unwrap();
-        assert!(
-            refused.to_string().contains("the key is not the certificate's"),
-            "{refused}"
-        );
-    }
-}
-
 /// Completes on Ctrl-C or SIGTERM (how Kubernetes stops a pod), so both end
 /// in a clean shutdown that flushes the audit.
 pub async fn shutdown_signal() {
@@ -573,4 +552,25 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     interrupt.await;
+}
+
+#[cfg(test)]
+mod certificate_tests {
+    use super::*;
+
+    #[test]
+    fn a_key_that_is_not_the_certificates_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = (crate::tls::generate(&[]).unwrap(), crate::tls::generate(&[]).unwrap());
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("tls.crt"), &one.cert_pem).unwrap();
+        std::fs::write(path("tls.key"), &one.key_pem).unwrap();
+        std::fs::write(path("other.key"), &other.key_pem).unwrap();
+        assert!(read_certified_key(&path("tls.crt"), &path("tls.key")).is_ok());
+        let refused = read_certified_key(&path("tls.crt"), &path("other.key")).err().unwrap();
+        assert!(
+            refused.to_string().contains("the key is not the certificate's"),
+            "{refused}"
+        );
+    }
 }
