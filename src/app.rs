@@ -188,9 +188,10 @@ impl App {
     /// undecided access requests and held writes expire, OAuth codes,
     /// tokens and unused clients are forgotten, and certificates
     /// and tokens are re-read, and the API servers' audit events are
-    /// checked for requests that went around portcullis; and what another
-    /// replica changes is dropped from the caches.
-    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 7] {
+    /// checked for requests that went around portcullis; what another
+    /// replica changes is dropped from the caches; and open streams whose
+    /// credential or grants are gone are ended.
+    fn spawn_background(&self) -> [tokio::task::JoinHandle<()>; 8] {
         [
             tokio::spawn(follow_changes(self.store.changes(), self.doors.clone())),
             tokio::spawn(crate::audit::bypass::check_periodically(
@@ -207,6 +208,7 @@ impl App {
             tokio::spawn(crate::access::expire_periodically(self.store.clone())),
             tokio::spawn(crate::approvals::wait::expire_periodically(self.store.clone())),
             tokio::spawn(refresh(self.doors.pipeline().clone(), self.certificate.clone())),
+            tokio::spawn(end_revoked_streams(self.doors.clone())),
         ]
     }
 }
@@ -460,6 +462,17 @@ async fn refresh(pipeline: Arc<Pipeline>, certificate: Arc<ReloadingCertificate>
         for upstream in pipeline.upstreams() {
             upstream.refresh(pipeline.audit().writer()).await;
         }
+    }
+}
+
+/// Every second, end the open streams whose credential or grants are gone
+/// (see [`crate::gateway::Pipeline::end_revoked_streams`]).
+async fn end_revoked_streams(doors: Arc<crate::doors::Doors>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        doors.pipeline().end_revoked_streams(doors.authenticator()).await;
     }
 }
 

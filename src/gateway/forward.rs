@@ -104,9 +104,13 @@ where
     let streaming = upgrade.is_some() || is_streaming(call.info, request.uri().query());
     let slot = if streaming {
         let most = call.limits.streams_per_caller;
+        // Before the headers are stripped: the token it came with is
+        // checked again while it stays open.
+        let token =
+            crate::identity::authenticate::bearer_token(request.headers()).map(crate::identity::credential::digest);
         Some(
             call.upstream
-                .open_stream(call.identity, most)
+                .open_stream(call.identity, most, token, &call.groups)
                 .map_err(|most| RequestError::TooManyStreams { most })?,
         )
     } else {
@@ -150,8 +154,43 @@ where
             ));
         }
     }
-    // The caller's place is held as long as the stream's body.
-    Ok(response.map(|body| body::boxed(body::Guarded::new(body, slot))))
+    // The caller's place is held as long as the stream's body, which ends
+    // early if the stream is ended.
+    Ok(response.map(|body| body::boxed(SlotBody { body, slot })))
+}
+
+pin_project_lite::pin_project! {
+    /// A long-running answer's body, holding its caller's place, and
+    /// ending (as if the cluster had ended it) once its stream is ended.
+    struct SlotBody<B> {
+        #[pin]
+        body: B,
+        slot: StreamSlot,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for SlotBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        if this.slot.poll_ended(cx) {
+            return std::task::Poll::Ready(None);
+        }
+        this.body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The upgrade asked for (only exec, attach and port-forward may), with a
@@ -252,7 +291,19 @@ fn splice<B>(
             CountedIo::new(TokioIo::new(client)),
             CountedIo::new(TokioIo::new(upstream)),
         );
-        let result = relay(&mut client, &mut upstream).await;
+        let ended_early = std::future::poll_fn(|cx| {
+            if slot.poll_ended(cx) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        });
+        // An ended stream drops both connections: the shell or the
+        // forwarded port closes.
+        let result = tokio::select! {
+            result = relay(&mut client, &mut upstream) => result,
+            () = ended_early => Ok(()),
+        };
         open.dec();
         if let Err(error) = result {
             tracing::debug!(%error, "upgraded stream ended with an error");

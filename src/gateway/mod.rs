@@ -179,6 +179,54 @@ impl Pipeline {
         self.clusters.get(name).ok_or_else(|| call::unknown_cluster(name))
     }
 
+    /// End every open long-running request (watch, followed log, exec,
+    /// attach, port-forward) whose token no longer authenticates (revoked,
+    /// expired, its person, bot or agent disabled) or whose grants are no
+    /// longer all in effect: the cluster checked it once, when it opened.
+    /// What the store cannot answer now ends nothing. Run every second, so
+    /// a revocation ends a stream within the caches' two seconds and one.
+    pub async fn end_revoked_streams(&self, authenticator: &crate::identity::authenticate::Authenticator) {
+        let mut tokens: HashMap<[u8; 32], Option<bool>, foldhash::fast::RandomState> = HashMap::default();
+        for upstream in self.upstreams() {
+            let streams = upstream.live_streams();
+            // Many streams share a credential and its groups (an informer's
+            // watches): each is asked once.
+            let mut granted: HashMap<(&str, &[String]), Option<bool>, foldhash::fast::RandomState> = HashMap::default();
+            for stream in &streams {
+                let works = match stream.token {
+                    Some(token) => match tokens.get(&token) {
+                        Some(works) => *works,
+                        None => {
+                            let works = authenticator.still_works(token).await;
+                            tokens.insert(token, works);
+                            works
+                        }
+                    },
+                    None => Some(true),
+                };
+                if works == Some(false) {
+                    stream.end();
+                    continue;
+                }
+                let key = (stream.identity.credential_id.as_str(), stream.groups.as_slice());
+                let still = match granted.get(&key) {
+                    Some(still) => *still,
+                    None => {
+                        let still = self
+                            .policy
+                            .still_granted(&stream.identity, &upstream.name, &stream.groups)
+                            .await;
+                        granted.insert(key, still);
+                        still
+                    }
+                };
+                if still == Some(false) {
+                    stream.end();
+                }
+            }
+        }
+    }
+
     /// A raw request's size and time limits.
     pub fn limits(&self) -> &Limits {
         &self.limits

@@ -124,14 +124,7 @@ impl Policy {
             });
         }
         let grants = self.grants(&identity.principal, cluster).await?;
-        let now = self.clock.now();
-        // A delegated agent is sent only the grants it was given.
-        let delegated = identity.agent.as_ref().and_then(|a| a.grant_ids.as_ref());
-        let in_effect: Vec<&Grant> = grants
-            .iter()
-            .filter(|g| g.in_effect(now))
-            .filter(|g| delegated.is_none_or(|ids| ids.contains(&g.id)))
-            .collect();
+        let in_effect = self.in_effect(identity, &grants);
         // A revealing grant reveals only where it applies: its namespace, or
         // everywhere for a cluster-wide grant (so `-A` needs a cluster-wide one).
         let covers = |g: &Grant| {
@@ -145,6 +138,26 @@ impl Policy {
                 .any(|g| self.revealing_roles.contains(&g.role) && covers(g));
         let groups = in_effect.iter().map(|g| g.group()).collect();
         Ok(Decision::Allow { groups, reveal_secrets })
+    }
+
+    /// The grants of `identity` in effect now (a delegated agent is sent
+    /// only the grants it was given).
+    fn in_effect<'g>(&self, identity: &Identity, grants: &'g [Grant]) -> Vec<&'g Grant> {
+        let now = self.clock.now();
+        let delegated = identity.agent.as_ref().and_then(|a| a.grant_ids.as_ref());
+        grants
+            .iter()
+            .filter(|g| g.in_effect(now))
+            .filter(|g| delegated.is_none_or(|ids| ids.contains(&g.id)))
+            .collect()
+    }
+
+    /// Are `groups` (those an open stream was sent with) all still in
+    /// effect for `identity` on `cluster`? `None` when the store cannot say.
+    pub async fn still_granted(&self, identity: &Identity, cluster: &str, groups: &[String]) -> Option<bool> {
+        let grants = self.grants(&identity.principal, cluster).await.ok()?;
+        let now: Vec<String> = self.in_effect(identity, &grants).iter().map(|g| g.group()).collect();
+        Some(groups.iter().all(|group| now.contains(group)))
     }
 
     /// Forget cached grants (after a change made in this process or told

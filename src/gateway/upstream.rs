@@ -82,17 +82,57 @@ const IDLE_CONNECTIONS: usize = 128;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One of a caller's open long-running requests ([`Upstream::open_stream`]):
-/// counted for its person or bot, and for the agent if one asked.
+/// counted for its person or bot, and for the agent if one asked, and
+/// kept where [`super::Pipeline::end_revoked_streams`] finds it.
 pub struct StreamSlot {
     upstream: Arc<Upstream>,
     keys: [Option<String>; 2],
+    id: u64,
+    live: Arc<LiveStream>,
+}
+
+impl StreamSlot {
+    /// Has the stream been ended (its credential or a grant it was sent
+    /// with no longer holds)? Registers `cx` to be woken when it is.
+    pub fn poll_ended(&self, cx: &mut std::task::Context<'_>) -> bool {
+        if self.live.ended.load(Ordering::Acquire) {
+            return true;
+        }
+        self.live.waker.register(cx.waker());
+        self.live.ended.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
+        self.upstream.live.remove(&self.id);
         for key in self.keys.iter().flatten() {
             self.upstream.give_back_stream(key);
         }
+    }
+}
+
+/// An open long-running request as it was let through: who, with which
+/// token, sent which groups. A watch, a followed log or an exec shell
+/// lasts hours, and the cluster never checks a stream again: portcullis
+/// ends it when what let it through is gone.
+pub struct LiveStream {
+    /// The SHA-256 of the bearer token it came with (none for an MCP
+    /// tool's request, whose session is checked by its own door).
+    pub token: Option<[u8; 32]>,
+    /// Who sent it.
+    pub identity: Identity,
+    /// The groups it was sent with.
+    pub groups: Vec<String>,
+    ended: AtomicBool,
+    waker: futures_util::task::AtomicWaker,
+}
+
+impl LiveStream {
+    /// End the stream: its body ends, or its relay closes both sides.
+    pub fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.waker.wake();
     }
 }
 
@@ -111,6 +151,9 @@ pub struct Upstream {
     next_streaming: std::sync::atomic::AtomicUsize,
     /// Long-running requests open, by caller ([`Upstream::open_stream`]).
     open_streams: dashmap::DashMap<String, usize>,
+    /// Each open long-running request, by a number of its own.
+    live: dashmap::DashMap<u64, Arc<LiveStream>, foldhash::fast::RandomState>,
+    next_live: std::sync::atomic::AtomicU64,
     token_file: PathBuf,
     authorization: RwLock<(HeaderValue, Option<SystemTime>)>,
     reachable: AtomicBool,
@@ -169,6 +212,8 @@ impl Upstream {
                 .collect(),
             next_streaming: std::sync::atomic::AtomicUsize::new(0),
             open_streams: dashmap::DashMap::new(),
+            live: dashmap::DashMap::default(),
+            next_live: std::sync::atomic::AtomicU64::new(0),
             upgrade_client: client(roots, Protocol::Http1),
             token_file: config.token_file.clone(),
             authorization: RwLock::new((authorization, modified)),
@@ -230,7 +275,13 @@ impl Upstream {
     /// by a consent, and counted apart each would bring as many places
     /// again. One agent has half of them, so that a runaway agent leaves
     /// its person room for their own.
-    pub fn open_stream(self: &Arc<Self>, caller: &Identity, most: usize) -> Result<StreamSlot, usize> {
+    pub fn open_stream(
+        self: &Arc<Self>,
+        caller: &Identity,
+        most: usize,
+        token: Option<[u8; 32]>,
+        groups: &[String],
+    ) -> Result<StreamSlot, usize> {
         let owner = caller.principal.to_string();
         let agent = caller.agent.as_ref().map(|a| ["agent:", &a.id].concat());
         let agent_most = (most / 2).max(1);
@@ -245,10 +296,26 @@ impl Upstream {
             }
             return Err(most);
         }
+        let live = Arc::new(LiveStream {
+            token,
+            identity: caller.clone(),
+            groups: groups.to_vec(),
+            ended: AtomicBool::new(false),
+            waker: futures_util::task::AtomicWaker::new(),
+        });
+        let id = self.next_live.fetch_add(1, Ordering::Relaxed);
+        self.live.insert(id, live.clone());
         Ok(StreamSlot {
             upstream: self.clone(),
             keys: [Some(owner), agent],
+            id,
+            live,
         })
+    }
+
+    /// The long-running requests open now.
+    pub fn live_streams(&self) -> Vec<Arc<LiveStream>> {
+        self.live.iter().map(|entry| entry.value().clone()).collect()
     }
 
     fn take_stream(&self, key: &str, most: usize) -> bool {
@@ -393,19 +460,27 @@ mod tests {
         let fixture = Fixture::new("").await;
         let upstream = fixture.pipeline.upstream("c").unwrap();
         let (ana, agent) = (person(), held_agent());
-        let first = upstream.open_stream(&ana, 4).expect("ana's first place");
+        let first = upstream.open_stream(&ana, 4, None, &[]).expect("ana's first place");
         let agents: Vec<_> = (0..2)
-            .map(|_| upstream.open_stream(&agent, 4).expect("the agent's own half"))
+            .map(|_| {
+                upstream
+                    .open_stream(&agent, 4, None, &[])
+                    .expect("the agent's own half")
+            })
             .collect();
-        assert_eq!(upstream.open_stream(&agent, 4).err(), Some(2), "an agent has half");
-        let last = upstream.open_stream(&ana, 4).expect("ana still has room");
         assert_eq!(
-            upstream.open_stream(&ana, 4).err(),
+            upstream.open_stream(&agent, 4, None, &[]).err(),
+            Some(2),
+            "an agent has half"
+        );
+        let last = upstream.open_stream(&ana, 4, None, &[]).expect("ana still has room");
+        assert_eq!(
+            upstream.open_stream(&ana, 4, None, &[]).err(),
             Some(4),
             "the agent's count as ana's"
         );
         drop(first);
-        let again = upstream.open_stream(&ana, 4).expect("a place freed");
+        let again = upstream.open_stream(&ana, 4, None, &[]).expect("a place freed");
         drop((again, last, agents));
         assert!(
             upstream.open_streams.is_empty(),

@@ -215,6 +215,24 @@ impl Authenticator {
         })
     }
 
+    /// Does the token of SHA-256 `digest` still authenticate as it did
+    /// (not revoked or expired, its owner and agent enabled)? `None` when
+    /// the store cannot say: an open stream is not ended for a blip.
+    pub async fn still_works(&self, digest: [u8; 32]) -> Option<bool> {
+        let found = match self.lookup(digest).await {
+            Ok(found) => found,
+            Err(_) => return None,
+        };
+        Some(found.is_some_and(|found| {
+            let cred = &found.lookup.credential;
+            let agent_disabled = found.agent.as_ref().is_some_and(|a| a.disabled);
+            cred.revoked_at.is_none()
+                && !found.lookup.owner_disabled
+                && !agent_disabled
+                && cred.expires_at.is_none_or(|at| at > Utc::now())
+        }))
+    }
+
     /// Drop every cached entry of credential `id` (after revoking it here).
     pub fn forget(&self, id: &str) {
         self.generation.fetch_add(1, Ordering::SeqCst);

@@ -486,3 +486,86 @@ async fn a_caller_with_its_limit_of_streams_open_is_refused_another_and_no_one_e
     drop((second, third));
     env.stop().await;
 }
+
+/// Read `body` to its end, which must come within 30 s.
+async fn ends(body: hyper::body::Incoming) {
+    let mut body = body;
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            if frame.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read)
+        .await
+        .expect("the stream ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_watch_ends_when_its_credential_or_the_grant_it_was_sent_with_is_revoked() {
+    let env = Portcullis::start().await;
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let watch = format!("{path}?watch=1");
+    let ana = env.person("ana", &[("viewer", Some("shop"))]);
+    let open = env.raw().stream(&watch, &ana).await;
+    assert_eq!(open.status(), 200);
+    let person = portcullis::identity::Principal::person("ana");
+    let credential = env.store.list_credentials(Some(&person)).unwrap()[0].id.clone();
+    env.store.revoke_credential(&credential).unwrap();
+    ends(open.into_body()).await;
+    assert_eq!(env.raw().get(&path, &ana).await.status, 401);
+
+    // The credential still works; the grant the watch was let through by
+    // does not.
+    let bo = env.person("bo", &[("viewer", Some("shop"))]);
+    let open = env.raw().stream(&watch, &bo).await;
+    assert_eq!(open.status(), 200);
+    let person = portcullis::identity::Principal::person("bo");
+    let grant = env.store.grants_of(&person, CLUSTER).unwrap()[0].id.clone();
+    env.store.revoke_grant(&grant).unwrap();
+    ends(open.into_body()).await;
+    assert_eq!(
+        env.raw().get(&path, &bo).await.status,
+        403,
+        "the cluster refuses the rest"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_shell_closes_when_its_credential_is_revoked() {
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let kubectl = env.kubectl(&token, "shop");
+    let pod = first_pod(&kubectl);
+    let mut cat = std::process::Command::new(crate::support::kubectl_path())
+        .args([
+            "--kubeconfig",
+            kubectl.kubeconfig().to_str().unwrap(),
+            "exec",
+            "-i",
+            &pod,
+            "--",
+            "cat",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The shell is open: what goes in comes back.
+    let mut stdin = cat.stdin.take().unwrap();
+    stdin.write_all(b"still here\n").unwrap();
+    let mut stdout = cat.stdout.take().unwrap();
+    let mut line = [0u8; 11];
+    stdout.read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"still here\n");
+    let person = portcullis::identity::Principal::person("ana");
+    let credential = env.store.list_credentials(Some(&person)).unwrap()[0].id.clone();
+    env.store.revoke_credential(&credential).unwrap();
+    // Its input still open, the shell ends because portcullis closed it.
+    eventually("the shell to close", async || cat.try_wait().unwrap()).await;
+    drop(stdin);
+    env.stop().await;
+}
