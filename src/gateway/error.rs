@@ -188,6 +188,12 @@ pub enum RequestError {
     HeldBodyRefused(DocumentError),
     /// The approved write's body is no longer stored.
     HeldBodyGone,
+    /// An approved write's call no longer holds what let it through (its
+    /// credential, its grants): it was not run.
+    AskerGone {
+        /// Why.
+        why: &'static str,
+    },
     /// An approved write without a precondition the API server takes found
     /// the cluster changed since its dry run: it was not sent.
     ChangedSinceApproval {
@@ -355,6 +361,11 @@ impl RequestError {
             E::HeldBodyRefused(error) => Status::bad_request(format!("the held request body {error}")),
             E::HeldBodyGone => Status::internal("the held write's body is gone"),
             E::ChangedSinceApproval { message } => Status::failure(409, "Conflict", *message),
+            E::AskerGone { why } => Status::failure(
+                403,
+                "Forbidden",
+                format!("{why}: the approved write was not run"),
+            ),
             E::StoredMethod => Status::internal("stored method"),
             E::Internal { cause } => Status::internal(cause.clone()),
             _ => Status::internal("unmapped request error"),

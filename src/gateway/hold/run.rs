@@ -40,6 +40,9 @@ impl Pipeline {
             .map_err(|e| RequestError::WaitFailed { cause: e.to_string() })?
             .unwrap_or(held);
         if held.state == HeldState::Approved {
+            // The wait may have lasted minutes: what let this call through
+            // must still hold before the write runs under it.
+            self.still_let_through(ctx, &request).await?;
             let id = held.id.clone();
             let store2 = store.clone();
             if blocking(move || store2.claim_held(&id)).await? {
@@ -108,6 +111,47 @@ impl Pipeline {
             at: held.decided_at.unwrap_or(now),
         });
         Ok(response)
+    }
+
+    /// Does what let this call through still hold: its token (revoked,
+    /// expired, its person, bot or agent disabled since it arrived) and the
+    /// grants whose groups it would be sent with? A store that cannot say
+    /// refuses it too: the write is not run on a guess, and stays approved
+    /// for a call that can be checked.
+    async fn still_let_through(&self, ctx: &HoldCtx<'_>, request: &Buffered) -> Result<(), RequestError> {
+        use crate::identity::authenticate::CredentialSource;
+        let gone = |why: &'static str| RequestError::AskerGone { why };
+        if let Some(token) = crate::identity::authenticate::bearer_token(&request.parts.headers) {
+            let (store, hash) = (self.approvals.store.clone(), crate::identity::credential::hash(token));
+            let found = blocking(move || {
+                store
+                    .find(&hash)
+                    .map_err(|e| crate::store::StoreError::Invalid(e.to_string()))
+            })
+            .await
+            .map_err(|_| gone("portcullis could not check this call's credential"))?;
+            let works = found.is_some_and(|(lookup, agent)| {
+                let cred = &lookup.credential;
+                cred.revoked_at.is_none()
+                    && !lookup.owner_disabled
+                    && !agent.is_some_and(|a| a.disabled)
+                    && cred.expires_at.is_none_or(|at| at > chrono::Utc::now())
+            });
+            if !works {
+                return Err(gone(
+                    "the credential of this call was revoked, expired or disabled while it waited",
+                ));
+            }
+        }
+        match self
+            .policy
+            .still_granted(ctx.identity, &ctx.upstream.name, ctx.groups)
+            .await
+        {
+            Some(true) => Ok(()),
+            Some(false) => Err(gone("a grant this call was let through by ended while it waited")),
+            None => Err(gone("portcullis could not check this call's grants")),
+        }
     }
 
     /// A deletecollection deletes what its selector matches when it runs,
@@ -358,6 +402,74 @@ mod tests {
     use crate::gateway::fixture::{held_agent, Fixture};
     use crate::status::Status;
     use http::Method;
+
+    #[tokio::test]
+    async fn a_call_whose_credential_or_grant_ended_while_it_waited_runs_nothing() {
+        let f = Fixture::new("").await;
+        let store = f.pipeline.approvals.store.clone();
+        let ana = crate::identity::Principal::person("ana");
+        store.add_principal(&ana, false).unwrap();
+        let now = chrono::Utc::now();
+        let grant = crate::identity::Grant {
+            id: "g1".into(),
+            subject: ana.clone(),
+            cluster: "c".into(),
+            namespace: Some("shop".into()),
+            role: "developer".into(),
+            expires_at: now + chrono::TimeDelta::hours(1),
+            granted_by: "t".into(),
+            created_at: now,
+            revoked_at: None,
+        };
+        store.add_grant(&grant).unwrap();
+        let (credential, token) = store.issue_credential(&ana, "laptop", None).unwrap();
+        let identity = crate::identity::Identity {
+            principal: ana,
+            credential_id: credential.id.clone(),
+            agent: None,
+            origin: None,
+        };
+        let path = "/api/v1/namespaces/shop/configmaps/flags";
+        let info = classify(&Method::PUT, path, None);
+        let groups = [grant.group()];
+        let ctx = HoldCtx {
+            upstream: f.pipeline.upstream("c").unwrap(),
+            path,
+            identity: &identity,
+            info: &info,
+            groups: &groups,
+            reveal_secrets: false,
+            audit_id: uuid::Uuid::now_v7(),
+            limits: f.pipeline.limits(),
+        };
+        let call = |token: &str| {
+            let request = http::Request::put(path).header("authorization", format!("Bearer {token}"));
+            let (parts, ()) = request.body(()).unwrap().into_parts();
+            Buffered {
+                parts,
+                body: Bytes::new(),
+            }
+        };
+        assert!(f.pipeline.still_let_through(&ctx, &call(&token)).await.is_ok());
+        store.revoke_grant("g1").unwrap();
+        f.pipeline.policy.forget();
+        let refused = f.pipeline.still_let_through(&ctx, &call(&token)).await.unwrap_err();
+        assert!(refused
+            .status()
+            .message
+            .contains("a grant this call was let through by ended"));
+        let groups_now: [String; 0] = [];
+        let without = HoldCtx {
+            groups: &groups_now,
+            ..ctx
+        };
+        assert!(f.pipeline.still_let_through(&without, &call(&token)).await.is_ok());
+        store.revoke_credential(&credential.id).unwrap();
+        let refused = f.pipeline.still_let_through(&without, &call(&token)).await.unwrap_err();
+        assert_eq!(refused.status().code, 403);
+        assert!(refused.status().message.contains("credential of this call was revoked"));
+        assert_eq!(f.connections(), 0, "nothing reached the cluster");
+    }
 
     #[tokio::test]
     async fn an_approved_write_the_cluster_cannot_take_is_answered_and_kept_as_its_refusal() {
