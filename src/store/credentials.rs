@@ -173,15 +173,27 @@ impl Store {
     }
 
     /// Revoke a credential at once.
+    ///
+    /// What was opened with it goes with it: the web sessions signed in
+    /// with it, and the credentials `portcullis login` got under those. A
+    /// stolen token used to sign in on the web page must not leave a
+    /// 12-hour command-line credential behind once it is revoked.
     pub fn revoke_credential(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
-            let n = c.execute(
+        let now = Utc::now();
+        self.write(|tx| {
+            let n = tx.execute(
                 "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
-                params![id, Utc::now()],
+                params![id, now],
             )?;
             if n == 0 {
                 return Err(StoreError::NotFound(format!("credential {id}")));
             }
+            tx.execute(
+                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE web_session IN \
+                 (SELECT id_sha256 FROM web_sessions WHERE credential_id = ?1)",
+                params![id, now],
+            )?;
+            tx.execute("DELETE FROM web_sessions WHERE credential_id = ?1", params![id])?;
             Ok(())
         })
     }

@@ -168,6 +168,43 @@ mod tests {
         }
     }
 
+    #[test]
+    fn revoking_the_credential_a_session_signed_in_with_ends_it_and_what_was_issued_under_it() {
+        for store in testing::both() {
+            let backend = store.backend;
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            let (stolen, _) = store.issue_credential(&ana, "laptop", None).unwrap();
+            let (other, _) = store.issue_credential(&ana, "desktop", None).unwrap();
+            let later = Utc::now() + chrono::TimeDelta::hours(1);
+            let session = |credential_id: &str| WebSession {
+                login: "ana".into(),
+                credential_id: credential_id.into(),
+                expires_at: later,
+                groups: Vec::new(),
+                oidc: false,
+            };
+            store.insert_web_session("by-stolen", &session(&stolen.id)).unwrap();
+            store.insert_web_session("by-other", &session(&other.id)).unwrap();
+            let (under, _) = store
+                .issue_session_credential(&ana, "command line", later, "by-stolen")
+                .unwrap();
+            let (kept, _) = store
+                .issue_session_credential(&ana, "command line", later, "by-other")
+                .unwrap();
+            store.revoke_credential(&stolen.id).unwrap();
+            let revoked = |id: &str| {
+                let all = store.list_credentials(Some(&ana)).unwrap();
+                all.iter().find(|c| c.id == id).unwrap().revoked_at.is_some()
+            };
+            assert!(revoked(&under.id), "{backend}: issued under its session");
+            assert!(store.web_session("by-stolen").unwrap().is_none(), "{backend}");
+            assert!(!revoked(&kept.id) && !revoked(&other.id), "{backend}");
+            assert!(store.web_session("by-other").unwrap().is_some(), "{backend}");
+            assert!(matches!(store.revoke_credential("nope"), Err(StoreError::NotFound(_))));
+        }
+    }
+
     fn signing_out_revokes(store: &Store, backend: &str) {
         let ana = Principal::person("ana");
         store.add_principal(&ana, false).unwrap();
