@@ -31,7 +31,7 @@ pub mod classify;
 mod commit;
 pub mod error;
 #[cfg(test)]
-mod fixture;
+pub(crate) mod fixture;
 pub mod forward;
 pub mod headers;
 pub mod hold;

@@ -563,7 +563,7 @@ async fn a_renewed_serving_certificate_is_used_without_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readyz_names_an_unreachable_cluster() {
+async fn readyz_names_an_unreachable_cluster_and_stays_ready_while_another_is_reachable() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -575,15 +575,19 @@ async fn readyz_names_an_unreachable_cluster() {
         c.clusters.push(down);
     })
     .await;
+    // Still ready: sign-in, approvals and the other cluster go on.
     eventually("readyz to report the cluster", async || {
         let response = env.raw().send(Method::GET, "/readyz", &[], Vec::new()).await;
-        response.status == 503 && String::from_utf8_lossy(&response.body).contains("down")
+        let body = String::from_utf8_lossy(&response.body).into_owned();
+        response.status == 200 && body.contains("unreachable clusters: down")
     })
     .await;
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     let response = env.raw().get("/clusters/down/api/v1/namespaces", &token).await;
     assert_eq!(response.status, 503);
     assert_eq!(response.json()["reason"], "ServiceUnavailable");
+    let up = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    assert_eq!(env.raw().get(&up, &token).await.status, 200);
     env.stop().await;
 }
 
