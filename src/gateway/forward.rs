@@ -220,15 +220,16 @@ async fn send(
     } else {
         request
     };
+    // A stream's answer may last hours, but its head comes at once (a
+    // watch's 200, an exec's 101): only the wait for the head is bounded.
     let sent = if upgrade {
-        call.upstream.send_upgrade(request).await
+        tokio::time::timeout(call.limits.request_timeout, call.upstream.send_upgrade(request)).await
     } else if streaming {
-        call.upstream.send_streaming(request).await
+        tokio::time::timeout(call.limits.request_timeout, call.upstream.send_streaming(request)).await
     } else {
-        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(request))
-            .await
-            .map_err(|_| timeout(call.upstream, call.limits))?
+        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(request)).await
     };
+    let sent = sent.map_err(|_| timeout(call.upstream, call.limits))?;
     sent.map_err(|e| send_error(call, &e))
 }
 

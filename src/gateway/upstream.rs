@@ -78,6 +78,9 @@ pub enum UpstreamError {
 /// held open on the API server.
 const IDLE_CONNECTIONS: usize = 128;
 
+/// How long a TCP connection to a cluster may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long an idle HTTP/1.1 connection is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -421,6 +424,10 @@ pub(super) fn connector(roots: rustls::RootCertStore, protocol: Protocol) -> Htt
     // small GETs at concurrency 4 showed it as a 40 ms median.
     let mut tcp = HttpConnector::new();
     tcp.set_nodelay(true);
+    // A control plane failing over behind a load balancer may take the SYN
+    // and never answer: a stream (watch, exec), which has no request
+    // timeout, would wait for ever.
+    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
     tcp.enforce_http(false);
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
