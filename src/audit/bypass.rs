@@ -79,14 +79,22 @@ fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditErro
 }
 
 /// Why a request is an alert, if it is: portcullis never sent it
-/// (`Bypass`), or it impersonates someone portcullis did not send it as
-/// (`Impersonation`: its audit id was reused around portcullis).
+/// (`Bypass`), or it impersonates someone portcullis did not send it as, or
+/// a group portcullis never sends (`Impersonation`: its audit id was reused
+/// around portcullis, say with `system:masters` beside the user).
 pub fn verdict(sent: Sent, event: &ApiserverEvent) -> Option<&'static str> {
     match sent {
         Sent::No => Some(BYPASS),
         Sent::As(user) if !event.impersonated_user.is_empty() && event.impersonated_user != user => Some(IMPERSONATION),
+        Sent::As(_) if event.impersonated_groups.iter().any(|g| !sent_group(g)) => Some(IMPERSONATION),
         Sent::As(_) | Sent::Unknown => None,
     }
+}
+
+/// A group portcullis impersonates: a grant's, or the one the API server
+/// adds to every impersonated user.
+fn sent_group(group: &str) -> bool {
+    group.starts_with("portcullis:grant:") || group == "system:authenticated"
 }
 
 /// The latest stage kept of `event`'s request (it says the most: whom it
@@ -320,6 +328,28 @@ mod tests {
         ];
         for (sent, event, expected) in cases {
             assert_eq!(verdict(sent.clone(), event), expected, "{sent:?}");
+        }
+        let with = |groups: &[&str]| ApiserverEvent {
+            impersonated_groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..as_ana.clone()
+        };
+        let ana = || Sent::As("user:ana".into());
+        let cases = [
+            (ana(), with(&["portcullis:grant:g1", "system:authenticated"]), None),
+            (
+                ana(),
+                with(&["portcullis:grant:g1", "system:masters"]),
+                Some(IMPERSONATION),
+            ),
+            (ana(), with(&["system:masters"]), Some(IMPERSONATION)),
+        ];
+        for (sent, event, expected) in cases {
+            assert_eq!(
+                verdict(sent.clone(), &event),
+                expected,
+                "{:?}",
+                event.impersonated_groups
+            );
         }
     }
 }
