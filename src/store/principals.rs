@@ -87,8 +87,8 @@ impl Store {
     }
 
     /// Disable a person or bot: its credentials stop working; a person's
-    /// are revoked too (offboarding: re-enabling brings none back) and their
-    /// sign-in sessions end.
+    /// are revoked too (offboarding: re-enabling brings none back), and
+    /// their sign-in sessions and their agents end.
     pub fn disable_principal(&self, principal: &Principal) -> Result<(), StoreError> {
         let now = Utc::now();
         self.write(|tx| {
@@ -104,6 +104,17 @@ impl Store {
                 tx.execute(
                     "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE kind = 'person' AND owner = ?1",
                     params![principal.name, now],
+                )?;
+                // Their agents end too, refresh tokens spent, so that no
+                // OAuth refresh mints an access token for them again.
+                tx.execute(
+                    "UPDATE oauth_refresh_tokens SET used_at = COALESCE(used_at, ?2) WHERE agent_id IN \
+                     (SELECT id FROM agents WHERE kind = 'person' AND owner = ?1)",
+                    params![principal.name, now],
+                )?;
+                tx.execute(
+                    "UPDATE agents SET disabled = TRUE WHERE kind = 'person' AND owner = ?1",
+                    params![principal.name],
                 )?;
             }
             Ok(())

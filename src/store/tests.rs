@@ -234,3 +234,19 @@ fn migrations_apply_once() {
     let again = Store::open(&path).unwrap();
     assert_eq!(again.list_principals(PrincipalKind::Person).unwrap().len(), 1);
 }
+
+#[test]
+fn disabling_a_person_ends_their_agents_and_spends_their_refresh_tokens() {
+    for store in testing::both() {
+        let backend = store.backend;
+        let ana = Principal::person("ana");
+        store.add_principal(&ana, false).unwrap();
+        let agent = store.add_agent(&ana, "helper", &[], false).unwrap();
+        let later = Utc::now() + chrono::TimeDelta::hours(1);
+        store.put_refresh_token("r1", &agent.id, later).unwrap();
+        store.disable_principal(&ana).unwrap();
+        assert!(store.agent(&agent.id).unwrap().unwrap().disabled, "{backend}");
+        let taken = store.take_refresh_token("r1", Utc::now()).unwrap();
+        assert!(matches!(taken, crate::store::Taken::Reused(_)), "{backend}: {taken:?}");
+    }
+}
