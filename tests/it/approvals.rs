@@ -529,6 +529,15 @@ async fn a_dry_run_the_api_server_would_not_read_past_go_s_query_limit_is_refuse
     let refused = create(10_000).await;
     assert_eq!(refused.status, 400);
     assert!(String::from_utf8_lossy(&refused.body).contains("more than 10000 parameters"));
+    // 10,000 parameters and no dryRun: a write to hold, whose dry run
+    // (portcullis adds dryRun=All) would be one parameter too many.
+    let path = format!(
+        "/clusters/{}/api/v1/namespaces/shop/configmaps?x{}",
+        env.cluster,
+        "&".repeat(9_999)
+    );
+    let held = env.raw().send(http::Method::POST, &path, &headers, body.to_vec()).await;
+    assert_eq!(held.status, 400, "{}", String::from_utf8_lossy(&held.body));
     assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
     assert_eq!(real_writes(&env, "bot:deployer", "create"), 0);
     let ampersands = |q: Option<&str>| q.unwrap_or_default().matches('&').count();
