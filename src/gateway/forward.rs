@@ -62,6 +62,9 @@ pub struct Call<'a> {
     pub sent: Arc<AtomicU64>,
     /// Field selector terms the query is narrowed by.
     pub narrowed_by: Option<Arc<str>>,
+    /// For a long-running request, the groups whose grants could authorize
+    /// it (see [`super::policy::Policy::groups_for`]); else all it is sent.
+    pub stream_groups: Option<Vec<String>>,
 }
 
 impl<'a> Call<'a> {
@@ -86,6 +89,7 @@ impl<'a> Call<'a> {
             metrics,
             sent,
             narrowed_by: judged.narrowed_by,
+            stream_groups: None,
         }
     }
 }
@@ -110,7 +114,12 @@ where
             crate::identity::authenticate::bearer_token(request.headers()).map(crate::identity::credential::digest);
         Some(
             call.upstream
-                .open_stream(call.identity, most, token, &call.groups)
+                .open_stream(
+                    call.identity,
+                    most,
+                    token,
+                    call.stream_groups.as_ref().unwrap_or(&call.groups),
+                )
                 .map_err(|most| RequestError::TooManyStreams { most })?,
         )
     } else {
@@ -261,7 +270,7 @@ fn upgrade_protocol<B>(request: &Request<B>) -> Result<Option<&'static str>, Req
 
 /// Long-running in the API server's sense, except that a log that does not
 /// follow is an ordinary bounded response.
-fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
+pub(super) fn is_streaming(info: &RequestInfo, query: Option<&str>) -> bool {
     if info.subresource == "log" {
         return super::query::Query::parse(query).flag("follow");
     }
@@ -483,6 +492,7 @@ mod tests {
             metrics: &f.pipeline.metrics,
             sent: Arc::default(),
             narrowed_by: None,
+            stream_groups: None,
         }
     }
 }

@@ -30,6 +30,16 @@ pub mod call;
 pub mod classify;
 mod commit;
 pub mod error;
+
+/// `check`'s answer within two seconds, else none (a slow store ends no
+/// stream, and holds no sweep up).
+async fn within_two_seconds(check: impl std::future::Future<Output = Option<bool>>) -> Option<bool> {
+    tokio::time::timeout(std::time::Duration::from_secs(2), check)
+        .await
+        .ok()
+        .flatten()
+}
+
 #[cfg(test)]
 pub(crate) mod fixture;
 pub mod forward;
@@ -181,46 +191,62 @@ impl Pipeline {
 
     /// End every open long-running request (watch, followed log, exec,
     /// attach, port-forward) whose token no longer authenticates (revoked,
-    /// expired, its person, bot or agent disabled) or whose grants are no
-    /// longer all in effect: the cluster checked it once, when it opened.
-    /// What the store cannot answer now ends nothing. Run every second, so
-    /// a revocation ends a stream within the caches' two seconds and one.
+    /// expired, its person, bot or agent disabled) or one of whose grants
+    /// that could authorize it is no longer in effect: the cluster checked
+    /// it once, when it opened. Each token, and each credential's groups,
+    /// is asked once, a few at a time, each within two seconds; what the
+    /// store cannot answer in time ends nothing. Run every second, so a
+    /// revocation ends a stream within the caches' two seconds and a few.
     pub async fn end_revoked_streams(&self, authenticator: &crate::identity::authenticate::Authenticator) {
-        let mut tokens: HashMap<[u8; 32], Option<bool>, foldhash::fast::RandomState> = HashMap::default();
+        use futures_util::StreamExt;
+        const AT_ONCE: usize = 16;
         for upstream in self.upstreams() {
             let streams = upstream.live_streams();
-            // Many streams share a credential and its groups (an informer's
-            // watches): each is asked once.
-            let mut granted: HashMap<(&str, &[String]), Option<bool>, foldhash::fast::RandomState> = HashMap::default();
+            if streams.is_empty() {
+                continue;
+            }
+            let mut tokens: Vec<[u8; 32]> = streams.iter().filter_map(|s| s.token).collect();
+            tokens.sort_unstable();
+            tokens.dedup();
+            let works: HashMap<[u8; 32], Option<bool>, foldhash::fast::RandomState> =
+                futures_util::stream::iter(tokens)
+                    .map(|token| async move { (token, within_two_seconds(authenticator.still_works(token)).await) })
+                    .buffer_unordered(AT_ONCE)
+                    .collect()
+                    .await;
+            // Many streams share a credential and its groups (an
+            // informer's watches): each pair is asked once.
+            let mut first: HashMap<(&str, &[String]), usize, foldhash::fast::RandomState> = HashMap::default();
+            for (at, stream) in streams.iter().enumerate() {
+                first
+                    .entry((stream.identity.credential_id.as_str(), stream.groups.as_slice()))
+                    .or_insert(at);
+            }
+            let asked: Vec<Arc<upstream::LiveStream>> = first.values().map(|&at| streams[at].clone()).collect();
+            let policy = &self.policy;
+            let cluster = upstream.name.as_str();
+            let answers: Vec<(Arc<upstream::LiveStream>, Option<bool>)> = futures_util::stream::iter(asked)
+                .map(|stream| async move {
+                    let still =
+                        within_two_seconds(policy.still_granted(&stream.identity, cluster, &stream.groups)).await;
+                    (stream, still)
+                })
+                .buffer_unordered(AT_ONCE)
+                .collect()
+                .await;
+            let granted: HashMap<(&str, &[String]), Option<bool>, foldhash::fast::RandomState> = answers
+                .iter()
+                .map(|(stream, still)| {
+                    (
+                        (stream.identity.credential_id.as_str(), stream.groups.as_slice()),
+                        *still,
+                    )
+                })
+                .collect();
             for stream in &streams {
-                let works = match stream.token {
-                    Some(token) => match tokens.get(&token) {
-                        Some(works) => *works,
-                        None => {
-                            let works = authenticator.still_works(token).await;
-                            tokens.insert(token, works);
-                            works
-                        }
-                    },
-                    None => Some(true),
-                };
-                if works == Some(false) {
-                    stream.end();
-                    continue;
-                }
-                let key = (stream.identity.credential_id.as_str(), stream.groups.as_slice());
-                let still = match granted.get(&key) {
-                    Some(still) => *still,
-                    None => {
-                        let still = self
-                            .policy
-                            .still_granted(&stream.identity, &upstream.name, &stream.groups)
-                            .await;
-                        granted.insert(key, still);
-                        still
-                    }
-                };
-                if still == Some(false) {
+                let token_gone = stream.token.is_some_and(|t| works.get(&t) == Some(&Some(false)));
+                let pair = (stream.identity.credential_id.as_str(), stream.groups.as_slice());
+                if token_gone || granted.get(&pair) == Some(&Some(false)) {
                     stream.end();
                 }
             }
@@ -259,7 +285,16 @@ impl Pipeline {
             request
         };
         self.commit(&info, judged.reveal_one, trace).await?;
-        let call = forward::Call::new(&stages, &info, judged, &self.metrics, trace.sent.clone());
+        let mut call = forward::Call::new(&stages, &info, judged, &self.metrics, trace.sent.clone());
+        if forward::is_streaming(&info, request.uri().query()) {
+            let cluster = &stages.upstream.name;
+            let applying = self.policy.groups_for(stages.identity, cluster, &info.namespace).await;
+            // Only those it was sent with (none into a protected namespace).
+            call.stream_groups = applying.map(|mut groups| {
+                groups.retain(|group| call.groups.contains(group));
+                groups
+            });
+        }
         forward::forward(call, request).await
     }
 }

@@ -152,6 +152,26 @@ impl Policy {
             .collect()
     }
 
+    /// The groups of the grants in effect that can authorize a request in
+    /// `namespace` (empty: across namespaces or cluster-scoped): the
+    /// cluster-wide ones and that namespace's. An open stream is ended
+    /// when one of these ends, not when a grant elsewhere does.
+    pub async fn groups_for(&self, identity: &Identity, cluster: &str, namespace: &str) -> Option<Vec<String>> {
+        let grants = self.grants(&identity.principal, cluster).await.ok()?;
+        let applies = |g: &&Grant| {
+            g.namespace
+                .as_deref()
+                .is_none_or(|ns| !namespace.is_empty() && ns == namespace)
+        };
+        Some(
+            self.in_effect(identity, &grants)
+                .into_iter()
+                .filter(applies)
+                .map(Grant::group)
+                .collect(),
+        )
+    }
+
     /// Are `groups` (those an open stream was sent with) all still in
     /// effect for `identity` on `cluster`? `None` when the store cannot say.
     pub async fn still_granted(&self, identity: &Identity, cluster: &str, groups: &[String]) -> Option<bool> {
@@ -392,6 +412,33 @@ mod tests {
             origin: None,
             agent: None,
         }
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_held_to_the_grants_that_could_authorize_it_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        store.add_principal(&Principal::person("ana"), false).unwrap();
+        for (id, ns) in [("shop1", Some("shop")), ("pay1", Some("payments")), ("all1", None)] {
+            store.add_grant(&grant(id, ns, 3600)).unwrap();
+        }
+        let policy = Policy::new(store.clone(), Vec::new(), &crate::identity::roles::builtin());
+        let mut shop = policy.groups_for(&person(), "c", "shop").await.unwrap();
+        shop.sort();
+        assert_eq!(shop, ["portcullis:grant:all1", "portcullis:grant:shop1"]);
+        let across = policy.groups_for(&person(), "c", "").await.unwrap();
+        assert_eq!(
+            across,
+            ["portcullis:grant:all1"],
+            "across namespaces: cluster-wide grants only"
+        );
+        // payments' grant ending leaves the shop stream's grants in effect.
+        store.revoke_grant("pay1").unwrap();
+        policy.forget();
+        assert_eq!(policy.still_granted(&person(), "c", &shop).await, Some(true));
+        store.revoke_grant("shop1").unwrap();
+        policy.forget();
+        assert_eq!(policy.still_granted(&person(), "c", &shop).await, Some(false));
     }
 
     #[tokio::test]

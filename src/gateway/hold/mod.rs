@@ -267,6 +267,7 @@ impl Pipeline {
             metrics: &self.metrics,
             sent: Arc::default(),
             narrowed_by: self.policy.outside_protected(info),
+            stream_groups: None,
         };
         forward::forward(call, request).await
     }

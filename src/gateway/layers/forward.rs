@@ -170,6 +170,7 @@ mod tests {
             metrics: &f.pipeline.metrics,
             sent: Default::default(),
             narrowed_by: None,
+            stream_groups: None,
         }
     }
 
