@@ -289,9 +289,9 @@ impl Config {
         }
         for (i, role) in self.roles.iter().enumerate() {
             let at = format!("roles[{i}].name");
-            if !valid_cluster_name(&role.name) {
+            if !valid_role_name(&role.name) {
                 let why = format!(
-                    "{:?} is not a valid role name (lower-case letters, digits and '-')",
+                    "{:?} is not a valid role name (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)",
                     role.name
                 );
                 return Err(field(&at, why));
@@ -330,6 +330,17 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A role's name is the value of its ClusterRole's role label, so it
+/// follows Kubernetes' rule for label values (mixed case allowed).
+pub fn valid_role_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
 }
 
 /// Cluster names are DNS-1123 labels: they appear in paths and kubeconfigs.
@@ -450,8 +461,16 @@ token_file = "token"
             refused(&(role("log-reader") + &role("log-reader"))),
             "roles[1].name: \"log-reader\" appears twice"
         );
-        for bad in ["log reader", "Logs", "a/b", ""] {
+        // Its name is a label value in the cluster: what the API server
+        // would refuse there is refused here.
+        for bad in ["log reader", "a/b", "-logs", ""] {
             assert!(refused(&role(bad)).contains("is not a valid role name"), "{bad}");
+        }
+        for good in ["log_reader", "Logs", "logs.v2"] {
+            assert!(
+                Config::from_sources(&format!("{BASE}{}", role(good)), env(&[])).is_ok(),
+                "{good}"
+            );
         }
         let config = Config::from_sources(&format!("{BASE}{}", role("log-reader")), env(&[])).unwrap();
         assert_eq!(config.roles[0].name, "log-reader");

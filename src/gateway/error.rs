@@ -188,6 +188,12 @@ pub enum RequestError {
     HeldBodyRefused(DocumentError),
     /// The approved write's body is no longer stored.
     HeldBodyGone,
+    /// The dry run tried again before an approved write was refused by the
+    /// cluster (a grant not bound yet, a quota): the write was not sent.
+    DryRunAgainRefused {
+        /// The dry run's code.
+        code: u16,
+    },
     /// An approved write's call no longer holds what let it through (its
     /// credential, its grants): it was not run.
     AskerGone {
@@ -361,6 +367,21 @@ impl RequestError {
             E::HeldBodyRefused(error) => Status::bad_request(format!("the held request body {error}")),
             E::HeldBodyGone => Status::internal("the held write's body is gone"),
             E::ChangedSinceApproval { message } => Status::failure(409, "Conflict", *message),
+            E::DryRunAgainRefused { code } => Status::failure(
+                *code,
+                match code {
+                    403 => "Forbidden",
+                    404 => "NotFound",
+                    409 => "Conflict",
+                    422 => "Invalid",
+                    429 => "TooManyRequests",
+                    code if *code >= 500 => "InternalError",
+                    _ => "BadRequest",
+                },
+                format!(
+                    "the dry run tried again just before the approved write answered {code}: nothing was sent; ask again"
+                ),
+            ),
             E::AskerGone { why } => Status::failure(
                 403,
                 "Forbidden",

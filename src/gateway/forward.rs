@@ -229,12 +229,17 @@ async fn send(
     } else {
         request
     };
-    // A stream's answer may last hours, but its head comes at once (a
-    // watch's 200, an exec's 101): only the wait for the head is bounded.
+    // A stream's answer may last hours, but a watch's head (200) and an
+    // upgrade's (101) come at once: only the wait for them is bounded. A
+    // followed log's or a proxied answer's head may wait for its first
+    // bytes, so those are left unbounded, as before.
+    let head_bounded = upgrade || call.info.verb == "watch";
     let sent = if upgrade {
         tokio::time::timeout(call.limits.request_timeout, call.upstream.send_upgrade(request)).await
-    } else if streaming {
+    } else if streaming && head_bounded {
         tokio::time::timeout(call.limits.request_timeout, call.upstream.send_streaming(request)).await
+    } else if streaming {
+        Ok(call.upstream.send_streaming(request).await)
     } else {
         tokio::time::timeout(call.limits.request_timeout, call.upstream.send(request)).await
     };

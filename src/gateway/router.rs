@@ -21,7 +21,7 @@ pub enum Route<'a> {
     },
     /// `/healthz`: the process is up.
     Healthz,
-    /// `/readyz`: every cluster is reachable.
+    /// `/readyz`: some cluster is reachable (see `doors::health`).
     Readyz,
     /// `/metrics`: Prometheus metrics.
     Metrics,

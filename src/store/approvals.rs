@@ -113,9 +113,10 @@ pub struct Precondition {
     pub uid: Option<String>,
     /// For deletecollection: the uids its dry run listed, sorted. The API
     /// server takes no precondition for it, so the dry run is repeated
-    /// before the run and must list these.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub uids: Vec<String>,
+    /// before the run and must list these. (None: held by a release that
+    /// did not keep them.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uids: Option<Vec<String>>,
     /// For update and patch: the dry run created the object. No
     /// precondition says "still absent", so the dry run is repeated before
     /// the run and must create it again.

@@ -97,26 +97,29 @@ impl Web {
         self.reconciler.get()
     }
 
-    /// Bind the grants a sign-in's group rules gave (or gave back) before
-    /// answering, as an approved access request's are: the person's first
-    /// request would otherwise wait for the next resync. A pass that fails
-    /// is left to that resync; a revoked grant needs none (its group is no
-    /// longer sent).
+    /// Bind the grants a sign-in's group rules gave before answering, as an
+    /// approved access request's are: the person's first request would
+    /// otherwise wait for the next resync. The clusters' passes run side by
+    /// side, for five seconds at most (a cluster down does not hold the
+    /// sign-in up; the resync binds later). An extended grant, which every
+    /// sign-in makes and is bound already unless it had lapsed, only asks
+    /// for a pass; a revoked one needs none (its group is no longer sent).
     pub(crate) async fn bind(&self, changes: &[crate::store::RuleGrantChange]) {
         use crate::store::RuleGrantChange as Change;
         let Some(reconciler) = self.reconciler() else {
             return;
         };
-        let mut clusters: Vec<&str> = changes
-            .iter()
-            .filter_map(|change| match change {
-                Change::Granted(grant) | Change::Extended(grant) => Some(grant.cluster.as_str()),
-                Change::Revoked(_) => None,
-            })
-            .collect();
-        clusters.sort_unstable();
-        clusters.dedup();
-        for cluster in clusters {
+        let mut granted: Vec<&str> = Vec::new();
+        for change in changes {
+            match change {
+                Change::Granted(grant) => granted.push(&grant.cluster),
+                Change::Extended(grant) => reconciler.trigger(&grant.cluster),
+                Change::Revoked(_) => {}
+            }
+        }
+        granted.sort_unstable();
+        granted.dedup();
+        let passes = granted.iter().map(|cluster| async move {
             match reconciler.pass_now(cluster).await {
                 Ok(report) if report.outcome.ok() => {}
                 Ok(report) => {
@@ -124,6 +127,13 @@ impl Web {
                 }
                 Err(error) => tracing::warn!(%cluster, %error, "a sign-in's grant not bound yet"),
             }
+        });
+        let all = futures_util::future::join_all(passes);
+        if tokio::time::timeout(std::time::Duration::from_secs(5), all)
+            .await
+            .is_err()
+        {
+            tracing::warn!("a sign-in's grants not bound within 5 s: the resync binds them");
         }
     }
 

@@ -262,7 +262,7 @@ fn precondition(info: &RequestInfo, current: Option<&Value>, result: &Value, cre
             ..Precondition::default()
         },
         ("deletecollection", _) => Precondition {
-            uids: listed_uids(result),
+            uids: Some(listed_uids(result)),
             ..Precondition::default()
         },
         ("update" | "patch", None) => Precondition {
@@ -373,7 +373,7 @@ mod tests {
         let listed =
             json!({"kind": "ConfigMapList", "items": [object("1", "u2"), object("2", "u1"), {"metadata": {}}]});
         let chosen = precondition(&info, None, &listed, false);
-        assert_eq!(chosen.uids, ["u1", "u2"]);
+        assert_eq!(chosen.uids.unwrap(), ["u1", "u2"]);
         assert_eq!(
             (chosen.uid, chosen.resource_version, chosen.creates),
             (None, None, false)

@@ -116,11 +116,12 @@ impl Pipeline {
     /// Does what let this call through still hold: its token (revoked,
     /// expired, its person, bot or agent disabled since it arrived) and the
     /// grants whose groups it would be sent with? A store that cannot say
-    /// refuses it too: the write is not run on a guess, and stays approved
-    /// for a call that can be checked.
+    /// is a 503: the write is not run on a guess, and stays approved for a
+    /// call that can be checked.
     async fn still_let_through(&self, ctx: &HoldCtx<'_>, request: &Buffered) -> Result<(), RequestError> {
         use crate::identity::authenticate::CredentialSource;
         let gone = |why: &'static str| RequestError::AskerGone { why };
+        let unknown = |why: &str| RequestError::GrantsUnavailable { cause: why.into() };
         if let Some(token) = crate::identity::authenticate::bearer_token(&request.parts.headers) {
             let (store, hash) = (self.approvals.store.clone(), crate::identity::credential::hash(token));
             let found = blocking(move || {
@@ -129,7 +130,7 @@ impl Pipeline {
                     .map_err(|e| crate::store::StoreError::Invalid(e.to_string()))
             })
             .await
-            .map_err(|_| gone("portcullis could not check this call's credential"))?;
+            .map_err(|_| unknown("portcullis could not check this call's credential"))?;
             let works = found.is_some_and(|(lookup, agent)| {
                 let cred = &lookup.credential;
                 cred.revoked_at.is_none()
@@ -150,7 +151,7 @@ impl Pipeline {
         {
             Some(true) => Ok(()),
             Some(false) => Err(gone("a grant this call was let through by ended while it waited")),
-            None => Err(gone("portcullis could not check this call's grants")),
+            None => Err(unknown("portcullis could not check this call's grants")),
         }
     }
 
@@ -167,14 +168,20 @@ impl Pipeline {
         request: &Buffered,
     ) -> Result<(), RequestError> {
         let precondition = &held.request.precondition;
-        let listing = held.request.verb == "deletecollection";
+        let listing = held.request.verb == "deletecollection" && precondition.uids.is_some();
         if !listing && !precondition.creates {
             return Ok(());
         }
         let (parts, answer) = self.dry_run(ctx, request).await?;
+        if !parts.status.is_success() {
+            // Refused now (a grant not bound, a quota): that, not a change.
+            return Err(RequestError::DryRunAgainRefused {
+                code: parts.status.as_u16(),
+            });
+        }
         let same = if listing {
             let listed: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
-            parts.status.is_success() && super::intake::listed_uids(&listed) == precondition.uids
+            Some(super::intake::listed_uids(&listed)) == precondition.uids
         } else {
             parts.status == http::StatusCode::CREATED
         };
