@@ -58,7 +58,17 @@ impl<B, G> Guarded<B, G> {
     }
 }
 
-impl<B: http_body::Body, G> http_body::Body for Guarded<B, G> {
+/// What a [`Guarded`] body holds; it may end the body early.
+pub trait Guard {
+    /// Has what the answer rides on been ended (a stream whose credential
+    /// was revoked)? Registers `cx` to be woken when it is. The body then
+    /// ends as if its sender had ended it.
+    fn poll_ended(&self, _cx: &mut std::task::Context<'_>) -> bool {
+        false
+    }
+}
+
+impl<B: http_body::Body, G: Guard> http_body::Body for Guarded<B, G> {
     type Data = B::Data;
     type Error = B::Error;
 
@@ -66,7 +76,11 @@ impl<B: http_body::Body, G> http_body::Body for Guarded<B, G> {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
-        self.project().body.poll_frame(cx)
+        let this = self.project();
+        if this.guard.poll_ended(cx) {
+            return std::task::Poll::Ready(None);
+        }
+        this.body.poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {

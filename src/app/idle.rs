@@ -69,6 +69,9 @@ impl Activity {
 /// One request, open until dropped.
 pub(super) struct InFlight(Arc<Activity>);
 
+/// An answer's body holds its request's place until it is dropped.
+impl crate::body::Guard for InFlight {}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.events.fetch_add(1, Ordering::Relaxed);

@@ -165,41 +165,7 @@ where
     }
     // The caller's place is held as long as the stream's body, which ends
     // early if the stream is ended.
-    Ok(response.map(|body| body::boxed(SlotBody { body, slot })))
-}
-
-pin_project_lite::pin_project! {
-    /// A long-running answer's body, holding its caller's place, and
-    /// ending (as if the cluster had ended it) once its stream is ended.
-    struct SlotBody<B> {
-        #[pin]
-        body: B,
-        slot: StreamSlot,
-    }
-}
-
-impl<B: http_body::Body> http_body::Body for SlotBody<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
-        let this = self.project();
-        if this.slot.poll_ended(cx) {
-            return std::task::Poll::Ready(None);
-        }
-        this.body.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
+    Ok(response.map(|body| body::boxed(body::Guarded::new(body, slot))))
 }
 
 /// The upgrade asked for (only exec, attach and port-forward may), with a
@@ -229,21 +195,15 @@ async fn send(
     } else {
         request
     };
-    // A stream's answer may last hours, but a watch's head (200) and an
-    // upgrade's (101) come at once: only the wait for them is bounded. A
-    // followed log's or a proxied answer's head may wait for its first
-    // bytes, so those are left unbounded, as before.
-    let head_bounded = upgrade || call.info.verb == "watch";
     let sent = if upgrade {
-        tokio::time::timeout(call.limits.request_timeout, call.upstream.send_upgrade(request)).await
-    } else if streaming && head_bounded {
-        tokio::time::timeout(call.limits.request_timeout, call.upstream.send_streaming(request)).await
+        call.upstream.send_upgrade(request).await
     } else if streaming {
-        Ok(call.upstream.send_streaming(request).await)
+        call.upstream.send_streaming(request).await
     } else {
-        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(request)).await
+        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(request))
+            .await
+            .map_err(|_| timeout(call.upstream, call.limits))?
     };
-    let sent = sent.map_err(|_| timeout(call.upstream, call.limits))?;
     sent.map_err(|e| send_error(call, &e))
 }
 
@@ -307,7 +267,7 @@ fn splice<B>(
             CountedIo::new(TokioIo::new(upstream)),
         );
         let ended_early = std::future::poll_fn(|cx| {
-            if slot.poll_ended(cx) {
+            if body::Guard::poll_ended(&slot, cx) {
                 std::task::Poll::Ready(())
             } else {
                 std::task::Poll::Pending

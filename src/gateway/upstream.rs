@@ -94,10 +94,10 @@ pub struct StreamSlot {
     live: Arc<LiveStream>,
 }
 
-impl StreamSlot {
+impl crate::body::Guard for StreamSlot {
     /// Has the stream been ended (its credential or a grant it was sent
     /// with no longer holds)? Registers `cx` to be woken when it is.
-    pub fn poll_ended(&self, cx: &mut std::task::Context<'_>) -> bool {
+    fn poll_ended(&self, cx: &mut std::task::Context<'_>) -> bool {
         if self.live.ended.load(Ordering::Acquire) {
             return true;
         }
