@@ -108,6 +108,18 @@ pub struct CredentialLookup {
     pub origin: Option<Origin>,
 }
 
+impl CredentialLookup {
+    /// Does it still let its holder in at `now`: not revoked or expired,
+    /// its owner enabled, and its `agent` (if an agent's) too?
+    pub fn works(&self, agent: Option<&Agent>, now: chrono::DateTime<Utc>) -> bool {
+        let cred = &self.credential;
+        cred.revoked_at.is_none()
+            && !self.owner_disabled
+            && !agent.is_some_and(|a| a.disabled)
+            && cred.expires_at.is_none_or(|at| at > now)
+    }
+}
+
 /// A failure of the credential source, kept whole for the log.
 pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -223,14 +235,7 @@ impl Authenticator {
             Ok(found) => found,
             Err(_) => return None,
         };
-        Some(found.is_some_and(|found| {
-            let cred = &found.lookup.credential;
-            let agent_disabled = found.agent.as_ref().is_some_and(|a| a.disabled);
-            cred.revoked_at.is_none()
-                && !found.lookup.owner_disabled
-                && !agent_disabled
-                && cred.expires_at.is_none_or(|at| at > Utc::now())
-        }))
+        Some(found.is_some_and(|found| found.lookup.works(found.agent.as_deref(), Utc::now())))
     }
 
     /// Drop every cached entry of credential `id` (after revoking it here).

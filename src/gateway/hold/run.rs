@@ -131,13 +131,7 @@ impl Pipeline {
             })
             .await
             .map_err(|_| unknown("portcullis could not check this call's credential"))?;
-            let works = found.is_some_and(|(lookup, agent)| {
-                let cred = &lookup.credential;
-                cred.revoked_at.is_none()
-                    && !lookup.owner_disabled
-                    && !agent.is_some_and(|a| a.disabled)
-                    && cred.expires_at.is_none_or(|at| at > chrono::Utc::now())
-            });
+            let works = found.is_some_and(|(lookup, agent)| lookup.works(agent.as_ref(), chrono::Utc::now()));
             if !works {
                 return Err(gone(
                     "the credential of this call was revoked, expired or disabled while it waited",
