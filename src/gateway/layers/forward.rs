@@ -120,9 +120,9 @@ fn build_request<B>(call: &Call<'_>, request: Request<B>) -> Result<Request<Outg
         .as_deref()
         .map(|terms| crate::gateway::query::with_field_selector(parts.uri.query(), terms));
     let query = narrowed.as_deref().or(parts.uri.query());
-    // Checked again as it leaves: portcullis's own additions (a held
-    // write's `dryRun=All`, a Secrets list's field selector) must not take
-    // a query the door let through past what the API server reads.
+    // Checked as it leaves, for the raw API and MCP tools alike, with
+    // portcullis's own additions (a held write's `dryRun=All`, a Secrets
+    // list's field selector) counted.
     crate::gateway::router::check_query(query)?;
     parts.uri = call
         .upstream
