@@ -239,8 +239,6 @@ fn within(what: &str, value: Duration, max: Duration) -> Result<Duration, TrustE
 /// A rule change's row: the bot, issuer, audience and conditions in the
 /// query; on record as a write, since it changes who may act as the bot.
 fn rule_row(verb: &str, rule: &TrustRule, actor: &Actor) -> AuditRow {
-    let now = Utc::now();
-    let mut row = AuditRow::new(crate::audit::id::new(), now);
     let mut query = form_urlencoded::Serializer::new(String::new());
     query
         .append_pair("bot", &rule.bot)
@@ -249,21 +247,8 @@ fn rule_row(verb: &str, rule: &TrustRule, actor: &Actor) -> AuditRow {
     for (name, pattern) in &rule.claims {
         query.append_pair("claim", &format!("{name}={pattern}"));
     }
+    let mut row = crate::signin::groups::event(verb, "trustrules", actor, "", None, &rule.id);
     row.query = crate::audit::row::bounded(&query.finish());
-    row.principal_kind = match actor {
-        Actor::Person(p) => p.kind.as_str().into(),
-        Actor::Operator => "operator".into(),
-    };
-    row.login = actor.name().into();
-    row.path = format!("/trustrules/{}", rule.id);
-    row.verb = verb.into();
-    row.api_group = "portcullis.dev".into();
-    row.api_version = "v1".into();
-    row.resource = "trustrules".into();
-    row.name = rule.id.clone();
-    row.code = if verb == "create" { 201 } else { 200 };
-    row.write = true;
-    row.finish(now);
     row
 }
 
