@@ -18,6 +18,31 @@ enum Tie<'a> {
     TrustRule(&'a str),
 }
 
+impl Tie<'_> {
+    /// `NotFound` unless what the credential is tied to is still there.
+    fn still_there(&self, tx: &dyn super::sql::Db) -> Result<(), StoreError> {
+        let count = |sql: &str, args: super::sql::Params<'_>| tx.query_row(sql, args, |r| r.get::<_, i64>(0));
+        let (found, what) = match self {
+            Tie::Nothing => return Ok(()),
+            Tie::WebSession(session) => (
+                count(
+                    "SELECT COUNT(*) FROM web_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                    params![session, Utc::now()],
+                )?,
+                "web sign-in session".to_string(),
+            ),
+            Tie::TrustRule(rule) => (
+                count("SELECT COUNT(*) FROM ci_trust_rules WHERE id = ?1", params![rule])?,
+                format!("trust rule {rule}"),
+            ),
+        };
+        if found == 0 {
+            return Err(StoreError::NotFound(what));
+        }
+        Ok(())
+    }
+}
+
 impl Store {
     /// Issue a credential; returns its record and the token (shown once).
     pub fn issue_credential(
@@ -102,28 +127,11 @@ impl Store {
         };
         match tie {
             Tie::Nothing => self.with(insert)?,
-            // With the session's check in one transaction: a sign-out
-            // racing it either comes first (no credential) or revokes it.
-            Tie::WebSession(session) => self.write(|tx| {
-                let open: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM web_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
-                    params![session, Utc::now()],
-                    |r| r.get(0),
-                )?;
-                if open == 0 {
-                    return Err(StoreError::NotFound("web sign-in session".into()));
-                }
-                insert(tx)
-            })?,
-            Tie::TrustRule(rule) => self.write(|tx| {
-                let kept: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM ci_trust_rules WHERE id = ?1",
-                    params![rule],
-                    |r| r.get(0),
-                )?;
-                if kept == 0 {
-                    return Err(StoreError::NotFound(format!("trust rule {rule}")));
-                }
+            // With the tie's check in one transaction: a sign-out or a
+            // rule's removal racing it either comes first (no credential)
+            // or revokes it.
+            tie => self.write(|tx| {
+                tie.still_there(tx)?;
                 insert(tx)
             })?,
         }
