@@ -20,6 +20,14 @@ pub fn careful_bot(env: &Portcullis, role: &str) -> (Kubectl, String) {
 /// [`careful_bot`] in namespace `ns` of `env`'s cluster (the simulated or
 /// the real one); returns the bot's token and ana's.
 pub fn careful_bot_in(env: &Portcullis, ns: &str, role: &str) -> (String, String) {
+    let token = careful_bot_granted(env, Some(ns), role);
+    let ana = env.person("ana", &[("admin", Some(ns))]);
+    (token, ana)
+}
+
+/// The bot `deployer`, whose writes need approval, with `role` in
+/// `namespace` (`None`: the whole cluster); its token.
+fn careful_bot_granted(env: &Portcullis, namespace: Option<&str>, role: &str) -> String {
     let bot = Principal::bot("deployer");
     env.store.add_principal(&bot, true).unwrap();
     let grant = portcullis::cli::new_grant(
@@ -27,15 +35,13 @@ pub fn careful_bot_in(env: &Portcullis, ns: &str, role: &str) -> (String, String
         bot.clone(),
         env.cluster,
         role,
-        Some(ns.into()),
+        namespace.map(String::from),
         Duration::from_secs(3600),
         "test",
     )
     .unwrap();
     env.store.add_grant(&grant).unwrap();
-    let ana = env.person("ana", &[("admin", Some(ns))]);
-    let (_, token) = env.store.issue_credential(&bot, "ci", None).unwrap();
-    (token, ana)
+    env.store.issue_credential(&bot, "ci", None).unwrap().1
 }
 
 /// Every audit row, once the writer committed what it holds.
@@ -633,20 +639,7 @@ async fn a_held_write_to_a_namespace_object_is_decided_by_a_cluster_admin_not_th
         });
     })
     .await;
-    let bot = Principal::bot("deployer");
-    env.store.add_principal(&bot, true).unwrap();
-    let grant = portcullis::cli::new_grant(
-        &env.config,
-        bot.clone(),
-        env.cluster,
-        "namespace-labeller",
-        None,
-        Duration::from_secs(3600),
-        "test",
-    )
-    .unwrap();
-    env.store.add_grant(&grant).unwrap();
-    let (_, token) = env.store.issue_credential(&bot, "ci", None).unwrap();
+    let token = careful_bot_granted(&env, None, "namespace-labeller");
     let bot = env.kubectl(&token, "shop");
     let ana = env.person("ana", &[("admin", Some("shop"))]);
     let root = env.person("root", &[("cluster-admin", None)]);
