@@ -47,6 +47,10 @@ pub struct Consent {
     pub code_challenge: String,
     /// The resource the token is for (RFC 8707): portcullis's `/mcp`.
     pub resource: String,
+    /// The credential the person's web session signed in with (none in a
+    /// code from a release before this field).
+    #[serde(default)]
+    pub signed_in_with: String,
 }
 
 /// A token endpoint's answer.
@@ -125,6 +129,7 @@ pub fn exchange_code(store: &Store, ask: CodeExchange<'_>) -> Result<Issued, OAu
             grants: kept.grants.clone(),
             until: kept.until,
             writes_need_approval: kept.writes_need_approval,
+            consented_with: Some(kept.signed_in_with.clone()).filter(|c| !c.is_empty()),
         };
         consent = Some(kept);
         Ok(plan)

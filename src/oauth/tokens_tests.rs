@@ -36,6 +36,7 @@ fn consent() -> Consent {
         redirect_uri: "http://127.0.0.1:5000/cb".into(),
         code_challenge: CHALLENGE.into(),
         resource: "https://portcullis.example/mcp".into(),
+        signed_in_with: String::new(),
     }
 }
 

@@ -73,6 +73,7 @@ mod tests {
                 grants: vec![("dev".into(), "viewer".into())],
                 until: Utc::now() + TimeDelta::hours(1),
                 writes_need_approval: true,
+                consented_with: None,
             };
             store.add_agent_session(&plan).unwrap();
             let all_of_anas = store.grants_of(&ana, "sim").unwrap();

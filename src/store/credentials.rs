@@ -183,9 +183,10 @@ impl Store {
     /// Revoke a credential at once.
     ///
     /// What was opened with it goes with it: the web sessions signed in
-    /// with it, and the credentials `portcullis login` got under those. A
-    /// stolen token used to sign in on the web page must not leave a
-    /// 12-hour command-line credential behind once it is revoked.
+    /// with it, the credentials `portcullis login` got under those, and the
+    /// agent sessions consented in them. A stolen token used to sign in on
+    /// the web page must not leave a 12-hour command-line credential, or an
+    /// agent's refresh token, behind once it is revoked.
     pub fn revoke_credential(&self, id: &str) -> Result<(), StoreError> {
         let now = Utc::now();
         self.write(|tx| {
@@ -202,6 +203,8 @@ impl Store {
                 params![id, now],
             )?;
             tx.execute("DELETE FROM web_sessions WHERE credential_id = ?1", params![id])?;
+            // And the agent sessions consented in a sign-in made with it.
+            super::oauth::end_agents(tx, "SELECT id FROM agents WHERE consented_with = ?1", id, now)?;
             Ok(())
         })
     }

@@ -40,6 +40,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0019_audit_by_kind_partial.sql"),
     include_str!("migrations/0020_device_requester.sql"),
     include_str!("migrations/0021_session_credentials.sql"),
+    include_str!("migrations/0022_agent_consented_with.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -65,6 +66,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0019_audit_by_kind_partial.sql"),
     include_str!("migrations/postgres/0020_device_requester.sql"),
     include_str!("migrations/postgres/0021_session_credentials.sql"),
+    include_str!("migrations/postgres/0022_agent_consented_with.sql"),
 ];
 
 /// The schema version this release knows.

@@ -25,6 +25,9 @@ pub struct SessionPlan {
     pub until: DateTime<Utc>,
     /// Its writes wait for the person's approval.
     pub writes_need_approval: bool,
+    /// The credential the consenting web session signed in with: the
+    /// session is made only while it works, and ends when it is revoked.
+    pub consented_with: Option<String>,
 }
 
 /// An agent session as the person's console shows it.
@@ -135,24 +138,7 @@ impl Store {
     /// End an agent session at once: the agent disabled, every credential
     /// and refresh token of it revoked, its derived grants revoked.
     pub fn end_agent_session(&self, agent_id: &str) -> Result<(), StoreError> {
-        let now = Utc::now();
-        self.write(|tx| {
-            tx.execute("UPDATE agents SET disabled = TRUE WHERE id = ?1", params![agent_id])?;
-            tx.execute(
-                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE agent_id = ?1",
-                params![agent_id, now],
-            )?;
-            tx.execute(
-                "UPDATE oauth_refresh_tokens SET used_at = COALESCE(used_at, ?2) WHERE agent_id = ?1",
-                params![agent_id, now],
-            )?;
-            tx.execute(
-                "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE parent_id IS NOT NULL \
-                 AND id IN (SELECT grant_id FROM agent_grants WHERE agent_id = ?1)",
-                params![agent_id, now],
-            )?;
-            Ok(())
-        })
+        self.write(|tx| end_agents(tx, "SELECT id FROM agents WHERE id = ?1", agent_id, Utc::now()))
     }
 
     /// The agent sessions of `person`, newest first (agents added by
@@ -298,6 +284,22 @@ impl Store {
 /// Insert the agent session `plan` describes, in `tx`; the agent and the
 /// clusters whose bindings changed.
 fn insert_session(tx: &dyn Db, plan: &SessionPlan) -> Result<(Agent, Vec<String>), StoreError> {
+    if let Some(credential) = &plan.consented_with {
+        // A code allowed in a sign-in whose credential was revoked since
+        // (a stolen token, say) makes nothing.
+        let works: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM credentials WHERE id = ?1 AND revoked_at IS NULL \
+             AND (expires_at IS NULL OR expires_at > ?2)",
+            params![credential, Utc::now()],
+            |r| r.get(0),
+        )?;
+        if works == 0 {
+            return Err(StoreError::Invalid(
+                "the sign-in this was allowed in has ended (its credential was revoked or expired): allow it again"
+                    .into(),
+            ));
+        }
+    }
     let mut grant_ids = Vec::new();
     let mut clusters = Vec::new();
     for (grant_id, role) in &plan.grants {
@@ -326,10 +328,10 @@ fn insert_session(tx: &dyn Db, plan: &SessionPlan) -> Result<(Agent, Vec<String>
         disabled: false,
     };
     tx.execute(
-        "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at, client_id, client_name, expires_at) \
-         VALUES (?1, ?2, 'person', ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at, client_id, client_name, expires_at, consented_with) \
+         VALUES (?1, ?2, 'person', ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![agent.id, agent.name, plan.person.name, agent.writes_need_approval, Utc::now(),
-            plan.client_id, plan.client_name, plan.until],
+            plan.client_id, plan.client_name, plan.until, plan.consented_with],
     )?;
     for grant in &grant_ids {
         tx.execute(
@@ -340,6 +342,33 @@ fn insert_session(tx: &dyn Db, plan: &SessionPlan) -> Result<(Agent, Vec<String>
     clusters.sort();
     clusters.dedup();
     Ok((agent, clusters))
+}
+
+/// End the agent sessions whose ids `agents` selects (given `arg` as
+/// `?1`): each agent disabled, its credentials revoked, its refresh tokens
+/// spent (so no refresh mints an access token again) and the grants
+/// derived for it revoked.
+pub(super) fn end_agents(tx: &dyn Db, agents: &str, arg: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    tx.execute(
+        &format!("UPDATE agents SET disabled = TRUE WHERE id IN ({agents})"),
+        params![arg],
+    )?;
+    tx.execute(
+        &format!("UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE agent_id IN ({agents})"),
+        params![arg, now],
+    )?;
+    tx.execute(
+        &format!("UPDATE oauth_refresh_tokens SET used_at = COALESCE(used_at, ?2) WHERE agent_id IN ({agents})"),
+        params![arg, now],
+    )?;
+    tx.execute(
+        &format!(
+            "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE parent_id IS NOT NULL \
+             AND id IN (SELECT grant_id FROM agent_grants WHERE agent_id IN ({agents}))"
+        ),
+        params![arg, now],
+    )?;
+    Ok(())
 }
 
 /// What a code spent (or expired) by another exchange stands for now.

@@ -36,6 +36,7 @@ fn plan(ana: &Principal, grants: &[(&str, &str)]) -> SessionPlan {
         grants: grants.iter().map(|(g, r)| (g.to_string(), r.to_string())).collect(),
         until: Utc::now() + TimeDelta::hours(2),
         writes_need_approval: true,
+        consented_with: None,
     }
 }
 

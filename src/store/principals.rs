@@ -105,16 +105,13 @@ impl Store {
                     "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE kind = 'person' AND owner = ?1",
                     params![principal.name, now],
                 )?;
-                // Their agents end too, refresh tokens spent, so that no
-                // OAuth refresh mints an access token for them again.
-                tx.execute(
-                    "UPDATE oauth_refresh_tokens SET used_at = COALESCE(used_at, ?2) WHERE agent_id IN \
-                     (SELECT id FROM agents WHERE kind = 'person' AND owner = ?1)",
-                    params![principal.name, now],
-                )?;
-                tx.execute(
-                    "UPDATE agents SET disabled = TRUE WHERE kind = 'person' AND owner = ?1",
-                    params![principal.name],
+                // Their agent sessions end too, refresh tokens spent, so
+                // that no OAuth refresh mints an access token for them again.
+                super::oauth::end_agents(
+                    tx,
+                    "SELECT id FROM agents WHERE kind = 'person' AND owner = ?1",
+                    &principal.name,
+                    now,
                 )?;
             }
             Ok(())

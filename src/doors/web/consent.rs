@@ -366,6 +366,7 @@ async fn approve(
     };
     let writes_need_approval = chosen("writes_need_approval").is_some();
     let (store, config, login) = (approvals.store.clone(), web.config().clone(), s.login.clone());
+    let signed_in_with = s.credential_id.clone();
     let (client_id, client_name) = (ask.client.client_id.clone(), ask.client_name());
     let (redirect_uri, code_challenge) = (ask.redirect_uri.clone(), ask.code_challenge.clone());
     let issued = tokio::task::spawn_blocking(move || {
@@ -380,6 +381,7 @@ async fn approve(
             redirect_uri,
             code_challenge,
             resource: Issuer::new(&config.public_url).resource(),
+            signed_in_with,
         };
         Ok::<_, ConsentError>(tokens::issue_code(&store, &consent).ok())
     })

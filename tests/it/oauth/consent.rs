@@ -158,6 +158,16 @@ pub(super) fn handed_to(answer: &Answer) -> String {
 /// Consent as ana to `role` on her shop grant, then exchange the code:
 /// the access token.
 pub(super) async fn approve(setup: &Setup, visitor: &Visitor, role: &str, writes_need_approval: bool) -> String {
+    let code = allowed_code(setup, visitor, role, writes_need_approval).await;
+    let exchanged = exchange(setup, &code).await;
+    assert_eq!(exchanged.status, 200, "{:?}", exchanged.body);
+    let tokens = exchanged.json();
+    assert!(tokens["expires_in"].as_i64().unwrap() <= 3600, "{tokens}");
+    tokens["access_token"].as_str().unwrap().to_string()
+}
+
+/// Consent as ana to `role` on her shop grant: the code the client is sent.
+pub(super) async fn allowed_code(setup: &Setup, visitor: &Visitor, role: &str, writes_need_approval: bool) -> String {
     let page = consent_page(visitor, &setup.params(PRESENTED)).await;
     let shop = &setup.grants[0].id;
     let role_field = format!("role-{shop}");
@@ -174,16 +184,11 @@ pub(super) async fn approve(setup: &Setup, visitor: &Visitor, role: &str, writes
     assert!(to.starts_with(&format!("{PRESENTED}?code=")), "{to}");
     assert_eq!(param(&to, "state").as_deref(), Some(STATE), "{to}");
     assert_eq!(param(&to, "iss"), Some(setup.issuer()), "{to}");
-    let code = param(&to, "code").unwrap();
-    let exchanged = exchange(setup, &code).await;
-    assert_eq!(exchanged.status, 200, "{:?}", exchanged.body);
-    let tokens = exchanged.json();
-    assert!(tokens["expires_in"].as_i64().unwrap() <= 3600, "{tokens}");
-    tokens["access_token"].as_str().unwrap().to_string()
+    param(&to, "code").unwrap()
 }
 
 /// `POST /oauth/token` for `code`.
-async fn exchange(setup: &Setup, code: &str) -> RawResponse {
+pub(super) async fn exchange(setup: &Setup, code: &str) -> RawResponse {
     let resource = format!("{}/mcp", setup.issuer());
     let form: String = form_urlencoded::Serializer::new(String::new())
         .extend_pairs([

@@ -1,9 +1,10 @@
 //! What a consent makes (issue 19, items 4 and 6): an agent session whose
 //! access token works on `/mcp` only, as the narrowed role the person
 //! chose; shown on the person's console and in `portcullis whoami`; ended
-//! by revoking it on the console, or by disabling the person.
+//! by revoking it on the console, or by disabling the person, or by
+//! revoking the credential of the sign-in it was consented in.
 
-use super::consent::{approve, Setup};
+use super::consent::{allowed_code, approve, exchange, Setup, FORM};
 use crate::approvals::{audit_rows, person_ok};
 use crate::harness::Portcullis;
 use crate::mcp::{connect, fails, ok, stateless};
@@ -141,6 +142,75 @@ async fn agent_sessions_show_on_the_console_and_in_whoami_and_revoking_one_or_di
     })
     .await;
     drop(client);
+    setup.stop().await;
+}
+
+/// A token stolen and used to sign in on the web page, then to allow the
+/// thief's agent: revoking the token must leave the thief nothing, neither
+/// the agent session made (its access token, its refresh token) nor a
+/// code allowed and not exchanged yet. A session consented in another
+/// sign-in is not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_the_credential_of_a_sign_in_ends_the_agent_sessions_consented_in_it_and_its_codes() {
+    let setup = Setup::start().await;
+    let env = &setup.env;
+    let (thief, owner) = (Visitor::new(env), Visitor::new(env));
+    thief.sign_in("ana").await;
+    let made = exchange(&setup, &allowed_code(&setup, &thief, "viewer", true).await).await;
+    assert_eq!(made.status, 200, "{:?}", made.body);
+    let tokens = made.json();
+    let (access, refresh) = (
+        tokens["access_token"].as_str().unwrap().to_string(),
+        tokens["refresh_token"].as_str().unwrap().to_string(),
+    );
+    let pending = allowed_code(&setup, &thief, "viewer", true).await;
+    let sign_ins = env.store.web_sessions_of("ana").unwrap();
+    assert_eq!(sign_ins.len(), 1, "{sign_ins:?}");
+    let stolen = sign_ins[0].credential_id.clone();
+    owner.sign_in("ana").await;
+    let kept = approve(&setup, &owner, "viewer", true).await;
+    env.reconcile().await;
+    assert_ne!(
+        mcp_status(env, &access).await,
+        401,
+        "the thief's session works until the revocation"
+    );
+
+    let out = env.cli(&["admin", "credential", "revoke", &stolen]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    eventually("the thief's access token to be refused", async || {
+        mcp_status(env, &access).await == 401
+    })
+    .await;
+    let headers = [("content-type", FORM)];
+    let form = format!(
+        "grant_type=refresh_token&refresh_token={refresh}&client_id={}",
+        setup.client_id
+    );
+    let refreshed = env
+        .raw()
+        .send(Method::POST, "/oauth/token", &headers, form.into_bytes())
+        .await;
+    assert_eq!(refreshed.status, 400, "{:?}", refreshed.body);
+    assert_eq!(refreshed.json()["error"], "invalid_grant", "{:?}", refreshed.body);
+    let late = exchange(&setup, &pending).await;
+    assert_eq!(late.status, 400, "{:?}", late.body);
+    let refusal = late.json();
+    assert_eq!(refusal["error"], "invalid_grant", "{refusal}");
+    assert!(
+        refusal["error_description"].as_str().unwrap().contains("sign-in"),
+        "{refusal}"
+    );
+    assert_eq!(
+        env.store.agent_sessions_of(&Principal::person("ana")).unwrap().len(),
+        2,
+        "the late code made no session"
+    );
+    assert_ne!(
+        mcp_status(env, &kept).await,
+        401,
+        "a session consented elsewhere still works"
+    );
     setup.stop().await;
 }
 

@@ -60,6 +60,7 @@ async fn tokens_for_ana(env: &Portcullis, role: &str) -> Value {
         redirect_uri: REDIRECT.into(),
         code_challenge: CHALLENGE.into(),
         resource: format!("{}/mcp", env.config.public_url.trim_end_matches('/')),
+        signed_in_with: String::new(),
     };
     let code = issue_code(&env.store, &consent).unwrap();
     let form = form_urlencoded::Serializer::new(String::new())
