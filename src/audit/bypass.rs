@@ -6,8 +6,16 @@
 //! kind `alert` in the hash chain (its id the API server's audit id), a
 //! `warn` line with where it came from, and a count.
 //!
+//! A request is its cluster, its audit id and when the API server received
+//! it: the API server takes a client's `Audit-ID` as it is, so someone
+//! holding portcullis's token can send requests under an id portcullis
+//! used. portcullis itself may send a few under one id (a held write's dry
+//! run and its read of the object), all within the time its own request
+//! took; one begun later than that is an alert.
+//!
 //! The grace time runs from when the event reached portcullis, not from
-//! the API server's clock, so a skewed clock raises no alert.
+//! the API server's clock, so a skewed clock raises no alert; the reuse
+//! check compares the API server's times only with each other.
 
 use super::row::{bounded, AuditRow};
 use super::AuditError;
@@ -27,6 +35,17 @@ pub const BYPASS: &str = "Bypass";
 /// not impersonating whom the API server saw.
 pub const IMPERSONATION: &str = "Impersonation";
 
+/// A reason: portcullis sent a request with this audit id, and the API
+/// server saw another under it, later than portcullis's own could have
+/// been (its audit id reused around portcullis).
+pub const REUSED: &str = "ReusedAuditID";
+
+/// How much later than the first request under an audit id another may
+/// begin and still be one portcullis sent, beyond the time its own request
+/// took: network and scheduling between portcullis's clock and the API
+/// server's, which are each compared only with themselves.
+const REUSE_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
 /// Check every event that arrived more than `grace` before `now` and was
 /// not checked yet; returns the alerts raised (each also counted in
 /// `alerts`).
@@ -38,7 +57,8 @@ pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counte
     let mut raised = 0;
     let mut seen = std::collections::HashSet::new();
     for event in events {
-        if !seen.insert(event.audit_id.clone()) {
+        // One request: its cluster, its audit id and when it was received.
+        if !seen.insert((event.cluster.clone(), event.audit_id.clone(), event.received_at)) {
             continue;
         }
         if check_one(store, &event)? == Checked::Alert {
@@ -54,28 +74,57 @@ pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counte
 /// impersonates only from its second stage on.
 fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditError> {
     let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
-    let before = store.apiserver_audit_checked(&event.audit_id).map_err(store_error)?;
+    let before = store.apiserver_request_checked(event).map_err(store_error)?;
     let fullest = fullest(store, event)?;
     let reason = match before {
         Some(Checked::Alert) => None,
-        _ => verdict(
-            store.portcullis_sent_as(&event.audit_id).map_err(store_error)?,
-            &fullest,
-        ),
+        _ => {
+            let sent = store
+                .portcullis_sent_as(&event.audit_id, &event.cluster)
+                .map_err(store_error)?;
+            match verdict(sent, &fullest) {
+                Some(reason) => Some(reason),
+                None => reused(store, event)?.then_some(REUSED),
+            }
+        }
     };
     let Some(reason) = reason else {
         let decided = before.unwrap_or(Checked::Matched);
-        store
-            .mark_apiserver_audit(&event.audit_id, decided)
-            .map_err(store_error)?;
+        store.mark_apiserver_request(event, decided).map_err(store_error)?;
         return Ok(Checked::Matched);
     };
     warn(&fullest, reason);
     super::commit_event(store, alert_row(&fullest, reason))?;
     store
-        .mark_apiserver_audit(&event.audit_id, Checked::Alert)
+        .mark_apiserver_request(event, Checked::Alert)
         .map_err(store_error)?;
     Ok(Checked::Alert)
+}
+
+/// Did the API server receive `event`'s request later than any request
+/// portcullis sent under its audit id could have begun: after the first
+/// one it received under that id, by more than portcullis's own request
+/// took? (Not known while a client's stream is open: it is matched then.)
+fn reused(store: &Store, event: &ApiserverEvent) -> Result<bool, AuditError> {
+    let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
+    let Some(took) = store
+        .portcullis_request_span(&event.audit_id, &event.cluster)
+        .map_err(store_error)?
+    else {
+        return Ok(false);
+    };
+    let Some(first) = store
+        .first_apiserver_request(&event.audit_id, &event.cluster)
+        .map_err(store_error)?
+    else {
+        return Ok(false);
+    };
+    let took =
+        chrono::TimeDelta::try_milliseconds(i64::try_from(took).unwrap_or(i64::MAX)).unwrap_or(chrono::TimeDelta::MAX);
+    let latest = took
+        .checked_add(&REUSE_SLACK)
+        .and_then(|after| first.checked_add_signed(after));
+    Ok(latest.is_some_and(|latest| event.received_at > latest))
 }
 
 /// Why a request is an alert, if it is: portcullis never sent it
@@ -101,7 +150,7 @@ fn sent_group(group: &str) -> bool {
 /// impersonated, its code).
 fn fullest(store: &Store, event: &ApiserverEvent) -> Result<ApiserverEvent, AuditError> {
     let stages = store
-        .apiserver_events(&event.audit_id)
+        .apiserver_request_stages(event)
         .map_err(|e| AuditError::Store(e.to_string()))?;
     let impersonating = stages.iter().rev().find(|e| !e.impersonated_user.is_empty());
     Ok(impersonating.or(stages.last()).unwrap_or(event).clone())
@@ -193,6 +242,13 @@ pub async fn check_periodically(store: Store, grace: Duration, retention: Durati
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
+
+    /// When the API server received each test request (the same for every
+    /// stage of one).
+    fn received() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 7, 9, 0, 0).unwrap()
+    }
 
     fn event(id: &str, stage: &str) -> ApiserverEvent {
         ApiserverEvent {
@@ -202,7 +258,7 @@ mod tests {
             user: "system:serviceaccount:portcullis:portcullis".into(),
             source_ips: vec!["203.0.113.5".into()],
             user_agent: "curl/8".into(),
-            received_at: Utc::now(),
+            received_at: received(),
             stage_at: Utc::now(),
             ..ApiserverEvent::default()
         }
@@ -240,7 +296,7 @@ mod tests {
             "no second alert"
         );
         assert_eq!(
-            store.apiserver_audit_checked(forwarded).unwrap(),
+            store.apiserver_request_checked(&event(forwarded, "")).unwrap(),
             Some(Checked::Matched)
         );
         let mut audit = super::super::sqlite::SqliteAuditStore::open(store.path()).unwrap();
@@ -267,6 +323,7 @@ mod tests {
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         let sent = |id: &str, login: &str| AuditRow {
             id: id.into(),
+            cluster: "prod".into(),
             principal_kind: "person".into(),
             login: login.into(),
             started_at: Utc::now().trunc_subsecs(6),
@@ -290,7 +347,10 @@ mod tests {
         let alerts = Counter::default();
         let later = Utc::now() + chrono::TimeDelta::seconds(1);
         assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 2);
-        assert_eq!(store.apiserver_audit_checked("as-ana").unwrap(), Some(Checked::Matched));
+        assert_eq!(
+            store.apiserver_request_checked(&event("as-ana", "")).unwrap(),
+            Some(Checked::Matched)
+        );
         let mut audit = super::super::sqlite::SqliteAuditStore::open(store.path()).unwrap();
         let filter = super::super::query::Filter {
             kind: Some(ALERT.into()),
@@ -306,6 +366,76 @@ mod tests {
             rows[0].row.query.contains("impersonatedUser=user%3Abob"),
             "{}",
             rows[0].row.query
+        );
+    }
+
+    /// Someone holding portcullis's ServiceAccount token sends requests
+    /// under an audit id portcullis used, as the same person with the same
+    /// groups: each is kept as its own request (not dropped as a stage
+    /// delivered again) and raises an alert once it begins later than
+    /// portcullis's own request could have sent it. portcullis's own second
+    /// request under the id (a held write's dry run, then its read of the
+    /// object), within the time its row took, raises none; the id on
+    /// another cluster is a bypass there.
+    #[test]
+    fn a_request_reusing_an_audit_id_portcullis_used_is_an_alert_and_portcullis_own_second_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let row = AuditRow {
+            id: "held".into(),
+            cluster: "prod".into(),
+            principal_kind: "person".into(),
+            login: "ana".into(),
+            started_at: Utc::now().trunc_subsecs(6),
+            duration_ms: 2_000,
+            ..AuditRow::default()
+        };
+        super::super::commit_event(&store, row).unwrap();
+        let request = |after: i64, cluster: &str, stage: &str| ApiserverEvent {
+            received_at: received() + chrono::TimeDelta::seconds(after),
+            cluster: cluster.into(),
+            impersonated_user: "user:ana".into(),
+            impersonated_groups: vec!["portcullis:grant:g1".into(), "system:authenticated".into()],
+            ..event("held", stage)
+        };
+        let batch = [
+            request(0, "prod", "RequestReceived"),
+            request(0, "prod", "ResponseComplete"),
+            request(1, "prod", "ResponseComplete"),
+            request(600, "prod", "RequestReceived"),
+            request(600, "prod", "ResponseComplete"),
+            request(0, "test", "ResponseComplete"),
+        ];
+        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 6, "every request kept");
+        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 0, "delivered again");
+        let alerts = Counter::default();
+        let later = Utc::now() + chrono::TimeDelta::seconds(1);
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 2);
+        let checked = |after, cluster| store.apiserver_request_checked(&request(after, cluster, "")).unwrap();
+        assert_eq!(checked(0, "prod"), Some(Checked::Matched));
+        assert_eq!(
+            checked(1, "prod"),
+            Some(Checked::Matched),
+            "portcullis's own second request"
+        );
+        assert_eq!(checked(600, "prod"), Some(Checked::Alert));
+        assert_eq!(checked(0, "test"), Some(Checked::Alert));
+        let mut audit = super::super::sqlite::SqliteAuditStore::open(store.path()).unwrap();
+        let filter = super::super::query::Filter {
+            kind: Some(ALERT.into()),
+            ..Default::default()
+        };
+        let rows = super::super::store::AuditStore::query(&mut audit, &filter).unwrap();
+        let mut found: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.row.cluster.as_str(), r.row.reason.as_str()))
+            .collect();
+        found.sort();
+        assert_eq!(found, [("prod", REUSED), ("test", BYPASS)]);
+        assert_eq!(
+            check(&store, Duration::ZERO, later, &alerts).unwrap(),
+            0,
+            "each alert once"
         );
     }
 

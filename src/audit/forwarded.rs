@@ -181,11 +181,16 @@ mod tests {
                 .unwrap();
             assert!(marked, "{b}");
             assert_eq!(
-                store.portcullis_sent_as(&read.id).unwrap(),
+                store.portcullis_sent_as(&read.id, "prod").unwrap(),
                 Sent::As("user:ana".into()),
                 "{b}"
             );
-            assert_eq!(store.portcullis_sent_as(&open).unwrap(), Sent::Unknown, "{b}");
+            assert_eq!(store.portcullis_sent_as(&open, "prod").unwrap(), Sent::Unknown, "{b}");
+            assert_eq!(
+                store.portcullis_sent_as(&open, "test").unwrap(),
+                Sent::No,
+                "{b}: sent to another cluster"
+            );
             let hour = chrono::TimeDelta::hours(1);
             let coverage = store
                 .apiserver_coverage("prod", Utc::now() - hour, Utc::now() + hour)

@@ -55,6 +55,14 @@ pub enum Checked {
 }
 
 impl Checked {
+    fn parse(text: &str) -> Checked {
+        if text == "alert" {
+            Checked::Alert
+        } else {
+            Checked::Matched
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Checked::Matched => "matched",
@@ -105,7 +113,7 @@ fn list(r: &Row, index: usize) -> Result<Vec<String>, SqlError> {
     serde_json::from_str(&value).map_err(|e| SqlError::decode(index, e))
 }
 
-fn event(r: &Row) -> Result<ApiserverEvent, SqlError> {
+fn event_row(r: &Row) -> Result<ApiserverEvent, SqlError> {
     Ok(ApiserverEvent {
         audit_id: r.get(0)?,
         stage: r.get(1)?,
@@ -126,15 +134,17 @@ fn event(r: &Row) -> Result<ApiserverEvent, SqlError> {
 }
 
 /// The user a write's intent impersonates (its row's JSON names the person
-/// or bot), if `audit_id` has an intent: read here rather than in SQL, whose
-/// JSON functions differ between SQLite and PostgreSQL.
-fn intent_principal(c: &dyn Db, audit_id: &str) -> Result<Option<String>, StoreError> {
+/// or bot), if `audit_id` has an intent for `cluster`: read here rather
+/// than in SQL, whose JSON functions differ between SQLite and PostgreSQL.
+fn intent_principal(c: &dyn Db, audit_id: &str, cluster: &str) -> Result<Option<String>, StoreError> {
     #[derive(serde::Deserialize)]
     struct Named {
         #[serde(default)]
         principal_kind: String,
         #[serde(default)]
         login: String,
+        #[serde(default)]
+        cluster: String,
     }
     let intent: Option<String> = c
         .query_row(
@@ -145,12 +155,15 @@ fn intent_principal(c: &dyn Db, audit_id: &str) -> Result<Option<String>, StoreE
         .optional()?;
     let Some(intent) = intent else { return Ok(None) };
     let named: Named = serde_json::from_str(&intent).map_err(|e| SqlError::decode(0, e))?;
-    Ok(Some(kube_user(&named.principal_kind, &named.login)))
+    Ok((named.cluster == cluster).then(|| kube_user(&named.principal_kind, &named.login)))
 }
 
 impl Store {
     /// Keep `events` in one transaction (all or none), each stage of a
-    /// request once: one already kept is skipped. Returns how many were new.
+    /// request once: one already kept (the same cluster, audit id, time
+    /// received and stage: delivered again) is skipped. Another request
+    /// under the same audit id is kept as its own. Returns how many were
+    /// new.
     pub fn store_apiserver_events(&self, events: &[ApiserverEvent]) -> Result<usize, StoreError> {
         let arrived = text(&Utc::now());
         let insert = format!(
@@ -193,7 +206,7 @@ impl Store {
             Ok(c.query_map(
                 &format!("SELECT {COLUMNS} FROM apiserver_audit WHERE audit_id = ?1 ORDER BY stage_at, stage"),
                 params![audit_id],
-                event,
+                event_row,
             )?)
         })
     }
@@ -212,12 +225,13 @@ impl Store {
                      ORDER BY arrived_at LIMIT ?2"
                 ),
                 params![text(&before), limit as i64],
-                event,
+                event_row,
             )?)
         })
     }
 
-    /// What was decided about `audit_id` before, if anything.
+    /// What was decided about the requests audited under `audit_id`, if
+    /// anything: an alert about any of them outranks a match.
     pub fn apiserver_audit_checked(&self, audit_id: &str) -> Result<Option<Checked>, StoreError> {
         self.with(|c| {
             let found: Option<String> = c
@@ -228,44 +242,128 @@ impl Store {
                     |r| r.get(0),
                 )
                 .optional()?;
-            Ok(found.map(|f| if f == "alert" { Checked::Alert } else { Checked::Matched }))
+            Ok(found.as_deref().map(Checked::parse))
         })
     }
 
-    /// Note what was decided about every stage of `audit_id` kept so far.
-    pub fn mark_apiserver_audit(&self, audit_id: &str, checked: Checked) -> Result<(), StoreError> {
+    /// What was decided about `event`'s request before, if anything.
+    pub fn apiserver_request_checked(&self, event: &ApiserverEvent) -> Result<Option<Checked>, StoreError> {
+        self.with(|c| {
+            let found: Option<String> = c
+                .query_row(
+                    "SELECT checked FROM apiserver_audit WHERE audit_id = ?1 AND cluster = ?2 AND received_at = ?3 \
+                     AND checked <> '' ORDER BY checked = 'alert' DESC LIMIT 1",
+                    params![event.audit_id, event.cluster, text(&event.received_at)],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(found.as_deref().map(Checked::parse))
+        })
+    }
+
+    /// Note what was decided about every stage of `event`'s request kept
+    /// so far.
+    pub fn mark_apiserver_request(&self, event: &ApiserverEvent, checked: Checked) -> Result<(), StoreError> {
         self.with(|c| {
             c.execute(
-                "UPDATE apiserver_audit SET checked = ?2 WHERE audit_id = ?1 AND checked = ''",
-                params![audit_id, checked.as_str()],
+                "UPDATE apiserver_audit SET checked = ?4 WHERE audit_id = ?1 AND cluster = ?2 AND received_at = ?3 \
+                 AND checked = ''",
+                params![
+                    event.audit_id,
+                    event.cluster,
+                    text(&event.received_at),
+                    checked.as_str()
+                ],
             )?;
             Ok(())
         })
     }
 
-    /// Did portcullis send request `audit_id`, and as whom: a row that is
-    /// not an alert, a write's intent (each names its person or bot), or a
-    /// forwarded record (portcullis's own requests impersonate nobody; a
-    /// client's stream still open has no row yet to say whom).
-    pub fn portcullis_sent_as(&self, audit_id: &str) -> Result<Sent, StoreError> {
+    /// Every stage kept of `event`'s request, in the order they happened.
+    pub fn apiserver_request_stages(&self, event: &ApiserverEvent) -> Result<Vec<ApiserverEvent>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM apiserver_audit WHERE audit_id = ?1 AND cluster = ?2 AND received_at = ?3 \
+                     ORDER BY stage_at, stage"
+                ),
+                params![event.audit_id, event.cluster, text(&event.received_at)],
+                event_row,
+            )?)
+        })
+    }
+
+    /// When the API server received the first request it audited under
+    /// `audit_id` on `cluster`.
+    pub fn first_apiserver_request(&self, audit_id: &str, cluster: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.with(|c| {
+            let first: Option<String> = c.query_row(
+                "SELECT MIN(received_at) FROM apiserver_audit WHERE audit_id = ?1 AND cluster = ?2",
+                params![audit_id, cluster],
+                |r| r.get(0),
+            )?;
+            first
+                .map(|t| {
+                    DateTime::parse_from_rfc3339(&t)
+                        .map(|t| t.with_timezone(&Utc))
+                        .map_err(|e| StoreError::from(SqlError::decode(0, e)))
+                })
+                .transpose()
+        })
+    }
+
+    /// How long portcullis's request `audit_id` to `cluster` took, once it
+    /// is over: every request it sent the cluster under that id began
+    /// within it. A row's duration; none for its own (one request each);
+    /// not known while a client's stream is still open, or if it never
+    /// sent it.
+    pub fn portcullis_request_span(&self, audit_id: &str, cluster: &str) -> Result<Option<u64>, StoreError> {
+        self.with(|c| {
+            let took: Option<i64> = c
+                .query_row(
+                    "SELECT duration_ms FROM audit WHERE id = ?1 AND cluster = ?2 AND kind = '' LIMIT 1",
+                    params![audit_id, cluster],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(took) = took {
+                return Ok(Some(took.max(0) as u64));
+            }
+            let own: Option<String> = c
+                .query_row(
+                    "SELECT kind FROM audit_forwarded WHERE id = ?1 AND cluster = ?2",
+                    params![audit_id, cluster],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok((own.as_deref() == Some("system")).then_some(0))
+        })
+    }
+
+    /// Did portcullis send request `audit_id` to `cluster`, and as whom: a
+    /// row that is not an alert, a write's intent (each names its person or
+    /// bot), or a forwarded record (portcullis's own requests impersonate
+    /// nobody; a client's stream still open has no row yet to say whom).
+    /// An id portcullis sent to another cluster is one it never sent here.
+    pub fn portcullis_sent_as(&self, audit_id: &str, cluster: &str) -> Result<Sent, StoreError> {
         self.with(|c| {
             let row: Option<(String, String)> = c
                 .query_row(
-                    "SELECT principal_kind, login FROM audit WHERE id = ?1 AND kind = '' LIMIT 1",
-                    params![audit_id],
+                    "SELECT principal_kind, login FROM audit WHERE id = ?1 AND cluster = ?2 AND kind = '' LIMIT 1",
+                    params![audit_id, cluster],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
             if let Some((kind, login)) = row {
                 return Ok(Sent::As(kube_user(&kind, &login)));
             }
-            if let Some(intent) = intent_principal(c, audit_id)? {
+            if let Some(intent) = intent_principal(c, audit_id, cluster)? {
                 return Ok(Sent::As(intent));
             }
             let record: Option<String> = c
                 .query_row(
-                    "SELECT kind FROM audit_forwarded WHERE id = ?1",
-                    params![audit_id],
+                    "SELECT kind FROM audit_forwarded WHERE id = ?1 AND cluster = ?2",
+                    params![audit_id, cluster],
                     |r| r.get(0),
                 )
                 .optional()?;
@@ -308,7 +406,8 @@ impl Store {
 /// matched over a time (`portcullis admin audit coverage`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Coverage {
-    /// Requests the API server audited about portcullis (distinct ids).
+    /// Requests the API server audited about portcullis (each audit id
+    /// and time received: an id reused around portcullis is another).
     pub apiserver_requests: u64,
     /// Of those, matched to what portcullis sent.
     pub matched: u64,
@@ -332,7 +431,7 @@ const APISERVER_SIDE: &str = "SELECT COUNT(*), COUNT(CASE WHEN state = 'matched'
      COUNT(CASE WHEN state = 'alert' THEN 1 END), COUNT(CASE WHEN state = '' THEN 1 END) FROM ( \
      SELECT CASE WHEN COUNT(CASE WHEN checked = 'alert' THEN 1 END) > 0 THEN 'alert' \
      WHEN COUNT(CASE WHEN checked = 'matched' THEN 1 END) > 0 THEN 'matched' \
-     ELSE '' END AS state FROM apiserver_audit WHERE cluster = ?1 AND arrived_at >= ?2 GROUP BY audit_id) AS requests";
+     ELSE '' END AS state FROM apiserver_audit WHERE cluster = ?1 AND arrived_at >= ?2 GROUP BY audit_id, received_at) AS requests";
 
 const PORTCULLIS_SIDE: &str = "WITH sent (id, own) AS ( \
      SELECT id, kind = 'system' FROM audit_forwarded WHERE cluster = ?1 AND at >= ?2 AND at < ?3 \
@@ -340,7 +439,7 @@ const PORTCULLIS_SIDE: &str = "WITH sent (id, own) AS ( \
      AND (forwarded OR (is_write AND refused = '')) \
      AND started_at >= ?2 AND started_at < ?3), \
      lost (own) AS (SELECT own FROM sent WHERE NOT EXISTS \
-     (SELECT 1 FROM apiserver_audit a WHERE a.audit_id = sent.id)) \
+     (SELECT 1 FROM apiserver_audit a WHERE a.audit_id = sent.id AND a.cluster = ?1)) \
      SELECT (SELECT COUNT(*) FROM sent), (SELECT COUNT(*) FROM lost), (SELECT COUNT(*) FROM lost WHERE own)";
 
 impl Store {

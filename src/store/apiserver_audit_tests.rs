@@ -1,5 +1,12 @@
 use super::*;
 use crate::store::testing;
+use chrono::TimeZone;
+
+/// When the API server received each test request: the same for every
+/// stage of one, as the API server's own events say.
+fn received() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 7, 9, 0, 0).unwrap()
+}
 
 fn event(id: &str, stage: &str) -> ApiserverEvent {
     ApiserverEvent {
@@ -8,7 +15,7 @@ fn event(id: &str, stage: &str) -> ApiserverEvent {
         cluster: "prod".into(),
         user: "system:serviceaccount:portcullis:portcullis".into(),
         source_ips: vec!["10.0.0.1".into()],
-        received_at: Utc::now(),
+        received_at: received(),
         stage_at: Utc::now(),
         ..ApiserverEvent::default()
     }
@@ -36,12 +43,16 @@ fn a_stage_delivered_twice_is_kept_once() {
 fn a_forwarded_record_is_what_portcullis_sent() {
     for store in testing::both() {
         let b = store.backend;
-        assert_eq!(store.portcullis_sent_as("b").unwrap(), Sent::No, "{b}");
+        assert_eq!(store.portcullis_sent_as("b", "prod").unwrap(), Sent::No, "{b}");
         store.record_forwarded("b", "prod", "system", Utc::now()).unwrap();
-        assert_eq!(store.portcullis_sent_as("b").unwrap(), Sent::As(String::new()), "{b}");
+        assert_eq!(
+            store.portcullis_sent_as("b", "prod").unwrap(),
+            Sent::As(String::new()),
+            "{b}"
+        );
         store.record_forwarded("c", "prod", "request", Utc::now()).unwrap();
-        assert_eq!(store.portcullis_sent_as("c").unwrap(), Sent::Unknown, "{b}");
-        let intent = r#"{"id":"c","principal_kind":"bot","login":"deployer"}"#;
+        assert_eq!(store.portcullis_sent_as("c", "prod").unwrap(), Sent::Unknown, "{b}");
+        let intent = r#"{"id":"c","cluster":"prod","principal_kind":"bot","login":"deployer"}"#;
         store
             .with(|c| {
                 Ok(c.execute(
@@ -51,15 +62,20 @@ fn a_forwarded_record_is_what_portcullis_sent() {
             })
             .unwrap();
         assert_eq!(
-            store.portcullis_sent_as("c").unwrap(),
+            store.portcullis_sent_as("c", "prod").unwrap(),
             Sent::As("bot:deployer".into()),
             "{b}"
         );
-        store.store_apiserver_events(&[event("b", "ResponseComplete")]).unwrap();
-        assert_eq!(store.apiserver_audit_checked("b").unwrap(), None, "{b}");
-        store.mark_apiserver_audit("b", Checked::Matched).unwrap();
         assert_eq!(
-            store.apiserver_audit_checked("b").unwrap(),
+            store.portcullis_sent_as("c", "test").unwrap(),
+            Sent::No,
+            "{b}: an intent for another cluster"
+        );
+        store.store_apiserver_events(&[event("b", "ResponseComplete")]).unwrap();
+        assert_eq!(store.apiserver_request_checked(&event("b", "")).unwrap(), None, "{b}");
+        store.mark_apiserver_request(&event("b", ""), Checked::Matched).unwrap();
+        assert_eq!(
+            store.apiserver_request_checked(&event("b", "")).unwrap(),
             Some(Checked::Matched),
             "{b}"
         );
@@ -82,10 +98,14 @@ fn unchecked_events_are_listed_oldest_first_and_an_alert_outranks_a_match() {
         };
         assert_eq!(ids(10), ["x", "y"], "{b}");
         assert_eq!(ids(1), ["x"], "{b}");
-        store.mark_apiserver_audit("x", Checked::Matched).unwrap();
+        store.mark_apiserver_request(&event("x", ""), Checked::Matched).unwrap();
         store.store_apiserver_events(&[event("x", "ResponseComplete")]).unwrap();
-        store.mark_apiserver_audit("x", Checked::Alert).unwrap();
-        assert_eq!(store.apiserver_audit_checked("x").unwrap(), Some(Checked::Alert), "{b}");
+        store.mark_apiserver_request(&event("x", ""), Checked::Alert).unwrap();
+        assert_eq!(
+            store.apiserver_request_checked(&event("x", "")).unwrap(),
+            Some(Checked::Alert),
+            "{b}"
+        );
         assert_eq!(ids(10), ["y"], "{b}");
     }
 }
@@ -106,8 +126,12 @@ fn coverage_counts_each_side_and_what_the_other_lacks() {
             event("new", "ResponseComplete"),
         ];
         store.store_apiserver_events(&batch).unwrap();
-        store.mark_apiserver_audit("both", Checked::Matched).unwrap();
-        store.mark_apiserver_audit("leaked", Checked::Alert).unwrap();
+        store
+            .mark_apiserver_request(&event("both", ""), Checked::Matched)
+            .unwrap();
+        store
+            .mark_apiserver_request(&event("leaked", ""), Checked::Alert)
+            .unwrap();
         let since = before - chrono::TimeDelta::seconds(1);
         let coverage = store.apiserver_coverage("prod", since, Utc::now()).unwrap();
         let expected = Coverage {

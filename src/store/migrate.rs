@@ -5,8 +5,10 @@
 //! together).
 //!
 //! Rolling upgrades: a migration only expands (new tables, new columns with
-//! defaults, new indexes) or narrows an index (0019: the previous release's
-//! queries by kind then scan), so the previous release keeps working on the
+//! defaults, new indexes), narrows an index (0019: the previous release's
+//! queries by kind then scan) or widens a key (0022: the API server's
+//! events by request, which the previous release's inserts and queries by
+//! audit id still fit), so the previous release keeps working on the
 //! schema of the next one; what it would remove waits for a later release.
 //! A replica therefore runs on its own version or the next one, and refuses
 //! to start on anything newer, saying so.
@@ -40,7 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0019_audit_by_kind_partial.sql"),
     include_str!("migrations/0020_device_requester.sql"),
     include_str!("migrations/0021_session_credentials.sql"),
-    include_str!("migrations/0022_agent_consented_with.sql"),
+    include_str!("migrations/0022_consent_and_apiserver_requests.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -66,7 +68,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0019_audit_by_kind_partial.sql"),
     include_str!("migrations/postgres/0020_device_requester.sql"),
     include_str!("migrations/postgres/0021_session_credentials.sql"),
-    include_str!("migrations/postgres/0022_agent_consented_with.sql"),
+    include_str!("migrations/postgres/0022_consent_and_apiserver_requests.sql"),
 ];
 
 /// The schema version this release knows.

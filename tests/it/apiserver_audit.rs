@@ -282,6 +282,43 @@ async fn a_request_with_portcullis_audit_id_impersonating_someone_else_becomes_a
     assert_eq!(rows(&env, alerts).len(), 1, "only the reused audit id is an alert");
 }
 
+/// The API server takes a client's `Audit-ID` as it is: a request sent
+/// around portcullis with an id portcullis used, as the same person and
+/// groups, ten minutes after portcullis's own, is kept as a request of its
+/// own (not dropped as a delivery again) and becomes an alert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_request_under_an_audit_id_portcullis_used_becomes_an_alert_though_it_impersonates_the_same() {
+    let (env, _token_dir) = start().await;
+    let ana = env.person("ana", &[("viewer", Some("shop"))]);
+    let pods = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
+    let sent = audit_id(&env.raw().get(&pods, &ana).await);
+    row(&env, &sent).await;
+    let own = event(&sent, "ResponseComplete", Some("user:ana"));
+    let mut again = own.clone();
+    again["requestReceivedTimestamp"] = json!("2026-01-02T03:14:05.000001Z");
+    again["stageTimestamp"] = json!("2026-01-02T03:14:05.100000Z");
+    assert_eq!(
+        post(&env, Some(WEBHOOK_TOKEN), batch(vec![own, again])).await.status,
+        200
+    );
+    let alerts = Filter {
+        kind: Some("alert".into()),
+        ..Filter::default()
+    };
+    let raised = eventually("an alert row", async || rows(&env, alerts.clone()).pop())
+        .await
+        .row;
+    assert_eq!(
+        (raised.id.as_str(), raised.reason.as_str()),
+        (sent.as_str(), "ReusedAuditID")
+    );
+    assert!(
+        raised.started_at.to_rfc3339().starts_with("2026-01-02T03:14:05"),
+        "{raised:?}"
+    );
+    assert_eq!(rows(&env, alerts).len(), 1, "portcullis's own request is no alert");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coverage_counts_matched_events_alerts_and_requests_whose_event_never_came() {
     let (env, _token_dir) = start().await;
