@@ -332,6 +332,16 @@ mod tests {
         super::super::commit_event(&store, sent("as-ana", "ana")).unwrap();
         super::super::commit_event(&store, sent("reused", "ana")).unwrap();
         store.record_forwarded("own", "prod", "system", Utc::now()).unwrap();
+        // A watch still open, sent as ana: its row is written when it ends.
+        store
+            .with(|c| {
+                Ok(c.execute(
+                    "INSERT INTO audit_forwarded (id, cluster, kind, at, principal_kind, login) \
+                     VALUES ('watching', 'prod', 'request', ?1, 'person', 'ana')",
+                    crate::store::sql::params![Utc::now().to_rfc3339()],
+                )?)
+            })
+            .unwrap();
         let impersonating = |id: &str, user: &str| ApiserverEvent {
             impersonated_user: user.into(),
             ..event(id, "ResponseComplete")
@@ -342,11 +352,12 @@ mod tests {
             event("reused", "RequestReceived"),
             impersonating("reused", "user:bob"),
             impersonating("own", "bot:deployer"),
+            impersonating("watching", "user:bob"),
         ];
         store.store_apiserver_events(&batch).unwrap();
         let alerts = Counter::default();
         let later = Utc::now() + chrono::TimeDelta::seconds(1);
-        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 2);
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 3);
         assert_eq!(
             store.apiserver_request_checked(&event("as-ana", "")).unwrap(),
             Some(Checked::Matched)
@@ -361,7 +372,14 @@ mod tests {
             .iter()
             .map(|r| (r.row.id.as_str(), r.row.reason.as_str()))
             .collect();
-        assert_eq!(found, [("reused", IMPERSONATION), ("own", IMPERSONATION)]);
+        assert_eq!(
+            found,
+            [
+                ("reused", IMPERSONATION),
+                ("own", IMPERSONATION),
+                ("watching", IMPERSONATION)
+            ]
+        );
         assert!(
             rows[0].row.query.contains("impersonatedUser=user%3Abob"),
             "{}",

@@ -2,7 +2,9 @@
 //! when it leaves rather than when its row is (a watch's or an exec's row
 //! is written when it closes, hours later perhaps). The API server's events
 //! are matched against rows, intents and these records (`audit::bypass`),
-//! so a stream still open is never taken for a bypass.
+//! so a stream still open is never taken for a bypass; a client's record
+//! names whom it was sent as, so one impersonating someone else under its
+//! id still is.
 //!
 //! The request path hands them to the audit writer, which commits them
 //! with its next batch of rows; portcullis's own requests (the reconciler's)
@@ -30,6 +32,12 @@ pub struct Forwarded {
     /// `request` (a client's, through the pipeline) or `system`
     /// (portcullis's own).
     pub kind: &'static str,
+    /// Whom a client's request impersonates: `person` or `bot` (empty for
+    /// portcullis's own, or not said), and its login, so that a stream
+    /// still open, whose row is not written yet, says whom it was sent as.
+    pub principal_kind: &'static str,
+    /// The person's or bot's name.
+    pub login: String,
     /// When it left.
     pub at: DateTime<Utc>,
 }
@@ -41,7 +49,24 @@ impl Forwarded {
             id: id.to_string(),
             cluster: cluster.to_string(),
             kind: REQUEST,
+            principal_kind: "",
+            login: String::new(),
             at: Utc::now().trunc_subsecs(6),
+        }
+    }
+
+    /// Sent as the person or bot `login` (`principal_kind` as a row says
+    /// it; any other kind says nobody).
+    pub fn as_principal(self, principal_kind: &str, login: &str) -> Forwarded {
+        let principal_kind = match principal_kind {
+            "person" => "person",
+            "bot" => "bot",
+            _ => return self,
+        };
+        Forwarded {
+            principal_kind,
+            login: login.to_string(),
+            ..self
         }
     }
 
@@ -159,7 +184,7 @@ mod tests {
             let writer = AuditWriter::spawn(audit, None, settings, WriterMetrics::default());
             let (read, open) = (row("prod", ""), uuid::Uuid::now_v7().to_string());
             writer.forwarded(Forwarded::request(&read.id, "prod"));
-            writer.forwarded(Forwarded::request(&open, "prod"));
+            writer.forwarded(Forwarded::request(&open, "prod").as_principal("person", "ana"));
             writer.submit(read.clone());
             writer.flush().await;
             let records: Vec<String> = store
@@ -185,7 +210,11 @@ mod tests {
                 Sent::As("user:ana".into()),
                 "{b}"
             );
-            assert_eq!(store.portcullis_sent_as(&open, "prod").unwrap(), Sent::Unknown, "{b}");
+            assert_eq!(
+                store.portcullis_sent_as(&open, "prod").unwrap(),
+                Sent::As("user:ana".into()),
+                "{b}: a stream still open says whom it was sent as"
+            );
             assert_eq!(
                 store.portcullis_sent_as(&open, "test").unwrap(),
                 Sent::No,

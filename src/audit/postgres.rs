@@ -389,11 +389,16 @@ fn insert_forwarded(db: &dyn Db, forwarded: &[Forwarded]) -> Result<(), AuditErr
     }
     let records: Vec<Value> = forwarded
         .iter()
-        .map(|f| serde_json::json!({"id": f.id, "cluster": f.cluster, "kind": f.kind, "at": timestamp(&f.at)}))
+        .map(|f| {
+            serde_json::json!({"id": f.id, "cluster": f.cluster, "kind": f.kind, "at": timestamp(&f.at),
+                "principal_kind": f.principal_kind, "login": f.login})
+        })
         .collect();
     db.execute(
-        "INSERT INTO audit_forwarded (id, cluster, kind, at) SELECT id, cluster, kind, at \
-         FROM json_to_recordset(CAST(CAST(?1 AS TEXT) AS json)) AS f(id TEXT, cluster TEXT, kind TEXT, at TEXT) \
+        "INSERT INTO audit_forwarded (id, cluster, kind, at, principal_kind, login) \
+         SELECT id, cluster, kind, at, principal_kind, login \
+         FROM json_to_recordset(CAST(CAST(?1 AS TEXT) AS json)) \
+         AS f(id TEXT, cluster TEXT, kind TEXT, at TEXT, principal_kind TEXT, login TEXT) \
          ON CONFLICT DO NOTHING",
         params![Value::Array(records).to_string()],
     )?;

@@ -30,7 +30,8 @@ impl Pipeline {
             // A write's intent says it was sent; a read (a watch, an exec
             // open for hours) is recorded now, batched with the rows, so
             // the API server's event for it is never taken for a bypass.
-            let sent = Forwarded::request(&trace.row.id, &trace.row.cluster);
+            let row = &trace.row;
+            let sent = Forwarded::request(&row.id, &row.cluster).as_principal(&row.principal_kind, &row.login);
             self.audit.writer().forwarded(sent);
             return Ok(());
         }

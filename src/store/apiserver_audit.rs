@@ -341,9 +341,10 @@ impl Store {
     }
 
     /// Did portcullis send request `audit_id` to `cluster`, and as whom: a
-    /// row that is not an alert, a write's intent (each names its person or
-    /// bot), or a forwarded record (portcullis's own requests impersonate
-    /// nobody; a client's stream still open has no row yet to say whom).
+    /// row that is not an alert, a write's intent or a forwarded record
+    /// (each names its person or bot; portcullis's own requests impersonate
+    /// nobody; a record of the release before says nobody, so whom is not
+    /// known).
     /// An id portcullis sent to another cluster is one it never sent here.
     pub fn portcullis_sent_as(&self, audit_id: &str, cluster: &str) -> Result<Sent, StoreError> {
         self.with(|c| {
@@ -360,23 +361,26 @@ impl Store {
             if let Some(intent) = intent_principal(c, audit_id, cluster)? {
                 return Ok(Sent::As(intent));
             }
-            let record: Option<String> = c
+            let record: Option<(String, String, String)> = c
                 .query_row(
-                    "SELECT kind FROM audit_forwarded WHERE id = ?1 AND cluster = ?2",
+                    "SELECT kind, principal_kind, login FROM audit_forwarded WHERE id = ?1 AND cluster = ?2",
                     params![audit_id, cluster],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()?;
-            Ok(match record.as_deref() {
-                Some("system") => Sent::As(String::new()),
-                Some(_) => Sent::Unknown,
+            Ok(match record {
+                Some((kind, ..)) if kind == "system" => Sent::As(String::new()),
+                // A record of the release before says nobody.
+                Some((_, principal_kind, _)) if principal_kind.is_empty() => Sent::Unknown,
+                Some((_, principal_kind, login)) => Sent::As(kube_user(&principal_kind, &login)),
                 None => Sent::No,
             })
         })
     }
 
     /// Record that request `id` (of `kind`: `request` or `system`) left for
-    /// `cluster` at `at`.
+    /// `cluster` at `at`, as nobody in particular (the audit writer
+    /// records the requests it forwards itself, with whom they were sent as).
     pub fn record_forwarded(&self, id: &str, cluster: &str, kind: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.with(|c| {
             c.execute(

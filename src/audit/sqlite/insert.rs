@@ -94,13 +94,21 @@ pub(super) fn forwarded(tx: &Transaction<'_>, records: &[Forwarded]) -> rusqlite
     let mut left = records;
     while !left.is_empty() {
         let (now, later) = left.split_at(piece(left.len()));
-        let head = || "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at)".to_string();
-        let mut insert = tx.prepare_cached(sql(&SQL, head, 4, now.len()))?;
+        let head =
+            || "INSERT OR IGNORE INTO audit_forwarded (id, cluster, kind, at, principal_kind, login)".to_string();
+        let mut insert = tx.prepare_cached(sql(&SQL, head, 6, now.len()))?;
         for (i, record) in now.iter().enumerate() {
             let at = Stamp::micros(&record.at);
-            let values: [&dyn ToSql; 4] = [&record.id, &record.cluster, &record.kind, &at.as_str()];
+            let values: [&dyn ToSql; 6] = [
+                &record.id,
+                &record.cluster,
+                &record.kind,
+                &at.as_str(),
+                &record.principal_kind,
+                &record.login,
+            ];
             for (j, value) in values.into_iter().enumerate() {
-                insert.raw_bind_parameter(i * 4 + j + 1, value)?;
+                insert.raw_bind_parameter(i * 6 + j + 1, value)?;
             }
         }
         insert.raw_execute()?;
