@@ -60,11 +60,13 @@ fn credential_lookup(c: &mut Criterion) {
     headers.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
     // The first call reads the store; every measured one is a cache hit, as
     // all but one request in two seconds are.
-    runtime.block_on(authenticator.authenticate(&headers)).unwrap();
+    runtime
+        .block_on(authenticator.authenticate(&headers, "127.0.0.1"))
+        .unwrap();
     c.bench_function("authenticate a cached credential", |b| {
         b.iter(|| {
             runtime
-                .block_on(authenticator.authenticate(black_box(&headers)))
+                .block_on(authenticator.authenticate(black_box(&headers), "127.0.0.1"))
                 .unwrap()
         })
     });

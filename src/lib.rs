@@ -52,7 +52,8 @@
 //!
 //! Modules only import downwards, lowest first: wire types (`body`,
 //! `status`, `document`, `secrets` (Secret values hidden in Kubernetes
-//! documents), `text`, `tls`, `logs`) → `config` → `identity` → `store` → domain
+//! documents), `text`, `tls`, `logs`, `ratelimit` (token buckets by key))
+//! → `config` → `identity` → `store` → domain
 //! (`audit`, `access`, `approvals`, `reconcile`, `signin`; no CLI, no
 //! doors) →
 //! `gateway` (the pipeline) → `doors` and `mcp` (the doors) → `app`, `cli` (one file per
@@ -76,6 +77,7 @@ pub mod identity;
 pub mod logs;
 pub mod mcp;
 pub mod oauth;
+pub mod ratelimit;
 pub mod reconcile;
 pub mod secrets;
 pub mod signin;

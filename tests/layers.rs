@@ -15,7 +15,16 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "wire types",
-        &["body", "document", "logs", "secrets", "status", "text", "tls"],
+        &[
+            "body",
+            "document",
+            "logs",
+            "ratelimit",
+            "secrets",
+            "status",
+            "text",
+            "tls",
+        ],
     ),
     ("config", &["config"]),
     ("identity", &["identity"]),

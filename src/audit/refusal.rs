@@ -30,6 +30,9 @@ pub enum Refusal {
     /// The token is bound to another place (an OAuth access token, for
     /// `/mcp` only, sent elsewhere).
     TokenWrongAudience,
+    /// A token not looked up: its address sent too many unknown ones of
+    /// late (`[limits] failed_authentications_per_minute`).
+    TooManyFailures,
     /// The token endpoint refused a grant (the OAuth error is the row's
     /// reason).
     OAuthToken,
@@ -195,6 +198,7 @@ impl Refusal {
             R::TokenExpired => "expired",
             R::TokenRevoked => "revoked",
             R::TokenWrongAudience => "wrong_audience",
+            R::TooManyFailures => "too_many_failures",
             R::OAuthToken => "oauth_token",
             R::McpSessionForeign => "mcp_session_foreign",
             R::CredentialsUnavailable => "store_unavailable",
@@ -281,6 +285,7 @@ impl From<&AuthError> for Refusal {
             AuthError::Revoked { .. } => Refusal::TokenRevoked,
             AuthError::WrongAudience { .. } => Refusal::TokenWrongAudience,
             AuthError::StoreUnavailable => Refusal::CredentialsUnavailable,
+            AuthError::TooManyFailures { .. } => Refusal::TooManyFailures,
         }
     }
 }
@@ -320,6 +325,10 @@ mod tests {
             AuthError::Revoked { prefix: prefix() },
             AuthError::WrongAudience { prefix: prefix() },
             AuthError::StoreUnavailable,
+            AuthError::TooManyFailures {
+                prefix: prefix(),
+                retry_after_secs: 1,
+            },
         ] {
             assert_eq!(Refusal::from(&error).as_str(), error.reason(), "{error:?}");
         }

@@ -174,6 +174,12 @@ pub struct Limits {
     /// that; more are refused with 429. Each replica's streaming connections carry 64 × 250
     /// streams a cluster, so no one caller takes them all.
     pub streams_per_caller: usize,
+    /// Tokens unknown to portcullis one client address may present per
+    /// minute (60; an IPv6 address counts with its /64). Past it, a token
+    /// that has not authenticated here before is refused with 429 before
+    /// the store is asked: a flood of made-up tokens costs a lookup in a
+    /// map, not a query. Tokens that worked before are not held back.
+    pub failed_authentications_per_minute: u32,
 }
 
 impl Default for Limits {
@@ -185,6 +191,7 @@ impl Default for Limits {
             connections: 10_000,
             idle_timeout: Duration::from_secs(90),
             streams_per_caller: 1000,
+            failed_authentications_per_minute: 60,
         }
     }
 }

@@ -52,7 +52,7 @@ impl Doors {
         }
         let identity = self
             .authenticator
-            .authenticate(request.headers())
+            .authenticate(request.headers(), &trace.row.client)
             .await
             .map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);

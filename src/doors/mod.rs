@@ -82,7 +82,8 @@ impl Doors {
             clients: clients.clone(),
             mcp: crate::mcp::Endpoint::new(pipeline.clone(), config, store.clone()),
             pipeline,
-            authenticator: Authenticator::new(store.clone()),
+            authenticator: Authenticator::new(store.clone())
+                .limiting_failures(config.limits.failed_authentications_per_minute),
             trusted_proxies: config.trusted_proxies.clone(),
             web: web::Web::new(config, store.clone(), clients)?,
             api: api::Api::new(config, store.clone()),
@@ -262,7 +263,7 @@ impl Doors {
         }
         let identity = self
             .authenticator
-            .authenticate(request.headers())
+            .authenticate(request.headers(), &trace.row.client)
             .await
             .map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);
@@ -277,7 +278,10 @@ impl Doors {
     async fn mcp_request(&self, request: Request<Incoming>, trace: &mut Trace) -> Result<Response<Body>, RequestError> {
         trace.row.verb = request.method().as_str().to_ascii_lowercase();
         let mcp = Some(crate::identity::Audience::Mcp);
-        let identity = match self.authenticator.authenticate_for(request.headers(), mcp).await {
+        let asked = self
+            .authenticator
+            .authenticate_for(request.headers(), mcp, &trace.row.client);
+        let identity = match asked.await {
             Ok(identity) => identity,
             Err(error) => {
                 let error = self.unauthorized(error, trace);

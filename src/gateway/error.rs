@@ -436,6 +436,14 @@ fn unauthenticated(error: &AuthError) -> Status {
         AuthError::StoreUnavailable => {
             return Status::unavailable("portcullis cannot check credentials now; try again")
         }
+        AuthError::TooManyFailures { retry_after_secs, .. } => {
+            return Status::failure(429, "TooManyRequests", error.to_string()).with_details(
+                crate::status::StatusDetails {
+                    retry_after_seconds: Some(*retry_after_secs),
+                    ..crate::status::StatusDetails::default()
+                },
+            )
+        }
         AuthError::Missing => "Unauthorized: send a portcullis token as 'Authorization: Bearer <token>'".to_string(),
         other => format!("Unauthorized: {other}"),
     };

@@ -7,22 +7,29 @@
 //! tells them of the change (the server calls [`Authenticator::forget_all`]);
 //! the cache lifetime bounds it when that word is missed.
 //! Unknown tokens are never cached, so a flood of made-up tokens cannot grow
-//! memory.
+//! memory; and past `[limits] failed_authentications_per_minute` of them
+//! from one address, that address's tokens that never worked here are
+//! refused without asking the store, so it cannot keep the store busy either.
 //!
 //! Credentials are read through [`CredentialSource`], which the store
 //! implements: identity sits below the store and does not know how
 //! credentials are kept.
 
 use super::{credential, Agent, Audience, Credential, Identity, Origin};
+use crate::ratelimit::RateLimiter;
 use chrono::{DateTime, Utc};
-use dashmap::DashMap;
+use dashmap::{DashMap, DashSet};
 use http::HeaderMap;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a cached credential is trusted without asking the store again.
 pub const CACHE_TTL: Duration = Duration::from_secs(2);
+/// Token digests kept as known to the store before `worked` starts again
+/// (3 MiB of digests).
+const WORKED_MAX: usize = 100_000;
 /// `last_used_at` is written at most this often per credential.
 const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
@@ -68,6 +75,15 @@ pub enum AuthError {
         /// Token prefix.
         prefix: String,
     },
+    /// The caller's address presented too many unknown tokens of late,
+    /// and this one has not authenticated here before: not looked up.
+    #[error("too many unknown tokens from your address: token {prefix}… not checked; retry in {retry_after_secs} s")]
+    TooManyFailures {
+        /// Token prefix.
+        prefix: String,
+        /// When the address may try again.
+        retry_after_secs: u32,
+    },
 }
 
 impl AuthError {
@@ -81,6 +97,7 @@ impl AuthError {
             AuthError::Revoked { .. } => "revoked",
             AuthError::StoreUnavailable => "store_unavailable",
             AuthError::WrongAudience { .. } => "wrong_audience",
+            AuthError::TooManyFailures { .. } => "too_many_failures",
         }
     }
 
@@ -91,7 +108,8 @@ impl AuthError {
             | AuthError::Unknown { prefix }
             | AuthError::Expired { prefix }
             | AuthError::Revoked { prefix }
-            | AuthError::WrongAudience { prefix } => Some(prefix),
+            | AuthError::WrongAudience { prefix }
+            | AuthError::TooManyFailures { prefix, .. } => Some(prefix),
             AuthError::Missing | AuthError::StoreUnavailable => None,
         }
     }
@@ -158,6 +176,13 @@ pub struct Authenticator {
     /// revocation must not put what it read back after the revocation
     /// emptied the cache.
     generation: AtomicU64,
+    /// Unknown tokens presented, per client address: past the limit, a
+    /// token not in `worked` is refused before the store is asked.
+    failures: Option<RateLimiter>,
+    /// The digests of tokens the store knew, kept through the cache's
+    /// forgetting (another replica's change empties it), so that callers
+    /// sharing an address with a flood are not held back with it.
+    worked: DashSet<[u8; 32], foldhash::fast::RandomState>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -175,13 +200,26 @@ impl Authenticator {
             store: Arc::new(store),
             cache: DashMap::default(),
             generation: AtomicU64::new(0),
+            failures: None,
+            worked: DashSet::default(),
+        }
+    }
+
+    /// Hold back an address past `per_minute` unknown tokens (a burst of
+    /// as many): its tokens that never authenticated here are refused
+    /// without a store query until it is under the rate again.
+    pub fn limiting_failures(self, per_minute: u32) -> Self {
+        Authenticator {
+            failures: Some(RateLimiter::new(per_minute, per_minute)),
+            ..self
         }
     }
 
     /// Authenticate the request's bearer token, for any place but `/mcp`:
-    /// a token whose audience is `/mcp` is refused here.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
-        self.authenticate_for(headers, None).await
+    /// a token whose audience is `/mcp` is refused here. `from` is the
+    /// client's address as the audit row has it (empty: not limited).
+    pub async fn authenticate(&self, headers: &HeaderMap, from: &str) -> Result<Identity, AuthError> {
+        self.authenticate_for(headers, None, from).await
     }
 
     /// Authenticate the bearer token of a request to the place `audience`
@@ -191,6 +229,7 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         audience: Option<Audience>,
+        from: &str,
     ) -> Result<Identity, AuthError> {
         let token = bearer_token(headers).ok_or(AuthError::Missing)?;
         // Only a refusal shows the prefix: an accepted token is not copied.
@@ -201,10 +240,16 @@ impl Authenticator {
         credential::check(token).map_err(|_| AuthError::Malformed {
             prefix: credential::shown_if_ours(token),
         })?;
-        let found = self
-            .lookup(credential::digest(token))
-            .await?
-            .ok_or_else(|| AuthError::Unknown { prefix: prefix() })?;
+        let found = match self.lookup(credential::digest(token), Some(from)).await {
+            Ok(found) => found.ok_or_else(|| AuthError::Unknown { prefix: prefix() })?,
+            Err(Refused::HeldBack(wait)) => {
+                return Err(AuthError::TooManyFailures {
+                    prefix: prefix(),
+                    retry_after_secs: u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX),
+                })
+            }
+            Err(Refused::Store) => return Err(AuthError::StoreUnavailable),
+        };
         let now = Utc::now();
         let cred = &found.lookup.credential;
         let agent_disabled = found.agent.as_ref().is_some_and(|a| a.disabled);
@@ -231,7 +276,7 @@ impl Authenticator {
     /// (not revoked or expired, its owner and agent enabled)? `None` when
     /// the store cannot say: an open stream is not ended for a blip.
     pub async fn still_works(&self, digest: [u8; 32]) -> Option<bool> {
-        let found = match self.lookup(digest).await {
+        let found = match self.lookup(digest, None).await {
             Ok(found) => found,
             Err(_) => return None,
         };
@@ -265,11 +310,23 @@ impl Authenticator {
             .retain(|_, cached| cached.found.agent.as_ref().is_none_or(|agent| agent.id != id));
     }
 
-    async fn lookup(&self, digest: [u8; 32]) -> Result<Option<Found>, AuthError> {
+    /// The credential of the token whose SHA-256 is `digest`, from the
+    /// cache or the store; a token presented `from` an address held back
+    /// is looked up only if it authenticated here before.
+    async fn lookup(&self, digest: [u8; 32], from: Option<&str>) -> Result<Option<Found>, Refused> {
         if let Some(cached) = self.cache.get(&digest) {
             if cached.fetched.elapsed() < CACHE_TTL {
                 return Ok(Some(cached.found.clone()));
             }
+        }
+        let limited = match (&self.failures, from) {
+            (Some(limiter), Some(from)) if !from.is_empty() && !self.worked.contains(&digest) => {
+                Some((limiter, address_key(from)))
+            }
+            _ => None,
+        };
+        if let Some((limiter, address)) = &limited {
+            limiter.room(address).map_err(Refused::HeldBack)?;
         }
         // Read before the store is: the entry's age counts from here.
         let (generation, read_at) = (self.generation.load(Ordering::SeqCst), Instant::now());
@@ -284,13 +341,17 @@ impl Authenticator {
             }))
         })
         .await
-        .map_err(|_| AuthError::StoreUnavailable)?
+        .map_err(|_| Refused::Store)?
         .map_err(|error| {
             tracing::error!(%error, "credential lookup failed");
-            AuthError::StoreUnavailable
+            Refused::Store
         })?;
         match &found {
             Some(found) => {
+                if self.worked.len() >= WORKED_MAX {
+                    self.worked.clear();
+                }
+                self.worked.insert(digest);
                 self.cache.insert(
                     digest,
                     Cached {
@@ -308,6 +369,11 @@ impl Authenticator {
             }
             None => {
                 self.cache.remove(&digest);
+                if let Some((limiter, address)) = &limited {
+                    // Spent, whatever is left: the refusal is the caller's
+                    // anyway, and the next one from there waits for room.
+                    let _ = limiter.check(address);
+                }
             }
         }
         Ok(found)
@@ -334,6 +400,27 @@ impl Authenticator {
     }
 }
 
+/// Why a lookup gave no answer.
+enum Refused {
+    /// The address is held back for the unknown tokens it sent (how long).
+    HeldBack(Duration),
+    /// The store could not be asked.
+    Store,
+}
+
+/// Whose failures `from` (an address as the audit row writes it) counts
+/// with: an IPv6 address with the rest of its /64, which one host usually
+/// holds whole; anything else as it is.
+fn address_key(from: &str) -> Cow<'_, str> {
+    match from.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            Cow::Owned(format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3]))
+        }
+        _ => Cow::Borrowed(from),
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` header (scheme in any
 /// case).
 pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
@@ -356,7 +443,7 @@ mod tests {
             let mut headers = HeaderMap::new();
             headers.insert(http::header::AUTHORIZATION, format!("Bearer {value}").parse().unwrap());
             let authenticator = &authenticator;
-            async move { authenticator.authenticate(&headers).await.unwrap_err() }
+            async move { authenticator.authenticate(&headers, "").await.unwrap_err() }
         };
         let password = refused("hunter2-is-my-password").await;
         assert_eq!(password.prefix(), Some(""));
@@ -432,7 +519,7 @@ mod tests {
         headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
         let in_flight = {
             let (authenticator, headers) = (authenticator.clone(), headers.clone());
-            tokio::spawn(async move { authenticator.authenticate(&headers).await })
+            tokio::spawn(async move { authenticator.authenticate(&headers, "").await })
         };
         while store.lookups.load(Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;
@@ -445,7 +532,7 @@ mod tests {
             in_flight.await.unwrap().is_ok(),
             "it read the store before the revocation"
         );
-        let next = authenticator.authenticate(&headers).await;
+        let next = authenticator.authenticate(&headers, "").await;
         assert!(matches!(next, Err(AuthError::Revoked { .. })), "{next:?}");
         assert_eq!(store.lookups.load(Ordering::SeqCst), 2, "read again, not cached");
     }

@@ -12,7 +12,7 @@
 //! 1. takes the identity the `/mcp` door authenticated from the bearer token
 //!    (a 401 carries the `resource_metadata` challenge), and refuses a
 //!    credential that is not an agent's;
-//! 2. applies the per-agent rate limit ([`ratelimit`]), before the body is
+//! 2. applies the per-agent rate limit ([`crate::ratelimit`]), before the body is
 //!    read (every credential of an agent shares it);
 //! 3. reads the body under the request body limit and refuses a JSON-RPC
 //!    batch, and JSON nested deeper than [`crate::document::MAX_DEPTH`];
@@ -36,7 +36,6 @@ pub mod context;
 pub mod discovery;
 pub mod error;
 pub mod held;
-pub mod ratelimit;
 pub mod read_tools;
 pub mod render;
 pub mod server;
@@ -80,7 +79,7 @@ pub struct Caller {
 /// The `/mcp` endpoint: checks in front of rmcp's Streamable HTTP service.
 pub struct Endpoint {
     service: StreamableHttpService<server::Tools, LocalSessionManager>,
-    limiter: ratelimit::RateLimiter,
+    limiter: crate::ratelimit::RateLimiter,
     body_limit: u64,
     challenge: String,
     owners: sessions::Owners,
@@ -111,7 +110,7 @@ impl Endpoint {
         let factory = move || Ok(server::Tools::new(shared.clone()));
         Endpoint {
             service: StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), rmcp_config),
-            limiter: ratelimit::RateLimiter::new(config.mcp.requests_per_minute, config.mcp.burst),
+            limiter: crate::ratelimit::RateLimiter::new(config.mcp.requests_per_minute, config.mcp.burst),
             body_limit: config.limits.request_body_bytes,
             challenge: format!(
                 "Bearer resource_metadata=\"{}\"",
@@ -124,12 +123,19 @@ impl Endpoint {
     /// The answer to a request whose token was refused (`status` is a 401,
     /// or a 503 when credentials cannot be checked).
     pub fn unauthorized(&self, status: &Status) -> Response<Body> {
-        let code = if status.code == 401 {
-            "unauthorized"
-        } else {
-            "unavailable"
+        let retry_after = status.details.as_ref().and_then(|d| d.retry_after_seconds);
+        let code = match status.code {
+            401 => "unauthorized",
+            429 => "rate_limited",
+            _ => "unavailable",
         };
-        let mut response = refusal(status.code, code, &status.message, json!({}));
+        let data = retry_after.map_or_else(|| json!({}), |seconds| json!({"retry_after_seconds": seconds}));
+        let mut response = refusal(status.code, code, &status.message, data);
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if status.code == 401 {
             if let Ok(value) = HeaderValue::from_str(&self.challenge) {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, value);

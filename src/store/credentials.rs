@@ -280,13 +280,71 @@ mod tests {
             .collect()
     }
 
+    /// A flood of made-up tokens from one address is refused before the
+    /// store is asked: a valid token never used before is refused from
+    /// there too (so it was not looked up), while a token that worked
+    /// before, even once the cache forgot it, and every other address go
+    /// on as usual. An IPv6 /64 counts as one address.
+    #[tokio::test]
+    async fn an_address_sending_unknown_tokens_is_held_back_but_tokens_that_worked_are_not() {
+        for (store, auth) in setups() {
+            let b = store.backend;
+            let auth = auth.limiting_failures(3);
+            let ana = Principal::person("ana");
+            let (_, known) = store.issue_credential(&ana, "known", None).unwrap();
+            let (_, fresh) = store.issue_credential(&ana, "fresh", None).unwrap();
+            let (flood, elsewhere) = ("203.0.113.9", "198.51.100.1");
+            auth.authenticate(&headers(&known), elsewhere).await.unwrap();
+            let made_up = || crate::identity::credential::mint().token;
+            for _ in 0..3 {
+                let refused = auth.authenticate(&headers(&made_up()), flood).await;
+                assert!(matches!(refused, Err(AuthError::Unknown { .. })), "{b}: {refused:?}");
+            }
+            let held = auth.authenticate(&headers(&made_up()), flood).await;
+            let Err(AuthError::TooManyFailures { retry_after_secs, .. }) = held else {
+                panic!("{b}: {held:?}")
+            };
+            assert!((1..=21).contains(&retry_after_secs), "{b}: {retry_after_secs}");
+            auth.forget_all();
+            assert!(
+                auth.authenticate(&headers(&known), flood).await.is_ok(),
+                "{b}: it worked before"
+            );
+            let unseen = auth.authenticate(&headers(&fresh), flood).await;
+            assert!(
+                matches!(unseen, Err(AuthError::TooManyFailures { .. })),
+                "{b}: {unseen:?}"
+            );
+            assert!(auth.authenticate(&headers(&fresh), elsewhere).await.is_ok(), "{b}");
+
+            for host in ["2001:db8::1", "2001:db8::2", "2001:db8::3"] {
+                let refused = auth.authenticate(&headers(&made_up()), host).await;
+                assert!(matches!(refused, Err(AuthError::Unknown { .. })), "{b}: {refused:?}");
+            }
+            let same_64 = auth.authenticate(&headers(&made_up()), "2001:db8::ffff").await;
+            assert!(
+                matches!(same_64, Err(AuthError::TooManyFailures { .. })),
+                "{b}: {same_64:?}"
+            );
+            let next_64 = auth.authenticate(&headers(&made_up()), "2001:db8:0:1::1").await;
+            assert!(matches!(next_64, Err(AuthError::Unknown { .. })), "{b}: {next_64:?}");
+            for _ in 0..5 {
+                let unlimited = auth.authenticate(&headers(&made_up()), "").await;
+                assert!(
+                    matches!(unlimited, Err(AuthError::Unknown { .. })),
+                    "{b}: no address, no limit"
+                );
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_valid_token_authenticates_its_owner() {
         for (store, auth) in setups() {
             let (cred, token) = store
                 .issue_credential(&Principal::person("ana"), "laptop", None)
                 .unwrap();
-            let identity = auth.authenticate(&headers(&token)).await.unwrap();
+            let identity = auth.authenticate(&headers(&token), "").await.unwrap();
             assert_eq!(identity.principal, Principal::person("ana"), "{}", store.backend);
             assert_eq!(identity.credential_id, cred.id, "{}", store.backend);
         }
@@ -297,10 +355,10 @@ mod tests {
         for (store, auth) in setups() {
             let backend = store.backend;
             let ana = Principal::person("ana");
-            assert_eq!(auth.authenticate(&HeaderMap::new()).await, Err(AuthError::Missing));
+            assert_eq!(auth.authenticate(&HeaderMap::new(), "").await, Err(AuthError::Missing));
             assert!(
                 matches!(
-                    auth.authenticate(&headers("hello")).await,
+                    auth.authenticate(&headers("hello"), "").await,
                     Err(AuthError::Malformed { .. })
                 ),
                 "{backend}"
@@ -308,7 +366,7 @@ mod tests {
             let unknown = credential::mint().token;
             assert!(
                 matches!(
-                    auth.authenticate(&headers(&unknown)).await,
+                    auth.authenticate(&headers(&unknown), "").await,
                     Err(AuthError::Unknown { .. })
                 ),
                 "{backend}"
@@ -317,18 +375,18 @@ mod tests {
             let (_, expired) = store.issue_credential(&ana, "old", Some(past)).unwrap();
             assert!(
                 matches!(
-                    auth.authenticate(&headers(&expired)).await,
+                    auth.authenticate(&headers(&expired), "").await,
                     Err(AuthError::Expired { .. })
                 ),
                 "{backend}"
             );
             let (cred, revoked) = store.issue_credential(&ana, "gone", None).unwrap();
-            auth.authenticate(&headers(&revoked)).await.unwrap();
+            auth.authenticate(&headers(&revoked), "").await.unwrap();
             store.revoke_credential(&cred.id).unwrap();
             auth.forget(&cred.id);
             assert!(
                 matches!(
-                    auth.authenticate(&headers(&revoked)).await,
+                    auth.authenticate(&headers(&revoked), "").await,
                     Err(AuthError::Revoked { .. })
                 ),
                 "{backend}"
@@ -340,7 +398,7 @@ mod tests {
     async fn errors_never_carry_the_whole_token() {
         for (store, auth) in setups() {
             let unknown = credential::mint().token;
-            let err = auth.authenticate(&headers(&unknown)).await.unwrap_err();
+            let err = auth.authenticate(&headers(&unknown), "").await.unwrap_err();
             assert!(!format!("{err} {err:?}").contains(&unknown), "{}", store.backend);
         }
     }

@@ -124,7 +124,7 @@ async fn an_authenticator_on_one_replica_refuses_a_credential_revoked_through_an
     until(&mut changes, Change::Credentials).await;
     let authenticator = Authenticator::new(b.clone());
     // Authenticated, so cached on b for the cache's lifetime.
-    authenticator.authenticate(&bearer(&token)).await.unwrap();
+    authenticator.authenticate(&bearer(&token), "").await.unwrap();
     a.revoke_credential(&id).unwrap();
     let seen = until(&mut changes, Change::Credentials).await;
     // What the server does with each change (app::follow_changes).
@@ -133,6 +133,6 @@ async fn an_authenticator_on_one_replica_refuses_a_credential_revoked_through_an
             authenticator.forget_all();
         }
     }
-    let refused = authenticator.authenticate(&bearer(&token)).await.unwrap_err();
+    let refused = authenticator.authenticate(&bearer(&token), "").await.unwrap_err();
     assert!(matches!(refused, AuthError::Revoked { .. }), "{refused:?}");
 }

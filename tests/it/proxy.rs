@@ -263,6 +263,56 @@ async fn unknown_expired_revoked_and_malformed_tokens_get_401() {
     env.stop().await;
 }
 
+/// Past `[limits] failed_authentications_per_minute` unknown tokens from
+/// one address, the next token that never worked here is a 429 Status with
+/// Retry-After on the raw API and on `/mcp`, recorded as such, while a
+/// token that worked goes on working from that address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_presenting_unknown_tokens_past_the_limit_gets_429_and_known_tokens_still_work() {
+    let env = Portcullis::start_with(|c| c.limits.failed_authentications_per_minute = 2).await;
+    let raw = env.raw();
+    let ana = env.person("ana", &[("viewer", Some("shop"))]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/pods");
+    assert_eq!(raw.get(&path, &ana).await.status, 200);
+    let made_up = || portcullis::identity::credential::mint().token;
+    for _ in 0..2 {
+        assert_eq!(raw.get(&path, &made_up()).await.status, 401);
+    }
+    let held = raw.get(&path, &made_up()).await;
+    assert_eq!(held.status, 429, "{:?}", held.body);
+    let wait: u64 = held.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=31).contains(&wait), "{wait}");
+    let status = held.json();
+    assert_eq!(status["reason"], "TooManyRequests", "{status}");
+    assert_eq!(status["details"]["retryAfterSeconds"], wait, "{status}");
+    assert!(
+        status["message"].as_str().unwrap().contains("too many unknown tokens"),
+        "{status}"
+    );
+    assert_eq!(raw.get(&path, &ana).await.status, 200, "a token that worked still does");
+
+    let auth = format!("Bearer {}", made_up());
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", auth.as_str()),
+    ];
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let mcp = raw.send(Method::POST, "/mcp", &headers, body.into_bytes()).await;
+    assert_eq!(mcp.status, 429, "{:?}", mcp.body);
+    assert!(mcp.headers.contains_key("retry-after"), "{:?}", mcp.headers);
+
+    let rows = crate::approvals::audit_rows(&env).await;
+    let refused: Vec<&str> = rows.iter().map(|r| r.refused.as_str()).collect();
+    assert_eq!(
+        refused.iter().filter(|r| **r == "too_many_failures").count(),
+        2,
+        "{refused:?}"
+    );
+    assert_eq!(refused.iter().filter(|r| **r == "unknown").count(), 2, "{refused:?}");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_grant_stops_applying_on_the_next_request() {
     let env = Portcullis::start().await;

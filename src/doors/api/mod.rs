@@ -210,11 +210,14 @@ async fn person(
     headers: &http::HeaderMap,
     row: &mut AuditRow,
 ) -> Result<Identity, ApiError> {
-    let identity = match authenticator.authenticate(headers).await {
+    let identity = match authenticator.authenticate(headers, &row.client).await {
         Ok(identity) => identity,
         Err(error) => {
             row.credential_prefix = error.prefix().unwrap_or_default().into();
             let why = Refusal::from(&error);
+            if matches!(error, crate::identity::authenticate::AuthError::TooManyFailures { .. }) {
+                return Err(ApiError::refused(StatusCode::TOO_MANY_REQUESTS, error.to_string(), why));
+            }
             let message = format!("not signed in: {error}; run `portcullis login`");
             return Err(ApiError::refused(StatusCode::UNAUTHORIZED, message, why));
         }

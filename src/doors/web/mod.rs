@@ -220,11 +220,18 @@ async fn person_behind(
     if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
         headers.insert(header::AUTHORIZATION, value);
     }
-    match authenticator.authenticate(&headers).await {
+    match authenticator.authenticate(&headers, &row.client).await {
         Ok(identity) if identity.principal.kind == PrincipalKind::Person && !identity.is_agent() => Ok(identity),
         Ok(_) => {
             row.refuse(Refusal::NotPerson);
             Err((StatusCode::FORBIDDEN, "Only a person's own token signs in here."))
+        }
+        Err(error @ crate::identity::authenticate::AuthError::TooManyFailures { .. }) => {
+            row.refuse(Refusal::from(&error));
+            Err((
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many tokens portcullis does not know came from your address: wait a minute, then try again.",
+            ))
         }
         Err(error) => {
             row.refuse(Refusal::from(&error));

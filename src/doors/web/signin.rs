@@ -15,7 +15,7 @@ use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::config::Config;
 use crate::gateway::router::Page;
-use crate::mcp::ratelimit::RateLimiter;
+use crate::ratelimit::RateLimiter;
 use crate::signin::{Callback, SetupError, SignIn, SignInError};
 use chrono::Utc;
 use http::{header, HeaderValue, Request, Response, StatusCode};

@@ -1,13 +1,12 @@
-//! The per-agent rate limit of `/mcp`: a token bucket for each agent (all
-//! its credentials: an OAuth session makes one at each refresh), checked
-//! before the request body is read.
+//! Token buckets by key: `/mcp`'s per agent (all its credentials: an OAuth
+//! session makes one at each refresh), checked before the request body is
+//! read; the OAuth endpoints' and the sign-in pages' per address or client;
+//! failed authentications per address (`identity::authenticate`).
 //!
-//! Buckets are keyed by agent id, which exists only once the token was
-//! authenticated, so made-up tokens cannot grow the map. A full bucket is the
-//! same as no bucket, so those are what a sweep drops. Other limiters share
-//! this one with keys a client names (an OAuth `client_id`, an address): a
+//! A full bucket is the same as no bucket, so those are what a sweep drops.
+//! Keys may be named by a client (an OAuth `client_id`, an address): a
 //! bucket keeps only a keyed 64-bit digest of its key, so a long key costs
-//! no more than a short one.
+//! no more than a short one, and the map stays bounded by the sweep.
 
 use dashmap::DashMap;
 use std::hash::BuildHasher;
@@ -51,6 +50,23 @@ impl RateLimiter {
         self.check_at(key, Instant::now())
     }
 
+    /// Is a token there for `key` (none is taken), or how long until one is?
+    pub fn room(&self, key: &str) -> Result<(), Duration> {
+        self.room_at(key, Instant::now())
+    }
+
+    fn room_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
+        let Some(bucket) = self.buckets.get(&self.digest.hash_one(key)).map(|b| *b) else {
+            return Ok(());
+        };
+        let refilled = self.refilled(&bucket, now);
+        if refilled >= 1.0 {
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - refilled) / self.rate))
+        }
+    }
+
     fn check_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
         if self.buckets.len() > SWEEP_ABOVE {
             self.sweep(now);
@@ -59,8 +75,7 @@ impl RateLimiter {
             tokens: self.burst,
             at: now,
         });
-        let refilled =
-            (bucket.tokens + now.saturating_duration_since(bucket.at).as_secs_f64() * self.rate).min(self.burst);
+        let refilled = self.refilled(&bucket, now);
         bucket.at = now;
         if refilled >= 1.0 {
             bucket.tokens = refilled - 1.0;
@@ -71,9 +86,13 @@ impl RateLimiter {
         }
     }
 
+    /// `bucket`'s tokens at `now`.
+    fn refilled(&self, bucket: &Bucket, now: Instant) -> f64 {
+        (bucket.tokens + now.saturating_duration_since(bucket.at).as_secs_f64() * self.rate).min(self.burst)
+    }
+
     fn sweep(&self, now: Instant) {
-        self.buckets
-            .retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * self.rate < self.burst);
+        self.buckets.retain(|_, b| self.refilled(b, now) < self.burst);
     }
 }
 
@@ -102,6 +121,21 @@ mod tests {
             "one token a second"
         );
         assert!(limiter.check_at("c1", start + Duration::from_millis(1200)).is_err());
+    }
+
+    #[test]
+    fn looking_for_room_takes_nothing() {
+        let limiter = RateLimiter::new(60, 2);
+        let start = Instant::now();
+        assert!(limiter.room_at("a", start).is_ok(), "no bucket yet");
+        limiter.check_at("a", start).unwrap();
+        for _ in 0..5 {
+            assert!(limiter.room_at("a", start).is_ok());
+        }
+        let _ = limiter.check_at("a", start);
+        let wait = limiter.room_at("a", start).unwrap_err();
+        assert!(wait > Duration::from_millis(900), "{wait:?}");
+        assert!(limiter.room_at("a", start + Duration::from_secs(1)).is_ok(), "refilled");
     }
 
     #[test]
