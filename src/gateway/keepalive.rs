@@ -15,12 +15,11 @@
 //! the thread that made it (`app::shards`), so a request taking a
 //! connection made on its own thread wakes no other.
 
+use super::upstream::Bounded;
 use crate::body::Body;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -78,7 +77,7 @@ struct Idle {
 
 /// One cluster's keep-alive connections.
 pub struct KeepAlive {
-    connector: HttpsConnector<HttpConnector>,
+    connector: Bounded,
     /// Where connections go: the cluster's server URL.
     server: Uri,
     /// One list per sending thread (by [`thread_slot`]), least recently
@@ -92,12 +91,7 @@ impl KeepAlive {
     /// Connections to `server` through `connector` (TCP, then TLS offering
     /// only HTTP/1.1), each sending thread keeping at most `most_idle` of
     /// them, none idle for longer than `idle_timeout`.
-    pub fn new(
-        connector: HttpsConnector<HttpConnector>,
-        server: Uri,
-        most_idle: usize,
-        idle_timeout: Duration,
-    ) -> Self {
+    pub fn new(connector: Bounded, server: Uri, most_idle: usize, idle_timeout: Duration) -> Self {
         KeepAlive {
             connector,
             server,

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
-type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
+type HttpsClient = Client<Bounded, Body>;
 
 /// HTTP/2 connections kept for long-running requests: 64 × 250 streams
 /// carries 16,000 watches. A client opens its connection on first use.
@@ -78,7 +78,8 @@ pub enum UpstreamError {
 /// held open on the API server.
 const IDLE_CONNECTIONS: usize = 128;
 
-/// How long a TCP connection to a cluster may take.
+/// How long a connection to a cluster may take to set up: TCP, then the
+/// TLS handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long an idle HTTP/1.1 connection is kept.
@@ -411,9 +412,36 @@ pub(super) enum Protocol {
     Http2,
 }
 
+/// A connector whose connections are set up, TCP and TLS, within
+/// [`CONNECT_TIMEOUT`] or not at all. A control plane failing over behind
+/// a load balancer may take the SYN and never answer it, or accept and
+/// never finish the handshake: a stream (watch, exec), which has no request
+/// timeout, would wait for ever, holding its caller's stream place.
+#[derive(Clone)]
+pub(super) struct Bounded(HttpsConnector<HttpConnector>);
+
+impl tower::Service<Uri> for Bounded {
+    type Response = <HttpsConnector<HttpConnector> as tower::Service<Uri>>::Response;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, server: Uri) -> Self::Future {
+        let connecting = self.0.call(server);
+        Box::pin(async move {
+            tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+                .await
+                .map_err(|_| format!("no connection within {} s (TCP and TLS)", CONNECT_TIMEOUT.as_secs()))?
+        })
+    }
+}
+
 /// TCP (no Nagle delay), then TLS to the cluster's CA, offering HTTP/2
-/// by ALPN only for `Protocol::Http2`.
-pub(super) fn connector(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsConnector<HttpConnector> {
+/// by ALPN only for `Protocol::Http2`; within [`CONNECT_TIMEOUT`].
+pub(super) fn connector(roots: rustls::RootCertStore, protocol: Protocol) -> Bounded {
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap_or_else(|_| unreachable_tls())
@@ -424,18 +452,14 @@ pub(super) fn connector(roots: rustls::RootCertStore, protocol: Protocol) -> Htt
     // small GETs at concurrency 4 showed it as a 40 ms median.
     let mut tcp = HttpConnector::new();
     tcp.set_nodelay(true);
-    // A control plane failing over behind a load balancer may take the SYN
-    // and never answer: a stream (watch, exec), which has no request
-    // timeout, would wait for ever.
-    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
     tcp.enforce_http(false);
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only();
-    match protocol {
+    Bounded(match protocol {
         Protocol::Http2 => builder.enable_http1().enable_http2().wrap_connector(tcp),
         Protocol::Http1 => builder.enable_http1().wrap_connector(tcp),
-    }
+    })
 }
 
 fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {

@@ -551,3 +551,43 @@ async fn a_stream_whose_client_is_gone_ends_though_the_cluster_keeps_its_half_op
     env.stop().await;
     silent.stop();
 }
+
+/// A cluster behind a load balancer failing over may accept the TCP
+/// connection and never finish the TLS handshake. A watch, which has no
+/// request timeout, must not wait on it for ever: the connection's set-up
+/// is bounded (10 s), the caller gets a Status, and its stream place is
+/// given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_to_a_cluster_that_never_finishes_the_tls_handshake_is_answered_and_its_place_freed() {
+    let stalling = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = format!("https://{}", stalling.local_addr().unwrap());
+    let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((tcp, _)) = stalling.accept().await {
+            let _ = accepted_tx.send(());
+            open.push(tcp);
+        }
+    });
+    let env = Portcullis::start_with(|config| {
+        let mut stalled = config.clusters[0].clone();
+        stalled.name = "stalled".into();
+        stalled.server = server;
+        config.clusters.push(stalled);
+        config.limits.streams_per_caller = 1;
+    })
+    .await;
+    let token = env.person("ana", &[]);
+    let watch = "/clusters/stalled/api/v1/namespaces/shop/configmaps?watch=1";
+    let answered = tokio::time::timeout(EVENTUALLY, env.raw().stream(watch, &token))
+        .await
+        .expect("an answer, not a wait for ever");
+    assert!(accepted.try_recv().is_ok(), "portcullis did connect");
+    assert_eq!(answered.status(), 503, "{answered:?}");
+    let again = tokio::time::timeout(EVENTUALLY, env.raw().stream(watch, &token))
+        .await
+        .expect("an answer");
+    assert_eq!(again.status(), 503, "ana's one stream place was given back, not 429");
+    env.stop().await;
+    held.abort();
+}
