@@ -257,6 +257,42 @@ fn the_chart_refuses_sign_in_without_the_approvals_key() {
     assert!(no_key.contains("approvals.keySecret"), "{no_key}");
 }
 
+/// portcullis's ServiceAccount may impersonate anyone: the chart never
+/// runs it as the namespace's `default` account, which other pods share.
+#[test]
+fn the_chart_never_runs_portcullis_as_the_namespaces_default_service_account() {
+    let unnamed = helm_template("portcullis", "portcullis", &["--set", "serviceAccount.create=false"]).unwrap_err();
+    assert!(unnamed.contains("serviceAccount.name"), "{unnamed}");
+    for args in [
+        &[
+            "--set",
+            "serviceAccount.create=false",
+            "--set",
+            "serviceAccount.name=default",
+        ][..],
+        &["--set", "serviceAccount.name=default"][..],
+    ] {
+        let refused = helm_template("portcullis", "portcullis", args).unwrap_err();
+        assert!(refused.contains("an account of its own"), "{args:?}: {refused}");
+    }
+    let own = render(
+        "portcullis",
+        "portcullis",
+        &[
+            "--set",
+            "serviceAccount.create=false",
+            "--set",
+            "serviceAccount.name=gatekeeper",
+        ],
+    );
+    let deployment = own.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(
+        str_at(deployment, &["spec", "template", "spec", "serviceAccountName"]),
+        "gatekeeper"
+    );
+    assert!(!own.iter().any(|o| o["kind"] == "ServiceAccount"), "none made");
+}
+
 #[test]
 fn the_service_monitor_is_rendered_only_when_asked_for() {
     let kinds = |args: &[&str]| -> Vec<String> {

@@ -32,12 +32,20 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{- /* Never the namespace's "default" ServiceAccount: every pod there
+without one of its own runs as it, and the RBAC bound to portcullis's
+lets its holder impersonate anyone. */ -}}
 {{- define "portcullis.serviceAccountName" -}}
+{{- $name := .Values.serviceAccount.name -}}
 {{- if .Values.serviceAccount.create -}}
-{{- default (include "portcullis.fullname" .) .Values.serviceAccount.name -}}
-{{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
+{{- $name = default (include "portcullis.fullname" .) $name -}}
+{{- else if not $name -}}
+{{- fail "serviceAccount.create is false: name the ServiceAccount portcullis runs as in serviceAccount.name (one of its own, not the namespace's default)" -}}
 {{- end -}}
+{{- if eq $name "default" -}}
+{{- fail "serviceAccount.name \"default\": every pod in the namespace without an account of its own runs as it, and portcullis's RBAC lets its holder impersonate anyone; give portcullis an account of its own" -}}
+{{- end -}}
+{{- $name -}}
 {{- end -}}
 
 {{- define "portcullis.tlsSecretName" -}}
