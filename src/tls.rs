@@ -6,6 +6,9 @@
 //! nothing secret is ever committed and every test run trusts only its own
 //! CA.
 
+mod trust;
+pub use trust::CaFileTrust;
+
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };

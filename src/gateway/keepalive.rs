@@ -216,7 +216,11 @@ mod tests {
     use tokio::sync::Notify;
 
     fn pool(most_idle: usize, idle_timeout: Duration) -> KeepAlive {
-        let never_used = connector(rustls::RootCertStore::empty(), Protocol::Http1);
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, crate::tls::generate(&[]).unwrap().ca_pem).unwrap();
+        let trust = crate::tls::CaFileTrust::open(&ca_file).unwrap();
+        let never_used = connector(trust, Protocol::Http1);
         KeepAlive::new(
             never_used,
             "https://127.0.0.1:1".parse().unwrap(),

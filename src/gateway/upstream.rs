@@ -18,6 +18,7 @@ use super::upstream_uri::ServerUrl;
 use crate::body::Body;
 use crate::config::ClusterConfig;
 use crate::identity::Identity;
+use crate::tls::CaFileTrust;
 use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -26,8 +27,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::CertificateDer;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -160,6 +159,8 @@ pub struct Upstream {
     next_live: std::sync::atomic::AtomicU64,
     token_file: PathBuf,
     authorization: RwLock<(HeaderValue, Option<SystemTime>)>,
+    /// The cluster's CA bundle, read again when the file changes.
+    trust: Arc<CaFileTrust>,
     reachable: AtomicBool,
     /// This cluster's series of the latency histogram, found in the family
     /// once rather than by its label on every request.
@@ -183,15 +184,7 @@ impl Upstream {
             path: config.ca_file.clone(),
             message,
         };
-        let pem = std::fs::read(&config.ca_file).map_err(|e| ca_error(e.to_string()))?;
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| ca_error(e.to_string()))?;
-            roots.add(cert).map_err(|e| ca_error(e.to_string()))?;
-        }
-        if roots.is_empty() {
-            return Err(ca_error("no certificate found".into()));
-        }
+        let trust = CaFileTrust::open(&config.ca_file).map_err(ca_error)?;
         let server_url = ServerUrl::new(config.server.trim_end_matches('/')).map_err(|_| UpstreamError::Url {
             cluster: config.name.clone(),
             url: config.server.clone(),
@@ -202,7 +195,7 @@ impl Upstream {
             source,
         })?;
         let keepalive = KeepAlive::new(
-            connector(roots.clone(), Protocol::Http1),
+            connector(trust.clone(), Protocol::Http1),
             server_url.server().clone(),
             IDLE_CONNECTIONS,
             IDLE_TIMEOUT,
@@ -212,13 +205,14 @@ impl Upstream {
             server_url,
             keepalive,
             streaming_clients: (0..STREAMING_CONNECTIONS)
-                .map(|_| client(roots.clone(), Protocol::Http2))
+                .map(|_| client(trust.clone(), Protocol::Http2))
                 .collect(),
             next_streaming: std::sync::atomic::AtomicUsize::new(0),
             open_streams: dashmap::DashMap::new(),
             live: dashmap::DashMap::default(),
             next_live: std::sync::atomic::AtomicU64::new(0),
-            upgrade_client: client(roots, Protocol::Http1),
+            upgrade_client: client(trust.clone(), Protocol::Http1),
+            trust,
             token_file: config.token_file.clone(),
             authorization: RwLock::new((authorization, modified)),
             reachable: AtomicBool::new(true),
@@ -355,6 +349,13 @@ impl Upstream {
     /// alert.
     pub async fn refresh(&self, writer: &crate::audit::writer::AuditWriter) {
         self.reload_token();
+        match self.trust.reload() {
+            Ok(true) => tracing::info!(cluster = %self.name, "CA bundle reloaded: new connections trust it"),
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!(cluster = %self.name, %error, "cannot re-read the CA bundle; the one before stays trusted")
+            }
+        }
         self.keepalive.reap();
         let probe = async {
             let uri = self.uri("/readyz", None).ok()?;
@@ -441,11 +442,12 @@ impl tower::Service<Uri> for Bounded {
 
 /// TCP (no Nagle delay), then TLS to the cluster's CA, offering HTTP/2
 /// by ALPN only for `Protocol::Http2`; within [`CONNECT_TIMEOUT`].
-pub(super) fn connector(roots: rustls::RootCertStore, protocol: Protocol) -> Bounded {
+pub(super) fn connector(trust: Arc<CaFileTrust>, protocol: Protocol) -> Bounded {
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap_or_else(|_| unreachable_tls())
-        .with_root_certificates(roots)
+        .dangerous()
+        .with_custom_certificate_verifier(trust)
         .with_no_client_auth();
     // Without TCP_NODELAY a small request that follows another on the same
     // connection waits for the delayed ACK (40 ms on Linux): the benchmark's
@@ -462,7 +464,7 @@ pub(super) fn connector(roots: rustls::RootCertStore, protocol: Protocol) -> Bou
     })
 }
 
-fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
+fn client(trust: Arc<CaFileTrust>, protocol: Protocol) -> HttpsClient {
     let mut client = Client::builder(TokioExecutor::new());
     // The HTTP/1.1 clients' requests carry the `Host` made once
     // (`Upstream::with_host`); over HTTP/2 hyper sends `:authority`.
@@ -473,7 +475,7 @@ fn client(roots: rustls::RootCertStore, protocol: Protocol) -> HttpsClient {
         .pool_idle_timeout(IDLE_TIMEOUT)
         .pool_max_idle_per_host(IDLE_CONNECTIONS)
         .http2_keep_alive_interval(Duration::from_secs(30));
-    client.build(connector(roots, protocol))
+    client.build(connector(trust, protocol))
 }
 
 /// The ring provider supports the default protocol versions; this cannot

@@ -595,6 +595,77 @@ async fn a_rotated_serviceaccount_token_file_is_reread() {
     env.stop().await;
 }
 
+/// A TLS server on `listener` with `tls`'s serving certificate, answering
+/// every request 200 with an empty object; dropping the handle (aborting
+/// it) closes its connections too.
+fn tls_cluster(listener: tokio::net::TcpListener, tls: &portcullis::tls::GeneratedTls) -> tokio::task::JoinHandle<()> {
+    use hyper_util::rt::TokioIo;
+    let config = portcullis::tls::server_config(&tls.cert_pem, &tls.key_pem).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            connections.spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let service = hyper::service::service_fn(|_| async {
+                    Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::from_static(b"{}"),
+                    )))
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    })
+}
+
+/// A cluster's CA rotated: the API server's new certificate is refused
+/// until its CA is in the bundle file, and trusted once it is, with no
+/// restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_cluster_ca_bundle_is_reread() {
+    let (old, new) = (
+        portcullis::tls::generate(&[]).unwrap(),
+        portcullis::tls::generate(&[]).unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serving_old = tls_cluster(listener, &old);
+    let ca_file = std::sync::Arc::new(std::sync::Mutex::new(std::path::PathBuf::new()));
+    let env = Portcullis::start_with(|config| {
+        let path = Portcullis::folder_of(config).join("rotated-ca.pem");
+        std::fs::write(&path, &old.ca_pem).unwrap();
+        let mut rotated = config.clusters[0].clone();
+        rotated.name = "rotated".into();
+        rotated.server = format!("https://{addr}");
+        rotated.ca_file = path.clone();
+        config.clusters.push(rotated);
+        *ca_file.lock().unwrap() = path;
+    })
+    .await;
+    let ca_file = ca_file.lock().unwrap().clone();
+    let token = env.person("ana", &[]);
+    let path = "/clusters/rotated/api/v1/namespaces/shop/configmaps/x";
+    assert_eq!(env.raw().get(path, &token).await.status, 200);
+
+    serving_old.abort();
+    let _ = serving_old.await;
+    let serving_new = tls_cluster(tokio::net::TcpListener::bind(addr).await.unwrap(), &new);
+    eventually("the new certificate refused while its CA is not trusted", async || {
+        env.raw().get(path, &token).await.status == 503
+    })
+    .await;
+    std::fs::write(&ca_file, format!("{}{}", old.ca_pem, new.ca_pem)).unwrap();
+    eventually("the new CA trusted without a restart", async || {
+        env.raw().get(path, &token).await.status == 200
+    })
+    .await;
+    env.stop().await;
+    serving_new.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewed_serving_certificate_is_used_without_a_restart() {
     let env = Portcullis::start().await;
