@@ -202,7 +202,12 @@ fn parsed_json(body: &[u8], target: Target) -> Result<Option<Vec<u8>>, RedactErr
         [] => Err(RedactError::NotAnObject),
         [document] if !is_event(document) => {
             if is_status(document) {
-                return Ok(None);
+                if !hide_admission_words(document) {
+                    return Ok(None);
+                }
+                return serde_json::to_vec(document)
+                    .map(Some)
+                    .map_err(|_| RedactError::Serialize);
             }
             redact_document(document, target)?;
             serde_json::to_vec(document)
@@ -234,6 +239,42 @@ pub fn redact_document(document: &mut Value, target: Target) -> Result<(), Redac
         Target::Secrets | Target::TypedSecrets => secrets_document(document, target),
         Target::Token => token_request(document),
     }
+}
+
+/// What an admission message's own words become.
+pub const ADMISSION_WORDS_HIDDEN: &str =
+    "<hidden: an admission check's words may quote Secret values; the audit row's id finds the request>";
+
+/// In a Status that carries an admission check's refusal (a webhook's, or a
+/// ValidatingAdmissionPolicy's, whose message is the policy's own text and
+/// may be built from the object, values and all), hide the check's words:
+/// the message after the API server's own "denied the request:" and every
+/// cause's message. Which check refused stays, as do the reason and code.
+/// The API server's own messages (not found, forbidden by RBAC, invalid
+/// fields) name keys and objects, never values, and pass. True when it
+/// changed anything.
+pub fn hide_admission_words(status: &mut Value) -> bool {
+    let Some(message) = status.get("message").and_then(Value::as_str) else {
+        return false;
+    };
+    let from_admission = message.contains("admission webhook") || message.contains("AdmissionPolicy");
+    if !from_admission {
+        return false;
+    }
+    let kept = ["denied the request: ", "denied request: "]
+        .iter()
+        .find_map(|said| message.find(said).map(|at| &message[..at + said.len()]))
+        .unwrap_or_default();
+    let hidden = format!("{kept}{ADMISSION_WORDS_HIDDEN}");
+    status["message"] = Value::String(hidden);
+    if let Some(causes) = status.pointer_mut("/details/causes").and_then(Value::as_array_mut) {
+        for cause in causes.iter_mut().filter_map(Value::as_object_mut) {
+            if cause.contains_key("message") {
+                cause.insert("message".into(), Value::String(ADMISSION_WORDS_HIDDEN.into()));
+            }
+        }
+    }
+    true
 }
 
 fn is_status(document: &Value) -> bool {

@@ -32,7 +32,7 @@ impl Pipeline {
             let note = "a TokenRequest cannot be tried beforehand (the cluster would issue its token): shown as asked";
             (asked, None, note.to_string(), true)
         } else {
-            let (parts, answer) = self.dry_run(ctx, &request).await?;
+            let (mut parts, answer) = self.dry_run(ctx, &request).await?;
             if parts.status.is_client_error() || parts.status.is_server_error() {
                 trace.row.dry_run = true;
                 trace.row.held = false;
@@ -41,6 +41,7 @@ impl Pipeline {
                 // the redact layer would let it, a Status, or redacted, or
                 // refused.
                 let answer = if ctx.info.is_secrets() && !ctx.reveal_secrets {
+                    crate::gateway::redact::hide_warnings(&mut parts.headers);
                     match crate::secrets::redact_json(&answer, crate::secrets::Target::Secrets) {
                         Ok(None) => answer,
                         Ok(Some(redacted)) => Bytes::from(redacted),

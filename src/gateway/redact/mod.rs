@@ -189,6 +189,7 @@ impl Transform {
         let Transform::Redact { target, watch } = self else {
             return Response::from_parts(parts, body::boxed(body));
         };
+        hide_warnings(&mut parts.headers);
         // The length changes; hyper sets the new one.
         parts.headers.remove(CONTENT_LENGTH);
         if let Some(encoding) = parts.headers.remove(CONTENT_ENCODING) {
@@ -206,6 +207,19 @@ impl Transform {
                 Read::Watch(events) => Response::from_parts(parts, body::boxed(events)),
             },
         }
+    }
+}
+
+/// The one warning that stands for the answer's own: an admission check's
+/// warning (a webhook's, a ValidatingAdmissionPolicy's `Warn`) is its own
+/// text, built from the object as it likes, values and all.
+const WARNINGS_HIDDEN: &str =
+    "299 - \"portcullis: this answer's warnings are hidden, as an admission check's may quote Secret values\"";
+
+/// Replace the answer's `Warning` headers, if it has any, with one saying so.
+pub fn hide_warnings(headers: &mut HeaderMap) {
+    if headers.remove(http::header::WARNING).is_some() {
+        headers.insert(http::header::WARNING, http::HeaderValue::from_static(WARNINGS_HIDDEN));
     }
 }
 

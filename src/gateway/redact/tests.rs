@@ -216,6 +216,58 @@ async fn a_status_passes_unchanged_even_for_a_watch() {
     assert_eq!((response.status(), &body[..]), (StatusCode::FORBIDDEN, &status[..]));
 }
 
+/// An admission check's refusal and warnings are its own text, built from
+/// the object as it likes: hidden from a caller who sees values hidden,
+/// while the API server's own words (which check refused, why by RBAC)
+/// stay.
+#[tokio::test]
+async fn an_admission_checks_words_are_hidden_and_the_api_servers_own_pass() {
+    let denied = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ValidatingAdmissionPolicy 'no-touch' with binding 'b' denied request: password is s3cr3t","reason":"Invalid","details":{"causes":[{"message":"password is s3cr3t","field":"data"}]},"code":422}"#;
+    let warned = [
+        ("content-type", "application/json"),
+        ("warning", "299 - \"password is s3cr3t\""),
+    ];
+    let (response, body) = applied(REDACT, upstream(422, &warned), denied).await;
+    let text = String::from_utf8_lossy(&body);
+    assert!(!text.contains("s3cr3t"), "{text}");
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("ValidatingAdmissionPolicy 'no-touch' with binding 'b' denied request: <hidden"),
+        "{message}"
+    );
+    assert_eq!(
+        (status["reason"].as_str(), status["code"].as_u64()),
+        (Some("Invalid"), Some(422))
+    );
+    assert_eq!(status["details"]["causes"][0]["field"], "data");
+    let warnings: Vec<_> = response.headers().get_all("warning").iter().collect();
+    assert_eq!(warnings.len(), 1);
+    assert!(!warnings[0].to_str().unwrap().contains("s3cr3t"), "{warnings:?}");
+
+    let webhook = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"admission webhook \"guard.example.com\" denied the request: old value czNjcjN0","reason":"Forbidden","code":403}"#;
+    let (_, body) = applied(REDACT, upstream(403, &[]), webhook).await;
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        status["message"],
+        format!(
+            "admission webhook \"guard.example.com\" denied the request: {}",
+            crate::secrets::ADMISSION_WORDS_HIDDEN
+        )
+    );
+
+    let rbac = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"secrets \"db\" is forbidden: User \"bot:ci\" cannot patch resource \"secrets\" in API group \"\" in the namespace \"shop\"","reason":"Forbidden","code":403}"#;
+    let (response, body) = applied(REDACT, upstream(403, &[]), rbac).await;
+    assert_eq!(&body[..], &rbac[..], "the API server's own words pass unchanged");
+    assert!(response.headers().get("warning").is_none());
+    let (response, _) = applied(Transform::Pass, upstream(422, &warned), denied).await;
+    assert_eq!(
+        response.headers()["warning"],
+        "299 - \"password is s3cr3t\"",
+        "a caller who sees values"
+    );
+}
+
 #[tokio::test]
 async fn a_watch_is_redacted_event_by_event() {
     let watch = Transform::Redact {

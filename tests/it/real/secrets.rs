@@ -302,3 +302,138 @@ async fn a_secrets_reader_sees_the_values_the_real_api_server_holds_and_her_agen
     assert!(crate::audit::row(&env, &crate::audit::audit_id(&hidden)).await.redacted);
     env.stop().await;
 }
+
+/// A ValidatingAdmissionPolicy on the Secrets of `ns` named `name`, whose
+/// message quotes the Secret's password: `action` Deny refuses an update
+/// that leaves `condition` false, Warn warns of it.
+fn quoting_policy(ns: &str, name: &str, action: &str, condition: &str) -> String {
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [\"\"]
+      apiVersions: [\"v1\"]
+      operations: [\"UPDATE\"]
+      resources: [\"secrets\"]
+  validations:
+  - expression: \"{condition}\"
+    messageExpression: \"'the password is ' + string(oldObject.data.password)\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {name}
+spec:
+  policyName: {name}
+  validationActions: [{action}]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: {ns}
+"
+    )
+}
+
+/// An admission check's words are its own: a real ValidatingAdmissionPolicy
+/// whose refusal and warning quote the Secret's password (as the real API
+/// server sends them to ana, who may see values) reaches her agent with
+/// the policy named and its words hidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_policys_refusal_and_warning_quoting_a_value_reach_an_agent_hidden() {
+    let env = Portcullis::start_real().await;
+    let ns = super::shared().namespace("secrets-admission").unwrap();
+    let value = distinctive();
+    plant(&ns, "db", &value);
+    let (ana, grants) = env.person_with_ttl("ana", &[("admin", Some(&ns))], Duration::from_secs(3600));
+    let agent = env.agent("ana", &[&grants[0]]);
+    let (deny, warn) = (format!("deny-{ns}"), format!("warn-{ns}"));
+    let approved = "has(object.metadata.labels) && 'approved' in object.metadata.labels";
+    let policies = format!(
+        "{}---\n{}",
+        quoting_policy(&ns, &deny, "Deny", approved),
+        quoting_policy(&ns, &warn, "Warn", "false")
+    );
+    super::shared().admin_apply(&policies).unwrap();
+    let path = format!("/clusters/real/api/v1/namespaces/{ns}/secrets/db");
+    let patch = |token: &str, label: &str| {
+        let (env, path) = (&env, &path);
+        let auth = format!("Bearer {token}");
+        let body = format!(r#"{{"metadata":{{"labels":{{"{label}":"yes"}}}}}}"#);
+        async move {
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("content-type", "application/merge-patch+json"),
+            ];
+            env.raw().send(Method::PATCH, path, &headers, body.into_bytes()).await
+        }
+    };
+    let warnings = |response: &crate::harness::RawResponse| -> String {
+        let all: Vec<String> = response
+            .headers
+            .get_all("warning")
+            .iter()
+            .map(|w| String::from_utf8_lossy(w.as_bytes()).into_owned())
+            .collect();
+        all.join("\n")
+    };
+    // The policies take effect once the API server has loaded them.
+    let refused_to_ana = crate::support::eventually("the policy to refuse ana's patch", async || {
+        let answer = patch(&ana, "touched").await;
+        (answer.status == 422).then_some(answer)
+    })
+    .await;
+    let quotes = |text: &str| text.contains(&value) || text.contains(&b64(&value));
+    let said = String::from_utf8_lossy(&refused_to_ana.body);
+    assert!(quotes(&said), "the real API server quotes the value to ana: {said}");
+
+    let refused = patch(&agent, "touched").await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    assert_hidden("the refusal", &refused.body, &[&value]);
+    assert_hidden("the refusal's warnings", warnings(&refused).as_bytes(), &[&value]);
+    let message = refused.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains(&format!("ValidatingAdmissionPolicy '{deny}'")) && message.contains("<hidden"),
+        "{message}"
+    );
+
+    // An agent whose writes wait for approval: its write's dry run is
+    // read as one who sees values, and its refusal comes back to it.
+    let careful = env
+        .store
+        .add_agent(
+            &portcullis::identity::Principal::person("ana"),
+            "careful",
+            std::slice::from_ref(&grants[0].id),
+            true,
+        )
+        .unwrap();
+    let (_, careful) = env.store.issue_agent_credential(&careful, None).unwrap();
+    let dry_refused = patch(&careful, "touched").await;
+    assert_eq!(dry_refused.status, 422, "{:?}", dry_refused.body);
+    assert_hidden("the held write's dry-run refusal", &dry_refused.body, &[&value]);
+    assert_hidden("its warnings", warnings(&dry_refused).as_bytes(), &[&value]);
+
+    let warned_to_ana = patch(&ana, "approved").await;
+    assert_eq!(warned_to_ana.status, 200, "{:?}", warned_to_ana.body);
+    assert!(quotes(&warnings(&warned_to_ana)), "{}", warnings(&warned_to_ana));
+    let warned = patch(&agent, "approved").await;
+    assert_eq!(warned.status, 200, "{:?}", warned.body);
+    assert_hidden("the warnings", warnings(&warned).as_bytes(), &[&value]);
+    assert_hidden("the patched Secret", &warned.body, &[&value]);
+    assert!(warnings(&warned).contains("hidden"), "{}", warnings(&warned));
+
+    super::shared()
+        .admin(&[
+            "delete",
+            "validatingadmissionpolicybinding,validatingadmissionpolicy",
+            &deny,
+            &warn,
+        ])
+        .unwrap();
+    env.stop().await;
+}
