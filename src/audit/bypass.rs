@@ -9,9 +9,12 @@
 //! A request is its cluster, its audit id and when the API server received
 //! it: the API server takes a client's `Audit-ID` as it is, so someone
 //! holding portcullis's token can send requests under an id portcullis
-//! used. portcullis itself may send a few under one id (a held write's dry
-//! run and its read of the object), all within the time its own request
-//! took; one begun later than that is an alert.
+//! used, or one it refused (every answer names its id). Only a request
+//! portcullis forwarded proves an id (a forwarded record, or a row that
+//! stands for one). A read is one request under its id; a write's hold
+//! stage may send a dry run and a read of the object first, all within the
+//! time the write took; anything else under the id is an alert. The grant
+//! groups a request impersonates must be its person's grants.
 //!
 //! The grace time runs from when the event reached portcullis, not from
 //! the API server's clock, so a skewed clock raises no alert; the reuse
@@ -19,7 +22,7 @@
 
 use super::row::{bounded, AuditRow};
 use super::AuditError;
-use crate::store::{ApiserverEvent, Checked, Sent, Store};
+use crate::store::{ApiserverEvent, Checked, Sends, Sent, Store};
 use chrono::{DateTime, SubsecRound, Utc};
 use prometheus_client::metrics::counter::Counter;
 use std::time::Duration;
@@ -40,11 +43,11 @@ pub const IMPERSONATION: &str = "Impersonation";
 /// been (its audit id reused around portcullis).
 pub const REUSED: &str = "ReusedAuditID";
 
-/// How much later than the first request under an audit id another may
-/// begin and still be one portcullis sent, beyond the time its own request
-/// took: network and scheduling between portcullis's clock and the API
-/// server's, which are each compared only with themselves.
-const REUSE_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+/// How much later than the first request under a write's audit id another
+/// may begin and still be one portcullis sent, beyond the time the write
+/// took: the network between portcullis and the API server, whose clocks
+/// are each compared only with themselves.
+const REUSE_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 
 /// Check every event that arrived more than `grace` before `now` and was
 /// not checked yet; returns the alerts raised (each also counted in
@@ -82,8 +85,9 @@ fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditErro
             let sent = store
                 .portcullis_sent_as(&event.audit_id, &event.cluster)
                 .map_err(store_error)?;
-            match verdict(sent, &fullest) {
+            match verdict(sent.clone(), &fullest) {
                 Some(reason) => Some(reason),
+                None if !groups_theirs(store, &sent, &fullest)? => Some(IMPERSONATION),
                 None => reused(store, event)?.then_some(REUSED),
             }
         }
@@ -101,14 +105,14 @@ fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditErro
     Ok(Checked::Alert)
 }
 
-/// Did the API server receive `event`'s request later than any request
-/// portcullis sent under its audit id could have begun: after the first
-/// one it received under that id, by more than portcullis's own request
-/// took? (Not known while a client's stream is open: it is matched then.)
+/// Did the API server receive `event`'s request where no request portcullis
+/// sent under its audit id could be: a read's is the one request under it,
+/// and a write's began after the first by no more than the write took.
+/// (Not known while a write is under way: then it is matched.)
 fn reused(store: &Store, event: &ApiserverEvent) -> Result<bool, AuditError> {
     let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
-    let Some(took) = store
-        .portcullis_request_span(&event.audit_id, &event.cluster)
+    let Some(sends) = store
+        .portcullis_sends(&event.audit_id, &event.cluster)
         .map_err(store_error)?
     else {
         return Ok(false);
@@ -119,12 +123,36 @@ fn reused(store: &Store, event: &ApiserverEvent) -> Result<bool, AuditError> {
     else {
         return Ok(false);
     };
-    let took =
-        chrono::TimeDelta::try_milliseconds(i64::try_from(took).unwrap_or(i64::MAX)).unwrap_or(chrono::TimeDelta::MAX);
-    let latest = took
-        .checked_add(&REUSE_SLACK)
-        .and_then(|after| first.checked_add_signed(after));
-    Ok(latest.is_some_and(|latest| event.received_at > latest))
+    Ok(match sends {
+        Sends::One => event.received_at != first,
+        Sends::Within(took) => {
+            let took = chrono::TimeDelta::try_milliseconds(i64::try_from(took).unwrap_or(i64::MAX))
+                .unwrap_or(chrono::TimeDelta::MAX);
+            let latest = took
+                .checked_add(&REUSE_SLACK)
+                .and_then(|after| first.checked_add_signed(after));
+            latest.is_some_and(|latest| event.received_at > latest)
+        }
+    })
+}
+
+/// Are the grant groups `event` impersonates the grants of whom portcullis
+/// sent it as? Someone reusing the audit id of a person's request could
+/// add the group of another's `cluster-admin` grant; the prefix alone
+/// (in [`verdict`]) lets that through.
+fn groups_theirs(store: &Store, sent: &Sent, event: &ApiserverEvent) -> Result<bool, AuditError> {
+    let Sent::As(user) = sent else { return Ok(true) };
+    let grants: Vec<&str> = event
+        .impersonated_groups
+        .iter()
+        .filter_map(|g| g.strip_prefix("portcullis:grant:"))
+        .collect();
+    if grants.is_empty() {
+        return Ok(true);
+    }
+    store
+        .grants_belong_to(user, &grants)
+        .map_err(|e| AuditError::Store(e.to_string()))
 }
 
 /// Why a request is an alert, if it is: portcullis never sent it
@@ -321,11 +349,13 @@ mod tests {
     fn an_event_impersonating_someone_portcullis_did_not_send_it_as_is_an_alert() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
+        // Writes, which a row alone says were sent.
         let sent = |id: &str, login: &str| AuditRow {
             id: id.into(),
             cluster: "prod".into(),
             principal_kind: "person".into(),
             login: login.into(),
+            write: true,
             started_at: Utc::now().trunc_subsecs(6),
             ..AuditRow::default()
         };
@@ -388,72 +418,141 @@ mod tests {
     }
 
     /// Someone holding portcullis's ServiceAccount token sends requests
-    /// under an audit id portcullis used, as the same person with the same
-    /// groups: each is kept as its own request (not dropped as a stage
-    /// delivered again) and raises an alert once it begins later than
-    /// portcullis's own request could have sent it. portcullis's own second
-    /// request under the id (a held write's dry run, then its read of the
-    /// object), within the time its row took, raises none; the id on
-    /// another cluster is a bypass there.
+    /// under audit ids portcullis used, as the same person: each is kept
+    /// as its own request (not dropped as a stage delivered again). Under a
+    /// read's id, whose request is the only one, a second is an alert; under
+    /// a write's, one begun later than the write could have sent it (its
+    /// dry run and read of the object come within the time its row took,
+    /// and raise none); under an id whose request portcullis refused before
+    /// it left (the refusal hands it to anyone), any is a bypass; an id on
+    /// another cluster is a bypass there; and a grant group of someone else
+    /// is an impersonation however the rest matches.
     #[test]
-    fn a_request_reusing_an_audit_id_portcullis_used_is_an_alert_and_portcullis_own_second_is_not() {
+    fn a_request_reusing_an_audit_id_portcullis_used_is_an_alert_and_portcullis_own_are_not() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
-        let row = AuditRow {
-            id: "held".into(),
+        for (login, grant) in [("ana", "g1"), ("bob", "g-bob")] {
+            let person = crate::identity::Principal::person(login);
+            store.add_principal(&person, false).unwrap();
+            store
+                .add_grant(&crate::identity::Grant {
+                    id: grant.into(),
+                    subject: person,
+                    cluster: "prod".into(),
+                    namespace: Some("shop".into()),
+                    role: "viewer".into(),
+                    expires_at: Utc::now() + chrono::TimeDelta::hours(1),
+                    granted_by: "t".into(),
+                    created_at: Utc::now(),
+                    revoked_at: None,
+                })
+                .unwrap();
+        }
+        let row = |id: &str, write: bool, refused: &str| AuditRow {
+            id: id.into(),
             cluster: "prod".into(),
             principal_kind: "person".into(),
             login: "ana".into(),
             started_at: Utc::now().trunc_subsecs(6),
             duration_ms: 2_000,
+            write,
+            refused: refused.into(),
             ..AuditRow::default()
         };
-        super::super::commit_event(&store, row).unwrap();
-        let request = |after: i64, cluster: &str, stage: &str| ApiserverEvent {
+        super::super::commit_event(&store, row("held", true, "")).unwrap();
+        super::super::commit_event(&store, row("read", false, "")).unwrap();
+        super::super::commit_event(&store, row("refused", false, "unknown")).unwrap();
+        store.record_forwarded("read", "prod", "request", Utc::now()).unwrap();
+        let request = |id: &str, after: i64, cluster: &str, stage: &str| ApiserverEvent {
             received_at: received() + chrono::TimeDelta::seconds(after),
             cluster: cluster.into(),
             impersonated_user: "user:ana".into(),
             impersonated_groups: vec!["portcullis:grant:g1".into(), "system:authenticated".into()],
-            ..event("held", stage)
+            ..event(id, stage)
+        };
+        let as_bobs = ApiserverEvent {
+            impersonated_groups: vec!["portcullis:grant:g-bob".into()],
+            ..request("held", 1, "prod", "ResponseComplete")
         };
         let batch = [
-            request(0, "prod", "RequestReceived"),
-            request(0, "prod", "ResponseComplete"),
-            request(1, "prod", "ResponseComplete"),
-            request(600, "prod", "RequestReceived"),
-            request(600, "prod", "ResponseComplete"),
-            request(0, "test", "ResponseComplete"),
+            request("held", 0, "prod", "RequestReceived"),
+            request("held", 0, "prod", "ResponseComplete"),
+            request("held", 1, "prod", "ResponseComplete"),
+            request("held", 600, "prod", "RequestReceived"),
+            request("held", 600, "prod", "ResponseComplete"),
+            request("held", 0, "test", "ResponseComplete"),
+            request("read", 0, "prod", "ResponseComplete"),
+            request("read", 1, "prod", "ResponseComplete"),
+            ApiserverEvent {
+                impersonated_user: String::new(),
+                impersonated_groups: Vec::new(),
+                ..request("refused", 0, "prod", "ResponseComplete")
+            },
         ];
-        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 6, "every request kept");
+        assert_eq!(store.store_apiserver_events(&batch).unwrap(), 9, "every request kept");
         assert_eq!(store.store_apiserver_events(&batch).unwrap(), 0, "delivered again");
         let alerts = Counter::default();
         let later = Utc::now() + chrono::TimeDelta::seconds(1);
-        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 2);
-        let checked = |after, cluster| store.apiserver_request_checked(&request(after, cluster, "")).unwrap();
-        assert_eq!(checked(0, "prod"), Some(Checked::Matched));
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 4);
+        let checked = |id, after, cluster| {
+            store
+                .apiserver_request_checked(&request(id, after, cluster, ""))
+                .unwrap()
+        };
+        assert_eq!(checked("held", 0, "prod"), Some(Checked::Matched));
         assert_eq!(
-            checked(1, "prod"),
+            checked("held", 1, "prod"),
             Some(Checked::Matched),
-            "portcullis's own second request"
+            "the write's own second request"
         );
-        assert_eq!(checked(600, "prod"), Some(Checked::Alert));
-        assert_eq!(checked(0, "test"), Some(Checked::Alert));
+        assert_eq!(checked("held", 600, "prod"), Some(Checked::Alert));
+        assert_eq!(checked("held", 0, "test"), Some(Checked::Alert));
+        assert_eq!(checked("read", 0, "prod"), Some(Checked::Matched));
+        assert_eq!(
+            checked("read", 1, "prod"),
+            Some(Checked::Alert),
+            "a read is one request"
+        );
+        assert_eq!(checked("refused", 0, "prod"), Some(Checked::Alert));
         let mut audit = super::super::sqlite::SqliteAuditStore::open(store.path()).unwrap();
         let filter = super::super::query::Filter {
             kind: Some(ALERT.into()),
             ..Default::default()
         };
         let rows = super::super::store::AuditStore::query(&mut audit, &filter).unwrap();
-        let mut found: Vec<(&str, &str)> = rows
+        let mut found: Vec<(&str, &str, &str)> = rows
             .iter()
-            .map(|r| (r.row.cluster.as_str(), r.row.reason.as_str()))
+            .map(|r| (r.row.id.as_str(), r.row.cluster.as_str(), r.row.reason.as_str()))
             .collect();
         found.sort();
-        assert_eq!(found, [("prod", REUSED), ("test", BYPASS)]);
+        assert_eq!(
+            found,
+            [
+                ("held", "prod", REUSED),
+                ("held", "test", BYPASS),
+                ("read", "prod", REUSED),
+                ("refused", "prod", BYPASS)
+            ]
+        );
         assert_eq!(
             check(&store, Duration::ZERO, later, &alerts).unwrap(),
             0,
             "each alert once"
+        );
+
+        // Someone else's grant group beside ana's own request's user.
+        store
+            .store_apiserver_events(&[ApiserverEvent {
+                received_at: received() + chrono::TimeDelta::milliseconds(1500),
+                ..as_bobs
+            }])
+            .unwrap();
+        let later = Utc::now() + chrono::TimeDelta::seconds(1);
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 1);
+        let rows = super::super::store::AuditStore::query(&mut audit, &filter).unwrap();
+        assert!(
+            rows.iter().any(|r| r.row.id == "held" && r.row.reason == IMPERSONATION),
+            "{rows:?}"
         );
     }
 

@@ -19,8 +19,12 @@ use crate::store::Store;
 use chrono::{DateTime, SubsecRound, Utc};
 use std::collections::HashMap;
 
-/// The kind of a client's request (through the pipeline).
+/// The kind of a client's read (through the pipeline): one request to the
+/// cluster under its audit id.
 const REQUEST: &str = "request";
+/// The kind of a client's write: its hold stage may send a dry run and a
+/// read under the same audit id before the write itself.
+pub const WRITE: &str = "write";
 
 /// A request that left for a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +33,8 @@ pub struct Forwarded {
     pub id: String,
     /// The cluster.
     pub cluster: String,
-    /// `request` (a client's, through the pipeline) or `system`
+    /// `request` (a client's read, through the pipeline), `write` (a
+    /// client's write, or a request its hold stage sends) or `system`
     /// (portcullis's own).
     pub kind: &'static str,
     /// Whom a client's request impersonates: `person` or `bot` (empty for
@@ -70,6 +75,15 @@ impl Forwarded {
         }
     }
 
+    /// A client's write `id` to `cluster`, or a request sent under its
+    /// audit id (a dry run), leaving now.
+    pub fn write(id: &str, cluster: &str) -> Forwarded {
+        Forwarded {
+            kind: WRITE,
+            ..Forwarded::request(id, cluster)
+        }
+    }
+
     /// portcullis's own request `id` to `cluster`, leaving now.
     pub fn system(id: &str, cluster: &str) -> Forwarded {
         Forwarded {
@@ -81,9 +95,9 @@ impl Forwarded {
 
 /// Leave out of `records` each client request's record whose row is among
 /// `rows` (one commit), and mark that row instead: the row's `forwarded`
-/// column stands for the record, so a read costs the store one row, not a
-/// row and a record. portcullis's own records (`system`) stay: their kind
-/// says the request impersonated nobody.
+/// column stands for the record (the row says whether it was a write), so
+/// a read costs the store one row, not a row and a record. portcullis's own
+/// records (`system`) stay: their kind says the request impersonated nobody.
 pub fn stand_in(records: Vec<Forwarded>, rows: &mut [Encoded]) -> Vec<Forwarded> {
     if records.is_empty() || rows.is_empty() {
         return records;
@@ -96,7 +110,7 @@ pub fn stand_in(records: Vec<Forwarded>, rows: &mut [Encoded]) -> Vec<Forwarded>
         records
             .iter()
             .enumerate()
-            .filter(|(_, record)| record.kind == REQUEST)
+            .filter(|(_, record)| record.kind == REQUEST || record.kind == WRITE)
             .map(|(i, record)| ((record.id.as_str(), record.cluster.as_str()), i)),
     );
     for row in rows.iter_mut() {

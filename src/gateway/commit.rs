@@ -26,13 +26,20 @@ impl Pipeline {
                 cause: error.to_string(),
             }
         })?;
+        // Recorded now, batched with the rows (a read, a watch or an exec
+        // open for hours has no row until it ends), so that the API
+        // server's event for it is never taken for a bypass, and a request
+        // refused before this point is never taken for one portcullis sent.
+        let row = &trace.row;
+        let record = if info.is_write() {
+            Forwarded::write(&row.id, &row.cluster)
+        } else {
+            Forwarded::request(&row.id, &row.cluster)
+        };
+        self.audit
+            .writer()
+            .forwarded(record.as_principal(&row.principal_kind, &row.login));
         if !(info.is_write() || reveal_one) {
-            // A write's intent says it was sent; a read (a watch, an exec
-            // open for hours) is recorded now, batched with the rows, so
-            // the API server's event for it is never taken for a bypass.
-            let row = &trace.row;
-            let sent = Forwarded::request(&row.id, &row.cluster).as_principal(&row.principal_kind, &row.login);
-            self.audit.writer().forwarded(sent);
             return Ok(());
         }
         // Boxed: only writes wait on an intent, and its future would

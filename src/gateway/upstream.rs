@@ -454,6 +454,9 @@ pub(super) fn connector(trust: Arc<CaFileTrust>, protocol: Protocol) -> Bounded 
     // small GETs at concurrency 4 showed it as a 40 ms median.
     let mut tcp = HttpConnector::new();
     tcp.set_nodelay(true);
+    // Also here: the connector shares it among a name's addresses, so one
+    // that drops SYNs leaves time to try the next.
+    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
     tcp.enforce_http(false);
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)

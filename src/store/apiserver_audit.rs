@@ -92,6 +92,22 @@ fn kube_user(kind: &str, login: &str) -> String {
     }
 }
 
+/// How many requests portcullis sent a cluster under one audit id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sends {
+    /// One: a read, or portcullis's own request.
+    One,
+    /// A write's: each began within this many milliseconds of the first.
+    Within(u64),
+}
+
+/// Which rows (aliased `a`) stand for a request portcullis sent: a request
+/// row marked as standing for its forwarded record, one whose record is
+/// kept, or a write that was not refused (the previous release kept no
+/// record of writes).
+const SENT: &str = "a.kind = '' AND (a.forwarded OR (a.is_write AND a.refused = '') \
+     OR EXISTS (SELECT 1 FROM audit_forwarded f WHERE f.id = a.id AND f.cluster = a.cluster))";
+
 /// `"user"` quoted: unquoted, PostgreSQL reads it as the current role.
 const COLUMNS: &str = "audit_id, stage, cluster, verb, request_uri, \"user\", impersonated_user, impersonated_groups, \
      source_ips, user_agent, code, decision, reason, received_at, stage_at";
@@ -312,45 +328,81 @@ impl Store {
         })
     }
 
-    /// How long portcullis's request `audit_id` to `cluster` took, once it
-    /// is over: every request it sent the cluster under that id began
-    /// within it. A row's duration; none for its own (one request each);
-    /// not known while a client's stream is still open, or if it never
-    /// sent it.
-    pub fn portcullis_request_span(&self, audit_id: &str, cluster: &str) -> Result<Option<u64>, StoreError> {
+    /// How many requests portcullis sent `cluster` under `audit_id`, as far
+    /// as it knows: a read, or one of its own, is one request; a write's
+    /// hold stage may send a dry run and a read before it, all within the
+    /// time its row took. Not known while a write is under way, or if
+    /// portcullis never sent it.
+    pub fn portcullis_sends(&self, audit_id: &str, cluster: &str) -> Result<Option<Sends>, StoreError> {
         self.with(|c| {
-            let took: Option<i64> = c
+            let row: Option<(bool, i64)> = c
                 .query_row(
-                    "SELECT duration_ms FROM audit WHERE id = ?1 AND cluster = ?2 AND kind = '' LIMIT 1",
+                    &format!(
+                        "SELECT is_write, duration_ms FROM audit a WHERE id = ?1 AND cluster = ?2 AND {SENT} LIMIT 1"
+                    ),
                     params![audit_id, cluster],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            if let Some(took) = took {
-                return Ok(Some(took.max(0) as u64));
+            if let Some((write, took)) = row {
+                return Ok(Some(if write {
+                    Sends::Within(took.max(0) as u64)
+                } else {
+                    Sends::One
+                }));
             }
-            let own: Option<String> = c
+            let record: Option<String> = c
                 .query_row(
                     "SELECT kind FROM audit_forwarded WHERE id = ?1 AND cluster = ?2",
                     params![audit_id, cluster],
                     |r| r.get(0),
                 )
                 .optional()?;
-            Ok((own.as_deref() == Some("system")).then_some(0))
+            Ok(match record.as_deref() {
+                Some("system" | "request") => Some(Sends::One),
+                _ => None,
+            })
+        })
+    }
+
+    /// Do the grants of every id in `grant_ids` belong to `kube_user`
+    /// (`user:<login>` or `bot:<name>`), as the groups portcullis sends for
+    /// them do? Ended grants count: the request may be from before.
+    pub fn grants_belong_to(&self, kube_user: &str, grant_ids: &[&str]) -> Result<bool, StoreError> {
+        let subject = match kube_user.split_once(':') {
+            Some(("user", login)) => ("person", login),
+            Some(("bot", name)) => ("bot", name),
+            _ => return Ok(grant_ids.is_empty()),
+        };
+        self.with(|c| {
+            for id in grant_ids {
+                let theirs: i64 = c.query_row(
+                    "SELECT COUNT(*) FROM grants WHERE id = ?1 AND kind = ?2 AND subject = ?3",
+                    params![id, subject.0, subject.1],
+                    |r| r.get(0),
+                )?;
+                if theirs == 0 {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
         })
     }
 
     /// Did portcullis send request `audit_id` to `cluster`, and as whom: a
-    /// row that is not an alert, a write's intent or a forwarded record
-    /// (each names its person or bot; portcullis's own requests impersonate
-    /// nobody; a record of the release before says nobody, so whom is not
-    /// known).
+    /// row of a request it sent ([`SENT`]: a row of one refused before it
+    /// left, whose id the refusal hands to anyone, is no such proof), a
+    /// write's intent or a forwarded record (each names its person or bot;
+    /// portcullis's own requests impersonate nobody; a record of the
+    /// release before says nobody, so whom is not known).
     /// An id portcullis sent to another cluster is one it never sent here.
     pub fn portcullis_sent_as(&self, audit_id: &str, cluster: &str) -> Result<Sent, StoreError> {
         self.with(|c| {
             let row: Option<(String, String)> = c
                 .query_row(
-                    "SELECT principal_kind, login FROM audit WHERE id = ?1 AND cluster = ?2 AND kind = '' LIMIT 1",
+                    &format!(
+                        "SELECT principal_kind, login FROM audit a WHERE id = ?1 AND cluster = ?2 AND {SENT} LIMIT 1"
+                    ),
                     params![audit_id, cluster],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )

@@ -45,7 +45,7 @@ mod sessions;
 mod trust;
 
 pub use access::{AccessRequest, AccessState};
-pub use apiserver_audit::{ApiserverEvent, Checked, Coverage, Sent};
+pub use apiserver_audit::{ApiserverEvent, Checked, Coverage, Sends, Sent};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
 pub use login_codes::{CliCode, DeviceDecision, DevicePoll, DeviceRequest};

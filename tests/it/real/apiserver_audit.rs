@@ -199,13 +199,73 @@ fn requests_through_portcullis_are_joined_with_the_rbac_reason_of_an_allowed_and
 
 /// A request straight to the API server with portcullis's own token.
 async fn around_portcullis(cluster: &RealCluster, path: &str, impersonate: Option<&str>) -> RawResponse {
+    let headers: Vec<(&str, &str)> = impersonate.map(|user| ("impersonate-user", user)).into_iter().collect();
+    around_portcullis_with(cluster, path, &headers).await
+}
+
+/// [`around_portcullis`] with `headers` besides the token.
+async fn around_portcullis_with(cluster: &RealCluster, path: &str, headers: &[(&str, &str)]) -> RawResponse {
     let auth = format!("Bearer {}", cluster.portcullis_token);
-    let mut headers = vec![("authorization", auth.as_str())];
-    if let Some(user) = impersonate {
-        headers.push(("impersonate-user", user));
-    }
+    let mut all = vec![("authorization", auth.as_str())];
+    all.extend_from_slice(headers);
     let raw = Raw::with_ca(&cluster.ca_pem, cluster.url.clone());
-    raw.send(http::Method::GET, path, &headers, Vec::new()).await
+    raw.send(http::Method::GET, path, &all, Vec::new()).await
+}
+
+/// The API server takes a client's `Audit-ID` as it is. Someone holding
+/// portcullis's token sends requests under ids portcullis handed out: one
+/// of a read it forwarded, as the same person with the same grant group
+/// (a read is one request: a second is an alert), and one of a request it
+/// refused and never sent (the 401 names its id to anyone).
+#[test]
+fn a_request_around_portcullis_under_an_audit_id_it_used_or_refused_is_an_alert() {
+    let Webhooked {
+        runtime, cluster, env, ..
+    } = webhooked();
+    let ns = cluster.namespace("reuse").unwrap();
+    runtime.block_on(async {
+        let token = env.person("rosa", &[("viewer", Some(&ns))]);
+        let path = format!("/clusters/{REAL_CLUSTER}/api/v1/namespaces/{ns}/pods");
+        let read = env.raw().get(&path, &token).await;
+        assert_eq!(read.status, 200);
+        let read = crate::audit::audit_id(&read);
+        let refused = env.raw().get(&path, "").await;
+        assert_eq!(refused.status, 401);
+        let refused = crate::audit::audit_id(&refused);
+        let rosa = Principal::person("rosa");
+        let group = env
+            .store
+            .list_grants()
+            .unwrap()
+            .into_iter()
+            .find(|g| g.subject == rosa)
+            .unwrap()
+            .group();
+        let pods = format!("/api/v1/namespaces/{ns}/pods");
+        let as_rosa = [
+            ("audit-id", read.as_str()),
+            ("impersonate-user", "user:rosa"),
+            ("impersonate-group", group.as_str()),
+        ];
+        assert_eq!(around_portcullis_with(cluster, &pods, &as_rosa).await.status, 200);
+        // Its own, unimpersonated, is forbidden pods: still audited.
+        let nobody = [("audit-id", refused.as_str())];
+        assert_eq!(around_portcullis_with(cluster, &pods, &nobody).await.status, 403);
+        let alerts = Filter {
+            kind: Some("alert".into()),
+            ..Filter::default()
+        };
+        let raised = eventually("both reused ids are alerts", async || {
+            let rows: Vec<AuditRow> = crate::audit::rows(env, alerts.clone())
+                .into_iter()
+                .map(|c| c.row)
+                .collect();
+            let reason = |id: &str| rows.iter().find(|r| r.id == id).map(|r| r.reason.clone());
+            Some((reason(&read)?, reason(&refused)?))
+        })
+        .await;
+        assert_eq!(raised, ("ReusedAuditID".to_string(), "Bypass".to_string()));
+    });
 }
 
 #[test]
@@ -239,7 +299,13 @@ fn a_request_around_portcullis_with_its_token_is_an_alert_impersonating_or_not()
             found.then_some(rows)
         })
         .await;
-        let ids: Vec<&str> = raised.iter().map(|r| r.id.as_str()).collect();
+        // Beside the alerts another test raises on purpose (in its own
+        // namespaces, `reuse-…`).
+        let ids: Vec<&str> = raised
+            .iter()
+            .filter(|r| !r.path.contains("/namespaces/reuse-"))
+            .map(|r| r.id.as_str())
+            .collect();
         assert_eq!(ids.len(), 2, "nothing portcullis sent itself is an alert: {ids:?}");
         let impersonating = raised.iter().find(|r| r.id == bypasses[0]).unwrap();
         assert!(
