@@ -50,20 +50,11 @@ impl RateLimiter {
         self.check_at(key, Instant::now())
     }
 
-    /// Is a token there for `key` (none is taken), or how long until one is?
-    pub fn room(&self, key: &str) -> Result<(), Duration> {
-        self.room_at(key, Instant::now())
-    }
-
-    fn room_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
-        let Some(bucket) = self.buckets.get(&self.digest.hash_one(key)).map(|b| *b) else {
-            return Ok(());
-        };
-        let refilled = self.refilled(&bucket, now);
-        if refilled >= 1.0 {
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - refilled) / self.rate))
+    /// Give back the token taken for `key` by a [`Self::check`] that turned
+    /// out not to count (the request it held room for was a good one).
+    pub fn refund(&self, key: &str) {
+        if let Some(mut bucket) = self.buckets.get_mut(&self.digest.hash_one(key)) {
+            bucket.tokens = (bucket.tokens + 1.0).min(self.burst);
         }
     }
 
@@ -124,18 +115,22 @@ mod tests {
     }
 
     #[test]
-    fn looking_for_room_takes_nothing() {
+    fn a_refunded_token_is_there_again_and_never_past_the_burst() {
         let limiter = RateLimiter::new(60, 2);
         let start = Instant::now();
-        assert!(limiter.room_at("a", start).is_ok(), "no bucket yet");
         limiter.check_at("a", start).unwrap();
+        limiter.check_at("a", start).unwrap();
+        assert!(limiter.check_at("a", start).is_err());
+        limiter.refund("a");
+        assert!(limiter.check_at("a", start).is_ok(), "given back");
         for _ in 0..5 {
-            assert!(limiter.room_at("a", start).is_ok());
+            limiter.refund("a");
         }
-        let _ = limiter.check_at("a", start);
-        let wait = limiter.room_at("a", start).unwrap_err();
-        assert!(wait > Duration::from_millis(900), "{wait:?}");
-        assert!(limiter.room_at("a", start + Duration::from_secs(1)).is_ok(), "refilled");
+        limiter.check_at("a", start).unwrap();
+        limiter.check_at("a", start).unwrap();
+        assert!(limiter.check_at("a", start).is_err(), "no more than the burst");
+        limiter.refund("unknown");
+        assert!(limiter.buckets.get(&limiter.digest.hash_one("unknown")).is_none());
     }
 
     #[test]

@@ -325,9 +325,16 @@ impl Authenticator {
             }
             _ => None,
         };
+        // Taken before the store is asked, so that lookups in flight
+        // together cannot all pass; given back if the token is good.
         if let Some((limiter, address)) = &limited {
-            limiter.room(address).map_err(Refused::HeldBack)?;
+            limiter.check(address).map_err(Refused::HeldBack)?;
         }
+        let refund = || {
+            if let Some((limiter, address)) = &limited {
+                limiter.refund(address);
+            }
+        };
         // Read before the store is: the entry's age counts from here.
         let (generation, read_at) = (self.generation.load(Ordering::SeqCst), Instant::now());
         let store = self.store.clone();
@@ -341,13 +348,17 @@ impl Authenticator {
             }))
         })
         .await
-        .map_err(|_| Refused::Store)?
-        .map_err(|error| {
-            tracing::error!(%error, "credential lookup failed");
-            Refused::Store
-        })?;
+        .map_err(|_| Refused::Store)
+        .and_then(|read| {
+            read.map_err(|error| {
+                tracing::error!(%error, "credential lookup failed");
+                Refused::Store
+            })
+        })
+        .inspect_err(|_| refund())?;
         match &found {
             Some(found) => {
+                refund();
                 if self.worked.len() >= WORKED_MAX {
                     self.worked.clear();
                 }
@@ -369,11 +380,6 @@ impl Authenticator {
             }
             None => {
                 self.cache.remove(&digest);
-                if let Some((limiter, address)) = &limited {
-                    // Spent, whatever is left: the refusal is the caller's
-                    // anyway, and the next one from there waits for room.
-                    let _ = limiter.check(address);
-                }
             }
         }
         Ok(found)

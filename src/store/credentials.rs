@@ -184,9 +184,10 @@ impl Store {
     ///
     /// What was opened with it goes with it: the web sessions signed in
     /// with it, the credentials `portcullis login` got under those, and the
-    /// agent sessions consented in them. A stolen token used to sign in on
-    /// the web page must not leave a 12-hour command-line credential, or an
-    /// agent's refresh token, behind once it is revoked.
+    /// agent sessions consented in them; and so on down, as a credential
+    /// got under one sign-in can sign in again. A stolen token used to sign
+    /// in on the web page must not leave a 12-hour command-line credential,
+    /// or an agent's refresh token, behind once it is revoked.
     pub fn revoke_credential(&self, id: &str) -> Result<(), StoreError> {
         let now = Utc::now();
         self.write(|tx| {
@@ -197,14 +198,27 @@ impl Store {
             if n == 0 {
                 return Err(StoreError::NotFound(format!("credential {id}")));
             }
-            tx.execute(
-                "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE web_session IN \
-                 (SELECT id_sha256 FROM web_sessions WHERE credential_id = ?1)",
-                params![id, now],
-            )?;
-            tx.execute("DELETE FROM web_sessions WHERE credential_id = ?1", params![id])?;
-            // And the agent sessions consented in a sign-in made with it.
-            super::oauth::end_agents(tx, "SELECT id FROM agents WHERE consented_with = ?1", id, now)?;
+            let mut opened_with = vec![id.to_string()];
+            let mut seen = std::collections::HashSet::new();
+            while let Some(credential) = opened_with.pop() {
+                if !seen.insert(credential.clone()) {
+                    continue;
+                }
+                let under: Vec<String> = tx.query_map(
+                    "SELECT id FROM credentials WHERE web_session IN \
+                     (SELECT id_sha256 FROM web_sessions WHERE credential_id = ?1)",
+                    params![credential],
+                    |r| r.get(0),
+                )?;
+                tx.execute(
+                    "UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE web_session IN \
+                     (SELECT id_sha256 FROM web_sessions WHERE credential_id = ?1)",
+                    params![credential, now],
+                )?;
+                tx.execute("DELETE FROM web_sessions WHERE credential_id = ?1", params![credential])?;
+                super::oauth::end_agents(tx, "SELECT id FROM agents WHERE consented_with = ?1", &credential, now)?;
+                opened_with.extend(under);
+            }
             Ok(())
         })
     }

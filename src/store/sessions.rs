@@ -192,6 +192,22 @@ mod tests {
             let (kept, _) = store
                 .issue_session_credential(&ana, "command line", later, "by-other")
                 .unwrap();
+            // Signed in again with what the stolen sign-in got, and an
+            // agent allowed there: the chain goes too.
+            store.insert_web_session("by-under", &session(&under.id)).unwrap();
+            let (deeper, _) = store
+                .issue_session_credential(&ana, "command line", later, "by-under")
+                .unwrap();
+            let plan = crate::store::oauth::SessionPlan {
+                person: ana.clone(),
+                client_id: "c".into(),
+                client_name: "Client".into(),
+                grants: Vec::new(),
+                until: later,
+                writes_need_approval: true,
+                consented_with: Some(deeper.id.clone()),
+            };
+            let (agent, _) = store.add_agent_session(&plan).unwrap();
             store.revoke_credential(&stolen.id).unwrap();
             let revoked = |id: &str| {
                 let all = store.list_credentials(Some(&ana)).unwrap();
@@ -199,6 +215,12 @@ mod tests {
             };
             assert!(revoked(&under.id), "{backend}: issued under its session");
             assert!(store.web_session("by-stolen").unwrap().is_none(), "{backend}");
+            assert!(revoked(&deeper.id), "{backend}: issued under a sign-in made with that");
+            assert!(store.web_session("by-under").unwrap().is_none(), "{backend}");
+            assert!(
+                store.agent(&agent.id).unwrap().unwrap().disabled,
+                "{backend}: the agent allowed down the chain"
+            );
             assert!(!revoked(&kept.id) && !revoked(&other.id), "{backend}");
             assert!(store.web_session("by-other").unwrap().is_some(), "{backend}");
             assert!(matches!(store.revoke_credential("nope"), Err(StoreError::NotFound(_))));
