@@ -245,36 +245,86 @@ pub fn redact_document(document: &mut Value, target: Target) -> Result<(), Redac
 pub const ADMISSION_WORDS_HIDDEN: &str =
     "<hidden: an admission check's words may quote Secret values; the audit row's id finds the request>";
 
-/// In a Status that carries an admission check's refusal (a webhook's, or a
-/// ValidatingAdmissionPolicy's, whose message is the policy's own text and
-/// may be built from the object, values and all), hide the check's words:
-/// the message after the API server's own "denied the request:" and every
-/// cause's message. Which check refused stays, as do the reason and code.
-/// The API server's own messages (not found, forbidden by RBAC, invalid
-/// fields) name keys and objects, never values, and pass. True when it
-/// changed anything.
+/// The reasons a Status may give (`metav1.StatusReason`): a webhook's
+/// refusal passes its own Status through, and its `reason` is free text.
+const REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
+/// Rebuild a Status that carries an admission check's words (a webhook's
+/// refusal, whose Status the API server passes on as the webhook wrote it;
+/// a ValidatingAdmissionPolicy's, whose message is the policy's own text
+/// built from the object as it likes, values and all; a webhook call that
+/// failed, quoting what the webhook answered): its message keeps the API
+/// server's words up to which check it was, the rest hidden, its reason
+/// only if it is one of Kubernetes's, and its details (the check's own)
+/// go. The API server's own messages (not found, forbidden by RBAC,
+/// invalid fields) name keys and objects, never values, and pass. True
+/// when it changed anything.
 pub fn hide_admission_words(status: &mut Value) -> bool {
     let Some(message) = status.get("message").and_then(Value::as_str) else {
         return false;
     };
-    let from_admission = message.contains("admission webhook") || message.contains("AdmissionPolicy");
+    let from_admission = message.contains("admission webhook")
+        || message.contains("calling webhook")
+        || message.contains("AdmissionPolicy");
     if !from_admission {
         return false;
     }
-    let kept = ["denied the request: ", "denied request: "]
+    let said = ["denied the request: ", "denied request: "]
         .iter()
-        .find_map(|said| message.find(said).map(|at| &message[..at + said.len()]))
-        .unwrap_or_default();
+        .find_map(|said| message.find(said).map(|at| at + said.len()))
+        .or_else(|| webhook_named(message));
+    let kept = said.map_or("", |end| &message[..end]);
     let hidden = format!("{kept}{ADMISSION_WORDS_HIDDEN}");
-    status["message"] = Value::String(hidden);
-    if let Some(causes) = status.pointer_mut("/details/causes").and_then(Value::as_array_mut) {
-        for cause in causes.iter_mut().filter_map(Value::as_object_mut) {
-            if cause.contains_key("message") {
-                cause.insert("message".into(), Value::String(ADMISSION_WORDS_HIDDEN.into()));
-            }
-        }
-    }
+    let reason = status
+        .get("reason")
+        .and_then(Value::as_str)
+        .filter(|r| REASONS.contains(r))
+        .unwrap_or_default()
+        .to_string();
+    let code = status.get("code").cloned().unwrap_or(Value::Null);
+    *status = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": hidden,
+        "reason": reason,
+        "code": code,
+    });
     true
+}
+
+/// Where the name of the webhook a failed call names ends (`… calling
+/// webhook "name": …`), just past its `": `.
+fn webhook_named(message: &str) -> Option<usize> {
+    const CALLING: &str = "calling webhook \"";
+    let start = message.find(CALLING)? + CALLING.len();
+    let close = message[start..].find('"')? + start + 1;
+    Some(if message[close..].starts_with(": ") {
+        close + 2
+    } else {
+        close
+    })
 }
 
 fn is_status(document: &Value) -> bool {
