@@ -64,7 +64,7 @@ pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counte
         if !seen.insert((event.cluster.clone(), event.audit_id.clone(), event.received_at)) {
             continue;
         }
-        if check_one(store, &event)? == Checked::Alert {
+        if check_one(store, &event)? == Some(Checked::Alert) {
             raised += 1;
             alerts.inc();
         }
@@ -72,10 +72,11 @@ pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counte
     Ok(raised)
 }
 
-/// Decide about `event`'s request: matched, or (once) an alert. A later
-/// stage is looked at again: the API server names whom a request
+/// Decide about `event`'s request: matched, or (once) an alert, or not yet
+/// (`None`: a write of portcullis's under way, whose row is still to come).
+/// A later stage is looked at again: the API server names whom a request
 /// impersonates only from its second stage on.
-fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditError> {
+fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Option<Checked>, AuditError> {
     let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
     let before = store.apiserver_request_checked(event).map_err(store_error)?;
     let fullest = fullest(store, event)?;
@@ -88,42 +89,48 @@ fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Checked, AuditErro
             match verdict(sent.clone(), &fullest) {
                 Some(reason) => Some(reason),
                 None if !groups_theirs(store, &sent, &fullest)? => Some(IMPERSONATION),
-                None => reused(store, event)?.then_some(REUSED),
+                None => match reused(store, event)? {
+                    Some(true) => Some(REUSED),
+                    Some(false) => None,
+                    // A write under way: looked at again at a later turn.
+                    None => return Ok(None),
+                },
             }
         }
     };
     let Some(reason) = reason else {
         let decided = before.unwrap_or(Checked::Matched);
         store.mark_apiserver_request(event, decided).map_err(store_error)?;
-        return Ok(Checked::Matched);
+        return Ok(Some(Checked::Matched));
     };
     warn(&fullest, reason);
     super::commit_event(store, alert_row(&fullest, reason))?;
     store
         .mark_apiserver_request(event, Checked::Alert)
         .map_err(store_error)?;
-    Ok(Checked::Alert)
+    Ok(Some(Checked::Alert))
 }
 
 /// Did the API server receive `event`'s request where no request portcullis
 /// sent under its audit id could be: a read's is the one request under it,
 /// and a write's began after the first by no more than the write took.
-/// (Not known while a write is under way: then it is matched.)
-fn reused(store: &Store, event: &ApiserverEvent) -> Result<bool, AuditError> {
+/// `None` while a write is under way (its row, which says how long it
+/// took, is not written yet).
+fn reused(store: &Store, event: &ApiserverEvent) -> Result<Option<bool>, AuditError> {
     let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
     let Some(sends) = store
         .portcullis_sends(&event.audit_id, &event.cluster)
         .map_err(store_error)?
     else {
-        return Ok(false);
+        return Ok(None);
     };
     let Some(first) = store
         .first_apiserver_request(&event.audit_id, &event.cluster)
         .map_err(store_error)?
     else {
-        return Ok(false);
+        return Ok(Some(false));
     };
-    Ok(match sends {
+    Ok(Some(match sends {
         Sends::One => event.received_at != first,
         Sends::Within(took) => {
             let took = chrono::TimeDelta::try_milliseconds(i64::try_from(took).unwrap_or(i64::MAX))
@@ -133,7 +140,7 @@ fn reused(store: &Store, event: &ApiserverEvent) -> Result<bool, AuditError> {
                 .and_then(|after| first.checked_add_signed(after));
             latest.is_some_and(|latest| event.received_at > latest)
         }
-    })
+    }))
 }
 
 /// Are the grant groups `event` impersonates the grants of whom portcullis
@@ -160,9 +167,12 @@ fn groups_theirs(store: &Store, sent: &Sent, event: &ApiserverEvent) -> Result<b
 /// a group portcullis never sends (`Impersonation`: its audit id was reused
 /// around portcullis, say with `system:masters` beside the user).
 pub fn verdict(sent: Sent, event: &ApiserverEvent) -> Option<&'static str> {
+    // From its second stage on, the API server names whom a request
+    // impersonates: naming nobody then is not what portcullis sent.
+    let named = !event.impersonated_user.is_empty() || event.stage != "RequestReceived";
     match sent {
         Sent::No => Some(BYPASS),
-        Sent::As(user) if !event.impersonated_user.is_empty() && event.impersonated_user != user => Some(IMPERSONATION),
+        Sent::As(user) if named && event.impersonated_user != user => Some(IMPERSONATION),
         Sent::As(_) if event.impersonated_groups.iter().any(|g| !sent_group(g)) => Some(IMPERSONATION),
         Sent::As(_) | Sent::Unknown => None,
     }
@@ -349,7 +359,7 @@ mod tests {
     fn an_event_impersonating_someone_portcullis_did_not_send_it_as_is_an_alert() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
-        // Writes, which a row alone says were sent.
+        // Writes, recorded as forwarded.
         let sent = |id: &str, login: &str| AuditRow {
             id: id.into(),
             cluster: "prod".into(),
@@ -361,6 +371,9 @@ mod tests {
         };
         super::super::commit_event(&store, sent("as-ana", "ana")).unwrap();
         super::super::commit_event(&store, sent("reused", "ana")).unwrap();
+        for id in ["as-ana", "reused"] {
+            store.record_forwarded(id, "prod", "write", Utc::now()).unwrap();
+        }
         store.record_forwarded("own", "prod", "system", Utc::now()).unwrap();
         // A watch still open, sent as ana: its row is written when it ends.
         store
@@ -460,6 +473,7 @@ mod tests {
             ..AuditRow::default()
         };
         super::super::commit_event(&store, row("held", true, "")).unwrap();
+        store.record_forwarded("held", "prod", "write", Utc::now()).unwrap();
         super::super::commit_event(&store, row("read", false, "")).unwrap();
         super::super::commit_event(&store, row("refused", false, "unknown")).unwrap();
         store.record_forwarded("read", "prod", "request", Utc::now()).unwrap();
@@ -554,6 +568,21 @@ mod tests {
             rows.iter().any(|r| r.row.id == "held" && r.row.reason == IMPERSONATION),
             "{rows:?}"
         );
+
+        // A write under way (recorded as it left, no row yet): its request
+        // waits for the row, which says how long the write took.
+        store.record_forwarded("writing", "prod", "write", Utc::now()).unwrap();
+        let writing = request("writing", 0, "prod", "ResponseComplete");
+        store.store_apiserver_events(std::slice::from_ref(&writing)).unwrap();
+        let later = Utc::now() + chrono::TimeDelta::seconds(1);
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 0);
+        assert_eq!(store.apiserver_request_checked(&writing).unwrap(), None, "not yet");
+        super::super::commit_event(&store, row("writing", true, "")).unwrap();
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 0);
+        assert_eq!(
+            store.apiserver_request_checked(&writing).unwrap(),
+            Some(Checked::Matched)
+        );
     }
 
     #[test]
@@ -562,15 +591,24 @@ mod tests {
             impersonated_user: "user:ana".into(),
             ..ApiserverEvent::default()
         };
-        let nobody = ApiserverEvent::default();
+        let nobody = ApiserverEvent {
+            stage: "RequestReceived".into(),
+            ..ApiserverEvent::default()
+        };
+        let nobody_at_the_end = ApiserverEvent {
+            stage: "ResponseComplete".into(),
+            ..ApiserverEvent::default()
+        };
         let cases = [
             (Sent::No, &nobody, Some(BYPASS)),
             (Sent::No, &as_ana, Some(BYPASS)),
             (Sent::As("user:ana".into()), &as_ana, None),
             (Sent::As("user:bob".into()), &as_ana, Some(IMPERSONATION)),
             (Sent::As(String::new()), &as_ana, Some(IMPERSONATION)),
-            // The first stage names nobody yet.
+            // The first stage names nobody yet; a later one must.
             (Sent::As("user:ana".into()), &nobody, None),
+            (Sent::As("user:ana".into()), &nobody_at_the_end, Some(IMPERSONATION)),
+            (Sent::As(String::new()), &nobody_at_the_end, None),
             (Sent::Unknown, &as_ana, None),
         ];
         for (sent, event, expected) in cases {

@@ -80,6 +80,18 @@ impl Encoded {
         }
     }
 
+    /// A row shipped after a crash (an intent left, or a line of the
+    /// spool): its request's forwarded record was kept in memory and died
+    /// with the process, so the row of a request to a cluster that was not
+    /// refused stands for it (else the API server's event for it would be
+    /// taken for a bypass).
+    pub(super) fn recovered(row: AuditRow) -> Encoded {
+        let sent = row.kind.is_empty() && !row.cluster.is_empty() && row.refused.is_empty();
+        let mut encoded = Encoded::new(row);
+        encoded.forwarded = sent;
+        encoded
+    }
+
     /// Whether the row stands for its request's forwarded record.
     pub fn forwarded(&self) -> bool {
         self.forwarded

@@ -248,7 +248,7 @@ impl AuditStore for PostgresAuditStore {
                 row.code = 0;
                 row.reason = "Unknown".into();
                 row.finish(now);
-                rows.push(Encoded::new(row));
+                rows.push(Encoded::recovered(row));
             }
             let ids: Vec<&str> = rows.iter().map(|row| row.row().id.as_str()).collect();
             settle(db, &ids)?;

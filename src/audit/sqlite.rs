@@ -154,7 +154,7 @@ impl AuditStore for SqliteAuditStore {
             row.code = 0;
             row.reason = "Unknown".into();
             row.finish(now);
-            rows.push(Encoded::new(row));
+            rows.push(Encoded::recovered(row));
         }
         let links = self.commit_encoded(&[], &rows)?;
         self.left_by_a_crash.clear();

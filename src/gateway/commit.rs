@@ -4,7 +4,6 @@
 use super::classify::RequestInfo;
 use super::error::RequestError;
 use super::{Pipeline, Trace};
-use crate::audit::forwarded::Forwarded;
 use crate::audit::AuditError;
 
 impl Pipeline {
@@ -26,19 +25,7 @@ impl Pipeline {
                 cause: error.to_string(),
             }
         })?;
-        // Recorded now, batched with the rows (a read, a watch or an exec
-        // open for hours has no row until it ends), so that the API
-        // server's event for it is never taken for a bypass, and a request
-        // refused before this point is never taken for one portcullis sent.
-        let row = &trace.row;
-        let record = if info.is_write() {
-            Forwarded::write(&row.id, &row.cluster)
-        } else {
-            Forwarded::request(&row.id, &row.cluster)
-        };
-        self.audit
-            .writer()
-            .forwarded(record.as_principal(&row.principal_kind, &row.login));
+        // Recorded as forwarded by the forward stage, as it leaves.
         if !(info.is_write() || reveal_one) {
             return Ok(());
         }

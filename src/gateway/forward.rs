@@ -65,6 +65,8 @@ pub struct Call<'a> {
     /// For a long-running request, the groups whose grants could authorize
     /// it (see [`super::policy::Policy::groups_for`]); else all it is sent.
     pub stream_groups: Option<Vec<String>>,
+    /// Where the request is recorded as forwarded, just before it leaves.
+    pub recorder: Option<&'a crate::audit::writer::AuditWriter>,
 }
 
 impl<'a> Call<'a> {
@@ -90,6 +92,7 @@ impl<'a> Call<'a> {
             sent,
             narrowed_by: judged.narrowed_by,
             stream_groups: None,
+            recorder: None,
         }
     }
 }
@@ -195,6 +198,7 @@ async fn send(
     } else {
         request
     };
+    record(call, upgrade || streaming);
     let sent = if upgrade {
         call.upstream.send_upgrade(request).await
     } else if streaming {
@@ -205,6 +209,26 @@ async fn send(
             .map_err(|_| timeout(call.upstream, call.limits))?
     };
     sent.map_err(|e| send_error(call, &e))
+}
+
+/// On record that the request leaves now, as whom (batched with the rows):
+/// the API server's event for it is then never taken for a bypass, even
+/// while a watch or exec stays open with no row, and a request refused
+/// before this point is never taken for one portcullis sent. A write's
+/// hold stage may send a dry run and a read under its audit id first
+/// (kind `write`); anything else is the one request under its id.
+fn record(call: &Call<'_>, stream: bool) {
+    use crate::audit::forwarded::Forwarded;
+    let Some(recorder) = call.recorder else { return };
+    let mut text = uuid::Uuid::encode_buffer();
+    let id = call.audit_id.hyphenated().encode_lower(&mut text);
+    let record = if call.info.is_write() && !stream {
+        Forwarded::write(id, &call.upstream.name)
+    } else {
+        Forwarded::request(id, &call.upstream.name)
+    };
+    let principal = &call.identity.principal;
+    recorder.forwarded(record.as_principal(principal.kind.as_str(), &principal.name));
 }
 
 /// A Secret write from a caller who sees values hidden, read whole and
@@ -458,6 +482,7 @@ mod tests {
             sent: Arc::default(),
             narrowed_by: None,
             stream_groups: None,
+            recorder: None,
         }
     }
 }

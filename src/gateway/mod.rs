@@ -286,6 +286,7 @@ impl Pipeline {
         };
         self.commit(&info, judged.reveal_one, trace).await?;
         let mut call = forward::Call::new(&stages, &info, judged, &self.metrics, trace.sent.clone());
+        call.recorder = Some(self.audit.writer());
         if forward::is_streaming(&info, request.uri().query()) {
             let cluster = &stages.upstream.name;
             let applying = self.policy.groups_for(stages.identity, cluster, &info.namespace).await;

@@ -325,13 +325,20 @@ impl Authenticator {
             }
             _ => None,
         };
-        // Taken before the store is asked, so that lookups in flight
-        // together cannot all pass; given back if the token is good.
-        if let Some((limiter, address)) = &limited {
-            limiter.check(address).map_err(Refused::HeldBack)?;
-        }
+        // An address that sent unknown tokens of late is held to its rate:
+        // a token is taken before the store is asked, so that lookups in
+        // flight together cannot all pass, and given back if the token is
+        // good. One that has not is not slowed at all (a fresh replica's
+        // first lookups of good tokens, many at once).
+        let took = match &limited {
+            Some((limiter, address)) if limiter.tracks(address) => {
+                limiter.check(address).map_err(Refused::HeldBack)?;
+                true
+            }
+            _ => false,
+        };
         let refund = || {
-            if let Some((limiter, address)) = &limited {
+            if let Some((limiter, address)) = limited.as_ref().filter(|_| took) {
                 limiter.refund(address);
             }
         };
@@ -380,6 +387,10 @@ impl Authenticator {
             }
             None => {
                 self.cache.remove(&digest);
+                if let Some((limiter, address)) = limited.as_ref().filter(|_| !took) {
+                    // Its first unknown token: from now on it is counted.
+                    let _ = limiter.check(address);
+                }
             }
         }
         Ok(found)

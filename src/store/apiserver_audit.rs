@@ -102,10 +102,10 @@ pub enum Sends {
 }
 
 /// Which rows (aliased `a`) stand for a request portcullis sent: a request
-/// row marked as standing for its forwarded record, one whose record is
-/// kept, or a write that was not refused (the previous release kept no
-/// record of writes).
-const SENT: &str = "a.kind = '' AND (a.forwarded OR (a.is_write AND a.refused = '') \
+/// row marked as standing for its forwarded record, or one whose record
+/// is kept. (Every request is recorded as it leaves; a row alone proves
+/// nothing, as one refused before it left names its id to anyone.)
+const SENT: &str = "a.kind = '' AND (a.forwarded \
      OR EXISTS (SELECT 1 FROM audit_forwarded f WHERE f.id = a.id AND f.cluster = a.cluster))";
 
 /// `"user"` quoted: unquoted, PostgreSQL reads it as the current role.

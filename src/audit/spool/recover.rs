@@ -73,7 +73,7 @@ pub fn ship(path: &Path, store: &mut dyn AuditStore) -> Result<(usize, Vec<Chain
         let fresh: Vec<Encoded> = batch
             .into_iter()
             .filter(|row| !committed.contains(&row.id))
-            .map(Encoded::new)
+            .map(Encoded::recovered)
             .collect();
         if !fresh.is_empty() {
             let links = store.commit_encoded(&[], &fresh)?;

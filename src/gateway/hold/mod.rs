@@ -255,12 +255,6 @@ impl Pipeline {
         request: Request<Body>,
         reveal_secrets: bool,
     ) -> Result<Response<Body>, RequestError> {
-        // On record as the write's own requests, before they leave: this
-        // stage runs before the commit stage records the call.
-        let identity = &ctx.identity.principal;
-        let record = crate::audit::forwarded::Forwarded::write(&ctx.audit_id.to_string(), &ctx.upstream.name)
-            .as_principal(identity.kind.as_str(), &identity.name);
-        self.audit.writer().forwarded(record);
         let call = forward::Call {
             upstream: ctx.upstream,
             path: ctx.path,
@@ -274,6 +268,7 @@ impl Pipeline {
             sent: Arc::default(),
             narrowed_by: self.policy.outside_protected(info),
             stream_groups: None,
+            recorder: Some(self.audit.writer()),
         };
         forward::forward(call, request).await
     }

@@ -171,6 +171,7 @@ mod tests {
             sent: Default::default(),
             narrowed_by: None,
             stream_groups: None,
+            recorder: None,
         }
     }
 
