@@ -259,8 +259,30 @@ impl Pipeline {
     }
 
     /// The stages after authentication, for a request from a door or from
-    /// an MCP tool ([`call`]), in the order a request meets them.
+    /// an MCP tool ([`call`]), in the order a request meets them. A request
+    /// whose client goes away before it is answered (its future dropped)
+    /// is recorded all the same ([`Unanswered`]).
     pub async fn through<B>(
+        &self,
+        stages: Stages<'_>,
+        request: Request<B>,
+        trace: &mut Trace,
+    ) -> Result<Response<Body>, error::RequestError>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+        B::Error: Into<body::BoxError>,
+    {
+        let mut unanswered = Unanswered {
+            trace,
+            writer: self.audit.writer(),
+            armed: true,
+        };
+        let answered = self.stages(stages, request, unanswered.trace).await;
+        unanswered.armed = false;
+        answered
+    }
+
+    async fn stages<B>(
         &self,
         stages: Stages<'_>,
         request: Request<B>,
@@ -297,6 +319,30 @@ impl Pipeline {
             });
         }
         forward::forward(call, request).await
+    }
+}
+
+/// A request in the pipeline's stages, not answered yet. If its future is
+/// dropped first (the client reset its stream or closed its connection
+/// before any answer), its row is written here, with no code and the
+/// reason `ClientWentAway`: a write may have reached the cluster or not,
+/// a read may have; either way the request is on record, as every other.
+struct Unanswered<'a> {
+    trace: &'a mut Trace,
+    writer: &'a crate::audit::writer::AuditWriter,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.armed || !self.trace.audited {
+            return;
+        }
+        let mut row = (*self.trace.row).clone();
+        row.code = 0;
+        row.reason = "ClientWentAway".into();
+        row.finish(chrono::Utc::now());
+        self.writer.submit(row);
     }
 }
 

@@ -77,6 +77,50 @@ async fn a_request_is_one_row_whose_id_the_cluster_recorded_as_its_audit_id() {
     env.stop().await;
 }
 
+/// A client that gives up before the answer (kubectl's Ctrl-C, a request
+/// timeout) still leaves its request on record: a read the cluster is
+/// slow to answer, and a write, each a row saying the client went away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_goes_away_before_its_answer_is_a_row() {
+    use portcullis_sim::faults::{FaultAction, FaultRule};
+    let env = Portcullis::start().await;
+    let token = env.person("ana", &[("developer", Some("shop"))]);
+    env.sim().faults().add(FaultRule {
+        method: None,
+        path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
+        times: None,
+        action: FaultAction::Delay(Duration::from_secs(30)),
+    });
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    let auth = format!("Bearer {token}");
+    let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"gone"}}"#.to_vec();
+    for (method, body) in [(Method::GET, Vec::new()), (Method::POST, body)] {
+        let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+        let raw = env.raw();
+        let asked = raw.send(method.clone(), &path, &headers, body);
+        // The client gives up long before the cluster answers.
+        assert!(tokio::time::timeout(Duration::from_millis(500), asked).await.is_err());
+        drop(raw);
+    }
+    let gone = Filter {
+        resource: Some("configmaps".into()),
+        ..Filter::default()
+    };
+    let rows = eventually("a row for each request given up", async || {
+        let rows: Vec<AuditRow> = rows(&env, gone.clone())
+            .into_iter()
+            .map(|c| c.row)
+            .filter(|r| r.reason == "ClientWentAway")
+            .collect();
+        (rows.len() == 2).then_some(rows)
+    })
+    .await;
+    let verbs: Vec<&str> = rows.iter().map(|r| r.verb.as_str()).collect();
+    assert_eq!(verbs, ["list", "create"]);
+    assert!(rows.iter().all(|r| r.login == "ana" && r.code == 0), "{rows:?}");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rbac_denial_is_a_row_with_the_clusters_reason() {
     let env = Portcullis::start().await;
