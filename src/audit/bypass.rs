@@ -49,24 +49,43 @@ pub const REUSED: &str = "ReusedAuditID";
 /// are each compared only with themselves.
 const REUSE_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 
+/// How long a request under the id of a write of portcullis's still under
+/// way (no row yet) waits for the write's row; past it, the write is taken
+/// to have lasted this long (a write whose client went away, or whose
+/// process crashed before its row, never writes one).
+const WRITE_WAIT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
 /// Check every event that arrived more than `grace` before `now` and was
-/// not checked yet; returns the alerts raised (each also counted in
-/// `alerts`).
+/// not checked yet, and those set aside for a write under way; returns the
+/// alerts raised (each also counted in `alerts`).
 pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counter) -> Result<usize, AuditError> {
+    let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
     let grace = chrono::TimeDelta::from_std(grace).unwrap_or(chrono::TimeDelta::MAX);
-    let events = store
+    let fresh = store
         .unchecked_apiserver_events(now - grace, PAGE)
-        .map_err(|e| AuditError::Store(e.to_string()))?;
+        .map_err(store_error)?
+        .into_iter()
+        .map(|event| (event, false));
+    // Set aside ones in a page of their own, so that however many there
+    // are, they never hold up the others.
+    let deferred = store.deferred_apiserver_events(PAGE).map_err(store_error)?;
+    let deferred = deferred
+        .into_iter()
+        .map(|(event, arrived)| (event, arrived < now - WRITE_WAIT));
     let mut raised = 0;
     let mut seen = std::collections::HashSet::new();
-    for event in events {
+    for (event, overdue) in fresh.chain(deferred) {
         // One request: its cluster, its audit id and when it was received.
         if !seen.insert((event.cluster.clone(), event.audit_id.clone(), event.received_at)) {
             continue;
         }
-        if check_one(store, &event)? == Some(Checked::Alert) {
-            raised += 1;
-            alerts.inc();
+        match check_one(store, &event, overdue)? {
+            Some(Checked::Alert) => {
+                raised += 1;
+                alerts.inc();
+            }
+            Some(Checked::Matched) => {}
+            None => store.defer_apiserver_request(&event).map_err(store_error)?,
         }
     }
     Ok(raised)
@@ -76,7 +95,7 @@ pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counte
 /// (`None`: a write of portcullis's under way, whose row is still to come).
 /// A later stage is looked at again: the API server names whom a request
 /// impersonates only from its second stage on.
-fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Option<Checked>, AuditError> {
+fn check_one(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Option<Checked>, AuditError> {
     let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
     let before = store.apiserver_request_checked(event).map_err(store_error)?;
     let fullest = fullest(store, event)?;
@@ -89,7 +108,7 @@ fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Option<Checked>, A
             match verdict(sent.clone(), &fullest) {
                 Some(reason) => Some(reason),
                 None if !groups_theirs(store, &sent, &fullest)? => Some(IMPERSONATION),
-                None => match reused(store, event)? {
+                None => match reused(store, event, overdue)? {
                     Some(true) => Some(REUSED),
                     Some(false) => None,
                     // A write under way: looked at again at a later turn.
@@ -115,13 +134,14 @@ fn check_one(store: &Store, event: &ApiserverEvent) -> Result<Option<Checked>, A
 /// sent under its audit id could be: a read's is the one request under it,
 /// and a write's began after the first by no more than the write took.
 /// `None` while a write is under way (its row, which says how long it
-/// took, is not written yet).
-fn reused(store: &Store, event: &ApiserverEvent) -> Result<Option<bool>, AuditError> {
+/// took, is not written yet), unless `overdue`.
+fn reused(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Option<bool>, AuditError> {
     let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
-    let Some(sends) = store
+    let sends = store
         .portcullis_sends(&event.audit_id, &event.cluster)
-        .map_err(store_error)?
-    else {
+        .map_err(store_error)?;
+    let waited = overdue.then(|| Sends::Within(WRITE_WAIT.num_milliseconds().max(0) as u64));
+    let Some(sends) = sends.or(waited) else {
         return Ok(None);
     };
     let Some(first) = store
@@ -167,9 +187,10 @@ fn groups_theirs(store: &Store, sent: &Sent, event: &ApiserverEvent) -> Result<b
 /// a group portcullis never sends (`Impersonation`: its audit id was reused
 /// around portcullis, say with `system:masters` beside the user).
 pub fn verdict(sent: Sent, event: &ApiserverEvent) -> Option<&'static str> {
-    // From its second stage on, the API server names whom a request
-    // impersonates: naming nobody then is not what portcullis sent.
-    let named = !event.impersonated_user.is_empty() || event.stage != "RequestReceived";
+    // Once the API server has authorized a request (a decision noted), it
+    // has named whom it impersonates: naming nobody then is not what
+    // portcullis sent. (Refused while impersonating, it names nobody.)
+    let named = !event.impersonated_user.is_empty() || !event.decision.is_empty();
     match sent {
         Sent::No => Some(BYPASS),
         Sent::As(user) if named && event.impersonated_user != user => Some(IMPERSONATION),
@@ -583,6 +604,28 @@ mod tests {
             store.apiserver_request_checked(&writing).unwrap(),
             Some(Checked::Matched)
         );
+
+        // A write whose row never comes (its process crashed first): after
+        // a while it is taken to have lasted that while.
+        store
+            .record_forwarded("abandoned", "prod", "write", Utc::now())
+            .unwrap();
+        let abandoned = [0, 1, 1200].map(|after| request("abandoned", after, "prod", "ResponseComplete"));
+        store.store_apiserver_events(&abandoned).unwrap();
+        assert_eq!(check(&store, Duration::ZERO, later, &alerts).unwrap(), 0);
+        assert!(abandoned
+            .iter()
+            .all(|e| store.apiserver_request_checked(e).unwrap().is_none()));
+        let much_later = Utc::now() + WRITE_WAIT + chrono::TimeDelta::seconds(1);
+        assert_eq!(check(&store, Duration::ZERO, much_later, &alerts).unwrap(), 1);
+        let decided: Vec<_> = abandoned
+            .iter()
+            .map(|e| store.apiserver_request_checked(e).unwrap())
+            .collect();
+        assert_eq!(
+            decided,
+            [Some(Checked::Matched), Some(Checked::Matched), Some(Checked::Alert)]
+        );
     }
 
     #[test]
@@ -597,6 +640,11 @@ mod tests {
         };
         let nobody_at_the_end = ApiserverEvent {
             stage: "ResponseComplete".into(),
+            decision: "allow".into(),
+            ..ApiserverEvent::default()
+        };
+        let refused_while_impersonating = ApiserverEvent {
+            stage: "ResponseComplete".into(),
             ..ApiserverEvent::default()
         };
         let cases = [
@@ -605,9 +653,10 @@ mod tests {
             (Sent::As("user:ana".into()), &as_ana, None),
             (Sent::As("user:bob".into()), &as_ana, Some(IMPERSONATION)),
             (Sent::As(String::new()), &as_ana, Some(IMPERSONATION)),
-            // The first stage names nobody yet; a later one must.
+            // The first stage names nobody yet; once authorized, it must.
             (Sent::As("user:ana".into()), &nobody, None),
             (Sent::As("user:ana".into()), &nobody_at_the_end, Some(IMPERSONATION)),
+            (Sent::As("user:ana".into()), &refused_while_impersonating, None),
             (Sent::As(String::new()), &nobody_at_the_end, None),
             (Sent::Unknown, &as_ana, None),
         ];

@@ -252,7 +252,7 @@ impl Store {
         self.with(|c| {
             let found: Option<String> = c
                 .query_row(
-                    "SELECT checked FROM apiserver_audit WHERE audit_id = ?1 AND checked <> '' \
+                    "SELECT checked FROM apiserver_audit WHERE audit_id = ?1 AND checked IN ('matched', 'alert') \
                      ORDER BY checked = 'alert' DESC LIMIT 1",
                     params![audit_id],
                     |r| r.get(0),
@@ -268,7 +268,7 @@ impl Store {
             let found: Option<String> = c
                 .query_row(
                     "SELECT checked FROM apiserver_audit WHERE audit_id = ?1 AND cluster = ?2 AND received_at = ?3 \
-                     AND checked <> '' ORDER BY checked = 'alert' DESC LIMIT 1",
+                     AND checked IN ('matched', 'alert') ORDER BY checked = 'alert' DESC LIMIT 1",
                     params![event.audit_id, event.cluster, text(&event.received_at)],
                     |r| r.get(0),
                 )
@@ -283,7 +283,7 @@ impl Store {
         self.with(|c| {
             c.execute(
                 "UPDATE apiserver_audit SET checked = ?4 WHERE audit_id = ?1 AND cluster = ?2 AND received_at = ?3 \
-                 AND checked = ''",
+                 AND checked IN ('', 'pending')",
                 params![
                     event.audit_id,
                     event.cluster,
@@ -292,6 +292,35 @@ impl Store {
                 ],
             )?;
             Ok(())
+        })
+    }
+
+    /// Set `event`'s request aside until what it is matched with is known
+    /// (a write of portcullis's under way), out of the way of the events
+    /// still to be checked.
+    pub fn defer_apiserver_request(&self, event: &ApiserverEvent) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE apiserver_audit SET checked = 'pending' WHERE audit_id = ?1 AND cluster = ?2 \
+                 AND received_at = ?3 AND checked = ''",
+                params![event.audit_id, event.cluster, text(&event.received_at)],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Up to `limit` events set aside, oldest first, each with when it
+    /// arrived.
+    pub fn deferred_apiserver_events(&self, limit: usize) -> Result<Vec<(ApiserverEvent, DateTime<Utc>)>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!(
+                    "SELECT {COLUMNS}, arrived_at FROM apiserver_audit WHERE checked = 'pending' \
+                     ORDER BY arrived_at LIMIT ?1"
+                ),
+                params![limit as i64],
+                |r| Ok((event_row(r)?, time(r, 15)?)),
+            )?)
         })
     }
 
@@ -491,8 +520,7 @@ const APISERVER_SIDE: &str = "SELECT COUNT(*), COUNT(CASE WHEN state = 'matched'
 
 const PORTCULLIS_SIDE: &str = "WITH sent (id, own) AS ( \
      SELECT id, kind = 'system' FROM audit_forwarded WHERE cluster = ?1 AND at >= ?2 AND at < ?3 \
-     UNION SELECT id, FALSE FROM audit WHERE cluster = ?1 AND kind = '' \
-     AND (forwarded OR (is_write AND refused = '')) \
+     UNION SELECT id, FALSE FROM audit WHERE cluster = ?1 AND kind = '' AND forwarded \
      AND started_at >= ?2 AND started_at < ?3), \
      lost (own) AS (SELECT own FROM sent WHERE NOT EXISTS \
      (SELECT 1 FROM apiserver_audit a WHERE a.audit_id = sent.id AND a.cluster = ?1)) \
