@@ -67,6 +67,9 @@ pub struct Call<'a> {
     pub stream_groups: Option<Vec<String>>,
     /// Where the request is recorded as forwarded, just before it leaves.
     pub recorder: Option<&'a crate::audit::writer::AuditWriter>,
+    /// Sent by the hold stage for a write (its dry run, its read of the
+    /// object): one of several requests under the write's audit id.
+    pub for_write: bool,
 }
 
 impl<'a> Call<'a> {
@@ -93,6 +96,7 @@ impl<'a> Call<'a> {
             narrowed_by: judged.narrowed_by,
             stream_groups: None,
             recorder: None,
+            for_write: false,
         }
     }
 }
@@ -222,7 +226,7 @@ fn record(call: &Call<'_>, stream: bool) {
     let Some(recorder) = call.recorder else { return };
     let mut text = uuid::Uuid::encode_buffer();
     let id = call.audit_id.hyphenated().encode_lower(&mut text);
-    let record = if call.info.is_write() && !stream {
+    let record = if (call.info.is_write() || call.for_write) && !stream {
         Forwarded::write(id, &call.upstream.name)
     } else {
         Forwarded::request(id, &call.upstream.name)
@@ -483,6 +487,7 @@ mod tests {
             narrowed_by: None,
             stream_groups: None,
             recorder: None,
+            for_write: false,
         }
     }
 }

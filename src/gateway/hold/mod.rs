@@ -269,6 +269,7 @@ impl Pipeline {
             narrowed_by: self.policy.outside_protected(info),
             stream_groups: None,
             recorder: Some(self.audit.writer()),
+            for_write: true,
         };
         forward::forward(call, request).await
     }

@@ -172,6 +172,7 @@ mod tests {
             narrowed_by: None,
             stream_groups: None,
             recorder: None,
+            for_write: false,
         }
     }
 
