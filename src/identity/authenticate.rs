@@ -183,6 +183,10 @@ pub struct Authenticator {
     /// forgetting (another replica's change empties it), so that callers
     /// sharing an address with a flood are not held back with it.
     worked: DashSet<[u8; 32], foldhash::fast::RandomState>,
+    /// Store lookups in flight, by digest: a lookup of the same token that
+    /// comes meanwhile waits for it rather than asking the store (and the
+    /// failure limit) again, as a client's many first requests do.
+    inflight: DashMap<[u8; 32], Arc<tokio::sync::OnceCell<Option<Found>>>, foldhash::fast::RandomState>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -202,6 +206,7 @@ impl Authenticator {
             generation: AtomicU64::new(0),
             failures: None,
             worked: DashSet::default(),
+            inflight: DashMap::default(),
         }
     }
 
@@ -286,6 +291,8 @@ impl Authenticator {
     /// Drop every cached entry of credential `id` (after revoking it here).
     pub fn forget(&self, id: &str) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+        // A lookup begun before is not joined by one after.
+        self.inflight.clear();
         self.cache.retain(|_, cached| cached.found.lookup.credential.id != id);
     }
 
@@ -293,12 +300,16 @@ impl Authenticator {
     /// owners or agents: which ones, it does not say).
     pub fn forget_all(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+        // A lookup begun before is not joined by one after.
+        self.inflight.clear();
         self.cache.clear();
     }
 
     /// Drop the cached entry of the token whose SHA-256 is `digest`.
     pub fn forget_digest(&self, digest: &[u8; 32]) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+        // A lookup begun before is not joined by one after.
+        self.inflight.clear();
         self.cache.remove(digest);
     }
 
@@ -306,6 +317,8 @@ impl Authenticator {
     /// the agent here), so it is refused on its next request.
     pub fn forget_agent(&self, id: &str) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+        // A lookup begun before is not joined by one after.
+        self.inflight.clear();
         self.cache
             .retain(|_, cached| cached.found.agent.as_ref().is_none_or(|agent| agent.id != id));
     }
@@ -319,26 +332,31 @@ impl Authenticator {
                 return Ok(Some(cached.found.clone()));
             }
         }
+        let asking = Asking {
+            inflight: &self.inflight,
+            digest,
+            cell: self.inflight.entry(digest).or_default().clone(),
+        };
+        asking.cell.get_or_try_init(|| self.read(digest, from)).await.cloned()
+    }
+
+    /// Ask the store for the token whose SHA-256 is `digest`, and cache
+    /// what it knows. A token that never worked here, presented `from` an
+    /// address, takes one of that address's failures before the store is
+    /// asked (so lookups in flight together cannot all pass), given back
+    /// if the token is good.
+    async fn read(&self, digest: [u8; 32], from: Option<&str>) -> Result<Option<Found>, Refused> {
         let limited = match (&self.failures, from) {
             (Some(limiter), Some(from)) if !from.is_empty() && !self.worked.contains(&digest) => {
                 Some((limiter, address_key(from)))
             }
             _ => None,
         };
-        // An address that sent unknown tokens of late is held to its rate:
-        // a token is taken before the store is asked, so that lookups in
-        // flight together cannot all pass, and given back if the token is
-        // good. One that has not is not slowed at all (a fresh replica's
-        // first lookups of good tokens, many at once).
-        let took = match &limited {
-            Some((limiter, address)) if limiter.tracks(address) => {
-                limiter.check(address).map_err(Refused::HeldBack)?;
-                true
-            }
-            _ => false,
-        };
+        if let Some((limiter, address)) = &limited {
+            limiter.check(address).map_err(Refused::HeldBack)?;
+        }
         let refund = || {
-            if let Some((limiter, address)) = limited.as_ref().filter(|_| took) {
+            if let Some((limiter, address)) = &limited {
                 limiter.refund(address);
             }
         };
@@ -387,10 +405,6 @@ impl Authenticator {
             }
             None => {
                 self.cache.remove(&digest);
-                if let Some((limiter, address)) = limited.as_ref().filter(|_| !took) {
-                    // Its first unknown token: from now on it is counted.
-                    let _ = limiter.check(address);
-                }
             }
         }
         Ok(found)
@@ -414,6 +428,22 @@ impl Authenticator {
                 tracing::warn!(%error, credential = %id, "could not record last use");
             }
         });
+    }
+}
+
+/// A lookup's place among those in flight, given up when it ends, however
+/// it ends (a caller gone mid-lookup included): a finished lookup's answer
+/// is never found there later, past its cache lifetime.
+struct Asking<'a> {
+    inflight: &'a DashMap<[u8; 32], Arc<tokio::sync::OnceCell<Option<Found>>>, foldhash::fast::RandomState>,
+    digest: [u8; 32],
+    cell: Arc<tokio::sync::OnceCell<Option<Found>>>,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.inflight
+            .remove_if(&self.digest, |_, kept| Arc::ptr_eq(kept, &self.cell));
     }
 }
 
@@ -518,6 +548,83 @@ mod tests {
                 origin: None,
             };
             Ok(Some((lookup, None)))
+        }
+
+        fn touch(&self, _: &str, _: DateTime<Utc>) -> Result<(), SourceError> {
+            Ok(())
+        }
+    }
+
+    /// A client's many first requests with one token (a controller's
+    /// informers starting) ask the store once, and take one of the
+    /// address's failures, given back; made-up tokens in flight together
+    /// each take one, so no more of them than the limit reach the store.
+    #[test]
+    fn lookups_of_one_token_in_flight_together_ask_the_store_once_and_unknown_ones_are_each_counted() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let store = Arc::new(SlowStore::default());
+            let (release, wait) = std::sync::mpsc::channel();
+            *store.release.lock().unwrap() = Some(wait);
+            let authenticator = Arc::new(Authenticator::new(Slow(store.clone())).limiting_failures(3));
+            let mut headers = HeaderMap::new();
+            let bearer = format!("Bearer {}", credential::mint().token);
+            headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
+            let asking: Vec<_> = (0..20)
+                .map(|_| {
+                    let (authenticator, headers) = (authenticator.clone(), headers.clone());
+                    tokio::spawn(async move { authenticator.authenticate(&headers, "203.0.113.9").await })
+                })
+                .collect();
+            // On one thread, each task runs until it waits: the first in
+            // the store, the others on it.
+            while store.lookups.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            release.send(()).unwrap();
+            for task in asking {
+                assert!(task.await.unwrap().is_ok());
+            }
+            assert_eq!(store.lookups.load(Ordering::SeqCst), 1, "one store lookup for all");
+        });
+
+        let unknown = Arc::new(Authenticator::new(Unknown(Arc::default())).limiting_failures(3));
+        let refused: Vec<AuthError> = runtime.block_on(async {
+            let asking: Vec<_> = (0..20)
+                .map(|_| {
+                    let unknown = unknown.clone();
+                    let mut headers = HeaderMap::new();
+                    let bearer = format!("Bearer {}", credential::mint().token);
+                    headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
+                    tokio::spawn(async move { unknown.authenticate(&headers, "203.0.113.9").await.unwrap_err() })
+                })
+                .collect();
+            let mut refused = Vec::new();
+            for task in asking {
+                refused.push(task.await.unwrap());
+            }
+            refused
+        });
+        let looked_up = refused
+            .iter()
+            .filter(|e| matches!(e, AuthError::Unknown { .. }))
+            .count();
+        assert_eq!(looked_up, 3, "{refused:?}");
+    }
+
+    /// A store that knows no token.
+    struct Unknown(Arc<AtomicU64>);
+
+    impl CredentialSource for Unknown {
+        fn find(&self, _: &str) -> Result<Option<(CredentialLookup, Option<Agent>)>, SourceError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(None)
         }
 
         fn touch(&self, _: &str, _: DateTime<Utc>) -> Result<(), SourceError> {
