@@ -51,8 +51,8 @@ const REUSE_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 
 /// How long a request under the id of a write of portcullis's still under
 /// way (no row yet) waits for the write's row; past it, the write is taken
-/// to have lasted this long (a write whose client went away, or whose
-/// process crashed before its row, never writes one).
+/// to have lasted this long (a write whose process crashed before its row,
+/// or whose client left during authentication, never writes one).
 const WRITE_WAIT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 /// Check every event that arrived more than `grace` before `now` and was

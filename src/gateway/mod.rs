@@ -339,7 +339,9 @@ impl Drop for Unanswered<'_> {
             return;
         }
         let mut row = (*self.trace.row).clone();
-        row.code = 0;
+        row.bytes_in = self.trace.sent.load(std::sync::atomic::Ordering::Relaxed);
+        // The code, if the cluster's answer was known already (a held
+        // write that ran), else none.
         row.reason = "ClientWentAway".into();
         row.finish(chrono::Utc::now());
         self.writer.submit(row);

@@ -178,7 +178,7 @@ pub struct Authenticator {
     generation: AtomicU64,
     /// Unknown tokens presented, per client address: past the limit, a
     /// token not in `worked` is refused before the store is asked.
-    failures: Option<RateLimiter>,
+    failures: Option<Arc<RateLimiter>>,
     /// The digests of tokens the store knew, kept through the cache's
     /// forgetting (another replica's change empties it), so that callers
     /// sharing an address with a flood are not held back with it.
@@ -186,8 +186,17 @@ pub struct Authenticator {
     /// Store lookups in flight, by digest: a lookup of the same token that
     /// comes meanwhile waits for it rather than asking the store (and the
     /// failure limit) again, as a client's many first requests do.
-    inflight: DashMap<[u8; 32], Arc<tokio::sync::OnceCell<Option<Found>>>, foldhash::fast::RandomState>,
+    inflight: DashMap<[u8; 32], Arc<Lookup>, foldhash::fast::RandomState>,
 }
+
+/// One store lookup, shared by the requests in flight with its token: what
+/// the store knew, or that it could not say (shared too, so that a store
+/// that is down fails them together, not one after another).
+type Lookup = tokio::sync::OnceCell<Result<Option<Found>, StoreDown>>;
+
+/// The store could not be asked.
+#[derive(Debug, Clone, Copy)]
+struct StoreDown;
 
 impl std::fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -215,7 +224,7 @@ impl Authenticator {
     /// without a store query until it is under the rate again.
     pub fn limiting_failures(self, per_minute: u32) -> Self {
         Authenticator {
-            failures: Some(RateLimiter::new(per_minute, per_minute)),
+            failures: Some(Arc::new(RateLimiter::new(per_minute, per_minute))),
             ..self
         }
     }
@@ -337,53 +346,60 @@ impl Authenticator {
             digest,
             cell: self.inflight.entry(digest).or_default().clone(),
         };
-        asking.cell.get_or_try_init(|| self.read(digest, from)).await.cloned()
+        let read = asking.cell.get_or_try_init(|| self.read(digest, from)).await?;
+        read.clone().map_err(|StoreDown| Refused::Store)
     }
 
     /// Ask the store for the token whose SHA-256 is `digest`, and cache
     /// what it knows. A token that never worked here, presented `from` an
     /// address, takes one of that address's failures before the store is
     /// asked (so lookups in flight together cannot all pass), given back
-    /// if the token is good.
-    async fn read(&self, digest: [u8; 32], from: Option<&str>) -> Result<Option<Found>, Refused> {
+    /// if the token is good or the store cannot say. `Err` only when held
+    /// back: that is this address's, not the others' in flight.
+    async fn read(&self, digest: [u8; 32], from: Option<&str>) -> Result<Result<Option<Found>, StoreDown>, Refused> {
         let limited = match (&self.failures, from) {
             (Some(limiter), Some(from)) if !from.is_empty() && !self.worked.contains(&digest) => {
-                Some((limiter, address_key(from)))
+                Some((limiter.clone(), address_key(from).into_owned()))
             }
             _ => None,
         };
         if let Some((limiter, address)) = &limited {
             limiter.check(address).map_err(Refused::HeldBack)?;
         }
-        let refund = || {
-            if let Some((limiter, address)) = &limited {
-                limiter.refund(address);
-            }
-        };
         // Read before the store is: the entry's age counts from here.
         let (generation, read_at) = (self.generation.load(Ordering::SeqCst), Instant::now());
         let store = self.store.clone();
         let key = credential::lower_hex(&digest);
         let found = tokio::task::spawn_blocking(move || {
-            let found = store.find(&key)?;
-            Ok::<_, SourceError>(found.map(|(lookup, agent)| Found {
+            let found = store.find(&key);
+            // Given back here, where it runs to its end even if the caller
+            // has gone meanwhile: only a token the store does not know
+            // stays counted.
+            if let Some((limiter, address)) = &limited {
+                if !matches!(found, Ok(None)) {
+                    limiter.refund(address);
+                }
+            }
+            Ok::<_, SourceError>(found?.map(|(lookup, agent)| Found {
                 origin: lookup.origin.clone().map(Arc::new),
                 lookup: Arc::new(lookup),
                 agent: agent.map(Arc::new),
             }))
         })
         .await
-        .map_err(|_| Refused::Store)
+        .map_err(|_| StoreDown)
         .and_then(|read| {
             read.map_err(|error| {
                 tracing::error!(%error, "credential lookup failed");
-                Refused::Store
+                StoreDown
             })
-        })
-        .inspect_err(|_| refund())?;
+        });
+        let found = match found {
+            Ok(found) => found,
+            Err(down) => return Ok(Err(down)),
+        };
         match &found {
             Some(found) => {
-                refund();
                 if self.worked.len() >= WORKED_MAX {
                     self.worked.clear();
                 }
@@ -407,7 +423,7 @@ impl Authenticator {
                 self.cache.remove(&digest);
             }
         }
-        Ok(found)
+        Ok(Ok(found))
     }
 
     fn touch(&self, lookup: &CredentialLookup, now: chrono::DateTime<Utc>) {
@@ -435,9 +451,9 @@ impl Authenticator {
 /// it ends (a caller gone mid-lookup included): a finished lookup's answer
 /// is never found there later, past its cache lifetime.
 struct Asking<'a> {
-    inflight: &'a DashMap<[u8; 32], Arc<tokio::sync::OnceCell<Option<Found>>>, foldhash::fast::RandomState>,
+    inflight: &'a DashMap<[u8; 32], Arc<Lookup>, foldhash::fast::RandomState>,
     digest: [u8; 32],
-    cell: Arc<tokio::sync::OnceCell<Option<Found>>>,
+    cell: Arc<Lookup>,
 }
 
 impl Drop for Asking<'_> {
@@ -518,6 +534,7 @@ mod tests {
     #[derive(Default)]
     struct SlowStore {
         revoked: std::sync::atomic::AtomicBool,
+        down: std::sync::atomic::AtomicBool,
         release: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
         lookups: AtomicU64,
     }
@@ -531,6 +548,9 @@ mod tests {
             let release = self.0.release.lock().unwrap().take();
             if let Some(release) = release {
                 release.recv().unwrap();
+            }
+            if self.0.down.load(Ordering::SeqCst) {
+                return Err("the store is down".into());
             }
             let credential = Credential {
                 id: "c1".into(),
@@ -592,6 +612,35 @@ mod tests {
                 assert!(task.await.unwrap().is_ok());
             }
             assert_eq!(store.lookups.load(Ordering::SeqCst), 1, "one store lookup for all");
+
+            // A store that is down fails them together, once.
+            store.down.store(true, Ordering::SeqCst);
+            let mut headers = HeaderMap::new();
+            let bearer = format!("Bearer {}", credential::mint().token);
+            headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
+            let (release, wait) = std::sync::mpsc::channel();
+            *store.release.lock().unwrap() = Some(wait);
+            let asking: Vec<_> = (0..20)
+                .map(|_| {
+                    let (authenticator, headers) = (authenticator.clone(), headers.clone());
+                    tokio::spawn(async move { authenticator.authenticate(&headers, "203.0.113.9").await })
+                })
+                .collect();
+            while store.lookups.load(Ordering::SeqCst) == 1 {
+                tokio::task::yield_now().await;
+            }
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            release.send(()).unwrap();
+            for task in asking {
+                assert_eq!(task.await.unwrap().unwrap_err(), AuthError::StoreUnavailable);
+            }
+            assert_eq!(
+                store.lookups.load(Ordering::SeqCst),
+                2,
+                "one more lookup, failed for all"
+            );
         });
 
         let unknown = Arc::new(Authenticator::new(Unknown(Arc::default())).limiting_failures(3));

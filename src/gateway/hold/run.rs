@@ -99,6 +99,8 @@ impl Pipeline {
                 RequestError::ApprovedWriteUnrecorded
             })?;
         let (parts, answer) = self.run_stored(ctx, &held, &request, body, trace).await?;
+        // Known now, though the caller may leave before it is answered.
+        trace.row.code = parts.status.as_u16();
         let now = chrono::Utc::now();
         let outcome = outcome(parts.status.as_u16(), &answer.0, answer.1);
         let (store, id) = (self.approvals.store.clone(), held.id.clone());
