@@ -55,11 +55,15 @@ const REUSE_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 /// or whose client left during authentication, never writes one).
 const WRITE_WAIT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
+/// The store's failure, as the audit says it.
+fn store_error(error: crate::store::StoreError) -> AuditError {
+    AuditError::Store(error.to_string())
+}
+
 /// Check every event that arrived more than `grace` before `now` and was
 /// not checked yet, and those set aside for a write under way; returns the
 /// alerts raised (each also counted in `alerts`).
 pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counter) -> Result<usize, AuditError> {
-    let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
     let grace = chrono::TimeDelta::from_std(grace).unwrap_or(chrono::TimeDelta::MAX);
     let fresh = store
         .unchecked_apiserver_events(now - grace, PAGE)
@@ -96,7 +100,6 @@ pub fn check(store: &Store, grace: Duration, now: DateTime<Utc>, alerts: &Counte
 /// A later stage is looked at again: the API server names whom a request
 /// impersonates only from its second stage on.
 fn check_one(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Option<Checked>, AuditError> {
-    let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
     let before = store.apiserver_request_checked(event).map_err(store_error)?;
     let fullest = fullest(store, event)?;
     let reason = match before {
@@ -136,7 +139,6 @@ fn check_one(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Opt
 /// `None` while a write is under way (its row, which says how long it
 /// took, is not written yet), unless `overdue`.
 fn reused(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Option<bool>, AuditError> {
-    let store_error = |e: crate::store::StoreError| AuditError::Store(e.to_string());
     let sends = store
         .portcullis_sends(&event.audit_id, &event.cluster)
         .map_err(store_error)?;
@@ -177,9 +179,7 @@ fn groups_theirs(store: &Store, sent: &Sent, event: &ApiserverEvent) -> Result<b
     if grants.is_empty() {
         return Ok(true);
     }
-    store
-        .grants_belong_to(user, &grants)
-        .map_err(|e| AuditError::Store(e.to_string()))
+    store.grants_belong_to(user, &grants).map_err(store_error)
 }
 
 /// Why a request is an alert, if it is: portcullis never sent it
@@ -208,9 +208,7 @@ fn sent_group(group: &str) -> bool {
 /// The latest stage kept of `event`'s request (it says the most: whom it
 /// impersonated, its code).
 fn fullest(store: &Store, event: &ApiserverEvent) -> Result<ApiserverEvent, AuditError> {
-    let stages = store
-        .apiserver_request_stages(event)
-        .map_err(|e| AuditError::Store(e.to_string()))?;
+    let stages = store.apiserver_request_stages(event).map_err(store_error)?;
     let impersonating = stages.iter().rev().find(|e| !e.impersonated_user.is_empty());
     Ok(impersonating.or(stages.last()).unwrap_or(event).clone())
 }
@@ -274,9 +272,7 @@ pub async fn check_periodically(store: Store, grace: Duration, retention: Durati
             tokio::task::spawn_blocking(move || {
                 if sweep {
                     let cutoff = Utc::now() - chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX);
-                    store2
-                        .sweep_apiserver_audit(cutoff)
-                        .map_err(|e| AuditError::Store(e.to_string()))?;
+                    store2.sweep_apiserver_audit(cutoff).map_err(store_error)?;
                 }
                 check(&store2, grace, Utc::now(), &alerts)
             })

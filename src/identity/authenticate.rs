@@ -590,51 +590,17 @@ mod tests {
             let (release, wait) = std::sync::mpsc::channel();
             *store.release.lock().unwrap() = Some(wait);
             let authenticator = Arc::new(Authenticator::new(Slow(store.clone())).limiting_failures(3));
-            let mut headers = HeaderMap::new();
-            let bearer = format!("Bearer {}", credential::mint().token);
-            headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
-            let asking: Vec<_> = (0..20)
-                .map(|_| {
-                    let (authenticator, headers) = (authenticator.clone(), headers.clone());
-                    tokio::spawn(async move { authenticator.authenticate(&headers, "203.0.113.9").await })
-                })
-                .collect();
-            // On one thread, each task runs until it waits: the first in
-            // the store, the others on it.
-            while store.lookups.load(Ordering::SeqCst) == 0 {
-                tokio::task::yield_now().await;
-            }
-            for _ in 0..100 {
-                tokio::task::yield_now().await;
-            }
-            release.send(()).unwrap();
-            for task in asking {
-                assert!(task.await.unwrap().is_ok());
+            for answer in twenty_at_once(&authenticator, &store, release).await {
+                assert!(answer.is_ok());
             }
             assert_eq!(store.lookups.load(Ordering::SeqCst), 1, "one store lookup for all");
 
             // A store that is down fails them together, once.
             store.down.store(true, Ordering::SeqCst);
-            let mut headers = HeaderMap::new();
-            let bearer = format!("Bearer {}", credential::mint().token);
-            headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
             let (release, wait) = std::sync::mpsc::channel();
             *store.release.lock().unwrap() = Some(wait);
-            let asking: Vec<_> = (0..20)
-                .map(|_| {
-                    let (authenticator, headers) = (authenticator.clone(), headers.clone());
-                    tokio::spawn(async move { authenticator.authenticate(&headers, "203.0.113.9").await })
-                })
-                .collect();
-            while store.lookups.load(Ordering::SeqCst) == 1 {
-                tokio::task::yield_now().await;
-            }
-            for _ in 0..100 {
-                tokio::task::yield_now().await;
-            }
-            release.send(()).unwrap();
-            for task in asking {
-                assert_eq!(task.await.unwrap().unwrap_err(), AuthError::StoreUnavailable);
+            for answer in twenty_at_once(&authenticator, &store, release).await {
+                assert_eq!(answer.unwrap_err(), AuthError::StoreUnavailable);
             }
             assert_eq!(
                 store.lookups.load(Ordering::SeqCst),
@@ -647,10 +613,7 @@ mod tests {
         let refused: Vec<AuthError> = runtime.block_on(async {
             let asking: Vec<_> = (0..20)
                 .map(|_| {
-                    let unknown = unknown.clone();
-                    let mut headers = HeaderMap::new();
-                    let bearer = format!("Bearer {}", credential::mint().token);
-                    headers.insert(http::header::AUTHORIZATION, bearer.parse().unwrap());
+                    let (unknown, headers) = (unknown.clone(), bearer(&credential::mint().token));
                     tokio::spawn(async move { unknown.authenticate(&headers, "203.0.113.9").await.unwrap_err() })
                 })
                 .collect();
@@ -665,6 +628,44 @@ mod tests {
             .filter(|e| matches!(e, AuthError::Unknown { .. }))
             .count();
         assert_eq!(looked_up, 3, "{refused:?}");
+    }
+
+    /// Twenty requests with one new token from one address at once, on
+    /// this (one-threaded) runtime: each task runs until it waits, the
+    /// first in `store` (held there until all are waiting), the others on
+    /// it. Their answers.
+    async fn twenty_at_once(
+        authenticator: &Arc<Authenticator>,
+        store: &SlowStore,
+        release: std::sync::mpsc::Sender<()>,
+    ) -> Vec<Result<Identity, AuthError>> {
+        let before = store.lookups.load(Ordering::SeqCst);
+        let headers = bearer(&credential::mint().token);
+        let asking: Vec<_> = (0..20)
+            .map(|_| {
+                let (authenticator, headers) = (authenticator.clone(), headers.clone());
+                tokio::spawn(async move { authenticator.authenticate(&headers, "203.0.113.9").await })
+            })
+            .collect();
+        while store.lookups.load(Ordering::SeqCst) == before {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        release.send(()).unwrap();
+        let mut answers = Vec::new();
+        for task in asking {
+            answers.push(task.await.unwrap());
+        }
+        answers
+    }
+
+    /// Headers carrying `token`.
+    fn bearer(token: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        headers
     }
 
     /// A store that knows no token.
