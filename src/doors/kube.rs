@@ -8,7 +8,6 @@
 
 use super::unread::{self, Lent};
 use super::Doors;
-use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::gateway::error::RequestError;
 use crate::gateway::service::{Entry, PipelineService};
@@ -32,7 +31,11 @@ impl Doors {
         let (request, unread) = unread::lend(request);
         let result = self.lent_request(path, request, audit_id, trace).await;
         if result.is_err() || !trace.row.refused.is_empty() {
+            // The refusal is in the row before the drain: a client that
+            // goes away meanwhile leaves the row of its refusal.
+            let response = self.pipeline.respond(trace, result);
             self.drain(unread).await;
+            return Ok(response);
         }
         result
     }
@@ -57,8 +60,8 @@ impl Doors {
             .map_err(|e| self.unauthorized(e, trace))?;
         trace.row.identify(&identity);
         // The trace travels with the request and comes back with the
-        // response; nothing reads this placeholder meanwhile.
-        let trace_out = std::mem::replace(trace, Trace::new(AuditRow::default()));
+        // response; the stages write its row if the client goes away.
+        let trace_out = std::mem::replace(trace, Trace::lent());
         request.extensions_mut().insert(Entry {
             upstream,
             path,
@@ -67,8 +70,10 @@ impl Doors {
             trace: trace_out,
         });
         let Ok(mut response) = PipelineService::new(self.pipeline.clone()).oneshot(request).await;
-        if let Some(back) = response.extensions_mut().remove::<Trace>() {
-            *trace = back;
+        match response.extensions_mut().remove::<Trace>() {
+            Some(back) => *trace = back,
+            // A bug of the stages; the request is still a row.
+            None => trace.audited = true,
         }
         Ok(response)
     }

@@ -154,7 +154,11 @@ impl Doors {
             let uri = request.uri();
             Trace::new(AuditRow::arrived(audit_id, request.method(), uri.path(), uri.query()))
         });
-        let result = self.route(request, audit_id, &mut trace).await;
+        // A client that goes away in the door (while it authenticates, or
+        // while a refused request's body is drained) leaves its row too.
+        let mut unanswered = self.pipeline.unanswered(&mut trace);
+        let result = self.route(request, audit_id, unanswered.trace()).await;
+        unanswered.answered();
         let mut response = self.pipeline.respond(&mut trace, result);
         response.extensions_mut().insert(trace);
         Ok(response)

@@ -272,14 +272,20 @@ impl Pipeline {
         B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
         B::Error: Into<body::BoxError>,
     {
-        let mut unanswered = Unanswered {
+        let mut unanswered = self.unanswered(trace);
+        let answered = self.stages(stages, request, unanswered.trace()).await;
+        unanswered.answered();
+        answered
+    }
+
+    /// A guard over `trace` while its request is not answered: dropped
+    /// before [`Unanswered::answered`], it writes the request's row.
+    pub fn unanswered<'a>(&'a self, trace: &'a mut Trace) -> Unanswered<'a> {
+        Unanswered {
             trace,
             writer: self.audit.writer(),
             armed: true,
-        };
-        let answered = self.stages(stages, request, unanswered.trace).await;
-        unanswered.armed = false;
-        answered
+        }
     }
 
     async fn stages<B>(
@@ -322,15 +328,29 @@ impl Pipeline {
     }
 }
 
-/// A request in the pipeline's stages, not answered yet. If its future is
-/// dropped first (the client reset its stream or closed its connection
-/// before any answer), its row is written here, with no code and the
-/// reason `ClientWentAway`: a write may have reached the cluster or not,
-/// a read may have; either way the request is on record, as every other.
-struct Unanswered<'a> {
+/// A request not answered yet, at a door or in the pipeline's stages. If
+/// its future is dropped first (the client reset its stream or closed its
+/// connection before any answer), its row is written here, with no code
+/// and the reason `ClientWentAway`: a write may have reached the cluster
+/// or not, a read may have, a refusal was not heard; either way the
+/// request is on record, as every other. A trace lent to the stages
+/// ([`Trace::lent`]) is theirs to write.
+pub struct Unanswered<'a> {
     trace: &'a mut Trace,
     writer: &'a crate::audit::writer::AuditWriter,
     armed: bool,
+}
+
+impl Unanswered<'_> {
+    /// The guarded trace, for the stages to fill in.
+    pub fn trace(&mut self) -> &mut Trace {
+        self.trace
+    }
+
+    /// The request is answered: its row is written with its answer.
+    pub fn answered(mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for Unanswered<'_> {

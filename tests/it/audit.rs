@@ -121,6 +121,53 @@ async fn a_request_whose_client_goes_away_before_its_answer_is_a_row() {
     env.stop().await;
 }
 
+/// A client that goes away in a door, before any pipeline (here: while
+/// the authorization page fetches the metadata document its `client_id`
+/// names, from a server that never answers), leaves its row too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_goes_away_in_the_door_is_a_row() {
+    let env = Portcullis::start_with(|config| {
+        config
+            .oauth
+            .insecure_test_only_fetch_client_metadata_from_private_addresses = true;
+    })
+    .await;
+    // Takes the connection and never says a word.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let client_id = format!("https://{}/client.json", silent.local_addr().unwrap());
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("response_type", "code")
+        .append_pair("client_id", &client_id)
+        .finish();
+    let raw = env.raw();
+    let asked = tokio::spawn(async move {
+        raw.send(Method::GET, &format!("/oauth/authorize?{query}"), &[], Vec::new())
+            .await
+    });
+    // portcullis is fetching the document: the door waits on it.
+    let (fetching, _) = tokio::time::timeout(Duration::from_secs(60), silent.accept())
+        .await
+        .expect("portcullis fetches the client's metadata document")
+        .unwrap();
+    // The client gives up: its stream is reset.
+    asked.abort();
+    assert!(asked.await.is_err_and(|e| e.is_cancelled()), "no answer came");
+    let given_up = eventually("a row for the request given up", async || {
+        rows(&env, Filter::default())
+            .into_iter()
+            .map(|c| c.row)
+            .find(|r| r.path == "/oauth/authorize")
+    })
+    .await;
+    assert_eq!(
+        (given_up.resource.as_str(), given_up.reason.as_str(), given_up.code),
+        ("oauthconsents", "ClientWentAway", 0),
+        "{given_up:?}"
+    );
+    drop(fetching);
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rbac_denial_is_a_row_with_the_clusters_reason() {
     let env = Portcullis::start().await;
