@@ -79,11 +79,41 @@ impl RedactError {
 /// Secret values included.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// Annotations whose values name things rather than hold them, kept on a
+/// Secret whose values are hidden: the end of a WatchList's initial events
+/// (on its bookmark: informers wait for it), the Secret's ServiceAccount,
+/// the Helm release or the cert-manager Certificate and issuer it belongs
+/// to. Every other
+/// annotation's value is hidden too: tools copy the applied object, values
+/// and all, into annotations of their own (kapp's `kapp.k14s.io/original`,
+/// as kubectl does into [`LAST_APPLIED`]), and no list of such keys is
+/// ever complete.
+const NAMING_ANNOTATIONS: &[&str] = &[
+    "k8s.io/initial-events-end",
+    "kubernetes.io/service-account.name",
+    "kubernetes.io/service-account.uid",
+    "meta.helm.sh/release-name",
+    "meta.helm.sh/release-namespace",
+    "cert-manager.io/certificate-name",
+    "cert-manager.io/issuer-name",
+    "cert-manager.io/issuer-kind",
+    "cert-manager.io/issuer-group",
+];
+
+/// Is the annotation `name`'s value kept on a Secret whose values are
+/// hidden?
+fn names_only(name: &[u8]) -> bool {
+    NAMING_ANNOTATIONS.iter().any(|kept| kept.as_bytes() == name)
+}
+
 /// What a response is about, and so what is hidden in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    /// core/v1 Secrets: `data` and `stringData` values, and the
-    /// last-applied annotation. A `data` marker is written as text: readable
+    /// core/v1 Secrets: `data` and `stringData` values, the last-applied
+    /// annotation, the values of the other annotations but those that
+    /// name things, and `managedFields` (which fields a dry-run write
+    /// changed would tell whether a guessed value is the one stored). A
+    /// `data` marker is written as text: readable
     /// in `kubectl get -o yaml`, and refused by the API server (not base64)
     /// if a redacted object is ever written back.
     Secrets,
@@ -398,7 +428,7 @@ fn secret(object: &mut Value, target: Target) -> Result<(), RedactError> {
 
 /// One Secret (or its PartialObjectMetadata, which has no values).
 fn secret_fields(fields: &mut Map<String, Value>, target: Target) -> Result<(), RedactError> {
-    forget_last_applied(fields)?;
+    hide_metadata(fields)?;
     let data_marker = match target {
         Target::TypedSecrets => base64_marker,
         _ => marker,
@@ -412,20 +442,32 @@ fn base64_marker(len: usize) -> String {
     base64::engine::general_purpose::STANDARD.encode(marker(len))
 }
 
-fn forget_last_applied(fields: &mut Map<String, Value>) -> Result<(), RedactError> {
+/// A Secret's metadata without `managedFields` and the last-applied
+/// annotation, and with the value of each other annotation that does not
+/// name something ([`NAMING_ANNOTATIONS`]) replaced by its marker.
+fn hide_metadata(fields: &mut Map<String, Value>) -> Result<(), RedactError> {
     let metadata = match fields.get_mut("metadata") {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Object(metadata)) => metadata,
         Some(_) => return Err(RedactError::Shape("metadata")),
     };
-    match metadata.get_mut("annotations") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Object(annotations)) => {
-            annotations.remove(LAST_APPLIED);
-            Ok(())
+    metadata.remove("managedFields");
+    let annotations = match metadata.get_mut("annotations") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(annotations)) => annotations,
+        Some(_) => return Err(RedactError::Shape("metadata.annotations")),
+    };
+    annotations.remove(LAST_APPLIED);
+    for (name, value) in annotations.iter_mut() {
+        if names_only(name.as_bytes()) {
+            continue;
         }
-        Some(_) => Err(RedactError::Shape("metadata.annotations")),
+        let Value::String(text) = value else {
+            return Err(RedactError::Shape("metadata.annotations"));
+        };
+        *value = Value::String(marker(text.len()));
     }
+    Ok(())
 }
 
 /// Replace each value of the map `field` with its `marker`; `len` measures

@@ -12,7 +12,7 @@
 //! redactor would refuse, and what it passes is the same document.
 
 use super::scan::{Cursor, Decline, Text, Walk};
-use super::{base64_marker, decoded_len_bytes, padded_len, Target, LAST_APPLIED};
+use super::{base64_marker, decoded_len_bytes, names_only, padded_len, Target, LAST_APPLIED};
 
 /// A document redacted, or `None` when the parsed redactor must decide.
 pub(super) fn document(body: &[u8], target: Target) -> Option<Vec<u8>> {
@@ -237,27 +237,38 @@ impl Redactor {
         }
     }
 
-    /// A Secret's metadata, without the last-applied annotation.
+    /// A Secret's metadata, without `managedFields`, its annotations
+    /// hidden.
     fn metadata(&mut self, cursor: &mut Cursor) -> Walk {
-        self.object_or_null(cursor, |this, cursor, entries, seen, key| {
-            entries.key(&mut this.out, key);
-            match key.plain()? {
-                b"annotations" => {
-                    once(seen, ANNOTATIONS)?;
-                    this.annotations(cursor)
-                }
-                _ => this.copy(cursor),
+        self.object_or_null(cursor, |this, cursor, entries, seen, key| match key.plain()? {
+            b"managedFields" => cursor.skip().map(drop),
+            b"annotations" => {
+                once(seen, ANNOTATIONS)?;
+                entries.key(&mut this.out, key);
+                this.annotations(cursor)
+            }
+            _ => {
+                entries.key(&mut this.out, key);
+                this.copy(cursor)
             }
         })
     }
 
+    /// A Secret's annotations without the last-applied one, each value but
+    /// those that name something replaced by its marker.
     fn annotations(&mut self, cursor: &mut Cursor) -> Walk {
         self.object_or_null(cursor, |this, cursor, entries, _, key| {
-            if key.plain()? == LAST_APPLIED.as_bytes() {
+            let name = key.plain()?;
+            if name == LAST_APPLIED.as_bytes() {
                 return cursor.skip().map(drop);
             }
             entries.key(&mut this.out, key);
-            this.copy(cursor)
+            if names_only(name) {
+                return this.copy(cursor);
+            }
+            let len = this.len(cursor, false)?;
+            this.marker(len, false);
+            Ok(())
         })
     }
 

@@ -52,21 +52,45 @@ fn values(value: impl Strategy<Value = Value>) -> impl Strategy<Value = Value> {
 
 fn secret() -> impl Strategy<Value = Value> {
     let kind = prop::sample::select(vec!["", "", "Secret", "Secret", "PartialObjectMetadata", "ConfigMap"]);
+    // Annotations hidden, removed and kept, with text values (or, rarely,
+    // others, which are refused).
+    let name = prop::sample::select(vec![
+        LAST_APPLIED,
+        "team",
+        "kapp.k14s.io/original",
+        "meta.helm.sh/release-name",
+        "k8s.io/initial-events-end",
+    ]);
+    let named = |value: BoxedStrategy<Value>| {
+        prop::collection::btree_map(name.clone(), value, 0..4)
+            .prop_map(|map| Value::Object(map.into_iter().map(|(k, v)| (k.to_string(), v)).collect()))
+    };
     let annotations = prop_oneof![
-        8 => ("[a-z]{0,12}", "[a-z]{0,8}").prop_map(|(a, b)| json!({LAST_APPLIED: a, "team": b})),
+        8 => named("[a-zé\"\n]{0,10}".prop_map(Value::from).boxed()),
+        1 => named(leaf().boxed()),
         1 => leaf(),
     ];
+    let managed_fields = prop_oneof![2 => Just(None), 1 => anything().prop_map(Some)];
     let string_data = values("[a-zé\"\n]{0,10}".prop_map(Value::from));
-    (kind, annotations, values(data_value()), string_data, anything()).prop_map(
-        |(kind, annotations, data, string_data, extra)| {
+    (
+        kind,
+        annotations,
+        managed_fields,
+        values(data_value()),
+        string_data,
+        anything(),
+    )
+        .prop_map(|(kind, annotations, managed_fields, data, string_data, extra)| {
             let mut secret = json!({"apiVersion": "v1", "type": "Opaque", "extra": extra,
                 "metadata": {"name": "db", "annotations": annotations}, "data": data, "stringData": string_data});
+            if let Some(fields) = managed_fields {
+                secret["metadata"]["managedFields"] = fields;
+            }
             if !kind.is_empty() {
                 secret["kind"] = json!(kind);
             }
             secret
-        },
-    )
+        })
 }
 
 /// A document of any kind a Secret answer may be, right or wrong.

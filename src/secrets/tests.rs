@@ -29,7 +29,10 @@ fn a_secret_loses_its_values_and_its_last_applied_annotation() {
         secret["stringData"]["note"], "<redacted, 6 bytes>",
         "stringData counts UTF-8 bytes"
     );
-    assert_eq!(secret["metadata"]["annotations"], json!({"team": "checkout"}));
+    assert_eq!(
+        secret["metadata"]["annotations"],
+        json!({"team": "<redacted, 8 bytes>"})
+    );
     assert_eq!(
         (secret["type"].as_str(), secret["metadata"]["name"].as_str()),
         (Some("Opaque"), Some("db"))
@@ -37,6 +40,42 @@ fn a_secret_loses_its_values_and_its_last_applied_annotation() {
     assert!(!String::from_utf8(serde_json::to_vec(&secret).unwrap())
         .unwrap()
         .contains("s3cr3t"));
+}
+
+/// Tools copy the applied object, values and all, into annotations of
+/// their own (kapp's `kapp.k14s.io/original`): every annotation's value is
+/// hidden but those that name something, and `managedFields` goes (which
+/// fields a dry-run patch changed would say whether a guess was right).
+#[test]
+fn a_secret_keeps_only_the_annotations_that_name_things_and_no_managed_fields() {
+    let mut secret = db_credentials();
+    secret["metadata"]["annotations"] = json!({
+        "kapp.k14s.io/original": "{\"data\":{\"password\":\"czNjcjN0LVBhNTV3MHJk\"}}",
+        "kubernetes.io/service-account.name": "builder",
+        "meta.helm.sh/release-name": "shop",
+        "k8s.io/initial-events-end": "true",
+    });
+    secret["metadata"]["managedFields"] = json!([{"manager": "probe", "operation": "Update",
+        "fieldsV1": {"f:data": {"f:password": {}}}}]);
+    let bytes = serde_json::to_vec(&secret).unwrap();
+    let fast = super::fast::document(&bytes, Target::Secrets).expect("the fast redactor reads it");
+    let parsed = parsed_json(&bytes, Target::Secrets).unwrap().unwrap();
+    for out in [fast, parsed] {
+        let out: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            out["metadata"]["annotations"],
+            json!({
+                "kapp.k14s.io/original": "<redacted, 44 bytes>",
+                "kubernetes.io/service-account.name": "builder",
+                "meta.helm.sh/release-name": "shop",
+                "k8s.io/initial-events-end": "true",
+            })
+        );
+        assert!(out["metadata"].get("managedFields").is_none(), "{out}");
+        assert_eq!(out["metadata"]["name"], "db");
+    }
+    let not_text = br#"{"kind":"Secret","metadata":{"annotations":{"team":1}}}"#;
+    assert!(redact_json(not_text, Target::Secrets).is_err());
 }
 
 #[test]
@@ -118,7 +157,7 @@ fn table_rows_lose_values_whether_they_carry_metadata_or_the_whole_object() {
     let rows = table["rows"].as_array().unwrap();
     assert_eq!(
         rows[0]["object"]["metadata"]["annotations"],
-        json!({"team": "checkout"})
+        json!({"team": "<redacted, 8 bytes>"})
     );
     assert_eq!(rows[1]["object"]["data"]["password"], "<redacted, 15 bytes>");
     assert!(!serde_json::to_string(&table).unwrap().contains("s3cr3t"));
@@ -131,12 +170,12 @@ fn partial_object_metadata_and_its_list_lose_the_last_applied_annotation() {
         "metadata": db_credentials()["metadata"].clone()});
     assert_eq!(
         redacted(one.clone(), Target::Secrets)["metadata"]["annotations"],
-        json!({"team": "checkout"})
+        json!({"team": "<redacted, 8 bytes>"})
     );
     let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "items": [one]});
     assert_eq!(
         redacted(list, Target::Secrets)["items"][0]["metadata"]["annotations"],
-        json!({"team": "checkout"})
+        json!({"team": "<redacted, 8 bytes>"})
     );
 }
 

@@ -5,8 +5,10 @@
 //! response to a core/v1 `secrets` request — get, list (one namespace or
 //! all), watch, Tables, PartialObjectMetadata, create, update, patch, apply,
 //! delete, dry runs — has each `data` and `stringData` value replaced by
-//! `<redacted, N bytes>` (N the decoded length) and the
-//! `kubectl.kubernetes.io/last-applied-configuration` annotation removed.
+//! `<redacted, N bytes>` (N the decoded length), the
+//! `kubectl.kubernetes.io/last-applied-configuration` annotation removed,
+//! the other annotations' values hidden but those that name things, and
+//! `managedFields` left out (`crate::secrets::Target::Secrets`).
 //! For an agent, a token minted by `serviceaccounts/<name>/token` is
 //! replaced the same way.
 //!

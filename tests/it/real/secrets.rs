@@ -32,11 +32,13 @@ pub fn b64(text: &str) -> String {
 
 /// The admin puts Secret `name` with `password: <value>` into `ns` with
 /// client-side `kubectl apply`: its last-applied annotation then holds the
-/// value too, as in many real clusters.
+/// value too, as in many real clusters, and so does an annotation of
+/// another deploy tool's (kapp's copy of the object it applied).
 pub fn plant(ns: &str, name: &str, value: &str) {
+    let value = b64(value);
     let manifest = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\ntype: Opaque\ndata:\n  password: {}\n",
-        b64(value)
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations:\n    \
+         kapp.k14s.io/original: '{{\"data\":{{\"password\":\"{value}\"}}}}'\ntype: Opaque\ndata:\n  password: {value}\n"
     );
     super::shared().admin_apply(&manifest).unwrap();
 }
