@@ -6,7 +6,8 @@
 //!   cluster-wide request needs a cluster-wide one);
 //! - for a delegated agent's request, the agent's own person, up to that
 //!   person's own roles: a grant in effect of the same role covering the
-//!   scope, and the new grant ends no later than that one;
+//!   scope, and the new grant ends no later than that one, and is revoked
+//!   with it;
 //! - an admin deciding their own agent's request (whose grant is theirs as
 //!   well) likewise only until their own admin grant ends;
 //! - never the requester itself, and only a person.
@@ -16,7 +17,7 @@ use crate::identity::{Agent, Grant, Principal, PrincipalKind};
 use chrono::{DateTime, Utc};
 
 /// Why a person may decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Authority {
     /// Admin of the request's scope.
     Admin,
@@ -25,6 +26,9 @@ pub enum Authority {
     AgentOwner {
         /// The new grant ends no later than this.
         until: DateTime<Utc>,
+        /// The decider's grant that ends then: the new grant rests on it,
+        /// and is revoked with it.
+        under: String,
     },
 }
 
@@ -72,14 +76,17 @@ pub fn authority(
             && g.subject == *decider
             && (g.namespace.is_none() || g.namespace == request.namespace)
     };
-    // The latest end of the decider's grants covering the scope, of a role
-    // that `fits`.
+    // The decider's grant covering the scope, of a role that `fits`, that
+    // ends last: what their agent's new grant rests on.
     let last_end = |fits: &dyn Fn(&str) -> bool| {
         grants
             .iter()
             .filter(|g| covers(g) && fits(&g.role))
-            .map(|g| g.expires_at)
-            .max()
+            .max_by_key(|g| g.expires_at)
+            .map(|g| Authority::AgentOwner {
+                until: g.expires_at,
+                under: g.id.clone(),
+            })
     };
     if administers(decider, grants, &request.cluster, request.namespace.as_deref(), now) {
         if *decider != request.requester {
@@ -88,21 +95,19 @@ pub fn authority(
         // Their own agent's request: the grant is theirs too, so deciding it
         // as admin must not outlast their own admin grant, or an admin
         // would lengthen their own access with no second person.
-        if let Some(until) = last_end(&|role| ADMIN_ROLES.contains(&role)) {
-            return Ok(Authority::AgentOwner { until });
+        if let Some(owner) = last_end(&|role| ADMIN_ROLES.contains(&role)) {
+            return Ok(owner);
         }
     }
     let owner = agent.filter(|a| a.grant_ids.is_some() && a.principal == *decider);
     if owner.is_some() {
-        return last_end(&|role| role == request.role)
-            .map(|until| Authority::AgentOwner { until })
-            .ok_or_else(|| {
-                format!(
-                    "{decider} may approve their agent's request only up to their own roles, and does not hold {} {}",
-                    request.role,
-                    scope(request)
-                )
-            });
+        return last_end(&|role| role == request.role).ok_or_else(|| {
+            format!(
+                "{decider} may approve their agent's request only up to their own roles, and does not hold {} {}",
+                request.role,
+                scope(request)
+            )
+        });
     }
     Err(format!(
         "{decider} is not admin {} on cluster {}",
@@ -214,7 +219,10 @@ mod tests {
         let hers = grant("ana", Some("shop"), "viewer", 2);
         assert_eq!(
             authority(&ask, &ana, std::slice::from_ref(&hers), Some(&agent), now),
-            Ok(Authority::AgentOwner { until: hers.expires_at })
+            Ok(Authority::AgentOwner {
+                until: hers.expires_at,
+                under: hers.id.clone()
+            })
         );
         let more = request(ana.clone(), Some("a1"), Some("shop"), "secrets-reader");
         let err = authority(&more, &ana, &[hers], Some(&agent), now).unwrap_err();
@@ -234,7 +242,8 @@ mod tests {
             assert_eq!(
                 authority(&ask, &ana, std::slice::from_ref(&admin), Some(&agent), now),
                 Ok(Authority::AgentOwner {
-                    until: admin.expires_at
+                    until: admin.expires_at,
+                    under: admin.id.clone()
                 }),
                 "{role}"
             );
@@ -244,7 +253,8 @@ mod tests {
         assert_eq!(
             authority(&ask, &ana, std::slice::from_ref(&cluster), Some(&agent), now),
             Ok(Authority::AgentOwner {
-                until: cluster.expires_at
+                until: cluster.expires_at,
+                under: cluster.id.clone()
             })
         );
         // Another admin decides it as admin, without her limit.

@@ -178,9 +178,15 @@ pub fn approve(
         by,
     )
     .map_err(|e| AccessError::Invalid(e.to_string()))?;
-    if let decide::Authority::AgentOwner { until } = authority {
-        grant.expires_at = grant.expires_at.min(until);
-    }
+    // Approved by the agent's own person on the strength of a grant of
+    // theirs: it ends no later than that grant, and when it is revoked.
+    let under = match authority {
+        decide::Authority::AgentOwner { until, under } => {
+            grant.expires_at = grant.expires_at.min(until);
+            Some(under)
+        }
+        decide::Authority::Admin => None,
+    };
     // A delegated agent is sent only the grants it was given.
     let delegated = match &request.agent_id {
         Some(agent_id) => agent(store, agent_id)?.grant_ids.is_some().then_some(agent_id.as_str()),
@@ -188,7 +194,9 @@ pub fn approve(
     };
     let recorded = record::begin(store, record::Step::Approve, &decider, &request)?;
     // Invalid (a 409 in the row): decided or expired since it was read.
-    if let Err(error) = store.approve_access_request(&request.id, &grant, delegated, by, reason, Utc::now()) {
+    if let Err(error) =
+        store.approve_access_request(&request.id, &grant, under.as_deref(), delegated, by, reason, Utc::now())
+    {
         return Err(recorded.store_failed(error).into());
     }
     let row = record::row(record::Step::Approve, &decider, &request, Some(&grant.id), None);

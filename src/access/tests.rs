@@ -301,3 +301,56 @@ fn an_admin_approving_their_own_agents_request_does_not_lengthen_their_own_acces
         "{grant:?}"
     );
 }
+
+/// A grant the agent's own person approved rests on a grant of theirs:
+/// revoking that one ends it too, else approving her own agent's request
+/// would keep her access past the revocation of the grant it came from. A
+/// grant an admin approved rests on no grant of hers.
+#[test]
+fn a_grant_approved_by_the_agents_own_person_is_revoked_with_the_grant_it_rests_on() {
+    let env = env();
+    let ana = Principal::person("ana");
+    let hers = env.store.grants_of(&ana, "prod").unwrap().remove(0);
+    let requester = anas_agent(&env);
+    let asked = request_access(
+        &env.store,
+        &env.config,
+        &requester,
+        &ask("developer", Some("shop"), 600),
+    )
+    .unwrap();
+    let (_, own) = approve(&env.store, &env.config, &asked.id, "ana", None).unwrap();
+    let bo = crate::identity::grant::new_grant(
+        &env.config,
+        Principal::person("bo"),
+        "prod",
+        "cluster-admin",
+        None,
+        Duration::from_secs(3600),
+        "t",
+    )
+    .unwrap();
+    env.store.add_grant(&bo).unwrap();
+    let asked = request_access(&env.store, &env.config, &requester, &ask("viewer", Some("shop"), 600)).unwrap();
+    let (_, by_admin) = approve(&env.store, &env.config, &asked.id, "bo", None).unwrap();
+    let in_effect = || -> Vec<String> {
+        let mut ids: Vec<String> = env
+            .store
+            .grants_of(&ana, "prod")
+            .unwrap()
+            .into_iter()
+            .map(|g| g.id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut all = vec![hers.id.clone(), own.id.clone(), by_admin.id.clone()];
+    all.sort();
+    assert_eq!(in_effect(), all);
+    env.store.revoke_grant(&hers.id).unwrap();
+    assert_eq!(
+        in_effect(),
+        vec![by_admin.id],
+        "hers and the grant resting on it are revoked"
+    );
+}

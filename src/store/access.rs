@@ -112,7 +112,8 @@ impl Store {
     }
 
     /// In one transaction: mark the pending request approved by `by`, add
-    /// `grant`, and give it to the delegated agent `agent_id` if any. Fails,
+    /// `grant` (revoked with the grant `parent`, if it rests on one), and
+    /// give it to the delegated agent `agent_id` if any. Fails,
     /// adding nothing, if the request is no longer pending (decided by
     /// someone else, on any replica: the state changes only where it is
     /// still `pending`).
@@ -120,6 +121,7 @@ impl Store {
         &self,
         id: &str,
         grant: &Grant,
+        parent: Option<&str>,
         agent_id: Option<&str>,
         by: &str,
         reason: Option<&str>,
@@ -127,8 +129,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
-                "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at],
+                "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, parent_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at, parent],
             )?;
             if let Some(agent) = agent_id {
                 tx.execute("INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)", params![agent, grant.id])?;
@@ -256,7 +258,15 @@ mod tests {
                     .map(|id| {
                         let (store, ana, agent) = (&store, &ana, &agent.id);
                         s.spawn(move || {
-                            store.approve_access_request("r1", &grant(id, ana), Some(agent), "bob", None, Utc::now())
+                            store.approve_access_request(
+                                "r1",
+                                &grant(id, ana),
+                                None,
+                                Some(agent),
+                                "bob",
+                                None,
+                                Utc::now(),
+                            )
                         })
                     })
                     .into_iter()
