@@ -192,11 +192,13 @@ pub fn approve(
         Some(agent_id) => agent(store, agent_id)?.grant_ids.is_some().then_some(agent_id.as_str()),
         None => None,
     };
+    let given = crate::store::Given {
+        parent: under.as_deref(),
+        agent_id: delegated,
+    };
     let recorded = record::begin(store, record::Step::Approve, &decider, &request)?;
     // Invalid (a 409 in the row): decided or expired since it was read.
-    if let Err(error) =
-        store.approve_access_request(&request.id, &grant, under.as_deref(), delegated, by, reason, Utc::now())
-    {
+    if let Err(error) = store.approve_access_request(&request.id, &grant, given, by, reason, Utc::now()) {
         return Err(recorded.store_failed(error).into());
     }
     let row = record::row(record::Step::Approve, &decider, &request, Some(&grant.id), None);

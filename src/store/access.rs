@@ -83,6 +83,17 @@ pub struct AccessRequest {
 
 const SELECT: &str = "SELECT id, kind, subject, agent_id, cluster, namespace, role, duration_secs, reason, state, created_at, expires_at, decided_by, decided_at, decision_reason, grant_id FROM access_requests";
 
+/// What an approved grant rests on and who is given it besides its
+/// subject.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given<'a> {
+    /// The grant it is revoked with: the one on whose strength the agent's
+    /// own person approved it.
+    pub parent: Option<&'a str>,
+    /// The delegated agent given it.
+    pub agent_id: Option<&'a str>,
+}
+
 impl Store {
     /// Store a new request.
     pub fn insert_access_request(&self, r: &AccessRequest) -> Result<(), StoreError> {
@@ -112,8 +123,8 @@ impl Store {
     }
 
     /// In one transaction: mark the pending request approved by `by`, add
-    /// `grant` (revoked with the grant `parent`, if it rests on one), and
-    /// give it to the delegated agent `agent_id` if any. Fails,
+    /// `grant` (revoked with the grant it rests on, if any), and give it to
+    /// the delegated agent, if any ([`Given`]). Fails,
     /// adding nothing, if the request is no longer pending (decided by
     /// someone else, on any replica: the state changes only where it is
     /// still `pending`).
@@ -121,8 +132,7 @@ impl Store {
         &self,
         id: &str,
         grant: &Grant,
-        parent: Option<&str>,
-        agent_id: Option<&str>,
+        given: Given<'_>,
         by: &str,
         reason: Option<&str>,
         at: DateTime<Utc>,
@@ -130,9 +140,9 @@ impl Store {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, parent_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at, parent],
+                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at, given.parent],
             )?;
-            if let Some(agent) = agent_id {
+            if let Some(agent) = given.agent_id {
                 tx.execute("INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)", params![agent, grant.id])?;
             }
             let changed = tx.execute(
@@ -261,8 +271,10 @@ mod tests {
                             store.approve_access_request(
                                 "r1",
                                 &grant(id, ana),
-                                None,
-                                Some(agent),
+                                Given {
+                                    parent: None,
+                                    agent_id: Some(agent),
+                                },
                                 "bob",
                                 None,
                                 Utc::now(),

@@ -44,7 +44,7 @@ mod reconcile;
 mod sessions;
 mod trust;
 
-pub use access::{AccessRequest, AccessState};
+pub use access::{AccessRequest, AccessState, Given};
 pub use apiserver_audit::{ApiserverEvent, Checked, Coverage, Sends, Sent};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
