@@ -19,10 +19,21 @@ pub const IMPERSONATE_USER: HeaderName = HeaderName::from_static("impersonate-us
 /// `Impersonate-Group`.
 pub const IMPERSONATE_GROUP: HeaderName = HeaderName::from_static("impersonate-group");
 
-/// Does the request carry any `Impersonate-*` header (any letter case)?
+/// Does the request carry any `Impersonate-*` header (any letter case, or
+/// spelt with `_`, which a proxy between portcullis and the cluster may
+/// turn into `-`)?
 pub fn has_impersonation(headers: &HeaderMap) -> Option<&HeaderName> {
-    headers.keys().find(|name| name.as_str().starts_with("impersonate-"))
+    headers.keys().find(|name| claims_impersonation(name.as_str()))
 }
+
+fn claims_impersonation(name: &str) -> bool {
+    name.starts_with("impersonate-") || name.starts_with("impersonate_")
+}
+
+/// The WebSocket subprotocol that carries a bearer token (a browser cannot
+/// set `Authorization` on a WebSocket): a client's token for portcullis
+/// must not travel on to the cluster in it.
+const TOKEN_SUBPROTOCOL: &str = "base64url.bearer.authorization.k8s.io.";
 
 /// The `Audit-ID` header's value for `id`.
 ///
@@ -66,28 +77,66 @@ const HOP_BY_HOP: &[&str] = &[
 pub fn strip_request(headers: &mut HeaderMap, upgrade: bool) {
     let protocol = upgrade.then(|| headers.get(UPGRADE).cloned()).flatten();
     remove_connection_listed(headers, false);
+    let mut subprotocols = false;
     let doomed: Vec<HeaderName> = headers
         .keys()
         .filter(|name| {
             let n = name.as_str();
+            subprotocols |= n == "sec-websocket-protocol";
+            // `_` spellings too: a proxy on the way may read them as `-`.
             HOP_BY_HOP.contains(&n)
                 || n == "authorization"
                 || n == "cookie"
                 || n == "audit-id"
                 || n == "x-real-ip"
+                || n == "x_real_ip"
                 || n == "host"
-                || n.starts_with("impersonate-")
+                || claims_impersonation(n)
                 || n.starts_with("x-remote-")
+                || n.starts_with("x_remote_")
                 || n.starts_with("x-forwarded-")
+                || n.starts_with("x_forwarded_")
         })
         .cloned()
         .collect();
     for name in doomed {
         headers.remove(name);
     }
+    if subprotocols {
+        without_token_subprotocol(headers);
+    }
     if let Some(protocol) = protocol {
         headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
         headers.insert(UPGRADE, protocol);
+    }
+}
+
+/// `Sec-WebSocket-Protocol` without the subprotocol that carries a bearer
+/// token ([`TOKEN_SUBPROTOCOL`]); gone if nothing else is left.
+fn without_token_subprotocol(headers: &mut HeaderMap) {
+    let name = http::header::SEC_WEBSOCKET_PROTOCOL;
+    let mut token = false;
+    let kept: Vec<String> = headers
+        .get_all(&name)
+        .iter()
+        // Not text: kept out whole, as the cluster could not read it either.
+        .flat_map(|value| value.to_str().unwrap_or(TOKEN_SUBPROTOCOL).split(','))
+        .map(str::trim)
+        .filter(|offered| {
+            let carries = offered.starts_with(TOKEN_SUBPROTOCOL);
+            token |= carries;
+            !carries && !offered.is_empty()
+        })
+        .map(str::to_string)
+        .collect();
+    if !token {
+        return;
+    }
+    headers.remove(&name);
+    if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
+        if !kept.is_empty() {
+            headers.insert(name, value);
+        }
     }
 }
 
@@ -277,6 +326,8 @@ mod tests {
             "impersonate-uid",
             "IMPERSONATE-EXTRA-x",
             "Impersonate-Group",
+            "Impersonate_User",
+            "IMPERSONATE_GROUP",
         ] {
             assert!(has_impersonation(&map(&[(name, "x")])).is_some(), "{name}");
         }
@@ -292,6 +343,9 @@ mod tests {
             ("X-Forwarded-For", "1.2.3.4"),
             ("X-Forwarded-Proto", "https"),
             ("X-Real-Ip", "1.2.3.4"),
+            ("X_Remote_User", "admin"),
+            ("x_forwarded_for", "1.2.3.4"),
+            ("X_Real_IP", "1.2.3.4"),
             ("Cookie", "a=b"),
             ("Audit-ID", "mine"),
             ("Connection", "keep-alive, X-Secret"),
@@ -315,6 +369,26 @@ mod tests {
         assert!(h.contains_key("upgrade") && h.contains_key("connection") && h.contains_key("sec-websocket-protocol"));
         strip_request(&mut h, false);
         assert!(!h.contains_key("upgrade") && !h.contains_key("connection"));
+    }
+
+    #[test]
+    fn a_bearer_token_offered_as_a_websocket_subprotocol_never_travels() {
+        let token = "base64url.bearer.authorization.k8s.io.cGNsX3NlY3JldA";
+        let mut h = map(&[
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Protocol", &format!("v5.channel.k8s.io, {token}")),
+            ("Sec-WebSocket-Protocol", "v4.channel.k8s.io"),
+        ]);
+        strip_request(&mut h, true);
+        let offered: Vec<_> = h.get_all("sec-websocket-protocol").iter().collect();
+        assert_eq!(offered, ["v5.channel.k8s.io, v4.channel.k8s.io"]);
+        let mut h = map(&[("Sec-WebSocket-Protocol", token)]);
+        strip_request(&mut h, true);
+        assert!(!h.contains_key("sec-websocket-protocol"));
+        let mut h = map(&[("Sec-WebSocket-Protocol", "v5.channel.k8s.io")]);
+        strip_request(&mut h, true);
+        assert_eq!(h["sec-websocket-protocol"], "v5.channel.k8s.io", "left as it came");
     }
 
     #[test]

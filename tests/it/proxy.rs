@@ -106,6 +106,8 @@ async fn client_impersonation_headers_are_refused_in_any_case() {
         ("impersonate-uid", "1"),
         ("Impersonate-Extra-x", "y"),
         ("IMPERSONATE-GROUP", "system:masters"),
+        // A proxy between portcullis and the cluster may read `_` as `-`.
+        ("Impersonate_User", "admin"),
     ] {
         let response = raw
             .send(
