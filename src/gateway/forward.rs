@@ -3,7 +3,8 @@
 //!
 //! Ordinary requests get the request timeout and the response cap; the API
 //! server's long-running requests (watch, exec, attach, port-forward, proxy,
-//! log follow) get neither, because both would cut a healthy stream.
+//! log follow) get neither, because both would cut a healthy stream: only
+//! their answer's head must come within the request timeout.
 //! Upgrades (exec, attach, port-forward) are spliced only after the cluster
 //! answers 101; any other answer is relayed unchanged, so kubectl's fallback
 //! from WebSocket to SPDY works and the upstream connection is never reused
@@ -189,8 +190,11 @@ fn checked_upgrade<B>(call: &Call<'_>, request: &Request<B>) -> Result<Option<&'
     Ok(upgrade)
 }
 
-/// Send upstream: an upgrade or a long-running request without a timeout,
-/// anything else within the request timeout.
+/// Send upstream: the answer to an ordinary request within the request
+/// timeout, and that of an upgrade or a long-running request (but a
+/// proxied one's) as far as its head: a cluster that takes the request and
+/// never answers would otherwise hold the caller's stream place for ever.
+/// The body of a stream then has no timeout.
 async fn send(
     call: &Call<'_>,
     request: Request<Body>,
@@ -203,16 +207,20 @@ async fn send(
         request
     };
     record(call, upgrade || streaming);
+    let within = call.limits.request_timeout;
     let sent = if upgrade {
-        call.upstream.send_upgrade(request).await
+        tokio::time::timeout(within, call.upstream.send_upgrade(request)).await
+    } else if streaming && call.info.subresource == "proxy" {
+        // A service's own answer, which may be slow to start as it likes
+        // (a long poll): the API server bounds it no more than this.
+        Ok(call.upstream.send_streaming(request).await)
     } else if streaming {
-        call.upstream.send_streaming(request).await
+        tokio::time::timeout(within, call.upstream.send_streaming(request)).await
     } else {
-        tokio::time::timeout(call.limits.request_timeout, call.upstream.send(request))
-            .await
-            .map_err(|_| timeout(call.upstream, call.limits))?
+        tokio::time::timeout(within, call.upstream.send(request)).await
     };
-    sent.map_err(|e| send_error(call, &e))
+    sent.map_err(|_| timeout(call.upstream, call.limits))?
+        .map_err(|e| send_error(call, &e))
 }
 
 /// On record that the request leaves now, as whom (batched with the rows):

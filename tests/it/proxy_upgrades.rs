@@ -179,16 +179,42 @@ async fn ordinary_requests_time_out_and_long_running_ones_do_not() {
     let token = env.person("ana", &[("viewer", Some("shop"))]);
     env.sim().faults().add(FaultRule {
         method: None,
-        path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
+        path_prefix: "/api/v1/namespaces/shop/configmaps/".into(),
         times: None,
         action: FaultAction::Delay(Duration::from_millis(2500)),
     });
     let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
-    let slow = env.raw().get(&path, &token).await;
+    let slow = env.raw().get(&format!("{path}/settings"), &token).await;
     assert_eq!(slow.status, 504);
     assert_eq!(slow.json()["reason"], "Timeout");
     let watch = env.raw().stream(&format!("{path}?watch=1"), &token).await;
-    assert_eq!(watch.status(), 200, "a watch has no whole-request timeout");
+    assert_eq!(watch.status(), 200);
+    // Open for longer than the request timeout, and still delivering.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let bo = env.person("bo", &[("developer", Some("shop"))]);
+    let made = env
+        .raw()
+        .send(
+            http::Method::POST,
+            &path,
+            &[
+                ("authorization", &format!("Bearer {bo}")),
+                ("content-type", "application/json"),
+            ],
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"later"}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(made.status, 201);
+    let mut body = watch.into_body();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains(r#""name":"later""#) {
+        let frame = tokio::time::timeout(EVENTUALLY, http_body_util::BodyExt::frame(&mut body))
+            .await
+            .expect("the event, on a watch open past the request timeout")
+            .expect("the watch still open")
+            .unwrap();
+        seen.extend_from_slice(frame.data_ref().map(|d| &d[..]).unwrap_or_default());
+    }
     env.stop().await;
 }
 
@@ -588,6 +614,64 @@ async fn a_watch_to_a_cluster_that_never_finishes_the_tls_handshake_is_answered_
         .await
         .expect("an answer");
     assert_eq!(again.status(), 503, "ana's one stream place was given back, not 429");
+    env.stop().await;
+    held.abort();
+}
+
+/// A control plane (or something in its place) may take a watch or an exec
+/// and never answer it. A long-running request has no request timeout, but
+/// its answer's head must come within it: the caller gets a Status and its
+/// stream place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_the_cluster_takes_and_never_answers_is_answered_and_its_place_freed() {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let tls = portcullis::tls::generate(&[]).unwrap();
+    let config = portcullis::tls::server_config(&tls.cert_pem, &tls.key_pem).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = format!("https://{}", silent.local_addr().unwrap());
+    let (taken_tx, mut taken) = tokio::sync::mpsc::unbounded_channel();
+    let held = tokio::spawn(async move {
+        while let Ok((tcp, _)) = silent.accept().await {
+            let (acceptor, taken_tx) = (acceptor.clone(), taken_tx.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else { return };
+                let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                    let _ = taken_tx.send(request.uri().path().to_string());
+                    std::future::pending::<Result<http::Response<String>, std::convert::Infallible>>()
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let env = Portcullis::start_with(|config| {
+        let ca = Portcullis::folder_of(config).join("silent-ca.pem");
+        std::fs::write(&ca, &tls.ca_pem).unwrap();
+        let mut silent = config.clusters[0].clone();
+        silent.name = "silent".into();
+        silent.server = server;
+        silent.ca_file = ca;
+        config.clusters.push(silent);
+        config.limits.streams_per_caller = 1;
+        config.limits.request_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let token = env.person("ana", &[]);
+    let watch = "/clusters/silent/api/v1/namespaces/shop/configmaps?watch=1";
+    for _ in 0..2 {
+        let answered = tokio::time::timeout(EVENTUALLY, env.raw().stream(watch, &token))
+            .await
+            .expect("an answer, not a wait for ever");
+        assert_eq!(
+            answered.status(),
+            504,
+            "{answered:?}: ana's one stream place was given back, not 429"
+        );
+        // The cluster took it (beside the reconciler's own requests).
+        while taken.try_recv().expect("the watch reached the cluster") != "/api/v1/namespaces/shop/configmaps" {}
+    }
     env.stop().await;
     held.abort();
 }
