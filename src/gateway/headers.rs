@@ -83,19 +83,7 @@ pub fn strip_request(headers: &mut HeaderMap, upgrade: bool) {
         .filter(|name| {
             let n = name.as_str();
             subprotocols |= n == "sec-websocket-protocol";
-            // `_` spellings too: a proxy on the way may read them as `-`.
-            HOP_BY_HOP.contains(&n)
-                || n == "authorization"
-                || n == "cookie"
-                || n == "audit-id"
-                || n == "x-real-ip"
-                || n == "x_real_ip"
-                || n == "host"
-                || claims_impersonation(n)
-                || n.starts_with("x-remote-")
-                || n.starts_with("x_remote_")
-                || n.starts_with("x-forwarded-")
-                || n.starts_with("x_forwarded_")
+            never_travels(n)
         })
         .cloned()
         .collect();
@@ -108,6 +96,33 @@ pub fn strip_request(headers: &mut HeaderMap, upgrade: bool) {
     if let Some(protocol) = protocol {
         headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
         headers.insert(UPGRADE, protocol);
+    }
+}
+
+/// Must a request header named `n` not travel upstream: a hop-by-hop
+/// header ([`HOP_BY_HOP`]), a credential, a claimed identity, a forwarding
+/// header (with its `_` spellings too: a proxy on the way may read them as
+/// `-`), the client's `Audit-ID` or `Host`? Looked at by its first byte
+/// first: every header of every request passes here.
+fn never_travels(n: &str) -> bool {
+    match n.as_bytes().first() {
+        Some(b'a') => n == "authorization" || n == "audit-id",
+        Some(b'c') => n == "connection" || n == "cookie",
+        Some(b'h') => n == "host",
+        Some(b'i') => claims_impersonation(n),
+        Some(b'k') => n == "keep-alive",
+        Some(b'p') => n == "proxy-connection" || n == "proxy-authenticate" || n == "proxy-authorization",
+        Some(b't') => n == "te" || n == "trailer" || n == "transfer-encoding",
+        Some(b'u') => n == "upgrade",
+        Some(b'x') => {
+            n == "x-real-ip"
+                || n == "x_real_ip"
+                || n.starts_with("x-remote-")
+                || n.starts_with("x_remote_")
+                || n.starts_with("x-forwarded-")
+                || n.starts_with("x_forwarded_")
+        }
+        _ => false,
     }
 }
 
@@ -356,6 +371,16 @@ mod tests {
         strip_request(&mut h, false);
         let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left, ["accept", "user-agent"]);
+    }
+
+    #[test]
+    fn every_hop_by_hop_header_is_one_that_never_travels() {
+        for name in HOP_BY_HOP {
+            assert!(never_travels(name), "{name}");
+        }
+        for name in ["accept", "content-type", "user-agent", "x-request-id", "if-match", ""] {
+            assert!(!never_travels(name), "{name}");
+        }
     }
 
     #[test]
