@@ -312,14 +312,18 @@ fn a_grant_approved_by_the_agents_own_person_is_revoked_with_the_grant_it_rests_
     let ana = Principal::person("ana");
     let hers = env.store.grants_of(&ana, "prod").unwrap().remove(0);
     let requester = anas_agent(&env);
-    let asked = request_access(
-        &env.store,
-        &env.config,
-        &requester,
-        &ask("developer", Some("shop"), 600),
-    )
-    .unwrap();
+    // Capped to hers (admin of shop): it ends when hers does.
+    let asked = request_access(&env.store, &env.config, &requester, &ask("admin", Some("shop"), 7200)).unwrap();
     let (_, own) = approve(&env.store, &env.config, &asked.id, "ana", None).unwrap();
+    // Another agent's, decided on the admin grant that ends last: hers, or
+    // the one just approved. Either way it rests on hers, not on the other
+    // agent's (whose session may end first), and no chain grows.
+    let second = Requester {
+        principal: ana.clone(),
+        agent_id: Some(env.store.add_agent(&ana, "second", &[], false).unwrap().id),
+    };
+    let asked = request_access(&env.store, &env.config, &second, &ask("admin", Some("shop"), 7200)).unwrap();
+    let (_, own_too) = approve(&env.store, &env.config, &asked.id, "ana", None).unwrap();
     let bo = crate::identity::grant::new_grant(
         &env.config,
         Principal::person("bo"),
@@ -344,7 +348,7 @@ fn a_grant_approved_by_the_agents_own_person_is_revoked_with_the_grant_it_rests_
         ids.sort();
         ids
     };
-    let mut all = vec![hers.id.clone(), own.id.clone(), by_admin.id.clone()];
+    let mut all = vec![hers.id.clone(), own.id.clone(), own_too.id.clone(), by_admin.id.clone()];
     all.sort();
     assert_eq!(in_effect(), all);
     env.store.revoke_grant(&hers.id).unwrap();

@@ -83,6 +83,28 @@ pub struct AccessRequest {
 
 const SELECT: &str = "SELECT id, kind, subject, agent_id, cluster, namespace, role, duration_secs, reason, state, created_at, expires_at, decided_by, decided_at, decision_reason, grant_id FROM access_requests";
 
+/// The grant `id` rests on at the end of its chain of parents (a grant
+/// narrowed for an agent session, or approved by an agent's own person,
+/// rests on one of the person's own): a new grant rests there, so that no
+/// chain grows (SQLite's trigger revokes children, not their children) and
+/// it is revoked with the person's own grant, not with an agent's.
+fn root_of(tx: &dyn super::sql::Db, id: &str) -> Result<String, StoreError> {
+    let mut id = id.to_string();
+    // Chains are one step long; the bound only stops a cycle.
+    for _ in 0..8 {
+        let parent: Option<Option<String>> = tx
+            .query_row("SELECT parent_id FROM grants WHERE id = ?1", params![id], |r| r.get(0))
+            .optional()?;
+        match parent.flatten() {
+            Some(parent) => id = parent,
+            None => return Ok(id),
+        }
+    }
+    Err(StoreError::Invalid(format!(
+        "grant {id} rests on a chain of grants with no end"
+    )))
+}
+
 /// What an approved grant rests on and who is given it besides its
 /// subject.
 #[derive(Debug, Clone, Copy, Default)]
@@ -138,9 +160,13 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.write(|tx| {
+            let parent = match given.parent {
+                Some(parent) => Some(root_of(tx, parent)?),
+                None => None,
+            };
             tx.execute(
                 "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, parent_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at, given.parent],
+                params![grant.id, grant.subject.kind.as_str(), grant.subject.name, grant.cluster, grant.namespace, grant.role, grant.expires_at, grant.granted_by, grant.created_at, parent],
             )?;
             if let Some(agent) = given.agent_id {
                 tx.execute("INSERT INTO agent_grants (agent_id, grant_id) VALUES (?1, ?2)", params![agent, grant.id])?;
