@@ -102,7 +102,7 @@ const NAMING_ANNOTATIONS: &[&str] = &[
 
 /// Is the annotation `name`'s value kept on a Secret whose values are
 /// hidden?
-fn names_only(name: &[u8]) -> bool {
+pub fn names_only(name: &[u8]) -> bool {
     NAMING_ANNOTATIONS.iter().any(|kept| kept.as_bytes() == name)
 }
 

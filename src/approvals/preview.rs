@@ -149,8 +149,9 @@ fn hide_values(current: Option<&mut Value>, result: &mut Value, deleting: bool) 
     Ok(())
 }
 
-/// The `data` and `stringData` values of `result`'s objects (the object
-/// itself, or each of its `items`), each marked changed or not.
+/// The `data` and `stringData` values, and the hidden annotations' values,
+/// of `result`'s objects (the object itself, or each of its `items`), each
+/// marked changed or not.
 fn values(result: &Value, current: Option<&Value>, deleting: bool) -> Vec<Found> {
     let objects: Vec<(String, &Value)> = match result.get("items") {
         Some(Value::Array(items)) => items
@@ -162,6 +163,27 @@ fn values(result: &Value, current: Option<&Value>, deleting: bool) -> Vec<Found>
     };
     let mut found = Vec::new();
     for (prefix, object) in objects {
+        // The annotations whose values the redactor hides: a change to
+        // one is still shown as a change.
+        if let Some(Value::Object(annotations)) = object.pointer("/metadata/annotations") {
+            for (key, value) in annotations {
+                if key == LAST_APPLIED || secrets::names_only(key.as_bytes()) {
+                    continue;
+                }
+                let changed = !deleting
+                    && current.is_none_or(|current| {
+                        current.pointer("/metadata/annotations").and_then(|a| a.get(key)) != Some(value)
+                    });
+                found.push(Found {
+                    pointer: format!(
+                        "{prefix}/metadata/annotations/{}",
+                        key.replace('~', "~0").replace('/', "~1")
+                    ),
+                    len: value.as_str().map_or(0, str::len),
+                    changed,
+                });
+            }
+        }
         for field in ["data", "stringData"] {
             let Some(Value::Object(entries)) = object.get(field) else {
                 continue;
@@ -271,6 +293,33 @@ mod tests {
             preview
                 .diff
                 .contains("-   password: <redacted, 7 bytes>\n+   password: <redacted, 7 bytes, changed>"),
+            "{}",
+            preview.diff
+        );
+    }
+
+    /// A Secret's annotations are hidden as its values are (tools keep
+    /// values in them), and a change to one is shown as a change.
+    #[test]
+    fn a_changed_secret_annotation_of_the_same_size_is_marked_changed_without_its_value() {
+        let annotated = |allowed: &str| {
+            let mut secret = secret(json!({"password": "aHVudGVyMg=="}));
+            secret["metadata"]["annotations"]["reflector/allowed-namespaces"] = json!(allowed);
+            secret["metadata"]["annotations"]["meta.helm.sh/release-name"] = json!("shop");
+            secret
+        };
+        let preview = build(Some(annotated("team-a")), String::new(), annotated("agent1"), SECRET).unwrap();
+        let annotations = &preview.result["metadata"]["annotations"];
+        assert_eq!(
+            annotations["reflector/allowed-namespaces"],
+            "<redacted, 6 bytes, changed>"
+        );
+        assert_eq!(annotations["meta.helm.sh/release-name"], "shop", "a name is kept");
+        assert_eq!(preview.result["data"]["password"], "<redacted, 7 bytes>");
+        let text = serde_json::to_string(&preview).unwrap();
+        assert!(!text.contains("team-a") && !text.contains("agent1"), "{text}");
+        assert!(
+            preview.diff.contains("<redacted, 6 bytes, changed>"),
             "{}",
             preview.diff
         );
