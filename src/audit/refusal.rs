@@ -59,6 +59,10 @@ pub enum Refusal {
     /// A Secret write carrying a redaction marker back in place of a value
     /// (the cluster would store the marker).
     SecretMarker,
+    /// A binding write naming one of portcullis's identities.
+    BindsIdentity,
+    /// A binding write whose subjects could not be read.
+    BindingUnreadable,
     /// A request body over the size limit.
     BodyTooLarge,
     /// A long-running request past the caller's `[limits]
@@ -210,6 +214,8 @@ impl Refusal {
             R::Unredactable => "unredactable",
             R::SecretJsonPatch => "secret_json_patch",
             R::SecretMarker => "secret_marker",
+            R::BindsIdentity => "binds_identity",
+            R::BindingUnreadable => "binding_unreadable",
             R::BodyTooLarge => "body_too_large",
             R::TooManyStreams => "too_many_streams",
             R::BodyTooDeep => "body_too_deep",

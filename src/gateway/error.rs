@@ -143,6 +143,18 @@ pub enum RequestError {
     /// A Secret write from a caller who sees values hidden carries a
     /// redaction marker back in place of a value.
     SecretMarkerWritten,
+    /// A RoleBinding or ClusterRoleBinding write names one of portcullis's
+    /// identities (`user:…`, `bot:…`, `portcullis:…`).
+    BindsIdentity {
+        /// The name, as the caller wrote it.
+        name: String,
+    },
+    /// A RoleBinding or ClusterRoleBinding write whose subjects portcullis
+    /// cannot read.
+    BindingUnreadable {
+        /// Why, completing "the binding …".
+        why: String,
+    },
     /// A write needs a person's approval, but no `[approvals] key_file` is
     /// set to hold it.
     WritesNotHeld,
@@ -332,6 +344,17 @@ impl RequestError {
                 "a Secret is patched for a caller who sees its values hidden only by a merge patch, a strategic \
                  merge patch or server-side apply: a JSON Patch's copy, move and test operations would read them",
             ),
+            E::BindsIdentity { name } => Status::failure(
+                403,
+                "Forbidden",
+                format!(
+                    "portcullis refuses a binding that names one of its identities ({name:?}): its people, bots and \
+                     grants get access only by grants, which end; ask for a grant instead"
+                ),
+            ),
+            E::BindingUnreadable { why } => Status::bad_request(format!(
+                "portcullis reads a binding's subjects before it is written, and the binding {why}"
+            )),
             E::SecretMarkerWritten => Status::bad_request(
                 "this Secret write carries a <redacted, N bytes> marker back in place of a value: the cluster would \
                  store the marker and lose the value; send only what you change (a merge patch or server-side apply)",
@@ -416,6 +439,8 @@ impl RequestError {
             E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => Refusal::Unredactable,
             E::SecretJsonPatch => Refusal::SecretJsonPatch,
             E::SecretMarkerWritten => Refusal::SecretMarker,
+            E::BindsIdentity { .. } => Refusal::BindsIdentity,
+            E::BindingUnreadable { .. } => Refusal::BindingUnreadable,
             E::UnreadableHeldBody(error) => error.into(),
             E::Approval(ApprovalRefusal::Unknown { .. }) => Refusal::ApprovalUnknown,
             E::Approval(ApprovalRefusal::Mismatch { .. }) => Refusal::ApprovalMismatch,

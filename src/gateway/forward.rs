@@ -201,8 +201,9 @@ async fn send(
     upgrade: bool,
     streaming: bool,
 ) -> Result<Response<Incoming>, RequestError> {
-    let request = if super::redact::guards_markers(call.info, call.reveal_secrets) {
-        unmarked(call, request).await?
+    let request = if super::redact::guards_markers(call.info, call.reveal_secrets) || super::bindings::guards(call.info)
+    {
+        read_and_checked(call, request).await?
     } else {
         request
     };
@@ -243,16 +244,18 @@ fn record(call: &Call<'_>, stream: bool) {
     recorder.forwarded(record.as_principal(principal.kind.as_str(), &principal.name));
 }
 
-/// A Secret write from a caller who sees values hidden, read whole and
-/// refused if it carries a marker back (see
-/// [`super::redact::refuse_marker_written`]).
-async fn unmarked(call: &Call<'_>, request: Request<Body>) -> Result<Request<Body>, RequestError> {
+/// A Secret write from a caller who sees values hidden, or a binding
+/// write, read whole and refused if it carries a marker back (see
+/// [`super::redact::refuse_marker_written`]) or names one of portcullis's
+/// identities ([`super::bindings`]).
+async fn read_and_checked(call: &Call<'_>, request: Request<Body>) -> Result<Request<Body>, RequestError> {
     let (parts, incoming) = request.into_parts();
     let limit = call.limits.request_body_bytes;
     let bytes = super::hold::read_limited(incoming, usize::try_from(limit).unwrap_or(usize::MAX))
         .await
         .ok_or_else(|| body_too_large(limit))?;
     super::redact::refuse_marker_written(call.info, call.reveal_secrets, &bytes)?;
+    super::bindings::refuse_identities(call.info, &parts.headers, &bytes)?;
     Ok(Request::from_parts(parts, body::full(bytes)))
 }
 

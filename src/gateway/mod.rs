@@ -26,6 +26,7 @@
 //! enter through [`Pipeline::call`] ([`call`]) with the identity the `/mcp`
 //! door authenticated.
 
+mod bindings;
 pub mod call;
 pub mod classify;
 mod commit;

@@ -342,3 +342,73 @@ async fn a_namespace_made_protected_loses_the_bindings_of_grants_made_before() {
     assert!(line.ends_with(" protected"), "{line}");
     env.stop().await;
 }
+
+/// A person whose grant lets them write bindings (`admin` of `shop`) cannot
+/// bind portcullis's own names (`user:ana`, a grant's group) with kubectl:
+/// the access would outlive the grant. Other bindings pass, and an agent's
+/// such write is refused before any person is asked to approve it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_of_portcullis_identities_is_refused_and_other_bindings_are_written() {
+    use crate::audit::{audit_id, row};
+    let env = Portcullis::start().await;
+    let (token, grants) = env.person_with_ttl("ana", &[("admin", Some("shop"))], Duration::from_secs(3600));
+    let kubectl = env.kubectl(&token, "shop");
+    let group = format!("portcullis:grant:{}", grants[0].id);
+    for subject in [
+        ["--user", "user:ana"],
+        ["--user", "bot:ci"],
+        ["--group", group.as_str()],
+    ] {
+        let err = kubectl.fails(&[
+            "create",
+            "rolebinding",
+            "keep",
+            "--clusterrole=admin",
+            subject[0],
+            subject[1],
+        ]);
+        assert!(err.contains("names one of its identities"), "{subject:?}: {err}");
+    }
+    let yaml =
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: keep\n  namespace: shop\n\
+                roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: admin\n\
+                subjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: user:ana\n";
+    let manifest = env.dir.path().join("keep.yaml");
+    std::fs::write(&manifest, yaml).unwrap();
+    let err = kubectl.fails(&["apply", "--server-side", "-f", manifest.to_str().unwrap()]);
+    assert!(err.contains("names one of its identities"), "{err}");
+    assert!(
+        bindings(&env, "shop").await.get_opt("keep").await.unwrap().is_none(),
+        "nothing was written"
+    );
+    kubectl.ok(&[
+        "create",
+        "rolebinding",
+        "jane",
+        "--clusterrole=view",
+        "--user=jane@example.com",
+    ]);
+    assert!(bindings(&env, "shop").await.get_opt("jane").await.unwrap().is_some());
+
+    let agent = env.agent("ana", &[&grants[0]]);
+    let body = serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "keep"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [{"kind": "User", "name": "user:ana"}]});
+    let refused = env
+        .raw()
+        .send(
+            http::Method::POST,
+            &format!("/clusters/{CLUSTER}/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings"),
+            &[
+                ("authorization", &format!("Bearer {agent}")),
+                ("content-type", "application/json"),
+            ],
+            serde_json::to_vec(&body).unwrap(),
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{:?}", refused.body);
+    let row = row(&env, &audit_id(&refused)).await;
+    assert_eq!((row.refused.as_str(), row.held), ("binds_identity", false));
+    assert!(env.store.list_held().unwrap().is_empty(), "no person is asked");
+    env.stop().await;
+}

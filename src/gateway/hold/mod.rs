@@ -127,6 +127,8 @@ impl Pipeline {
         let request = Buffered { parts, body };
         refuse_unreadable_body(&request)?;
         crate::gateway::redact::refuse_marker_written(ctx.info, ctx.reveal_secrets, &request.body)?;
+        // Refused before a person is asked, as it would be once approved.
+        crate::gateway::bindings::refuse_identities(ctx.info, &request.parts.headers, &request.body)?;
         trace.row.held = true;
         let digest = digest(&ctx, &request);
         let approval = request.parts.extensions.get::<ApprovalRef>().cloned();
