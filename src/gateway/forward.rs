@@ -211,7 +211,7 @@ async fn send(
     let within = call.limits.request_timeout;
     let sent = if upgrade {
         tokio::time::timeout(within, call.upstream.send_upgrade(request)).await
-    } else if streaming && call.info.subresource == "proxy" {
+    } else if streaming && (call.info.subresource == "proxy" || call.info.verb == "proxy") {
         // A service's own answer, which may be slow to start as it likes
         // (a long poll): the API server bounds it no more than this.
         Ok(call.upstream.send_streaming(request).await)
