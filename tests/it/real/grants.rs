@@ -232,3 +232,44 @@ async fn a_revoked_grant_is_refused_while_its_binding_is_still_there() {
     release(&ns, &grant.id);
     env.stop().await;
 }
+
+/// On the real cluster, an `admin` of a namespace may bind anyone to what
+/// they hold, the escalation check passes: through portcullis a binding
+/// of their own name (which would outlive their grant) is refused, and
+/// another binding, sent by kubectl as protobuf and re-sent by portcullis
+/// after reading it, is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_cannot_bind_their_own_name_to_outlive_their_grant_but_binds_others() {
+    let env = Portcullis::start_real().await;
+    let ns = super::shared().namespace("binds").unwrap();
+    let (token, grants) = env.person_with_ttl("ana", &[("admin", Some(&ns))], HOUR);
+    eventually("the grant bound", async || binding(&ns, &grants[0].id).await.is_some()).await;
+    let kubectl = env.kubectl(&token, &ns);
+    let err = kubectl.fails(&[
+        "create",
+        "rolebinding",
+        "keep",
+        "--clusterrole=admin",
+        "--user=user:ana",
+    ]);
+    assert!(err.contains("names one of its identities"), "{err}");
+    // The cluster's RBAC may take a moment to see the grant's binding.
+    eventually("a binding of someone else written", async || {
+        kubectl
+            .run(&[
+                "create",
+                "rolebinding",
+                "jane",
+                "--clusterrole=view",
+                "--user=jane@example.com",
+            ])
+            .status
+            .success()
+    })
+    .await;
+    let rolebindings = Api::<RoleBinding>::namespaced(admin_kube().await, &ns);
+    let jane = rolebindings.get("jane").await.unwrap();
+    assert_eq!(jane.subjects.unwrap()[0].name, "jane@example.com");
+    assert!(rolebindings.get_opt("keep").await.unwrap().is_none());
+    env.stop().await;
+}
