@@ -105,13 +105,13 @@ fn check_one(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Opt
     let reason = match before {
         Some(Checked::Alert) => None,
         _ => {
-            let sent = store
-                .portcullis_sent_as(&event.audit_id, &event.cluster)
+            let (sent, sends) = store
+                .portcullis_sent(&event.audit_id, &event.cluster)
                 .map_err(store_error)?;
             match verdict(sent.clone(), &fullest) {
                 Some(reason) => Some(reason),
                 None if !groups_theirs(store, &sent, &fullest)? => Some(IMPERSONATION),
-                None => match reused(store, event, overdue)? {
+                None => match reused(store, event, sends, overdue)? {
                     Some(true) => Some(REUSED),
                     Some(false) => None,
                     // A write under way: looked at again at a later turn.
@@ -134,14 +134,17 @@ fn check_one(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Opt
 }
 
 /// Did the API server receive `event`'s request where no request portcullis
-/// sent under its audit id could be: a read's is the one request under it,
-/// and a write's began after the first by no more than the write took.
+/// sent under its audit id could be (`sends`, as portcullis sent them): a
+/// read's is the one request under it, and a write's began after the first
+/// by no more than the write took.
 /// `None` while a write is under way (its row, which says how long it
 /// took, is not written yet), unless `overdue`.
-fn reused(store: &Store, event: &ApiserverEvent, overdue: bool) -> Result<Option<bool>, AuditError> {
-    let sends = store
-        .portcullis_sends(&event.audit_id, &event.cluster)
-        .map_err(store_error)?;
+fn reused(
+    store: &Store,
+    event: &ApiserverEvent,
+    sends: Option<Sends>,
+    overdue: bool,
+) -> Result<Option<bool>, AuditError> {
     let waited = overdue.then(|| Sends::Within(WRITE_WAIT.num_milliseconds().max(0) as u64));
     let Some(sends) = sends.or(waited) else {
         return Ok(None);

@@ -357,43 +357,6 @@ impl Store {
         })
     }
 
-    /// How many requests portcullis sent `cluster` under `audit_id`, as far
-    /// as it knows: a read, or one of its own, is one request; a write's
-    /// hold stage may send a dry run and a read before it, all within the
-    /// time its row took. Not known while a write is under way, or if
-    /// portcullis never sent it.
-    pub fn portcullis_sends(&self, audit_id: &str, cluster: &str) -> Result<Option<Sends>, StoreError> {
-        self.with(|c| {
-            let row: Option<(bool, i64)> = c
-                .query_row(
-                    &format!(
-                        "SELECT is_write, duration_ms FROM audit a WHERE id = ?1 AND cluster = ?2 AND {SENT} LIMIT 1"
-                    ),
-                    params![audit_id, cluster],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            if let Some((write, took)) = row {
-                return Ok(Some(if write {
-                    Sends::Within(took.max(0) as u64)
-                } else {
-                    Sends::One
-                }));
-            }
-            let record: Option<String> = c
-                .query_row(
-                    "SELECT kind FROM audit_forwarded WHERE id = ?1 AND cluster = ?2",
-                    params![audit_id, cluster],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            Ok(match record.as_deref() {
-                Some("system" | "request") => Some(Sends::One),
-                _ => None,
-            })
-        })
-    }
-
     /// Do the grants of every id in `grant_ids` belong to `kube_user`
     /// (`user:<login>` or `bot:<name>`), as the groups portcullis sends for
     /// them do? Ended grants count: the request may be from before.
@@ -426,22 +389,34 @@ impl Store {
     /// release before says nobody, so whom is not known).
     /// An id portcullis sent to another cluster is one it never sent here.
     pub fn portcullis_sent_as(&self, audit_id: &str, cluster: &str) -> Result<Sent, StoreError> {
+        self.portcullis_sent(audit_id, cluster).map(|(sent, _)| sent)
+    }
+
+    /// [`Store::portcullis_sent_as`], and how many requests portcullis sent
+    /// under the id, as far as it knows: a read, or one of its own, is one
+    /// request; a write's hold stage may send a dry run and a read before
+    /// it, all within the time its row took. How many is not known while a
+    /// write is under way, or if portcullis never sent it. One lookup.
+    pub fn portcullis_sent(&self, audit_id: &str, cluster: &str) -> Result<(Sent, Option<Sends>), StoreError> {
         self.with(|c| {
-            let row: Option<(String, String)> = c
+            let row: Option<(String, String, bool, i64)> = c
                 .query_row(
                     &format!(
-                        "SELECT principal_kind, login FROM audit a WHERE id = ?1 AND cluster = ?2 AND {SENT} LIMIT 1"
+                        "SELECT principal_kind, login, is_write, duration_ms FROM audit a \
+                         WHERE id = ?1 AND cluster = ?2 AND {SENT} LIMIT 1"
                     ),
                     params![audit_id, cluster],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
                 .optional()?;
-            if let Some((kind, login)) = row {
-                return Ok(Sent::As(kube_user(&kind, &login)));
+            if let Some((kind, login, write, took)) = row {
+                let sends = match write {
+                    true => Sends::Within(took.max(0) as u64),
+                    false => Sends::One,
+                };
+                return Ok((Sent::As(kube_user(&kind, &login)), Some(sends)));
             }
-            if let Some(intent) = intent_principal(c, audit_id, cluster)? {
-                return Ok(Sent::As(intent));
-            }
+            let intent = intent_principal(c, audit_id, cluster)?;
             let record: Option<(String, String, String)> = c
                 .query_row(
                     "SELECT kind, principal_kind, login FROM audit_forwarded WHERE id = ?1 AND cluster = ?2",
@@ -449,13 +424,26 @@ impl Store {
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()?;
-            Ok(match record {
-                Some((kind, ..)) if kind == "system" => Sent::As(String::new()),
+            // A write's record (`write`) says nothing of how many until its
+            // row comes; a stream's (an exec is a write too) is one request.
+            let sends = record
+                .as_ref()
+                .and_then(|(kind, ..)| matches!(kind.as_str(), "system" | "request").then_some(Sends::One));
+            if let Some(intent) = intent {
+                return Ok((Sent::As(intent), sends));
+            }
+            let Some((kind, principal_kind, login)) = record else {
+                return Ok((Sent::No, None));
+            };
+            let sent = if kind == "system" {
+                Sent::As(String::new())
+            } else if principal_kind.is_empty() {
                 // A record of the release before says nobody.
-                Some((_, principal_kind, _)) if principal_kind.is_empty() => Sent::Unknown,
-                Some((_, principal_kind, login)) => Sent::As(kube_user(&principal_kind, &login)),
-                None => Sent::No,
-            })
+                Sent::Unknown
+            } else {
+                Sent::As(kube_user(&principal_kind, &login))
+            };
+            Ok((sent, sends))
         })
     }
 
