@@ -72,6 +72,11 @@ pub enum DocumentError {
     /// `<<: *name`); refused before anything is expanded.
     #[error("uses YAML anchors or aliases, which portcullis refuses: write the object out in full")]
     AnchorOrAlias,
+    /// A YAML tag other than the core schema's (`!!binary`, `!custom`):
+    /// portcullis and the API server's Go YAML library read them apart
+    /// (Go decodes `!!binary`'s base64; Rust keeps the text).
+    #[error("uses the YAML tag {0}, which portcullis refuses: write the value out plainly")]
+    Tag(String),
     /// Not a YAML document (JSON is YAML).
     #[error("is not one YAML or JSON object: {0}")]
     NotYaml(String),
@@ -87,6 +92,7 @@ impl DocumentError {
             DocumentError::TooLarge { .. } => "too_large",
             DocumentError::TooDeep { .. } => "too_deep",
             DocumentError::AnchorOrAlias => "yaml_anchor_or_alias",
+            DocumentError::Tag(_) => "yaml_tag",
             DocumentError::NotYaml(_) => "not_yaml",
             DocumentError::NotJson(_) => "not_json",
         }
@@ -139,8 +145,21 @@ fn check_size(size: usize, bounds: Bounds) -> Result<(), DocumentError> {
     }
 }
 
+/// The core schema's tags (`!!str` and its kin), which both readers take
+/// alike; any other is refused.
+const CORE_TAGS: &[&str] = &["str", "int", "float", "bool", "null", "seq", "map"];
+
+fn refuse_tag(tag: Option<&saphyr_parser::Tag>) -> Result<(), DocumentError> {
+    match tag {
+        None => Ok(()),
+        Some(tag) if tag.is_yaml_core_schema() && CORE_TAGS.contains(&tag.suffix.as_str()) => Ok(()),
+        Some(tag) => Err(DocumentError::Tag(format!("{}{}", tag.handle, tag.suffix))),
+    }
+}
+
 /// Walk the document's YAML events (nothing is built or expanded): refuse
-/// the first anchor or alias and the first level past the depth limit.
+/// the first anchor or alias, tag outside the core schema, and level past
+/// the depth limit.
 fn scan_yaml(text: &str, bounds: Bounds) -> Result<(), DocumentError> {
     let mut depth = 0usize;
     for event in Parser::new_from_str(text) {
@@ -152,8 +171,12 @@ fn scan_yaml(text: &str, bounds: Bounds) -> Result<(), DocumentError> {
         })?;
         let anchor = match event {
             Event::Alias(_) => return Err(DocumentError::AnchorOrAlias),
-            Event::Scalar(_, _, anchor, _) => anchor,
-            Event::MappingStart(anchor, _) | Event::SequenceStart(anchor, _) => {
+            Event::Scalar(_, _, anchor, tag) => {
+                refuse_tag(tag.as_deref())?;
+                anchor
+            }
+            Event::MappingStart(anchor, tag) | Event::SequenceStart(anchor, tag) => {
+                refuse_tag(tag.as_deref())?;
                 depth += 1;
                 anchor
             }
@@ -295,6 +318,29 @@ spec:
         for text in ["a: &x 1\nb: *x\n", "b: *x\n", "list: [*x]\n"] {
             assert!(matches!(yaml(text), Err(DocumentError::AnchorOrAlias)), "{text}");
         }
+    }
+
+    /// Go's YAML library decodes `!!binary`'s base64 where serde_yaml keeps
+    /// the text: `name: !!binary dXNlcjphbmE=` is `user:ana` to the API
+    /// server and not to portcullis. Only the core schema's tags pass.
+    #[test]
+    fn a_tag_outside_the_core_schema_is_refused_and_core_ones_pass() {
+        for text in [
+            "name: !!binary dXNlcjphbmE=\n",
+            "name: !custom x\n",
+            "name: !<tag:yaml.org,2002:binary> dXNlcjphbmE=\n",
+            "list: !!set {a: null}\n",
+            "%TAG !! tag:example.com,2000:\n---\nname: !!str x\n",
+        ] {
+            assert!(
+                matches!(yaml(text), Err(DocumentError::Tag(_))),
+                "{text}: {:?}",
+                yaml(text)
+            );
+        }
+        let value = yaml("name: !!str 123\nreplicas: !!int 3\nlabels: !!map {a: b}\n").unwrap();
+        assert_eq!(value["name"], "123");
+        assert_eq!(value["replicas"], 3);
     }
 
     #[test]

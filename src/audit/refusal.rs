@@ -72,6 +72,8 @@ pub enum Refusal {
     BodyTooDeep,
     /// A YAML request body with anchors or aliases.
     BodyAnchorOrAlias,
+    /// A YAML request body with a tag outside the core schema.
+    BodyYamlTag,
     /// A request body that is not YAML.
     BodyNotYaml,
     /// A request body that is not JSON.
@@ -220,6 +222,7 @@ impl Refusal {
             R::TooManyStreams => "too_many_streams",
             R::BodyTooDeep => "body_too_deep",
             R::BodyAnchorOrAlias => "body_yaml_anchor_or_alias",
+            R::BodyYamlTag => "body_yaml_tag",
             R::BodyNotYaml => "body_not_yaml",
             R::BodyNotJson => "body_not_json",
             R::ApprovalUnknown => "approval_unknown",
@@ -303,6 +306,7 @@ impl From<&DocumentError> for Refusal {
             DocumentError::TooLarge { .. } => Refusal::BodyTooLarge,
             DocumentError::TooDeep { .. } => Refusal::BodyTooDeep,
             DocumentError::AnchorOrAlias => Refusal::BodyAnchorOrAlias,
+            DocumentError::Tag(_) => Refusal::BodyYamlTag,
             DocumentError::NotYaml(_) => Refusal::BodyNotYaml,
             DocumentError::NotJson(_) => Refusal::BodyNotJson,
         }
@@ -347,6 +351,7 @@ mod tests {
             DocumentError::TooLarge { size: 2, limit: 1 },
             DocumentError::TooDeep { limit: 1 },
             DocumentError::AnchorOrAlias,
+            DocumentError::Tag("!x".into()),
             DocumentError::NotYaml("x".into()),
             DocumentError::NotJson(not_json),
         ] {

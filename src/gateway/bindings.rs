@@ -6,8 +6,8 @@
 //! a caller whose grant lets them write bindings (`admin` of a namespace,
 //! `cluster-admin`) could bind those names themselves, and keep the access
 //! once their grant had ended: portcullis would go on sending the same
-//! name. So a binding write through portcullis that names one of them is
-//! refused. Its body is read whole (a binding is small). As JSON or YAML
+//! name. So a binding write through portcullis that names one of them, or
+//! `system:authenticated` (which the API server adds to each), is refused. Its body is read whole (a binding is small). As JSON or YAML
 //! (kubectl's apply and patch, kube-rs), every string in it is looked at,
 //! whatever its key: the API server reads keys in ways a narrower check
 //! could miss. As protobuf (`kubectl create rolebinding`), every string
@@ -26,8 +26,13 @@ use http::header::CONTENT_TYPE;
 use http::HeaderMap;
 use serde_json::Value;
 
-/// The names portcullis impersonates: its people, its bots, its groups.
-const IMPERSONATED: &[&str] = &["user:", "bot:", "portcullis:"];
+/// The names portcullis impersonates: its people, its bots, its grants'
+/// groups. (Its roles' ClusterRoles, `portcullis:<role>`, may be bound.)
+const IMPERSONATED: &[&str] = &["user:", "bot:", "portcullis:grant:"];
+
+/// The group the API server adds to everyone portcullis impersonates, a
+/// person with no grant in effect included.
+const EVERYONE: &str = "system:authenticated";
 
 /// Is this a write of a RoleBinding or ClusterRoleBinding with a body?
 pub fn guards(info: &RequestInfo) -> bool {
@@ -44,11 +49,16 @@ pub fn refuse_identities(info: &RequestInfo, headers: &HeaderMap, body: &[u8]) -
     if !guards(info) {
         return Ok(());
     }
+    // As Go's mime.ParseMediaType reads it for a create or an update: in
+    // any letter case, spaces trimmed (a patch's type the API server reads
+    // exactly, and refuses what is not one of its own).
     let media = headers
         .get(CONTENT_TYPE)
         .map(|value| value.as_bytes().split(|&b| b == b';').next().unwrap_or_default())
-        .unwrap_or_default();
-    let json_patch = match media {
+        .unwrap_or_default()
+        .trim_ascii()
+        .to_ascii_lowercase();
+    let json_patch = match media.as_slice() {
         b"application/vnd.kubernetes.protobuf" => {
             return match named_in_bytes(body) {
                 Some(name) => Err(RequestError::BindsIdentity { name }),
@@ -65,7 +75,7 @@ pub fn refuse_identities(info: &RequestInfo, headers: &HeaderMap, body: &[u8]) -
             return Err(RequestError::BindingUnreadable {
                 why: format!(
                     "is sent as {:?}: send it as JSON or YAML",
-                    String::from_utf8_lossy(media)
+                    String::from_utf8_lossy(&media)
                 ),
             })
         }
@@ -88,10 +98,9 @@ pub fn refuse_identities(info: &RequestInfo, headers: &HeaderMap, body: &[u8]) -
 /// The first string in `value` that is one of portcullis's names.
 fn named(value: &Value) -> Option<&str> {
     match value {
-        Value::String(text) => IMPERSONATED
-            .iter()
-            .any(|prefix| text.starts_with(prefix))
-            .then_some(text.as_str()),
+        Value::String(text) => {
+            (IMPERSONATED.iter().any(|prefix| text.starts_with(prefix)) || text == EVERYONE).then_some(text.as_str())
+        }
         Value::Array(items) => items.iter().find_map(named),
         Value::Object(map) => map.values().find_map(named),
         _ => None,
@@ -101,7 +110,7 @@ fn named(value: &Value) -> Option<&str> {
 /// One of portcullis's names found anywhere in `body`, with what follows
 /// it up to the first byte that is not printable ASCII.
 fn named_in_bytes(body: &[u8]) -> Option<String> {
-    IMPERSONATED.iter().find_map(|prefix| {
+    IMPERSONATED.iter().chain([&EVERYONE]).find_map(|prefix| {
         let at = body.windows(prefix.len()).position(|w| w == prefix.as_bytes())?;
         let name = &body[at..];
         let end = name.iter().position(|b| !b.is_ascii_graphic()).unwrap_or(name.len());
@@ -146,6 +155,8 @@ mod tests {
             r#"{"kind":"User","name":"user:ana"}"#,
             r#"{"kind":"User","name":"bot:ci"}"#,
             r#"{"kind":"Group","name":"portcullis:grant:0192"}"#,
+            // Everyone portcullis impersonates is in it.
+            r#"{"kind":"Group","name":"system:authenticated"}"#,
             // Escaped, or under a key spelt otherwise: still the name.
             r#"{"kind":"User","name":"\u0075ser:ana"}"#,
             r#"{"kind":"User","Name":"user:ana"}"#,
@@ -202,6 +213,11 @@ mod tests {
             ("application/apply-patch+cbor", "\u{a1}"),
             ("application/cbor", "\u{a1}"),
             ("application/json", "{\"subjects\":"),
+            // Go reads the tag's base64 as the name; serde_yaml would not.
+            (
+                "application/apply-patch+yaml",
+                "subjects:\n- kind: User\n  name: !!binary dXNlcjphbmE=\n",
+            ),
         ] {
             let refused = write(Method::PATCH, &path, content_type, body);
             assert!(
@@ -217,6 +233,12 @@ mod tests {
             "subjects":[{"kind":"ServiceAccount","name":"ci","namespace":"shop"},{"kind":"User","name":"jane@example.com"}],
             "roleRef":{"kind":"ClusterRole","name":"view"}}"#;
         assert!(write(Method::POST, BINDINGS, "application/json", binding).is_ok());
+        // portcullis's roles' ClusterRoles may be bound; the type is read
+        // in any case, spaces trimmed, as the API server reads it.
+        let its_role = r#"{"kind":"RoleBinding","metadata":{"name":"ci"},
+            "subjects":[{"kind":"ServiceAccount","name":"ci","namespace":"shop"}],
+            "roleRef":{"kind":"ClusterRole","name":"portcullis:viewer"}}"#;
+        assert!(write(Method::POST, BINDINGS, "Application/JSON ; charset=utf-8", its_role).is_ok());
         // Not a binding: nothing is read.
         for path in [
             "/api/v1/namespaces/shop/configmaps",
