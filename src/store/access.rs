@@ -92,12 +92,20 @@ fn root_of(tx: &dyn super::sql::Db, id: &str) -> Result<String, StoreError> {
     let mut id = id.to_string();
     // Chains are one step long; the bound only stops a cycle.
     for _ in 0..8 {
-        let parent: Option<Option<String>> = tx
-            .query_row("SELECT parent_id FROM grants WHERE id = ?1", params![id], |r| r.get(0))
+        let found: Option<(Option<String>, Option<DateTime<Utc>>)> = tx
+            .query_row(
+                "SELECT parent_id, revoked_at FROM grants WHERE id = ?1",
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
-        match parent.flatten() {
-            Some(parent) => id = parent,
-            None => return Ok(id),
+        match found {
+            Some((Some(parent), _)) => id = parent,
+            // A child outliving its root (SQLite revokes children only,
+            // not theirs) must not pass its life on.
+            Some((None, Some(_))) => return Err(StoreError::Invalid(format!("grant {id} has been revoked"))),
+            Some((None, None)) => return Ok(id),
+            None => return Err(StoreError::Invalid(format!("grant {id} does not exist"))),
         }
     }
     Err(StoreError::Invalid(format!(
@@ -277,6 +285,44 @@ mod tests {
             granted_by: "bob".into(),
             created_at: Utc::now(),
             revoked_at: None,
+        }
+    }
+
+    /// A grant approved on the strength of another rests on the root of
+    /// that one's chain, is revoked with it, and none rests on a revoked
+    /// root.
+    #[test]
+    fn an_approved_grant_rests_on_the_root_of_its_parents_chain_and_ends_with_it() {
+        for store in testing::both() {
+            let b = store.backend;
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            store.add_grant(&grant("root", &ana)).unwrap();
+            let approve = |request_id: &str, grant_id: &str, parent: &str| {
+                store.insert_access_request(&request(request_id, &ana, None)).unwrap();
+                let given = Given {
+                    parent: Some(parent),
+                    agent_id: None,
+                };
+                store.approve_access_request(request_id, &grant(grant_id, &ana), given, "ana", None, Utc::now())
+            };
+            approve("r1", "child", "root").unwrap();
+            approve("r2", "second", "child").unwrap();
+            let parents: Vec<Option<String>> = ["child", "second"]
+                .iter()
+                .map(|id| {
+                    store
+                        .with(|c| {
+                            Ok(c.query_row("SELECT parent_id FROM grants WHERE id = ?1", params![id], |r| r.get(0))?)
+                        })
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(parents, [Some("root".to_string()), Some("root".to_string())], "{b}");
+            store.revoke_grant("root").unwrap();
+            assert!(store.grants_of(&ana, "c").unwrap().is_empty(), "{b}: all ended with it");
+            let refused = approve("r3", "late", "child");
+            assert!(matches!(refused, Err(StoreError::Invalid(_))), "{b}: {refused:?}");
         }
     }
 
