@@ -69,6 +69,21 @@ fn bo() -> Requester {
 }
 
 /// Ana's agent `helper`, as a requester.
+/// Bo, admin of the whole cluster for an hour.
+fn bo_cluster_admin(env: &Env) {
+    let bo = crate::identity::grant::new_grant(
+        &env.config,
+        Principal::person("bo"),
+        "prod",
+        "cluster-admin",
+        None,
+        Duration::from_secs(3600),
+        "t",
+    )
+    .unwrap();
+    env.store.add_grant(&bo).unwrap();
+}
+
 fn anas_agent(env: &Env) -> Requester {
     let ana = Principal::person("ana");
     let agent = env.store.add_agent(&ana, "helper", &[], false).unwrap();
@@ -277,17 +292,7 @@ fn an_admin_approving_their_own_agents_request_does_not_lengthen_their_own_acces
     assert_eq!(grant.subject, ana);
     assert_eq!(grant.expires_at, hers.expires_at, "no longer than her own admin grant");
     // Bo, admin of the cluster, may give the same request its full time.
-    let bo = crate::identity::grant::new_grant(
-        &env.config,
-        Principal::person("bo"),
-        "prod",
-        "cluster-admin",
-        None,
-        Duration::from_secs(3600),
-        "t",
-    )
-    .unwrap();
-    env.store.add_grant(&bo).unwrap();
+    bo_cluster_admin(&env);
     let again = request_access(
         &env.store,
         &env.config,
@@ -324,17 +329,7 @@ fn a_grant_approved_by_the_agents_own_person_is_revoked_with_the_grant_it_rests_
     };
     let asked = request_access(&env.store, &env.config, &second, &ask("admin", Some("shop"), 7200)).unwrap();
     let (_, own_too) = approve(&env.store, &env.config, &asked.id, "ana", None).unwrap();
-    let bo = crate::identity::grant::new_grant(
-        &env.config,
-        Principal::person("bo"),
-        "prod",
-        "cluster-admin",
-        None,
-        Duration::from_secs(3600),
-        "t",
-    )
-    .unwrap();
-    env.store.add_grant(&bo).unwrap();
+    bo_cluster_admin(&env);
     let asked = request_access(&env.store, &env.config, &requester, &ask("viewer", Some("shop"), 600)).unwrap();
     let (_, by_admin) = approve(&env.store, &env.config, &asked.id, "bo", None).unwrap();
     let in_effect = || -> Vec<String> {
