@@ -68,7 +68,6 @@ fn bo() -> Requester {
     }
 }
 
-/// Ana's agent `helper`, as a requester.
 /// Bo, admin of the whole cluster for an hour.
 fn bo_cluster_admin(env: &Env) {
     let bo = crate::identity::grant::new_grant(
@@ -84,6 +83,7 @@ fn bo_cluster_admin(env: &Env) {
     env.store.add_grant(&bo).unwrap();
 }
 
+/// Ana's agent `helper`, as a requester.
 fn anas_agent(env: &Env) -> Requester {
     let ana = Principal::person("ana");
     let agent = env.store.add_agent(&ana, "helper", &[], false).unwrap();

@@ -144,7 +144,8 @@ pub enum RequestError {
     /// redaction marker back in place of a value.
     SecretMarkerWritten,
     /// A RoleBinding or ClusterRoleBinding write names one of portcullis's
-    /// identities (`user:…`, `bot:…`, `portcullis:…`).
+    /// identities (`user:…`, `bot:…`, `portcullis:grant:…`, or
+    /// `system:authenticated`, which the API server adds to each).
     BindsIdentity {
         /// The name, as the caller wrote it.
         name: String,
