@@ -108,12 +108,16 @@ fn named(value: &Value) -> Option<&str> {
 }
 
 /// One of portcullis's names found anywhere in `body`, with what follows
-/// it up to the first byte that is not printable ASCII.
+/// it as far as a name of its goes (for the message: the next byte may be
+/// the next field's tag, `"` for one).
 fn named_in_bytes(body: &[u8]) -> Option<String> {
     IMPERSONATED.iter().chain([&EVERYONE]).find_map(|prefix| {
         let at = body.windows(prefix.len()).position(|w| w == prefix.as_bytes())?;
         let name = &body[at..];
-        let end = name.iter().position(|b| !b.is_ascii_graphic()).unwrap_or(name.len());
+        let end = name
+            .iter()
+            .position(|b| !(b.is_ascii_alphanumeric() || b"._-:@".contains(b)))
+            .unwrap_or(name.len());
         Some(String::from_utf8_lossy(&name[..end.min(100)]).into_owned())
     })
 }
@@ -185,7 +189,7 @@ mod tests {
         }
         // Protobuf, as `kubectl create rolebinding` sends it: the name's
         // bytes are in the body as they are.
-        let protobuf = "k8s\0\n\u{1a}\n\u{18}rbac.authorization.k8s.io/v1\u{12}\u{0b}RoleBinding\u{12}\u{8}\n\u{4}User\u{1a}\u{8}user:ana";
+        let protobuf = "k8s\0\n\u{1a}\n\u{18}rbac.authorization.k8s.io/v1\u{12}\u{0b}RoleBinding\u{12}\u{8}\n\u{4}User\u{1a}\u{8}user:ana\"\u{2}rb";
         let refused = write(Method::POST, BINDINGS, "application/vnd.kubernetes.protobuf", protobuf);
         assert!(
             matches!(&refused, Err(RequestError::BindsIdentity { name }) if name == "user:ana"),
