@@ -4,7 +4,7 @@
 //! never with a body, joined to portcullis's row by audit id, and an alert
 //! for a request made as portcullis that portcullis never sent.
 
-use crate::audit::{audit_id, row, rows};
+use crate::audit::{alerts, audit_id, row, rows};
 use crate::harness::{Portcullis, RawResponse, CLUSTER};
 use crate::support::eventually;
 use http::Method;
@@ -246,18 +246,14 @@ async fn a_request_made_as_portcullis_that_it_never_sent_becomes_an_alert_after_
         ],
     );
     assert_eq!(post(&env, Some(WEBHOOK_TOKEN), batch(events)).await.status, 200);
-    let alerts = Filter {
-        kind: Some("alert".into()),
-        ..Filter::default()
-    };
     let raised = eventually("two alert rows", async || {
-        let found = rows(&env, alerts.clone());
+        let found = alerts(&env);
         (found.len() == 2).then_some(found)
     })
     .await;
-    let ids: Vec<&str> = raised.iter().map(|r| r.row.id.as_str()).collect();
+    let ids: Vec<&str> = raised.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["leaked-1", "leaked-2"], "the forwarded request is no alert");
-    assert_eq!(raised[0].row.client, "203.0.113.7");
+    assert_eq!(raised[0].client, "203.0.113.7");
     let metrics = env.raw().get("/metrics", "").await;
     let text = String::from_utf8_lossy(&metrics.body);
     assert!(text.contains("portcullis_bypass_alerts_total 2"), "{text}");
@@ -288,13 +284,7 @@ async fn a_request_with_portcullis_audit_id_impersonating_someone_else_becomes_a
         ],
     );
     assert_eq!(post(&env, Some(WEBHOOK_TOKEN), batch(events)).await.status, 200);
-    let alerts = Filter {
-        kind: Some("alert".into()),
-        ..Filter::default()
-    };
-    let raised = eventually("an alert row", async || rows(&env, alerts.clone()).pop())
-        .await
-        .row;
+    let raised = eventually("an alert row", async || alerts(&env).pop()).await;
     assert_eq!(
         (raised.id.as_str(), raised.reason.as_str()),
         (reused.as_str(), "Impersonation")
@@ -305,7 +295,7 @@ async fn a_request_with_portcullis_audit_id_impersonating_someone_else_becomes_a
     })
     .await;
     assert_eq!(checked, portcullis::store::Checked::Matched);
-    assert_eq!(rows(&env, alerts).len(), 1, "only the reused audit id is an alert");
+    assert_eq!(alerts(&env).len(), 1, "only the reused audit id is an alert");
 }
 
 /// The API server takes a client's `Audit-ID` as it is: a request sent
@@ -327,13 +317,7 @@ async fn a_later_request_under_an_audit_id_portcullis_used_becomes_an_alert_thou
         post(&env, Some(WEBHOOK_TOKEN), batch(vec![own, again])).await.status,
         200
     );
-    let alerts = Filter {
-        kind: Some("alert".into()),
-        ..Filter::default()
-    };
-    let raised = eventually("an alert row", async || rows(&env, alerts.clone()).pop())
-        .await
-        .row;
+    let raised = eventually("an alert row", async || alerts(&env).pop()).await;
     assert_eq!(
         (raised.id.as_str(), raised.reason.as_str()),
         (sent.as_str(), "ReusedAuditID")
@@ -342,7 +326,7 @@ async fn a_later_request_under_an_audit_id_portcullis_used_becomes_an_alert_thou
         raised.started_at.to_rfc3339().starts_with("2026-01-02T03:14:05"),
         "{raised:?}"
     );
-    assert_eq!(rows(&env, alerts).len(), 1, "portcullis's own request is no alert");
+    assert_eq!(alerts(&env).len(), 1, "portcullis's own request is no alert");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,6 +31,16 @@ pub async fn row(env: &Portcullis, id: &str) -> AuditRow {
     found.row
 }
 
+/// The alert rows (requests around portcullis, changed impersonations,
+/// reused audit ids), as the CLI reads them.
+pub fn alerts(env: &Portcullis) -> Vec<AuditRow> {
+    let filter = Filter {
+        kind: Some("alert".into()),
+        ..Filter::default()
+    };
+    rows(env, filter).into_iter().map(|c| c.row).collect()
+}
+
 pub fn audit_id(response: &crate::harness::RawResponse) -> String {
     response
         .headers

@@ -251,15 +251,8 @@ fn a_request_around_portcullis_under_an_audit_id_it_used_or_refused_is_an_alert(
         // Its own, unimpersonated, is forbidden pods: still audited.
         let nobody = [("audit-id", refused.as_str())];
         assert_eq!(around_portcullis_with(cluster, &pods, &nobody).await.status, 403);
-        let alerts = Filter {
-            kind: Some("alert".into()),
-            ..Filter::default()
-        };
         let raised = eventually("both reused ids are alerts", async || {
-            let rows: Vec<AuditRow> = crate::audit::rows(env, alerts.clone())
-                .into_iter()
-                .map(|c| c.row)
-                .collect();
+            let rows = crate::audit::alerts(env);
             let reason = |id: &str| rows.iter().find(|r| r.id == id).map(|r| r.reason.clone());
             Some((reason(&read)?, reason(&refused)?))
         })
@@ -286,15 +279,8 @@ fn a_request_around_portcullis_with_its_token_is_an_alert_impersonating_or_not()
             crate::audit::audit_id(&around_portcullis(cluster, &pods, Some("user:bruno")).await),
             crate::audit::audit_id(&around_portcullis(cluster, &pods, None).await),
         ];
-        let alerts = Filter {
-            kind: Some("alert".into()),
-            ..Filter::default()
-        };
         let raised = eventually("both requests around portcullis are alerts", async || {
-            let rows: Vec<AuditRow> = crate::audit::rows(env, alerts.clone())
-                .into_iter()
-                .map(|c| c.row)
-                .collect();
+            let rows = crate::audit::alerts(env);
             let found = bypasses.iter().all(|id| rows.iter().any(|r| &r.id == id));
             found.then_some(rows)
         })
