@@ -220,17 +220,17 @@ mod tests {
                 .unwrap();
             assert!(marked, "{b}");
             assert_eq!(
-                store.portcullis_sent_as(&read.id, "prod").unwrap(),
+                store.portcullis_sent(&read.id, "prod").unwrap().0,
                 Sent::As("user:ana".into()),
                 "{b}"
             );
             assert_eq!(
-                store.portcullis_sent_as(&open, "prod").unwrap(),
+                store.portcullis_sent(&open, "prod").unwrap().0,
                 Sent::As("user:ana".into()),
                 "{b}: a stream still open says whom it was sent as"
             );
             assert_eq!(
-                store.portcullis_sent_as(&open, "test").unwrap(),
+                store.portcullis_sent(&open, "test").unwrap().0,
                 Sent::No,
                 "{b}: sent to another cluster"
             );

@@ -386,17 +386,14 @@ impl Store {
     /// left, whose id the refusal hands to anyone, is no such proof), a
     /// write's intent or a forwarded record (each names its person or bot;
     /// portcullis's own requests impersonate nobody; a record of the
-    /// release before says nobody, so whom is not known).
-    /// An id portcullis sent to another cluster is one it never sent here.
-    pub fn portcullis_sent_as(&self, audit_id: &str, cluster: &str) -> Result<Sent, StoreError> {
-        self.portcullis_sent(audit_id, cluster).map(|(sent, _)| sent)
-    }
-
-    /// [`Store::portcullis_sent_as`], and how many requests portcullis sent
-    /// under the id, as far as it knows: a read, or one of its own, is one
-    /// request; a write's hold stage may send a dry run and a read before
-    /// it, all within the time its row took. How many is not known while a
-    /// write is under way, or if portcullis never sent it. One lookup.
+    /// release before says nobody, so whom is not known). An id portcullis
+    /// sent to another cluster is one it never sent here.
+    ///
+    /// With it, how many requests portcullis sent under the id, as far as
+    /// it knows: a read, or one of its own, is one request; a write's hold
+    /// stage may send a dry run and a read before it, all within the time
+    /// its row took. How many is not known while a write is under way, or
+    /// if portcullis never sent it.
     pub fn portcullis_sent(&self, audit_id: &str, cluster: &str) -> Result<(Sent, Option<Sends>), StoreError> {
         self.with(|c| {
             let row: Option<(String, String, bool, i64)> = c

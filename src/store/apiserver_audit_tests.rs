@@ -43,15 +43,15 @@ fn a_stage_delivered_twice_is_kept_once() {
 fn a_forwarded_record_is_what_portcullis_sent() {
     for store in testing::both() {
         let b = store.backend;
-        assert_eq!(store.portcullis_sent_as("b", "prod").unwrap(), Sent::No, "{b}");
+        assert_eq!(store.portcullis_sent("b", "prod").unwrap().0, Sent::No, "{b}");
         store.record_forwarded("b", "prod", "system", Utc::now()).unwrap();
         assert_eq!(
-            store.portcullis_sent_as("b", "prod").unwrap(),
+            store.portcullis_sent("b", "prod").unwrap().0,
             Sent::As(String::new()),
             "{b}"
         );
         store.record_forwarded("c", "prod", "request", Utc::now()).unwrap();
-        assert_eq!(store.portcullis_sent_as("c", "prod").unwrap(), Sent::Unknown, "{b}");
+        assert_eq!(store.portcullis_sent("c", "prod").unwrap().0, Sent::Unknown, "{b}");
         let intent = r#"{"id":"c","cluster":"prod","principal_kind":"bot","login":"deployer"}"#;
         store
             .with(|c| {
@@ -62,12 +62,12 @@ fn a_forwarded_record_is_what_portcullis_sent() {
             })
             .unwrap();
         assert_eq!(
-            store.portcullis_sent_as("c", "prod").unwrap(),
+            store.portcullis_sent("c", "prod").unwrap().0,
             Sent::As("bot:deployer".into()),
             "{b}"
         );
         assert_eq!(
-            store.portcullis_sent_as("c", "test").unwrap(),
+            store.portcullis_sent("c", "test").unwrap().0,
             Sent::No,
             "{b}: an intent for another cluster"
         );
