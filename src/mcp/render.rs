@@ -18,16 +18,22 @@ pub fn object_yaml(mut object: Value) -> String {
 /// `text` cut to [`MAX_RESULT_BYTES`] on a line boundary, with a notice
 /// saying so and `advice` on asking for less.
 pub fn cut(text: String, advice: &str) -> String {
-    cut_to(text, MAX_RESULT_BYTES, advice)
+    let whole = text.len();
+    cut_to(text, whole, MAX_RESULT_BYTES, advice)
 }
 
-fn cut_to(text: String, limit: usize, advice: &str) -> String {
+/// [`cut`] for a text whose making stopped past the limit: `whole` is the
+/// size it would have had, which the notice gives.
+pub fn cut_made(text: String, whole: usize, advice: &str) -> String {
+    cut_to(text, whole, MAX_RESULT_BYTES, advice)
+}
+
+fn cut_to(text: String, whole: usize, limit: usize, advice: &str) -> String {
     if text.len() <= limit {
         return text;
     }
     let notice = format!(
-        "\n[cut: the result was {} bytes, more than the {} KiB a tool returns; {advice}]\n",
-        text.len(),
+        "\n[cut: the result was {whole} bytes, more than the {} KiB a tool returns; {advice}]\n",
         limit / 1024
     );
     // Room for the line count the notice gains below.
@@ -58,10 +64,10 @@ mod tests {
     #[test]
     fn a_long_result_is_cut_on_a_line_with_a_notice() {
         let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
-        let cut = cut_to(text.clone(), 300, "ask for less");
+        let cut = cut_to(text.clone(), text.len(), 300, "ask for less");
         assert!(cut.len() <= 300, "{}", cut.len());
         assert!(cut.starts_with("line 0\nline 1\n"));
         assert!(cut.contains("[cut after ") && cut.contains("ask for less]"), "{cut}");
-        assert_eq!(cut_to("short".into(), 300, "x"), "short");
+        assert_eq!(cut_to("short".into(), 5, 300, "x"), "short");
     }
 }

@@ -40,14 +40,16 @@ enum Cell<'a> {
     Other(Cow<'a, Value>),
 }
 
-/// The Table in a cluster's answer as text; `what` names the objects for
-/// an empty answer (`pods in shop`). `cluster.invalid_response` when the
-/// answer is not JSON.
-pub fn text(body: &[u8], what: &str) -> Result<String, ToolError> {
-    match typed(body) {
-        Some(table) => Ok(table.render(what)),
-        None => Ok(Table::from_value(&super::read_tools::json(body)?).render(what)),
-    }
+/// The Table in a cluster's answer as text, cut to a tool result with
+/// `advice` on asking for less; `what` names the objects for an empty
+/// answer (`pods in shop`). `cluster.invalid_response` when the answer is
+/// not JSON.
+pub fn text(body: &[u8], what: &str, advice: &str) -> Result<String, ToolError> {
+    let (text, whole) = match typed(body) {
+        Some(table) => table.render(what),
+        None => Table::from_value(&super::read_tools::json(body)?).render(what),
+    };
+    Ok(super::render::cut_made(text, whole, advice))
 }
 
 /// The typed read, or `None` when the body is not a Table of the shape
@@ -104,10 +106,16 @@ impl<'a> Table<'a> {
         self
     }
 
-    /// The text; `what` names the objects for an empty answer.
-    pub fn render(&self, what: &str) -> String {
-        let mut text = match self.rows.first() {
-            None => format!("No {what} found.\n"),
+    /// The text, and the bytes it would have if its lines past the tool
+    /// result's limit were made too; `what` names the objects for an empty
+    /// answer.
+    pub fn render(&self, what: &str) -> (String, usize) {
+        let (mut text, mut whole) = match self.rows.first() {
+            None => {
+                let text = format!("No {what} found.\n");
+                let whole = text.len();
+                (text, whole)
+            }
             Some(first) => {
                 let several = self.rows.iter().any(|r| r.namespace != first.namespace);
                 let mut cells = Vec::with_capacity((self.rows.len() + 1) * (self.columns.len() + 1));
@@ -122,25 +130,48 @@ impl<'a> Table<'a> {
                     cells.extend(self.columns.iter().map(|(i, _)| shown(row.cells.get(*i))));
                 }
                 match self.columns.len() + usize::from(several) {
-                    0 => "\n".repeat(self.rows.len() + 1),
+                    0 => ("\n".repeat(self.rows.len() + 1), self.rows.len() + 1),
                     width => aligned(&cells, width),
                 }
             }
         };
         if let Some(token) = &self.continue_token {
-            text.push_str("continue: ");
-            text.push_str(token);
-            if let Some(n) = self.remaining {
-                text.push_str(&format!(" ({n} more)"));
+            let line = match self.remaining {
+                Some(n) => format!("continue: {token} ({n} more)\n"),
+                None => format!("continue: {token}\n"),
+            };
+            whole += line.len();
+            if text.len() == whole - line.len() {
+                text.push_str(&line);
             }
-            text.push('\n');
         }
-        text
+        (text, whole)
     }
 }
 
-/// A cell as shown: `<none>` when empty or absent, on one line.
+/// The most characters of a cell shown; a longer one ends in `…`. A list
+/// is one line per row and each column as wide as its widest cell, so one
+/// wide cell would otherwise be paid for in every row (an Event's reason,
+/// a custom resource's column, are any length the writer likes).
+const MAX_CELL_CHARS: usize = 256;
+
+/// A cell as shown: `<none>` when empty or absent, on one line, at most
+/// [`MAX_CELL_CHARS`].
 fn shown<'c>(cell: Option<&'c Cell<'_>>) -> Cow<'c, str> {
+    let text = one_line(cell);
+    match text.char_indices().nth(MAX_CELL_CHARS) {
+        None => text,
+        Some(_) => {
+            let end = text
+                .char_indices()
+                .nth(MAX_CELL_CHARS - 1)
+                .map_or(text.len(), |(i, _)| i);
+            Cow::Owned(format!("{}…", &text[..end]))
+        }
+    }
+}
+
+fn one_line<'c>(cell: Option<&'c Cell<'_>>) -> Cow<'c, str> {
     match cell {
         None => Cow::Borrowed("<none>"),
         Some(Cell::Text(s)) if s.is_empty() => Cow::Borrowed("<none>"),
@@ -153,23 +184,34 @@ fn shown<'c>(cell: Option<&'c Cell<'_>>) -> Cow<'c, str> {
 
 /// `cells`, `width` to a line, each column padded to its widest cell (in
 /// characters) and two spaces; the last cell of a line is not padded.
-fn aligned(cells: &[Cow<'_, str>], width: usize) -> String {
+/// Lines past the tool result's limit are not made, only counted (the
+/// second figure, the bytes of the whole): the text is cut there anyway
+/// ([`super::render::cut_made`], which says so).
+fn aligned(cells: &[Cow<'_, str>], width: usize) -> (String, usize) {
     let counts: Vec<usize> = cells.iter().map(|c| c.chars().count()).collect();
     let mut widths = vec![0; width];
     for (i, count) in counts.iter().enumerate() {
         widths[i % width] = widths[i % width].max(*count);
     }
     let line = widths.iter().sum::<usize>() + 2 * width + 1;
-    let mut text = String::with_capacity(line * cells.len() / width);
+    let limit = super::render::MAX_RESULT_BYTES;
+    let mut text = String::with_capacity((line * cells.len() / width).min(limit + line));
+    let mut whole = 0;
     for (i, (cell, count)) in cells.iter().zip(&counts).enumerate() {
+        let last = i % width == width - 1;
+        let after = if last { 1 } else { widths[i % width] - count + 2 };
+        whole += cell.len() + after;
+        if text.len() > limit {
+            continue;
+        }
         text.push_str(cell);
-        if i % width == width - 1 {
+        if last {
             text.push('\n');
         } else {
-            text.extend(std::iter::repeat_n(' ', widths[i % width] - count + 2));
+            text.extend(std::iter::repeat_n(' ', after));
         }
     }
-    text
+    (text, whole)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 fn lenient(document: &Value, what: &str) -> String {
-    Table::from_value(document).render(what)
+    Table::from_value(document).render(what).0
 }
 
 /// The typed read of `body` was taken, and gives what the lenient reading
@@ -14,7 +14,7 @@ fn assert_typed_reads_as_lenient(body: &str) {
     let lenient = Table::from_value(&document);
     let typed = typed(body.as_bytes()).unwrap_or_else(|| panic!("the typed read refused {body}"));
     assert_eq!(typed, lenient, "{body}");
-    assert_eq!(typed.render("pods"), former::table(&document, "pods"), "{body}");
+    assert_eq!(typed.render("pods").0, former::table(&document, "pods"), "{body}");
 }
 
 /// The text as it was made before the typed read: the whole answer as a
@@ -160,6 +160,68 @@ fn cells_of_every_json_type_align_by_characters_and_missing_ones_show_none() {
 }
 
 #[test]
+fn a_wide_cell_is_shown_cut_and_does_not_widen_every_row_past_the_limit() {
+    // An Event's reason of 1 MiB in the middle column of 500 rows: padded
+    // into every row it would be 500 MiB of text.
+    let wide = "é".repeat(1024 * 1024);
+    let rows: Vec<Value> = (0..500)
+        .map(|i| {
+            let reason = if i == 0 { wide.as_str() } else { "Pulled" };
+            json!({"cells": [format!("e{i}"), reason, "ok"]})
+        })
+        .collect();
+    let document = json!({
+        "columnDefinitions": [{"name": "Name"}, {"name": "Reason"}, {"name": "Message"}],
+        "rows": rows,
+    });
+    let (text, whole) = Table::from_value(&document).render("events");
+    let first = text.lines().nth(1).unwrap();
+    assert_eq!(
+        first,
+        format!("e0    {}…  ok", "é".repeat(MAX_CELL_CHARS - 1)),
+        "the wide cell shows its first characters and says it goes on"
+    );
+    assert_eq!(text.len(), whole, "under the limit, every line is made");
+    assert!(whole < 500 * (MAX_CELL_CHARS * 2 + 16), "{whole}");
+}
+
+#[test]
+fn lines_past_the_result_limit_are_counted_not_made_and_the_cut_gives_the_whole_size() {
+    // Three full-width cells a row: 500 rows are some 385 KiB of text,
+    // more than a tool returns.
+    let cell = "x".repeat(MAX_CELL_CHARS);
+    let rows: Vec<Value> = (0..500).map(|_| json!({"cells": [cell, cell, cell]})).collect();
+    let document = json!({
+        "metadata": {"continue": "next", "remainingItemCount": 9},
+        "columnDefinitions": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
+        "rows": rows,
+    });
+    let every_line = former::table(&document, "things");
+    let (text, whole) = Table::from_value(&document).render("things");
+    assert_eq!(whole, every_line.len(), "the whole is counted as if made");
+    assert!(every_line.starts_with(&text), "the lines made are the first ones");
+    let line = MAX_CELL_CHARS * 3 + 5;
+    assert!(
+        text.len() > super::super::render::MAX_RESULT_BYTES
+            && text.len() <= super::super::render::MAX_RESULT_BYTES + line,
+        "making stops a line past the limit: {}",
+        text.len()
+    );
+    let body = serde_json::to_vec(&document).unwrap();
+    let cut = text_of(&body);
+    assert!(cut.len() <= super::super::render::MAX_RESULT_BYTES, "{}", cut.len());
+    assert!(
+        cut.contains(&format!("the result was {} bytes", every_line.len())),
+        "the notice gives the size of the whole: {}",
+        &cut[cut.len() - 200..]
+    );
+}
+
+fn text_of(body: &[u8]) -> String {
+    text(body, "things", "ask for less").unwrap()
+}
+
+#[test]
 fn the_typed_read_gives_what_the_whole_document_gives_on_every_shape_it_takes() {
     for body in [
         r#"{"kind":"Table","metadata":{"continue":"a\"b","remainingItemCount":7},"columnDefinitions":[{"name":"Name","type":"string","priority":0},{"name":"Ready","priority":0},{"name":"IP","priority":1},{"priority":0},{"name":null}],"rows":[{"cells":["w\u00e9b","1/1","10.0.0.1"],"object":{"kind":"PartialObjectMetadata","metadata":{"name":"w","namespace":"shop","labels":{"a":"b"},"managedFields":[{"manager":"k","fieldsV1":{"f:x":{}}}]}}},{"cells":["db",null,2,true,{"x":[1,2.5]}],"object":null}]}"#,
@@ -194,7 +256,7 @@ fn a_body_of_another_shape_is_read_whole_and_leniently() {
     ] {
         assert!(typed(body.as_bytes()).is_none(), "the typed read took {body}");
         let former = former::table(&serde_json::from_str(body).unwrap(), "pods");
-        assert_eq!(text(body.as_bytes(), "pods").unwrap(), former, "{body}");
+        assert_eq!(text(body.as_bytes(), "pods", "x").unwrap(), former, "{body}");
     }
 }
 
@@ -203,7 +265,7 @@ fn a_body_that_is_not_json_is_refused_even_where_the_typed_read_skips() {
     let mut bad_utf8 = br#"{"rows":[{"cells":["a"],"object":{"metadata":{"labels":{"x":"#.to_vec();
     bad_utf8.extend_from_slice(b"\"\xff\xfe\"}}}}]}");
     for body in [&b"{\"rows\": ["[..], b"<html>502</html>", &bad_utf8] {
-        let error = text(body, "pods").unwrap_err();
+        let error = text(body, "pods", "x").unwrap_err();
         assert!(
             matches!(
                 error,
