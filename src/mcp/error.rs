@@ -260,7 +260,8 @@ impl ToolError {
             ),
             other => {
                 let code = other.code().unwrap_or("error");
-                let message = other.to_string();
+                let whole = other.to_string();
+                let message = bounded(&whole);
                 let structured = json!({"code": code, "params": other.params(), "error": message});
                 (format!("{code}: {message}"), structured)
             }
@@ -271,8 +272,26 @@ impl ToolError {
     }
 }
 
+/// The most of a message a tool error carries. A cluster's may be any size
+/// (an admission webhook listing its violations, a 422 naming each invalid
+/// key of a large ConfigMap), as may one of portcullis's that lists what the
+/// caller could have asked for, and a result is at most 256 KiB.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// `message`, cut to [`MAX_MESSAGE_BYTES`] with how much more it had.
+fn bounded(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.into();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes more)", &message[..end], message.len() - end).into()
+}
+
 fn cluster_text(status: &Status, audit_id: &str) -> String {
-    let mut text = format!("{} {}: {}", status.code, status.reason, status.message);
+    let mut text = format!("{} {}: {}", status.code, status.reason, bounded(&status.message));
     if status.code == 403 {
         text.push('\n');
         text.push_str(FORBIDDEN_HINT);
@@ -379,6 +398,38 @@ mod tests {
             result.structured_content.unwrap(),
             json!({"code": 403, "reason": "Forbidden", "kind": "pods", "namespace": "shop"})
         );
+    }
+
+    #[test]
+    fn a_long_message_is_cut_in_the_text_and_the_structure_and_the_audit_id_stays() {
+        let long = "é".repeat(1024 * 1024);
+        let error = ToolError::Cluster {
+            status: Box::new(Status::failure(422, "Invalid", &long)),
+            namespace: None,
+            audit_id: "a3".into(),
+        };
+        let text = text_of(&error.into_result());
+        assert!(text.len() < 2 * MAX_MESSAGE_BYTES, "{}", text.len());
+        assert!(text.starts_with("422 Invalid: éé"), "{}", &text[..40]);
+        assert!(
+            text.ends_with(&format!(
+                "é… ({} bytes more)\n(audit id a3)",
+                long.len() - MAX_MESSAGE_BYTES
+            )),
+            "{}",
+            &text[text.len() - 80..]
+        );
+        let ours = ToolError::invalid("key", format!("Secret s has no key \"k\"; its keys: {long}"));
+        let result = ours.into_result();
+        let text = text_of(&result);
+        assert!(
+            text.len() < 2 * MAX_MESSAGE_BYTES && text.contains(" bytes more)"),
+            "{}",
+            text.len()
+        );
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["code"], "tool.invalid_argument");
+        assert!(structured["error"].as_str().unwrap().len() < 2 * MAX_MESSAGE_BYTES);
     }
 
     #[test]
