@@ -179,10 +179,11 @@ async fn list_resources(ctx: &ToolContext, args: ListResources) -> Result<String
         Some(ns) => format!("{} in {ns}", resource.plural),
         None => resource.plural.clone(),
     };
-    Ok(render::cut(
-        table::text(&answer.body, &what)?,
+    table::text(
+        &answer.body,
+        &what,
         "ask for a smaller page with limit, or narrow with label_selector",
-    ))
+    )
 }
 
 /// The query of a `list_resources` page. The rows' objects are asked for
@@ -257,10 +258,7 @@ async fn get_events(ctx: &ToolContext, args: GetEvents) -> Result<String, ToolEr
                 .in_namespace(args.namespace.as_deref()),
         )
         .await?;
-    Ok(render::cut(
-        table::text(&answer.body, "events")?,
-        "narrow with namespace, kind and name",
-    ))
+    table::text(&answer.body, "events", "narrow with namespace, kind and name")
 }
 
 async fn get_logs(ctx: &ToolContext, args: GetLogs) -> Result<String, ToolError> {
@@ -273,11 +271,14 @@ async fn get_logs(ctx: &ToolContext, args: GetLogs) -> Result<String, ToolError>
     }
     let namespace = super::discovery::segment("namespace", &args.namespace)?;
     let pod = super::discovery::segment("pod", &args.pod)?;
+    let read_limit = LOG_READ_BYTES.min(usize::try_from(ctx.pipeline.response_limit()).unwrap_or(usize::MAX));
     let query = {
         let mut query = form_urlencoded::Serializer::new(String::new());
         query.append_pair("tailLines", &tail.to_string());
-        // The cluster stops at the result limit, so a huge log is never read whole.
-        query.append_pair("limitBytes", &render::MAX_RESULT_BYTES.to_string());
+        // A huge log is never read whole. The kubelet reads forward from
+        // where the tail begins and stops at this, so it is far above what
+        // a tool returns: the newest lines come whenever the tail fits.
+        query.append_pair("limitBytes", &read_limit.to_string());
         if let Some(container) = &args.container {
             query.append_pair("container", container);
         }
@@ -297,16 +298,59 @@ async fn get_logs(ctx: &ToolContext, args: GetLogs) -> Result<String, ToolError>
                 .in_namespace(Some(&args.namespace)),
         )
         .await?;
-    let text = String::from_utf8_lossy(&answer.body).into_owned();
+    Ok(log_text(&answer.body, tail, read_limit))
+}
+
+/// The most of a log read from the cluster: well above what a tool
+/// returns, so that the tail's newest lines are read unless they are very
+/// long, and below the limit of an answer.
+const LOG_READ_BYTES: usize = 4 * 1024 * 1024;
+
+/// A log's answer as the tool's text: its newest lines, as many as a tool
+/// returns, each note of what is left out on a line of its own.
+fn log_text(body: &[u8], tail: u32, read_limit: usize) -> String {
+    const ADVICE: &str = "ask for fewer lines with tail_lines or since_seconds";
+    let text = String::from_utf8_lossy(body);
     if text.is_empty() {
-        return Ok("(no log lines)\n".into());
+        return "(no log lines)\n".into();
     }
     let lines = text.lines().count();
-    let mut out = render::cut(text, "ask for fewer lines with tail_lines or since_seconds");
-    if lines as u32 >= tail {
-        out.push_str(&format!("[the last {tail} lines; earlier lines may exist]\n"));
+    let stopped = body.len() >= read_limit;
+    let mut after = String::new();
+    if stopped {
+        after.push_str(&format!(
+            "[the cluster stopped after {read_limit} bytes: newer lines exist past these; {ADVICE}]\n"
+        ));
+    } else if lines as u32 >= tail {
+        after.push_str(&format!("[the last {tail} lines; earlier lines may exist]\n"));
     }
-    Ok(out)
+    // Room for the note on what is cut here, besides the note after.
+    let room = render::MAX_RESULT_BYTES - after.len() - 200;
+    let mut start = text.len().saturating_sub(room);
+    if start > 0 {
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        // From the first whole line, unless the last line alone is longer.
+        if let Some(i) = text[start..].find('\n').filter(|i| start + i + 1 < text.len()) {
+            start += i + 1;
+        }
+    }
+    let kept = &text[start..];
+    let mut out = String::with_capacity(kept.len() + after.len() + 200);
+    if start > 0 {
+        let left = text[..start].lines().count();
+        out.push_str(&format!(
+            "[cut: the {left} earlier lines ({start} bytes) are left out, more than the {} KiB a tool returns; {ADVICE}]\n",
+            render::MAX_RESULT_BYTES / 1024
+        ));
+    }
+    out.push_str(kept);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&after);
+    out
 }
 
 async fn read_secret(ctx: &ToolContext, args: ReadSecret) -> Result<String, ToolError> {
@@ -399,5 +443,63 @@ mod tests {
             "limit=20&includeObject=None&labelSelector=app%3Dweb&continue=t%2B1"
         );
         assert_eq!(list_query(&args(None, "", None), 500, true), "limit=500");
+    }
+
+    fn log(lines: usize, width: usize) -> String {
+        (0..lines)
+            .map(|i| format!("{i:>6} {}\n", "x".repeat(width - 8)))
+            .collect()
+    }
+
+    #[test]
+    fn a_log_longer_than_a_result_keeps_its_newest_lines_and_says_what_is_left_out() {
+        // 2000 lines of 1 KiB: the kubelet sends them all, oldest first.
+        let body = log(2000, 1024);
+        let text = log_text(body.as_bytes(), 2000, LOG_READ_BYTES);
+        assert!(text.len() <= render::MAX_RESULT_BYTES, "{}", text.len());
+        assert!(text.contains("\n  1999 xxx"), "the newest line is kept");
+        let first = text.lines().next().unwrap();
+        let kept = text.lines().filter(|l| l.contains(" xxx")).count();
+        assert!(
+            first.starts_with(&format!("[cut: the {} earlier lines (", 2000 - kept))
+                && first.contains("ask for fewer lines"),
+            "{first}"
+        );
+        let second = text.lines().nth(1).unwrap();
+        assert_eq!(
+            second,
+            format!("{:>6} {}", 2000 - kept, "x".repeat(1016)),
+            "from a whole line"
+        );
+        assert!(text.ends_with("\n[the last 2000 lines; earlier lines may exist]\n"));
+    }
+
+    #[test]
+    fn a_log_the_cluster_stopped_says_newer_lines_exist_and_a_short_one_is_whole() {
+        let body = log(100, 64);
+        let stopped = log_text(body.as_bytes(), 2000, body.len());
+        assert!(stopped.starts_with("     0 x"), "{stopped}");
+        assert!(
+            stopped.ends_with(&format!("\n[the cluster stopped after {} bytes: newer lines exist past these; ask for fewer lines with tail_lines or since_seconds]\n", body.len())),
+            "{stopped}"
+        );
+        assert_eq!(log_text(body.as_bytes(), 2000, LOG_READ_BYTES), body);
+        assert_eq!(
+            log_text(body.as_bytes(), 100, LOG_READ_BYTES),
+            format!("{body}[the last 100 lines; earlier lines may exist]\n")
+        );
+        assert_eq!(log_text(b"", 10, LOG_READ_BYTES), "(no log lines)\n");
+    }
+
+    #[test]
+    fn a_last_line_longer_than_a_result_is_shown_by_its_end() {
+        let body = format!("first\n{}end", "é".repeat(render::MAX_RESULT_BYTES));
+        let text = log_text(body.as_bytes(), 2000, LOG_READ_BYTES);
+        assert!(text.len() <= render::MAX_RESULT_BYTES, "{}", text.len());
+        assert!(
+            text.starts_with("[cut: the 2 earlier lines") && text.ends_with("éend\n"),
+            "{}",
+            &text[..120]
+        );
     }
 }
