@@ -4,11 +4,12 @@
 //! their security with a raw client (headers, cookie, CSRF, who may sign in).
 
 use crate::approvals_mcp::{apply_flags, careful_agent, pending};
-use crate::harness::Portcullis;
+use crate::harness::{Portcullis, CLUSTER as C};
 use crate::mcp::{connect, stateless};
 use crate::signin::browser::{Chromium, SCHEMES};
 use fantoccini::Locator;
 use http::Method;
+use serde_json::json;
 
 /// Sign in with `token` on the sign-in page the browser was sent to, and
 /// wait to land back on `path` with `element` shown.
@@ -342,6 +343,39 @@ async fn the_pages_are_locked_down_and_only_a_persons_own_token_signs_in() {
         .await;
     assert_eq!(shown.status, 200);
     assert!(String::from_utf8_lossy(&shown.body).contains("name=\"csrf\""));
+    env.stop().await;
+}
+
+/// "Trojan Source": a right-to-left isolate in a held value would show the
+/// approver `# ` before a line the cluster gets in another order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_writes_page_shows_characters_that_reorder_text_as_escapes() {
+    let env = Portcullis::start().await;
+    let agent = careful_agent(&env);
+    let client = connect(&env, &agent, stateless()).await;
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\n  namespace: shop\n\
+                    data:\n  run.sh: \"rm -rf /data \u{2067}# keep\u{2069} \u{2066}\"\n";
+    let id = pending(&client, json!({"cluster": C, "manifest": manifest})).await;
+    let session = sign_in(&env, "ana").await;
+    let shown = env
+        .raw()
+        .send(
+            Method::GET,
+            &format!("/approvals/{id}"),
+            &[("cookie", &session)],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(shown.status, 200);
+    let page = String::from_utf8_lossy(&shown.body);
+    assert!(page.contains("rm -rf /data"), "the value is on the page");
+    for c in ['\u{2066}', '\u{2067}', '\u{2069}'] {
+        assert!(!page.contains(c), "{c:?} reached the page as it is");
+    }
+    assert!(
+        page.contains("\\u{2067}# keep\\u{2069} \\u{2066}"),
+        "each shows as its escape: {page}"
+    );
     env.stop().await;
 }
 

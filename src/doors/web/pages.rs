@@ -37,8 +37,13 @@ pub fn csp() -> String {
     )
 }
 
-/// Escape text for HTML.
+/// Escape text for HTML, and show its controls and the characters that
+/// reorder what is shown (bidirectional overrides and isolates) as visible
+/// escapes, line breaks kept, as the command line shows them
+/// ([`crate::text`]): a held write's value could otherwise show a person
+/// its lines in another order than the cluster gets them.
 pub fn escape(text: &str) -> String {
+    let text = crate::text::escape_control_lines(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
