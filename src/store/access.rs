@@ -326,6 +326,63 @@ mod tests {
         }
     }
 
+    /// On PostgreSQL, another replica may give a child of a grant (an
+    /// approval resting on it, an agent's narrowed grant) while this one
+    /// revokes it: the revocation's trigger cannot see the child not yet
+    /// committed, so one of the two must be refused and run again.
+    #[test]
+    fn a_grant_revoked_while_another_replica_gives_a_child_of_it_ends_that_child_too() {
+        let store = testing::postgres();
+        let ana = Principal::person("ana");
+        store.add_principal(&ana, false).unwrap();
+        store.add_grant(&grant("root", &ana)).unwrap();
+        let (given, revoke) = std::sync::mpsc::channel();
+        let (revoked, resume) = std::sync::mpsc::channel();
+        let mut attempts = 0;
+        let child = std::thread::scope(|s| {
+            let store = &store;
+            let revoking = s.spawn(move || {
+                revoke.recv().unwrap();
+                let done = store.revoke_grant("root");
+                revoked.send(()).unwrap();
+                done
+            });
+            // What giving a child does (`root_of`, then the insert), held
+            // open on its first attempt until the revocation has returned.
+            let child = store.write(|tx| {
+                attempts += 1;
+                if root_of(tx, "root").is_err() {
+                    return Ok(false);
+                }
+                tx.execute(
+                    "INSERT INTO grants (id, kind, subject, cluster, namespace, role, expires_at, granted_by, created_at, parent_id) \
+                     SELECT 'child', kind, subject, cluster, namespace, role, expires_at, 'ana', created_at, id FROM grants WHERE id = 'root'",
+                    params![],
+                )?;
+                if attempts == 1 {
+                    given.send(()).unwrap();
+                    resume.recv().unwrap();
+                }
+                Ok(true)
+            });
+            revoking.join().unwrap().expect("the revocation commits");
+            child
+        });
+        let outliving: i64 = store
+            .with(|c| {
+                Ok(c.query_row(
+                    "SELECT COUNT(*) FROM grants g JOIN grants p ON g.parent_id = p.id \
+                     WHERE g.revoked_at IS NULL AND p.revoked_at IS NOT NULL",
+                    params![],
+                    |r| r.get(0),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(outliving, 0, "a child outlives its revoked parent (given: {child:?})");
+        assert!(!child.unwrap(), "given again, it finds the parent revoked");
+        assert_eq!(attempts, 2);
+    }
+
     #[test]
     fn an_access_request_is_approved_once_and_its_grant_goes_to_the_asking_agent() {
         for store in testing::both() {

@@ -35,9 +35,13 @@ impl Store {
         self.query_grants(&format!("{GRANT_SELECT} ORDER BY created_at, id"), params![])
     }
 
-    /// Revoke a grant at once.
+    /// Revoke a grant at once, and (by the store's trigger) the grants
+    /// that rest on it. A write transaction: on PostgreSQL another replica
+    /// may be giving a grant that rests on this one, which the trigger
+    /// cannot see until it commits; serializable, one of the two is refused
+    /// and runs again, so no child outlives it.
     pub fn revoke_grant(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+        self.write(|c| {
             let n = c.execute(
                 "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
                 params![id, Utc::now()],
