@@ -62,10 +62,22 @@ impl HeldRequest {
     }
 }
 
+/// Longer than any run of an approved write (its request has the request
+/// timeout, a minute by default, and its checks before it a few reads):
+/// one still executing this long after its expiry, the latest it could be
+/// claimed, was stranded by a process that ended mid-run.
+pub const RUN_BOUND: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
 impl HeldWrite {
     /// Pending or approved past its expiry.
     pub fn overdue(&self, now: DateTime<Utc>) -> bool {
         matches!(self.state, HeldState::Pending | HeldState::Approved) && self.expires_at <= now
+    }
+
+    /// Executing past its expiry and [`RUN_BOUND`]: no run is left to
+    /// finish it.
+    pub fn stranded(&self, now: DateTime<Utc>) -> bool {
+        self.state == HeldState::Executing && self.expires_at + RUN_BOUND <= now
     }
 }
 

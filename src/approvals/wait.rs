@@ -22,20 +22,35 @@ const POLL: Duration = Duration::from_millis(200);
 /// The job's name among the replicas ([`Store::exclusive`]).
 const EXPIRY_JOB: &str = "held writes expiry";
 
-/// Expire every open held write past its expiry (each recorded once, by
-/// whichever process notices first); returns them.
+/// Expire every open held write past its expiry, and finish every one a
+/// process ended while running ([`HeldWrite::stranded`]: its outcome
+/// unknown, so it never runs again and its body goes); each recorded once,
+/// by whichever process notices first. Returns them.
 pub fn expire_overdue(store: &Store) -> Result<Vec<HeldWrite>, DecideError> {
     let now = Utc::now();
     let mut expired = Vec::new();
+    let actor = |held: &HeldWrite| {
+        held.request
+            .principal()
+            .unwrap_or_else(|| crate::identity::Principal::bot("-"))
+    };
     for held in store.list_open_held()? {
         if held.overdue(now) && store.expire_held(&held.id)? {
-            let actor = held
-                .request
-                .principal()
-                .unwrap_or_else(|| crate::identity::Principal::bot("-"));
-            super::decide::record(store, "expire", &actor, &held, None)?;
+            super::decide::record(store, "expire", &actor(&held), &held, None)?;
             expired.push(HeldWrite {
                 state: HeldState::Expired,
+                ..held
+            });
+        }
+    }
+    for held in store.stranded_held(now - super::RUN_BOUND)? {
+        let outcome = crate::store::Outcome::interrupted();
+        if store.finish_held(&held.id, &outcome, now)? {
+            tracing::warn!(held = %held.id, "an approved write left running by a process that ended is finished, its outcome unknown");
+            super::decide::record(store, "interrupted", &actor(&held), &held, None)?;
+            expired.push(HeldWrite {
+                state: HeldState::Executed,
+                outcome: Some(outcome),
                 ..held
             });
         }
@@ -48,7 +63,8 @@ pub fn current(store: &Store, id: &str) -> Result<Option<HeldWrite>, DecideError
     let Some(held) = store.held(id)? else {
         return Ok(None);
     };
-    if held.overdue(Utc::now()) {
+    let now = Utc::now();
+    if held.overdue(now) || held.stranded(now) {
         expire_overdue(store)?;
         return Ok(store.held(id)?);
     }
@@ -160,6 +176,61 @@ mod tests {
             executed_at: None,
             outcome: None,
             answered: false,
+        }
+    }
+
+    /// A process that ended while it ran an approved write (SIGKILL, the
+    /// OOM killer) left it executing: without this, every repeat of the
+    /// call waited and was told it ran, with no outcome, for ever.
+    #[test]
+    fn a_write_left_executing_by_a_process_that_ended_is_finished_unknown_once_its_run_is_long_over() {
+        for store in testing::both() {
+            let b = store.backend;
+            for id in ["stranded", "running"] {
+                store.insert_held(&pending(id), b"sealed").unwrap();
+                assert!(store
+                    .decide_held(id, HeldState::Approved, "person:ana", None, Utc::now())
+                    .unwrap());
+                assert!(store.claim_held(id, Utc::now()).unwrap(), "{b}");
+            }
+            // As if the hour went by: "stranded" expired past the bound on
+            // any run, "running" only just.
+            let age = |id: &str, by: chrono::TimeDelta| {
+                store
+                    .with(|c| {
+                        Ok(c.execute(
+                            "UPDATE held_writes SET expires_at = ?2 WHERE id = ?1",
+                            crate::store::sql::params![id, Utc::now() - by],
+                        )?)
+                    })
+                    .unwrap();
+            };
+            age("stranded", crate::approvals::RUN_BOUND + chrono::TimeDelta::seconds(1));
+            age("running", chrono::TimeDelta::seconds(1));
+            let held = current(&store, "stranded").unwrap().unwrap();
+            assert_eq!(held.state, HeldState::Executed, "{b}: looked at, it is finished");
+            let outcome = held.outcome.unwrap();
+            assert_eq!(outcome.code, 0, "{b}");
+            assert!(
+                outcome.body.contains("unknown: check the object"),
+                "{b}: {}",
+                outcome.body
+            );
+            assert_eq!(store.held_body("stranded").unwrap(), None, "{b}: its body goes");
+            assert_eq!(
+                store.held("running").unwrap().unwrap().state,
+                HeldState::Executing,
+                "{b}"
+            );
+            assert!(expire_overdue(&store).unwrap().is_empty(), "{b}: each is finished once");
+            // An approved write past its expiry is not claimed, so none
+            // runs after it and none is stranded before the bound.
+            store.insert_held(&pending("late"), b"sealed").unwrap();
+            assert!(store
+                .decide_held("late", HeldState::Approved, "person:ana", None, Utc::now())
+                .unwrap());
+            age("late", chrono::TimeDelta::seconds(1));
+            assert!(!store.claim_held("late", Utc::now()).unwrap(), "{b}");
         }
     }
 

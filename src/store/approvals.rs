@@ -133,6 +133,21 @@ pub struct Outcome {
     pub body: String,
 }
 
+impl Outcome {
+    /// A claimed write whose run never recorded its outcome (its caller
+    /// went away, or the process that ran it failed): it may or may not
+    /// have reached the cluster, so it is never run again, and whoever asks
+    /// is told to look.
+    pub fn interrupted() -> Outcome {
+        Outcome {
+            code: 0,
+            body: "the approved write was interrupted while it ran (the caller went away or portcullis failed); \
+                   whether it reached the cluster is unknown: check the object"
+                .into(),
+        }
+    }
+}
+
 /// A held write as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldWrite {
@@ -268,28 +283,43 @@ impl Store {
         })
     }
 
-    /// Approved → executing: true for exactly one caller.
-    pub fn claim_held(&self, id: &str) -> Result<bool, StoreError> {
+    /// Approved and not yet expired → executing: true for exactly one
+    /// caller. So a write runs before its expiry, and one still executing
+    /// long after it was stranded ([`Store::stranded_held`]).
+    pub fn claim_held(&self, id: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
         self.with(|c| {
             let n = c.execute(
-                "UPDATE held_writes SET state = 'executing' WHERE id = ?1 AND state = 'approved'",
-                params![id],
+                "UPDATE held_writes SET state = 'executing' WHERE id = ?1 AND state = 'approved' AND expires_at > ?2",
+                params![id, now],
             )?;
             Ok(n == 1)
         })
     }
 
     /// Executing → executed with `outcome`; the body is deleted, and the
-    /// caller that ran it was told.
-    pub fn finish_held(&self, id: &str, outcome: &Outcome, at: DateTime<Utc>) -> Result<(), StoreError> {
+    /// caller that ran it was told. False when it had already finished.
+    pub fn finish_held(&self, id: &str, outcome: &Outcome, at: DateTime<Utc>) -> Result<bool, StoreError> {
         let outcome = serde_json::to_string(outcome).map_err(|e| StoreError::Invalid(e.to_string()))?;
         self.with(|c| {
-            c.execute(
+            let n = c.execute(
                 "UPDATE held_writes SET state = 'executed', executed_at = ?2, outcome = ?3, body = NULL, answered = TRUE \
                  WHERE id = ?1 AND state = 'executing'",
                 params![id, at, outcome],
             )?;
-            Ok(())
+            Ok(n == 1)
+        })
+    }
+
+    /// The held writes still executing though they expired before
+    /// `before`: claimed before their expiry, their run is long over, and
+    /// the process that ran them ended before it recorded how.
+    pub fn stranded_held(&self, before: DateTime<Utc>) -> Result<Vec<HeldWrite>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!("{SELECT} WHERE state = 'executing' AND expires_at <= ?1 ORDER BY created_at, id"),
+                params![before],
+                held_row,
+            )?)
         })
     }
 

@@ -70,7 +70,7 @@ fn a_held_write_is_decided_once_and_claimed_by_exactly_one_of_the_callers_racing
                 .unwrap()
         });
         assert_eq!(decided, 1, "{}", store.backend);
-        let claimed = racing(4, || store.claim_held("h1").unwrap());
+        let claimed = racing(4, || store.claim_held("h1", Utc::now()).unwrap());
         assert_eq!(claimed, 1, "{}", store.backend);
         assert!(!store.expire_held("h1").unwrap(), "{}", store.backend);
         let outcome = Outcome {
@@ -87,7 +87,7 @@ fn a_held_write_is_decided_once_and_claimed_by_exactly_one_of_the_callers_racing
         );
         assert_eq!(done.request, write.request, "{}", store.backend);
         assert_eq!(store.held_body("h1").unwrap(), None, "{}", store.backend);
-        assert!(!store.claim_held("h1").unwrap(), "{}", store.backend);
+        assert!(!store.claim_held("h1", Utc::now()).unwrap(), "{}", store.backend);
     }
 }
 

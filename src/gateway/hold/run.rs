@@ -45,7 +45,7 @@ impl Pipeline {
             self.still_let_through(ctx, &request).await?;
             let id = held.id.clone();
             let store2 = store.clone();
-            if blocking(move || store2.claim_held(&id)).await? {
+            if blocking(move || store2.claim_held(&id, chrono::Utc::now())).await? {
                 return self.execute(ctx, held, request, trace).await;
             }
             // Another call runs it: wait for its outcome, then report it.
@@ -279,12 +279,7 @@ impl Drop for Unfinished {
             return;
         }
         let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
-        let outcome = Outcome {
-            code: 0,
-            body: "the approved write was interrupted while it ran (the caller went away or portcullis failed); \
-                   whether it reached the cluster is unknown: check the object"
-                .into(),
-        };
+        let outcome = Outcome::interrupted();
         let finish = move || {
             if let Err(error) = store.finish_held(&id, &outcome, chrono::Utc::now()) {
                 tracing::error!(%error, held = %id, "an interrupted approved write stays executing");
