@@ -52,7 +52,7 @@ use super::forwarded::Forwarded;
 use super::query::{Condition, Filter, Outcome};
 use super::row::{AuditRow, ChainedRow};
 use super::sqlite::{timestamp, COLUMNS, DENIED};
-use super::store::{AuditStore, ExportWrite};
+use super::store::{AuditStore, ExportWrite, RECOVERED_REASON};
 use super::AuditError;
 use crate::store::postgres::{wait, Pg, Postgres};
 use crate::store::sql::{params, Db, OptionalExt, SqlError, ToSql};
@@ -246,7 +246,7 @@ impl AuditStore for PostgresAuditStore {
                     continue;
                 }
                 row.code = 0;
-                row.reason = "Unknown".into();
+                row.reason = RECOVERED_REASON.into();
                 row.finish(now);
                 rows.push(Encoded::recovered(row));
             }
@@ -325,8 +325,9 @@ impl AuditStore for PostgresAuditStore {
 
     fn committed(&mut self, ids: &[String]) -> Result<HashSet<String>, AuditError> {
         let ids = Value::from(ids.to_vec()).to_string();
-        let sql = format!("SELECT DISTINCT id FROM audit WHERE id IN {IDS}");
-        let found: Vec<String> = self.with(|db| db.query_map(&sql, params![ids], |r| r.get(0)))?;
+        // Not the unknown outcome recovery gave an intent (see the trait).
+        let sql = format!("SELECT DISTINCT id FROM audit WHERE id IN {IDS} AND NOT (code = 0 AND reason = ?2)");
+        let found: Vec<String> = self.with(|db| db.query_map(&sql, params![ids, RECOVERED_REASON], |r| r.get(0)))?;
         Ok(found.into_iter().collect())
     }
 }

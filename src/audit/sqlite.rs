@@ -11,7 +11,7 @@ use super::forwarded::Forwarded;
 use super::query::{Condition, Filter, Outcome};
 use super::row::{AuditRow, ChainedRow};
 use super::stamp::Stamp;
-use super::store::AuditStore;
+use super::store::{AuditStore, RECOVERED_REASON};
 use super::AuditError;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
@@ -152,7 +152,7 @@ impl AuditStore for SqliteAuditStore {
         for (_, text) in left.into_iter().filter(|(id, _)| self.left_by_a_crash.contains(id)) {
             let mut row: AuditRow = serde_json::from_str(&text).map_err(|e| AuditError::Store(e.to_string()))?;
             row.code = 0;
-            row.reason = "Unknown".into();
+            row.reason = RECOVERED_REASON.into();
             row.finish(now);
             rows.push(Encoded::recovered(row));
         }
@@ -221,10 +221,13 @@ impl AuditStore for SqliteAuditStore {
     }
 
     fn committed(&mut self, ids: &[String]) -> Result<HashSet<String>, AuditError> {
-        let mut stmt = self.conn.prepare_cached("SELECT 1 FROM audit WHERE id = ?1 LIMIT 1")?;
+        // Not the unknown outcome recovery gave an intent (see the trait).
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM audit WHERE id = ?1 AND NOT (code = 0 AND reason = ?2) LIMIT 1")?;
         let mut found = HashSet::new();
         for id in ids {
-            if stmt.exists(params![id])? {
+            if stmt.exists(params![id, RECOVERED_REASON])? {
                 found.insert(id.clone());
             }
         }

@@ -80,7 +80,10 @@ pub trait AuditStore: Send {
     }
 
     /// Which of `ids` already have their row in the chain (an intent is
-    /// not a row): what a crash's spool holds beyond them is shipped.
+    /// not a row, nor is the unknown outcome recovery gave an intent):
+    /// what a crash's spool holds beyond them is shipped. A spool's row
+    /// whose intent another replica recorded as unknown while this process
+    /// was down is its real outcome, and follows that row in the chain.
     fn committed(&mut self, ids: &[String]) -> Result<HashSet<String>, AuditError> {
         let mut found = HashSet::new();
         for id in ids {
@@ -89,12 +92,21 @@ pub trait AuditStore: Send {
                 discovery: true,
                 ..Filter::default()
             };
-            if !self.query(&filter)?.is_empty() {
+            if self.query(&filter)?.iter().any(|row| !is_recovered_unknown(&row.row)) {
                 found.insert(id.clone());
             }
         }
         Ok(found)
     }
+}
+
+/// The reason of the row recovery writes for an intent a crash left
+/// without an outcome (with code 0); no answered request's row has it.
+pub const RECOVERED_REASON: &str = "Unknown";
+
+/// Is `row` the unknown outcome recovery recorded for a crash's intent?
+pub fn is_recovered_unknown(row: &AuditRow) -> bool {
+    row.code == 0 && row.reason == RECOVERED_REASON
 }
 
 /// What `portcullis audit verify` found.

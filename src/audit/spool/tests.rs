@@ -159,6 +159,47 @@ fn shipping_a_leftover_segment_skips_the_rows_already_committed_and_keeps_the_ch
     assert_eq!((report.checked, report.broken), (5, None));
 }
 
+/// Replica A answered a write and died before committing its row; replica
+/// B, finding A's intent, recorded it as unknown; A, back, ships its spool.
+#[test]
+fn a_spooled_row_whose_intent_another_replica_recorded_as_unknown_is_shipped_after_it() {
+    for store in crate::store::testing::both() {
+        let b = store.backend;
+        let mut audit = crate::audit::open(&store).unwrap();
+        let mut answered = row("ana");
+        answered.verb = "create".into();
+        answered.code = 201;
+        let mut unknown = answered.clone();
+        unknown.code = 0;
+        unknown.reason = crate::audit::store::RECOVERED_REASON.into();
+        let other = row("bo");
+        audit.commit(&[], &[unknown, other.clone()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let segment = dir.path().join("leftover.spool");
+        let bytes: Vec<u8> = [&answered, &other].iter().flat_map(|r| encode(r).unwrap()).collect();
+        std::fs::write(&segment, bytes).unwrap();
+
+        let (shipped, chained) = ship(&segment, audit.as_mut()).unwrap();
+        assert_eq!(shipped, 1, "{b}: the answered row, not the one already there");
+        assert_eq!(chained[0].row, answered, "{b}");
+        let of_id: Vec<u16> = audit
+            .chain_page(0, 100)
+            .unwrap()
+            .into_iter()
+            .filter(|c| c.row.id == answered.id)
+            .map(|c| c.row.code)
+            .collect();
+        assert_eq!(of_id, [0, 201], "{b}: the unknown outcome, then the real one");
+        assert_eq!(
+            ship(&segment, audit.as_mut()).unwrap().0,
+            0,
+            "{b}: shipping again adds nothing"
+        );
+        let report = verify(audit.as_mut()).unwrap();
+        assert_eq!((report.checked, report.broken), (3, None), "{b}");
+    }
+}
+
 #[tokio::test]
 async fn past_the_hard_cap_new_requests_wait_until_committed_rows_leave_the_spool() {
     use futures_util::FutureExt;
