@@ -37,7 +37,7 @@ pub enum ToolError {
     #[error("{message}")]
     InvalidArgument {
         /// Which argument.
-        argument: &'static str,
+        argument: std::borrow::Cow<'static, str>,
         /// What is wrong, and what to send instead.
         message: String,
     },
@@ -189,7 +189,7 @@ impl ToolError {
     /// An invalid `argument`.
     pub fn invalid(argument: &'static str, message: impl Into<String>) -> Self {
         ToolError::InvalidArgument {
-            argument,
+            argument: argument.into(),
             message: message.into(),
         }
     }

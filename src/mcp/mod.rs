@@ -32,6 +32,7 @@
 //! store, so they survive a restart and work on any replica).
 
 pub mod args;
+pub mod arguments;
 pub mod context;
 pub mod discovery;
 pub mod error;

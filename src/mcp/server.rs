@@ -9,8 +9,13 @@ use crate::config::Config;
 use crate::gateway::Pipeline;
 use crate::store::Store;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ProtocolVersion, ServerCapabilities, ServerConfig};
-use rmcp::{tool_handler, ServerHandler};
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ProtocolVersion,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 use std::borrow::Cow;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -120,6 +125,21 @@ pub fn outcome(result: Result<String, ToolError>) -> CallToolResult {
 
 #[tool_handler(router = self.shared.router)]
 impl ServerHandler for Tools {
+    /// The router's call, with arguments that do not deserialize answered
+    /// as MCP.md says ([`arguments::invalid`]).
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.clone();
+        let given = super::arguments::shapes(request.arguments.as_ref());
+        let call = ToolCallContext::new(self, request, context);
+        let response = self.shared.router.call(call).await?;
+        let schema = self.shared.router.get(&name).map(|tool| tool.input_schema.clone());
+        Ok(super::arguments::invalid(response, schema.as_deref(), &given))
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("portcullis", env!("CARGO_PKG_VERSION")))

@@ -98,6 +98,42 @@ async fn lists_page_with_continue_tokens() {
     env.stop().await;
 }
 
+/// Arguments that do not deserialize at all get the error shape every
+/// other bad argument gets, naming the argument, not rmcp's prose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_of_the_wrong_type_or_missing_are_invalid_argument_errors_naming_them() {
+    let env = Portcullis::start().await;
+    let token = ana_and_agent(&env);
+    let client = connect(&env, &token, stateless()).await;
+    for (tool, arguments, argument) in [
+        (
+            "list_resources",
+            json!({"cluster": C, "kind": "cm", "limit": -1}),
+            "limit",
+        ),
+        (
+            "list_resources",
+            json!({"cluster": C, "kind": "cm", "limit": "20"}),
+            "limit",
+        ),
+        ("get_logs", json!({"cluster": C, "pod": "web"}), "namespace"),
+        (
+            "scale",
+            json!({"cluster": C, "kind": "deployments", "name": "web", "namespace": "shop", "replicas": "3"}),
+            "replicas",
+        ),
+    ] {
+        let (text, structured) = fails(&client, tool, arguments).await;
+        assert_eq!(structured["code"], "tool.invalid_argument", "{tool}: {text}");
+        assert_eq!(structured["params"]["argument"], argument, "{tool}: {text}");
+        assert!(
+            text.starts_with(&format!("tool.invalid_argument: argument {argument}: ")),
+            "{text}"
+        );
+    }
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_results_are_cut_with_a_notice_and_oversized_cluster_answers_discarded() {
     let env = Portcullis::start_with(|c| c.limits.response_bytes = 600 * 1024).await;
