@@ -54,11 +54,7 @@ pub fn repeat(
         .and_then(|c| c.elicitation)
         .is_some_and(|e| e.url.is_some());
     Repeat {
-        approval: id.map(|id| ApprovalRef {
-            id,
-            wait: !declined,
-            body_from_arguments: true,
-        }),
+        approval: id.map(|id| ApprovalRef { id, wait: !declined }),
         elicit: !declined && url_elicitation && context.protocol_version() == Some(ProtocolVersion::V_2026_07_28),
     }
 }

@@ -251,12 +251,9 @@ async fn rollout_restart(ctx: &ToolContext, args: RolloutRestart, repeat: &Repea
     let request = ClusterRequest::new(Method::PATCH, path)
         .body("application/strategic-merge-patch+json", body.to_string())
         .in_namespace(Some(&args.namespace));
-    // The repeat's time differs from the held write's: the stored body runs.
-    let mut repeat = repeat.clone();
-    if let Some(approval) = repeat.approval.as_mut() {
-        approval.body_from_arguments = false;
-    }
-    let answer = execute(ctx, request, &repeat).await?;
+    // The time differs from a held write's, which is still the same write
+    // (the hold stage's digest leaves it out): the stored body runs.
+    let answer = execute(ctx, request, repeat).await?;
     Ok(format!(
         "{}restarted {}/{} in {} (rolling update started at {now})\n",
         approved_line(&answer),

@@ -385,7 +385,7 @@ async fn an_approved_apply_repeated_with_another_manifest_runs_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approved_rollout_restart_repeated_later_runs_its_stored_request() {
+async fn a_rollout_restart_asked_again_waits_on_the_same_approval_and_runs_its_stored_request() {
     let env = Portcullis::start().await;
     let client = connect(&env, &careful_agent(&env), stateless()).await;
     let restart = |id: Option<&str>| {
@@ -397,6 +397,12 @@ async fn an_approved_rollout_restart_repeated_later_runs_its_stored_request() {
     };
     let (_, held) = fails(&client, "rollout_restart", restart(None)).await;
     let id = held["params"]["approval_id"].as_str().unwrap().to_string();
+    let asked = chrono::Utc::now().timestamp();
+    // Asked again a second later, without the id: the same write waiting.
+    eventually("the next second", async || chrono::Utc::now().timestamp() != asked).await;
+    let (text, again) = fails(&client, "rollout_restart", restart(None)).await;
+    assert_eq!(again["params"]["approval_id"], id.as_str(), "{text}");
+    assert_eq!(env.store.list_held().unwrap().len(), 1, "one held write");
     let asked = chrono::Utc::now().timestamp();
     decide::approve(&env.store, &id, "ana", None, None).unwrap();
     // The repeat stamps another second into its body than the held one.

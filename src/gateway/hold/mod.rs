@@ -47,10 +47,6 @@ pub struct ApprovalRef {
     pub id: String,
     /// Wait for the decision (not after a declined URL elicitation).
     pub wait: bool,
-    /// The body follows from the call's arguments alone, so a different
-    /// body is a different write (`rollout_restart` stamps the time in its
-    /// body: only its method, path and query must match).
-    pub body_from_arguments: bool,
 }
 
 /// What the hold stage needs about one request.
@@ -236,7 +232,7 @@ impl Pipeline {
             }
             _ => return Ok(Err(ApprovalRefusal::Unknown { id: approval.id })),
         };
-        let differs = differences(ctx, request, digest, &held, approval.body_from_arguments);
+        let differs = differences(ctx, request, digest, &held);
         if differs.is_empty() {
             Ok(Ok(Some(held)))
         } else {
@@ -315,20 +311,41 @@ fn digest(ctx: &HoldCtx<'_>, request: &Buffered) -> String {
         hash.update((field.len() as u64).to_be_bytes());
         hash.update(field.as_bytes());
     }
-    hash.update(Sha256::digest(&request.body));
+    match restart_without_time(parts, &request.body) {
+        Some(restart) => hash.update(Sha256::digest(restart)),
+        None => hash.update(Sha256::digest(&request.body)),
+    }
     format!("{:x}", hash.finalize())
+}
+
+/// The time a rollout restart stamps in its patch (kubectl's, and the
+/// `rollout_restart` tool's).
+const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// A rollout restart's patch with its time left out: the same restart
+/// asked again a second later is the same intent, so the held write it
+/// waits on, and the approved body (with its own time) is what runs.
+/// `None` for any other body.
+fn restart_without_time(parts: &http::request::Parts, body: &[u8]) -> Option<&'static [u8]> {
+    if parts.method != http::Method::PATCH || body.len() > 256 {
+        return None;
+    }
+    let patch: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let only = |value: &serde_json::Value, key: &str| {
+        let object = value.as_object().filter(|o| o.len() == 1)?;
+        object.get(key).cloned()
+    };
+    let annotations = ["spec", "template", "metadata", "annotations"]
+        .iter()
+        .try_fold(patch, |value, key| only(&value, key))?;
+    only(&annotations, RESTARTED_AT)?.as_str()?;
+    Some(b"{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"kubectl.kubernetes.io/restartedAt\":\"\"}}}}}")
 }
 
 /// What of this call differs from the held write it names: `method`,
 /// `path`, `query`, `content type`, then `body` (compared by the digest,
-/// which covers everything else, when the body follows from the arguments).
-fn differences(
-    ctx: &HoldCtx<'_>,
-    request: &Buffered,
-    digest: &str,
-    held: &HeldWrite,
-    body_from_arguments: bool,
-) -> Vec<&'static str> {
+/// which covers everything else; a rollout restart's time is not).
+fn differences(ctx: &HoldCtx<'_>, request: &Buffered, digest: &str, held: &HeldWrite) -> Vec<&'static str> {
     let parts = &request.parts;
     let stored = &held.request;
     let content_type = parts
@@ -347,7 +364,7 @@ fn differences(
             differs.push(field);
         }
     }
-    if differs.is_empty() && body_from_arguments && digest != held.digest {
+    if differs.is_empty() && digest != held.digest {
         differs.push("body");
     }
     differs
@@ -435,7 +452,7 @@ mod tests {
         }
     }
 
-    fn buffered(method: Method, uri: &str, content_type: &str, body: &'static str) -> Buffered {
+    fn buffered(method: Method, uri: &str, content_type: &str, body: &str) -> Buffered {
         let (parts, ()) = Request::builder()
             .method(method)
             .uri(uri)
@@ -445,7 +462,7 @@ mod tests {
             .into_parts();
         Buffered {
             parts,
-            body: Bytes::from_static(body.as_bytes()),
+            body: Bytes::copy_from_slice(body.as_bytes()),
         }
     }
 
@@ -490,7 +507,7 @@ mod tests {
             &trace,
         );
         let none: Vec<&str> = Vec::new();
-        assert_eq!(differences(&ctx, &asked, &held_digest, &held, true), none);
+        assert_eq!(differences(&ctx, &asked, &held_digest, &held), none);
 
         let other = buffered(
             Method::PATCH,
@@ -500,16 +517,46 @@ mod tests {
         );
         let other_digest = digest(&ctx, &other);
         assert_eq!(
-            differences(&ctx, &other, &other_digest, &held, true),
+            differences(&ctx, &other, &other_digest, &held),
             ["method", "query", "content type"]
         );
 
         let body = buffered(Method::PUT, path, "application/json", r#"{"data":{"a":"2"}}"#);
         let body_digest = digest(&ctx, &body);
         assert_ne!(body_digest, held_digest);
-        assert_eq!(differences(&ctx, &body, &body_digest, &held, true), ["body"]);
-        // A body that does not follow from the arguments (rollout_restart
-        // stamps the time) is not compared.
-        assert_eq!(differences(&ctx, &body, &body_digest, &held, false), none);
+        assert_eq!(differences(&ctx, &body, &body_digest, &held), ["body"]);
+    }
+
+    /// kubectl rollout restart (and the tool) stamp the time in the patch:
+    /// asked again a second later, it is the same write, waiting on the
+    /// same approval. Any other change to the patch is another write.
+    #[tokio::test]
+    async fn a_rollout_restart_is_the_same_write_whatever_time_it_stamps() {
+        let f = Fixture::new("").await;
+        let identity = held_agent();
+        let path = "/apis/apps/v1/namespaces/shop/deployments/web";
+        let info = classify(&Method::PATCH, path, None);
+        let ctx = ctx(&f, &identity, &info, path);
+        let restart = |body: &str| {
+            let request = buffered(Method::PATCH, path, "application/strategic-merge-patch+json", body);
+            digest(&ctx, &request)
+        };
+        let at = |time: &str| {
+            format!(
+                r#"{{"spec":{{"template":{{"metadata":{{"annotations":{{"kubectl.kubernetes.io/restartedAt":"{time}"}}}}}}}}}}"#
+            )
+        };
+        let first = restart(&at("2026-12-07T13:00:00Z"));
+        assert_eq!(restart(&at("2026-12-07T13:00:01+01:00")), first);
+        for other in [
+            r#"{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"x","a":"b"}}}}}"#,
+            r#"{"spec":{"replicas":0,"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"x"}}}}}"#,
+            r#"{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":1}}}}}"#,
+            r#"{"spec":{"template":{"metadata":{"annotations":{"other":"x"}}}}}"#,
+        ] {
+            assert_ne!(restart(other), first, "{other}");
+        }
+        let put = buffered(Method::PUT, path, "application/json", &at("2026-12-07T13:00:00Z"));
+        assert_ne!(digest(&ctx, &put), first, "only a patch");
     }
 }
