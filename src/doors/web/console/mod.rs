@@ -107,6 +107,7 @@ fn view(store: &Store, config: &Config, s: &Session) -> Result<View, String> {
         agents: store.agent_sessions_of(&person).map_err(|e| err(&e))?,
         agent_grants: grants_by_id,
         admin: store.is_admin(&person).map_err(|e| err(&e))?,
+        agent_names: super::agent_names(store),
         ..View::default()
     })
 }

@@ -44,6 +44,8 @@ pub struct View {
     pub agent_grants: HashMap<String, Grant>,
     /// Is the person an admin (who may read the audit)?
     pub admin: bool,
+    /// Every agent's name by id, to say an access request is an agent's.
+    pub agent_names: crate::doors::web::pages::AgentNames,
 }
 
 /// The admin's link to the audit page, in the console's navigation.
@@ -158,8 +160,16 @@ fn my_requests(view: &View) -> String {
                 .as_deref()
                 .map(|why| format!(": {}", escape(why)))
                 .unwrap_or_default();
+            let by_agent = r
+                .agent_id
+                .as_ref()
+                .map(|agent| {
+                    let name = view.agent_names.get(agent).map_or("(removed)", String::as_str);
+                    format!(" by your agent {}", escape(name))
+                })
+                .unwrap_or_default();
             format!(
-                "<li><b>{}</b> on {} · asked {} · <span class=\"state\">{}</span>{decided}{why}</li>",
+                "<li><b>{}</b> on {} · asked {}{by_agent} · <span class=\"state\">{}</span>{decided}{why}</li>",
                 escape(&r.role),
                 scope(&r.cluster, r.namespace.as_deref()),
                 time(r.created_at, view.now),
@@ -200,16 +210,34 @@ fn waiting(view: &View) -> String {
     format!("<h2>Waiting on me</h2>{held}{access}")
 }
 
+/// Who asked: the person, and their agent when an agent asked (an agent
+/// steered by what it read must not pass for its person).
+fn requester(view: &View, r: &AccessRequest) -> String {
+    let person = format!("<b>{}</b>", escape(&r.requester.name));
+    match &r.agent_id {
+        None => person,
+        Some(agent) => {
+            let name = view.agent_names.get(agent).map_or("(removed)", String::as_str);
+            format!("{person}&#39;s agent <b>{}</b>", escape(name))
+        }
+    }
+}
+
 fn decide_item(view: &View, r: &AccessRequest) -> String {
     let id = escape(&r.id);
+    let whose = if r.agent_id.is_some() {
+        "The agent&#39;s reason: "
+    } else {
+        ""
+    };
     format!(
-        "<li><b>{who}</b> asks for <b>{role}</b> on {scope} for {duration} · asked {asked}\
-         <p>{reason}</p><form method=\"post\" action=\"/console/access/{id}\">{csrf}\
+        "<li>{who} asks for <b>{role}</b> on {scope} for {duration} · asked {asked}\
+         <p>{whose}{reason}</p><form method=\"post\" action=\"/console/access/{id}\">{csrf}\
          <label for=\"reason-{id}\">Your reason (optional)</label>\
          <input id=\"reason-{id}\" name=\"reason\" maxlength=\"1000\" autocomplete=\"off\">\
          <button type=\"submit\" name=\"decision\" value=\"approve\">Approve</button>\
          <button type=\"submit\" name=\"decision\" value=\"deny\">Deny</button></form></li>",
-        who = escape(&r.requester.name),
+        who = requester(view, r),
         role = escape(&r.role),
         scope = scope(&r.cluster, r.namespace.as_deref()),
         duration = humantime::format_duration(r.duration),
@@ -307,4 +335,58 @@ fn revoke_form(action: &str, csrf: &str, name: &str) -> String {
 
 fn csrf_field(csrf: &str) -> String {
     format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", escape(csrf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Principal;
+    use crate::store::AccessState;
+
+    fn asked(id: &str, agent_id: Option<&str>) -> AccessRequest {
+        let now = Utc::now();
+        AccessRequest {
+            id: id.into(),
+            requester: Principal::person("carol"),
+            agent_id: agent_id.map(Into::into),
+            cluster: "c".into(),
+            namespace: Some("shop".into()),
+            role: "admin".into(),
+            duration: std::time::Duration::from_secs(3600),
+            reason: "Ana: prod is down".into(),
+            state: AccessState::Pending,
+            created_at: now,
+            expires_at: now + chrono::TimeDelta::minutes(30),
+            decided_by: None,
+            decided_at: None,
+            decision_reason: None,
+            grant_id: None,
+        }
+    }
+
+    /// An agent steered by what it read asks in its person's name: the
+    /// decider sees it is the agent, and whose words the reason is.
+    #[test]
+    fn an_access_request_of_an_agent_says_so_to_whoever_decides_and_to_its_person() {
+        let view = View {
+            now: Utc::now(),
+            to_decide: vec![asked("r1", None), asked("r2", Some("a1"))],
+            mine: vec![asked("r2", Some("a1"))],
+            agent_names: [("a1".to_string(), "deploy-helper".to_string())].into(),
+            ..View::default()
+        };
+        let page = waiting(&view);
+        assert!(page.contains("<li><b>carol</b> asks for <b>admin</b>"), "{page}");
+        assert!(
+            page.contains("<li><b>carol</b>&#39;s agent <b>deploy-helper</b> asks for <b>admin</b>"),
+            "{page}"
+        );
+        assert_eq!(
+            page.matches("<p>The agent&#39;s reason: Ana: prod is down</p>").count(),
+            1,
+            "{page}"
+        );
+        let mine = my_requests(&view);
+        assert!(mine.contains(" by your agent deploy-helper · "), "{mine}");
+    }
 }
