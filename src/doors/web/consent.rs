@@ -332,13 +332,19 @@ async fn decide(
         Some("deny") => {
             row.reason = "access_denied".into();
             let to = back_to(&ask, &[("error", "access_denied")], &issuer);
-            html(StatusCode::OK, consent_page::handoff(&to, &ask.client_name(), false))
+            html(
+                StatusCode::OK,
+                consent_page::handoff(&to, &ask.client_name(), false, &ask.redirect_uri),
+            )
         }
         Some("approve") => match approve(approvals, web, s, &ask, &fields).await {
             Ok(code) => {
                 row.write = true;
                 let to = back_to(&ask, &[("code", &code)], &issuer);
-                html(StatusCode::OK, consent_page::handoff(&to, &ask.client_name(), true))
+                html(
+                    StatusCode::OK,
+                    consent_page::handoff(&to, &ask.client_name(), true, &ask.redirect_uri),
+                )
             }
             Err(refused) => refused.answer(row),
         },

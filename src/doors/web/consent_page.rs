@@ -138,20 +138,33 @@ fn how_long() -> String {
 }
 
 /// On to the client after a decision, by a page of ours (a redirect
-/// answering the form would meet the pages' `form-action 'self'`).
-pub fn handoff(to: &str, client: &str, approved: bool) -> String {
-    let (to, client) = (escape(to), escape(client));
-    let said = if approved {
-        format!("You allowed {client}. Back to it now.")
+/// answering the form would meet the pages' `form-action 'self'`). A
+/// denial sends the browser on by itself only to this computer: anyone may
+/// register a client with a web address that looks like this one's, and
+/// the person who did the right thing must not land there unasked (RFC 9700
+/// §4.11.2); the link names where it goes.
+pub fn handoff(to: &str, client: &str, approved: bool, redirect_uri: &str) -> String {
+    let (to, name) = (escape(to), escape(client));
+    let said = if approved { "allowed" } else { "denied" };
+    let (said, refresh, link) = if approved || redirect::is_loopback(redirect_uri) {
+        (
+            format!("You {said} {name}. Back to it now."),
+            format!("<meta http-equiv=\"refresh\" content=\"0;url={to}\">"),
+            format!("Continue to {name}"),
+        )
     } else {
-        format!("You denied {client}. Back to it now.")
+        (
+            format!("You denied {name}: it was given nothing. You may close this page."),
+            String::new(),
+            format!("Go back to {} anyway", escape(&destination(redirect_uri))),
+        )
     };
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>Back to {client} · portcullis</title>\
-         <style>{STYLE}</style></head><body><main><h1>Back to {client}</h1><p id=\"decided\">{said}</p>\
-         <p><a id=\"continue\" href=\"{to}\">Continue to {client}</a></p></main></body></html>"
+         {refresh}<title>Back to {name} · portcullis</title>\
+         <style>{STYLE}</style></head><body><main><h1>Back to {name}</h1><p id=\"decided\">{said}</p>\
+         <p><a id=\"continue\" href=\"{to}\">{link}</a></p></main></body></html>"
     )
 }
 

@@ -302,6 +302,32 @@ fn refused_requests(setup: &Setup) -> Vec<Case> {
     ]
 }
 
+/// Anyone may register a client whose web address looks like this one's:
+/// a person who denies it is not sent there unasked (RFC 9700 §4.11.2),
+/// while a client on this computer gets its `access_denied` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denying_a_client_on_another_host_does_not_send_the_browser_there_by_itself() {
+    let setup = Setup::start().await;
+    let visitor = Visitor::new(&setup.env);
+    visitor.sign_in("ana").await;
+    let refresh = "http-equiv=\"refresh\"";
+    let page = consent_page(&visitor, &setup.params(ELSEWHERE)).await;
+    let denied = decide(&visitor, &page, &[("decision", "deny")]).await;
+    assert!(!denied.body.contains(refresh), "{denied:?}");
+    assert!(denied.body.contains("it was given nothing"), "{denied:?}");
+    assert!(
+        denied.body.contains("Go back to agent.example.com anyway"),
+        "{denied:?}"
+    );
+    let to = handed_to(&denied);
+    assert!(to.starts_with(&format!("{ELSEWHERE}?error=access_denied")), "{to}");
+    let page = consent_page(&visitor, &setup.params(PRESENTED)).await;
+    let denied = decide(&visitor, &page, &[("decision", "deny")]).await;
+    assert!(denied.body.contains(refresh), "{denied:?}");
+    assert!(handed_to(&denied).starts_with(&format!("{PRESENTED}?error=access_denied")));
+    setup.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_refused_authorization_request_is_a_plain_text_400_without_a_redirect_signed_in_or_not_and_audited() {
     let setup = Setup::start().await;
