@@ -139,7 +139,8 @@ impl Election {
         }
     }
 
-    /// This replica's create or update succeeded at `now`, leaving `record`.
+    /// This replica's create or update, sent at `now`, succeeded, leaving
+    /// `record`: its hold counts from when it was sent.
     pub fn written(&mut self, record: Record, now: Instant) {
         self.observed = Some((record, now));
         self.renewed = Some(now);
@@ -251,6 +252,9 @@ impl ClusterLease {
         let step = self
             .election()
             .next(current.as_ref().map(Record::of).as_ref(), Instant::now());
+        // The hold counts from before the write is sent, as client-go's
+        // does: a slow answer must not stretch it past what the others see.
+        let sent = Instant::now();
         let written = match step {
             Step::Wait { .. } => return false,
             Step::Create => {
@@ -262,13 +266,13 @@ impl ClusterLease {
                 self.client.replace_lease(&self.namespace, &lease).await
             }
         };
-        self.record(written)
+        self.record(written, sent)
     }
 
-    fn record(&self, written: Result<Lease, kube::Error>) -> bool {
+    fn record(&self, written: Result<Lease, kube::Error>, sent: Instant) -> bool {
         let mut election = self.election();
         match written {
-            Ok(lease) => election.written(Record::of(&lease), Instant::now()),
+            Ok(lease) => election.written(Record::of(&lease), sent),
             Err(kube::Error::Api(status)) if status.code == 409 => election.lost(),
             Err(error) => {
                 tracing::warn!(cluster = %self.client.name, %error, "cannot write the reconciler's Lease");
