@@ -146,7 +146,7 @@ pub async fn serve(
 }
 
 fn confirm_page(s: &Session, csrf: &str, ask: &Ask) -> String {
-    let e = pages::escape;
+    let e = pages::attr;
     pages::page(
         "Sign in the command line",
         Some((&s.login, csrf)),

@@ -7,7 +7,7 @@
 
 use super::consent::Ask;
 use super::console::time::time;
-use super::pages::{escape, page, STYLE};
+use super::pages::{attr, escape, page, STYLE};
 use crate::oauth::consent::{Offer, DEFAULT_DURATION, DURATIONS};
 use crate::oauth::redirect;
 use chrono::Utc;
@@ -33,7 +33,7 @@ pub fn consent(view: &View) -> String {
         .fields()
         .into_iter()
         .chain([("csrf", view.csrf)])
-        .map(|(n, v)| format!("<input type=\"hidden\" name=\"{n}\" value=\"{}\">", escape(v)))
+        .map(|(n, v)| format!("<input type=\"hidden\" name=\"{n}\" value=\"{}\">", attr(v)))
         .collect();
     let choices = if view.offers.is_empty() {
         "<p id=\"no-grants\">You hold no grant now, so there is nothing to hand over. \
@@ -144,7 +144,7 @@ fn how_long() -> String {
 /// the person who did the right thing must not land there unasked (RFC 9700
 /// §4.11.2); the link names where it goes.
 pub fn handoff(to: &str, client: &str, approved: bool, redirect_uri: &str) -> String {
-    let (to, name) = (escape(to), escape(client));
+    let (to, name) = (attr(to), escape(client));
     let said = if approved { "allowed" } else { "denied" };
     let (said, refresh, link) = if approved || redirect::is_loopback(redirect_uri) {
         (

@@ -183,7 +183,7 @@ fn device_page(s: &Session, csrf: &str, said: Option<&str>) -> String {
              <input id=\"user_code\" name=\"user_code\" autocomplete=\"off\" autocapitalize=\"characters\" \
              spellcheck=\"false\" required aria-describedby=\"said\">\
              <button type=\"submit\" id=\"continue\">Continue</button></form>",
-            e(csrf)
+            pages::attr(csrf)
         ),
     )
 }
@@ -230,8 +230,8 @@ fn confirm_page(s: &Session, csrf: &str, user_code: &str, asked: &DeviceRequest,
             e(&code),
             e(from),
             e(here),
-            e(csrf),
-            e(&code)
+            pages::attr(csrf),
+            pages::attr(&code)
         ),
     )
 }

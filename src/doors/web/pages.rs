@@ -42,8 +42,17 @@ pub fn csp() -> String {
 /// escapes, line breaks kept, as the command line shows them
 /// ([`crate::text`]): a held write's value could otherwise show a person
 /// its lines in another order than the cluster gets them.
+///
+/// Not for a form's value or a link, which must go back as they came: see
+/// [`attr`].
 pub fn escape(text: &str) -> String {
-    let text = crate::text::escape_control_lines(text);
+    attr(&crate::text::escape_control_lines(text))
+}
+
+/// Escape text for an HTML attribute whose value goes back to portcullis
+/// or on to a client as it is (a form's hidden field, a link): only the
+/// characters HTML gives a meaning.
+pub fn attr(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -72,7 +81,7 @@ pub fn page_with_links(title: &str, signed_in: Option<(&str, &str)>, links: &str
              <p>Signed in as <b>{}</b></p>\
              <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form>",
             escape(login),
-            escape(csrf)
+            attr(csrf)
         ),
         None => String::new(),
     };
@@ -99,8 +108,8 @@ pub fn login(next: &str, csrf: &str, error: Option<&str>) -> String {
              <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"off\" required>\
              <input type=\"hidden\" name=\"next\" value=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <button type=\"submit\">Sign in</button></form>",
-            escape(next),
-            escape(csrf)
+            attr(next),
+            attr(csrf)
         ),
     )
 }
@@ -118,7 +127,7 @@ pub fn sign_in_link(next: &str, error: Option<&str>) -> String {
         &format!(
             "<h1>Sign in to portcullis</h1>{error}\
              <p><a id=\"signin\" href=\"/login?next={}\">Sign in with your company account</a></p>",
-            escape(&next)
+            attr(&next)
         ),
     )
 }
@@ -140,7 +149,7 @@ pub fn sign_in_refused(why: &str) -> String {
 /// its code: on to `next` by the page's refresh, with a link for a browser
 /// that does not follow it.
 pub fn signed_in(next: &str) -> String {
-    let next = escape(next);
+    let next = attr(next);
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta http-equiv=\"refresh\" content=\"0;url={next}\"><title>Signed in · portcullis</title>\
@@ -246,8 +255,8 @@ fn decision_form(id: &str, csrf: &str) -> String {
          I have read the change above and decide it</label></p>\
          <button type=\"submit\" id=\"approve\" name=\"decision\" value=\"approve\">Approve</button>\
          <button type=\"submit\" id=\"deny\" name=\"decision\" value=\"deny\">Deny</button></form>",
-        id = escape(id),
-        csrf = escape(csrf)
+        id = attr(id),
+        csrf = attr(csrf)
     )
 }
 
@@ -301,5 +310,20 @@ fn state_text(held: &HeldWrite) -> String {
             outcome.code
         ),
         None => format!("{}{by}{reason}", held.state.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Text shown is made safe to read; a form's value goes back as it came
+    /// (a client's OAuth `state` with a tab in it must reach it unchanged).
+    #[test]
+    fn shown_text_escapes_what_reorders_it_and_attribute_values_only_html() {
+        let text = "a\t\u{202e}<b>\"x\"";
+        assert_eq!(escape(text), "a\\t\\u{202e}&lt;b&gt;&quot;x&quot;");
+        assert_eq!(attr(text), "a\t\u{202e}&lt;b&gt;&quot;x&quot;");
+        assert_eq!(escape("two\nlines"), "two\nlines");
     }
 }

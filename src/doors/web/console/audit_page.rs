@@ -50,7 +50,7 @@ fn form(search: &Search) -> String {
         format!(
             "<label for=\"{name}\">{label}</label>\
              <input id=\"{name}\" name=\"{name}\" value=\"{}\" autocomplete=\"off\">",
-            escape(value)
+            crate::doors::web::pages::attr(value)
         )
     };
     let outcomes: String = OUTCOMES

@@ -334,7 +334,10 @@ fn revoke_form(action: &str, csrf: &str, name: &str) -> String {
 }
 
 fn csrf_field(csrf: &str) -> String {
-    format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", escape(csrf))
+    format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        crate::doors::web::pages::attr(csrf)
+    )
 }
 
 #[cfg(test)]
