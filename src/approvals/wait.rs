@@ -45,7 +45,7 @@ pub fn expire_overdue(store: &Store) -> Result<Vec<HeldWrite>, DecideError> {
     }
     for held in store.stranded_held(now - super::RUN_BOUND)? {
         let outcome = crate::store::Outcome::interrupted();
-        if store.finish_held(&held.id, &outcome, now)? {
+        if store.finish_held(&held.id, &outcome, now, false)? {
             tracing::warn!(held = %held.id, "an approved write left running by a process that ended is finished, its outcome unknown");
             super::decide::record(store, "interrupted", &actor(&held), &held, None)?;
             expired.push(HeldWrite {
@@ -223,6 +223,8 @@ mod tests {
                 "{b}"
             );
             assert!(expire_overdue(&store).unwrap().is_empty(), "{b}: each is finished once");
+            let told = store.held("stranded").unwrap().unwrap().answered;
+            assert!(!told, "{b}: no one was told, so the same call repeated is told it");
             // An approved write past its expiry is not claimed, so none
             // runs after it and none is stranded before the bound.
             store.insert_held(&pending("late"), b"sealed").unwrap();

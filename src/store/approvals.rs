@@ -296,15 +296,17 @@ impl Store {
         })
     }
 
-    /// Executing → executed with `outcome`; the body is deleted, and the
-    /// caller that ran it was told. False when it had already finished.
-    pub fn finish_held(&self, id: &str, outcome: &Outcome, at: DateTime<Utc>) -> Result<bool, StoreError> {
+    /// Executing → executed with `outcome`; the body is deleted. `told`:
+    /// the caller that ran it is given the outcome now; if not (it went
+    /// away, or the process that ran it ended), the same call repeated is
+    /// told it rather than asking again. False when it had already finished.
+    pub fn finish_held(&self, id: &str, outcome: &Outcome, at: DateTime<Utc>, told: bool) -> Result<bool, StoreError> {
         let outcome = serde_json::to_string(outcome).map_err(|e| StoreError::Invalid(e.to_string()))?;
         self.with(|c| {
             let n = c.execute(
-                "UPDATE held_writes SET state = 'executed', executed_at = ?2, outcome = ?3, body = NULL, answered = TRUE \
+                "UPDATE held_writes SET state = 'executed', executed_at = ?2, outcome = ?3, body = NULL, answered = ?4 \
                  WHERE id = ?1 AND state = 'executing'",
-                params![id, at, outcome],
+                params![id, at, outcome, told],
             )?;
             Ok(n == 1)
         })

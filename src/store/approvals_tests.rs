@@ -77,7 +77,7 @@ fn a_held_write_is_decided_once_and_claimed_by_exactly_one_of_the_callers_racing
             code: 200,
             body: "{}".into(),
         };
-        store.finish_held("h1", &outcome, Utc::now()).unwrap();
+        store.finish_held("h1", &outcome, Utc::now(), true).unwrap();
         let done = store.held("h1").unwrap().unwrap();
         assert_eq!(
             (done.state, done.decided_by.as_deref(), done.outcome, done.answered),

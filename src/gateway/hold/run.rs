@@ -85,7 +85,7 @@ impl Pipeline {
             let answer = super::read_limited(answer, usize::MAX).await.unwrap_or_default();
             let outcome = outcome(parts.status.as_u16(), &answer, None);
             let (store, id) = (self.approvals.store.clone(), held.id.clone());
-            blocking(move || store.finish_held(&id, &outcome, chrono::Utc::now())).await?;
+            blocking(move || store.finish_held(&id, &outcome, chrono::Utc::now(), true)).await?;
             unfinished.done = true;
             return Ok(Response::from_parts(parts, body::full(answer)));
         }
@@ -104,7 +104,7 @@ impl Pipeline {
         let now = chrono::Utc::now();
         let outcome = outcome(parts.status.as_u16(), &answer.0, answer.1);
         let (store, id) = (self.approvals.store.clone(), held.id.clone());
-        blocking(move || store.finish_held(&id, &outcome, now)).await?;
+        blocking(move || store.finish_held(&id, &outcome, now, true)).await?;
         unfinished.done = true;
         tracing::info!(held = %held.id, code = parts.status.as_u16(), "approved write ran");
         let mut response = Response::from_parts(parts, body::full(answer.0));
@@ -281,7 +281,7 @@ impl Drop for Unfinished {
         let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
         let outcome = Outcome::interrupted();
         let finish = move || {
-            if let Err(error) = store.finish_held(&id, &outcome, chrono::Utc::now()) {
+            if let Err(error) = store.finish_held(&id, &outcome, chrono::Utc::now(), false) {
                 tracing::error!(%error, held = %id, "an interrupted approved write stays executing");
             }
         };
