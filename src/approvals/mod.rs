@@ -63,7 +63,9 @@ impl HeldRequest {
 }
 
 /// Longer than any run of an approved write (its request has the request
-/// timeout, a minute by default, and its checks before it a few reads):
+/// timeout, a minute by default and at most
+/// [`crate::config::MAX_REQUEST_TIMEOUT`], and its checks before it a few
+/// reads):
 /// one still executing this long after its expiry, the latest it could be
 /// claimed, was stranded by a process that ended mid-run.
 pub const RUN_BOUND: chrono::TimeDelta = chrono::TimeDelta::minutes(10);

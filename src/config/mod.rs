@@ -149,6 +149,10 @@ pub struct TlsConfig {
     pub key_file: PathBuf,
 }
 
+/// The longest `limits.request_timeout`: an approved write's run is bounded
+/// by it ([`crate::approvals::RUN_BOUND`] is longer), and a request that
+/// needs longer is a stream, which has none.
+pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// Limits on requests and responses.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -319,6 +323,12 @@ impl Config {
         if self.limits.idle_timeout < Duration::from_secs(1) {
             return Err(field("limits.idle_timeout", "must be at least 1s".into()));
         }
+        if self.limits.request_timeout.is_zero() || self.limits.request_timeout > MAX_REQUEST_TIMEOUT {
+            return Err(field(
+                "limits.request_timeout",
+                "must be above 0s and at most 5m (watches, exec, logs -f and proxied requests have none)".into(),
+            ));
+        }
         self.reconcile
             .validate()
             .map_err(|(name, message)| field(name, message))?;
@@ -443,6 +453,21 @@ token_file = "token"
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_request_timeout_past_five_minutes_is_refused() {
+        let with = |timeout: &str| {
+            Config::from_sources(BASE, env(&[("PORTCULLIS_LIMITS__REQUEST_TIMEOUT", timeout)]))
+                .map(|c| c.limits.request_timeout)
+        };
+        assert_eq!(with("5m").unwrap(), MAX_REQUEST_TIMEOUT);
+        for refused in ["6m", "0s"] {
+            match with(refused) {
+                Err(ConfigError::Field { field, .. }) => assert_eq!(field, "limits.request_timeout"),
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
     }
 
     #[test]
