@@ -65,8 +65,10 @@ pub fn invalid(response: CallToolResponse, schema: Option<&JsonObject>, given: &
 /// The argument `why` is about: the field serde names, else the first
 /// given whose type the schema does not take, else `arguments`.
 fn misfit(schema: Option<&JsonObject>, given: &JsonObject, why: &str) -> String {
+    // Only at the start: a value quoted later in the message is the
+    // caller's, which may say anything.
     for marker in ["missing field `", "unknown field `"] {
-        if let Some(name) = why.split(marker).nth(1).and_then(|rest| rest.split('`').next()) {
+        if let Some(name) = why.strip_prefix(marker).and_then(|rest| rest.split('`').next()) {
             return name.to_string();
         }
     }
