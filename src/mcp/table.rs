@@ -122,7 +122,12 @@ impl<'a> Table<'a> {
                 if several {
                     cells.push(Cow::Borrowed("NAMESPACE"));
                 }
-                cells.extend(self.columns.iter().map(|(_, name)| Cow::Borrowed(name.as_str())));
+                // A custom resource's column names are its author's: cut too.
+                cells.extend(
+                    self.columns
+                        .iter()
+                        .map(|(_, name)| within(Cow::Borrowed(name.as_str()))),
+                );
                 for row in &self.rows {
                     if several {
                         cells.push(Cow::Borrowed(&*row.namespace));
@@ -158,7 +163,11 @@ const MAX_CELL_CHARS: usize = 256;
 /// A cell as shown: `<none>` when empty or absent, on one line, at most
 /// [`MAX_CELL_CHARS`].
 fn shown<'c>(cell: Option<&'c Cell<'_>>) -> Cow<'c, str> {
-    let text = one_line(cell);
+    within(one_line(cell))
+}
+
+/// `text`, or its first characters and `…` past [`MAX_CELL_CHARS`].
+fn within(text: Cow<'_, str>) -> Cow<'_, str> {
     match text.char_indices().nth(MAX_CELL_CHARS) {
         None => text,
         Some(_) => {
