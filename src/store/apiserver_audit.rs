@@ -400,7 +400,8 @@ impl Store {
                 .query_row(
                     &format!(
                         "SELECT principal_kind, login, is_write, duration_ms FROM audit a \
-                         WHERE id = ?1 AND cluster = ?2 AND {SENT} LIMIT 1"
+                         WHERE id = ?1 AND cluster = ?2 AND {SENT} \
+                         ORDER BY CASE WHEN code = 0 AND reason = 'Unknown' THEN 1 ELSE 0 END, seq LIMIT 1"
                     ),
                     params![audit_id, cluster],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
