@@ -233,7 +233,8 @@ fn table_line(chained: &ChainedRow) -> String {
     format!(
         "{:<20} {:<36} {:<20} {:<10} {:<16} {:<48} {:>4} {}",
         row.started_at.format("%Y-%m-%dT%H:%M:%SZ"),
-        row.id,
+        // An alert's id is the one a client gave the API server.
+        escape_control(&row.id),
         escape_control(&who),
         escape_control(if row.cluster.is_empty() { "-" } else { &row.cluster }),
         escape_control(if row.verb.is_empty() { "-" } else { &row.verb }),
@@ -299,8 +300,11 @@ mod tests {
     fn a_table_line_shows_control_characters_as_escapes() {
         let mut row = AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now());
         row.path = "/x\n2026-01-01T00:00:00Z forged\r\x1b[2K".into();
+        // A bypass alert's id is whatever a client sent the API server.
+        row.id = "a\tb\u{202e}c".into();
         let line = table_line(&append(&Anchor::default(), row));
-        assert!(!line.contains(['\n', '\r', '\x1b']), "{line:?}");
+        assert!(!line.contains(['\n', '\r', '\x1b', '\t', '\u{202e}']), "{line:?}");
+        assert!(line.contains("a\\tb\\u{202e}c"), "{line}");
         assert!(line.contains("/x\\n2026-01-01T00:00:00Z forged\\r\\u{1b}[2K"), "{line}");
     }
 }
