@@ -268,9 +268,12 @@ enum Read<B> {
     Watch(watch::RedactedWatch<B>),
 }
 
-/// Read a JSON answer (already capped) whole and redact it; if its first
-/// line is a watch event, hand the stream to the watch redactor instead,
-/// so a watch portcullis did not expect is neither held whole nor passed.
+/// Read a JSON answer whole (to `limit`) and redact it; if its first line
+/// is a watch event, hand the stream to the watch redactor instead, so a
+/// watch portcullis did not expect is neither held whole nor passed. A
+/// stream's answer is not capped on its way here (a watch runs on), so
+/// the limit is kept here too: an error answer to a watch could be
+/// endless.
 async fn read_json<B>(mut body: B, target: Target, limit: u64) -> Read<B>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
@@ -289,6 +292,9 @@ where
             Err(error) => return Read::Whole(Err(RedactError::Incomplete(error.into()))),
             Ok(frame) => {
                 if let Ok(data) = frame.into_data() {
+                    if (buffer.len() + data.len()) as u64 > limit {
+                        return Read::Whole(Err(RedactError::TooLarge(limit)));
+                    }
                     buffer.extend_from_slice(&data);
                 }
             }
@@ -329,6 +335,11 @@ fn newline(bytes: &[u8]) -> Option<usize> {
 
 /// Why a response that could not be redacted is refused.
 fn refusal(error: &RedactError) -> RequestError {
+    if let RedactError::TooLarge(_) = error {
+        return RequestError::SecretsTooLarge {
+            cause: error.to_string(),
+        };
+    }
     if let RedactError::Incomplete(cause) = error {
         if cause.is::<ResponseDeadline>() {
             return RequestError::SecretsTimedOut {

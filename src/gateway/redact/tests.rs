@@ -204,6 +204,30 @@ async fn a_malformed_or_compressed_secret_response_is_refused_with_502() {
     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
 }
 
+/// A watch's answer is not capped as it arrives (it runs on); an error
+/// answer to one, read whole, stops at the limit however it comes.
+#[tokio::test]
+async fn an_endless_error_answer_to_a_secrets_watch_is_refused_at_the_limit() {
+    let endless = futures_util::stream::repeat_with(|| {
+        Ok::<_, std::convert::Infallible>(http_body::Frame::data(Bytes::from_static(&[b'x'; 4096])))
+    });
+    let body = http_body_util::StreamBody::new(endless);
+    let watch = Transform::Redact {
+        target: Target::Secrets,
+        watch: true,
+    };
+    let parts = upstream(500, &[("content-type", "application/json")]);
+    let response = watch.apply(parts, body, 1 << 20).await;
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let status: Status = serde_json::from_slice(&body).unwrap();
+    assert!(
+        status.message.contains("exceeds portcullis's limit of 1048576 bytes"),
+        "{}",
+        status.message
+    );
+}
+
 #[tokio::test]
 async fn a_status_passes_unchanged_even_for_a_watch() {
     let status =
