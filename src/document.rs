@@ -25,6 +25,13 @@ pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
 /// own refusal, with its message, in front of theirs.
 pub const MAX_DEPTH: usize = 100;
 
+/// The most values (scalars, mappings and sequences) a document may hold.
+/// Each takes tens of bytes once read, and serde_yaml holds every parser
+/// event of a document before it builds anything, so a body of short
+/// values (`[a,a,a,…]`) would take some 80 times its size. A large
+/// CustomResourceDefinition holds tens of thousands.
+pub const MAX_NODES: usize = 250_000;
+
 /// The limits a document is held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
@@ -32,6 +39,8 @@ pub struct Bounds {
     pub max_bytes: usize,
     /// The deepest nesting of mappings and sequences (objects and arrays).
     pub max_depth: usize,
+    /// The most values.
+    pub max_nodes: usize,
 }
 
 impl Bounds {
@@ -39,14 +48,16 @@ impl Bounds {
     pub const MANIFEST: Bounds = Bounds {
         max_bytes: MAX_MANIFEST_BYTES,
         max_depth: MAX_DEPTH,
+        max_nodes: MAX_NODES,
     };
 
     /// A request body already read under `max_bytes` (the configured request
-    /// body limit): the depth is bounded as a manifest's is.
+    /// body limit): the depth and values are bounded as a manifest's are.
     pub fn body(max_bytes: usize) -> Bounds {
         Bounds {
             max_bytes,
             max_depth: MAX_DEPTH,
+            max_nodes: MAX_NODES,
         }
     }
 }
@@ -66,6 +77,12 @@ pub enum DocumentError {
     #[error("nests mappings or sequences deeper than portcullis's limit of {limit} levels")]
     TooDeep {
         /// The limit in levels.
+        limit: usize,
+    },
+    /// More values than the limit; refused where the scan counted past it.
+    #[error("holds more than portcullis's limit of {limit} values")]
+    TooManyNodes {
+        /// The limit in values.
         limit: usize,
     },
     /// A YAML anchor (`&name`) or alias (`*name`, also in a merge key
@@ -91,6 +108,7 @@ impl DocumentError {
         match self {
             DocumentError::TooLarge { .. } => "too_large",
             DocumentError::TooDeep { .. } => "too_deep",
+            DocumentError::TooManyNodes { .. } => "too_many_nodes",
             DocumentError::AnchorOrAlias => "yaml_anchor_or_alias",
             DocumentError::Tag(_) => "yaml_tag",
             DocumentError::NotYaml(_) => "not_yaml",
@@ -115,11 +133,7 @@ pub fn parse_yaml(text: &str, bounds: Bounds) -> Result<Value, DocumentError> {
 /// A JSON document within `bounds`.
 pub fn parse_json(bytes: &[u8], bounds: Bounds) -> Result<Value, DocumentError> {
     check_size(bytes.len(), bounds)?;
-    if json_depth_exceeds(bytes, bounds.max_depth) {
-        return Err(DocumentError::TooDeep {
-            limit: bounds.max_depth,
-        });
-    }
+    scan_json(bytes, bounds)?;
     serde_json::from_slice(bytes).map_err(DocumentError::NotJson)
 }
 
@@ -161,7 +175,7 @@ fn refuse_tag(tag: Option<&saphyr_parser::Tag>) -> Result<(), DocumentError> {
 /// the first anchor or alias, tag outside the core schema, and level past
 /// the depth limit.
 fn scan_yaml(text: &str, bounds: Bounds) -> Result<(), DocumentError> {
-    let mut depth = 0usize;
+    let (mut depth, mut nodes) = (0usize, 0usize);
     for event in Parser::new_from_str(text) {
         let (event, _) = event.map_err(|e| match e.info().contains("unknown anchor") {
             // An alias of an anchor that is not there (the parser names it
@@ -173,11 +187,13 @@ fn scan_yaml(text: &str, bounds: Bounds) -> Result<(), DocumentError> {
             Event::Alias(_) => return Err(DocumentError::AnchorOrAlias),
             Event::Scalar(_, _, anchor, tag) => {
                 refuse_tag(tag.as_deref())?;
+                nodes += 1;
                 anchor
             }
             Event::MappingStart(anchor, tag) | Event::SequenceStart(anchor, tag) => {
                 refuse_tag(tag.as_deref())?;
                 depth += 1;
+                nodes += 1;
                 anchor
             }
             Event::MappingEnd | Event::SequenceEnd => {
@@ -195,15 +211,24 @@ fn scan_yaml(text: &str, bounds: Bounds) -> Result<(), DocumentError> {
                 limit: bounds.max_depth,
             });
         }
+        if nodes > bounds.max_nodes {
+            return Err(DocumentError::TooManyNodes {
+                limit: bounds.max_nodes,
+            });
+        }
     }
     Ok(())
 }
 
-/// Does the JSON text nest objects and arrays deeper than `max`? Exact for
-/// valid JSON (brackets inside strings do not count); whatever it says of
-/// invalid JSON, serde_json refuses that next.
-fn json_depth_exceeds(bytes: &[u8], max: usize) -> bool {
+/// Refuse JSON text that nests objects and arrays deeper than the limit,
+/// or holds more values (keys count, as in YAML's events): exact for valid
+/// JSON (brackets, commas and colons inside strings do not count);
+/// whatever it says of invalid JSON, serde_json refuses that next.
+fn scan_json(bytes: &[u8], bounds: Bounds) -> Result<(), DocumentError> {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    // The document itself, and each container's first value.
+    let mut nodes = 1usize;
+    let mut opened = false;
     for &byte in bytes {
         if in_string {
             match byte {
@@ -214,19 +239,36 @@ fn json_depth_exceeds(bytes: &[u8], max: usize) -> bool {
             }
             continue;
         }
+        if opened && !byte.is_ascii_whitespace() {
+            opened = false;
+            if byte != b'}' && byte != b']' {
+                nodes += 1;
+            }
+        }
         match byte {
             b'"' => in_string = true,
             b'{' | b'[' => {
                 depth += 1;
-                if depth > max {
-                    return true;
+                opened = true;
+                if depth > bounds.max_depth {
+                    return Err(DocumentError::TooDeep {
+                        limit: bounds.max_depth,
+                    });
                 }
             }
             b'}' | b']' => depth = depth.saturating_sub(1),
+            // Each value but a container's first follows a comma; each
+            // object value, a colon (its key is counted as YAML counts it).
+            b',' | b':' => nodes += 1,
             _ => {}
         }
+        if nodes > bounds.max_nodes {
+            return Err(DocumentError::TooManyNodes {
+                limit: bounds.max_nodes,
+            });
+        }
     }
-    false
+    Ok(())
 }
 
 #[cfg(test)]
@@ -414,5 +456,40 @@ spec:
         let error = parse_json(b"{", Bounds::MANIFEST).unwrap_err();
         assert!(error.is_malformed() && error.code() == "not_json", "{error}");
         assert!(!DocumentError::AnchorOrAlias.is_malformed());
+    }
+
+    /// `[a,a,…]`: short values a body holds many of, each tens of bytes
+    /// once read (and serde_yaml holds an event for each first).
+    #[test]
+    fn a_document_of_more_values_than_the_limit_is_refused_before_it_is_read() {
+        let bounds = Bounds {
+            max_nodes: 1000,
+            ..Bounds::body(1 << 20)
+        };
+        let list = |n: usize, comment: &str| format!("[{}]{comment}", vec!["1"; n].join(","));
+        // The list and each of its items.
+        for (text, reader) in [(list(999, ""), "json"), (list(999, " #yaml"), "yaml")] {
+            assert!(parse_json_or_yaml(text.as_bytes(), bounds).is_ok(), "{reader}");
+        }
+        for (text, reader) in [(list(1000, ""), "json"), (list(1000, " #yaml"), "yaml")] {
+            let refused = parse_json_or_yaml(text.as_bytes(), bounds).unwrap_err();
+            assert!(
+                matches!(refused, DocumentError::TooManyNodes { limit: 1000 }),
+                "{reader}: {refused:?}"
+            );
+            assert_eq!(refused.to_string(), "holds more than portcullis's limit of 1000 values");
+        }
+        // Keys and values of objects count alike in both readers; brackets
+        // and commas inside strings do not.
+        let object = r#"{"a": "[,,,]", "b": {"c": [1, {}], "d": []}}"#;
+        let counted = |max_nodes| {
+            let bounds = Bounds { max_nodes, ..bounds };
+            (
+                parse_json(object.as_bytes(), bounds).is_ok(),
+                parse_yaml(object, bounds).is_ok(),
+            )
+        };
+        assert_eq!(counted(11), (true, true));
+        assert_eq!(counted(10), (false, false));
     }
 }

@@ -70,6 +70,8 @@ pub enum Refusal {
     TooManyStreams,
     /// A request body nested deeper than the limit.
     BodyTooDeep,
+    /// A request body holding more values than the limit.
+    BodyTooManyNodes,
     /// A YAML request body with anchors or aliases.
     BodyAnchorOrAlias,
     /// A YAML request body with a tag outside the core schema.
@@ -221,6 +223,7 @@ impl Refusal {
             R::BodyTooLarge => "body_too_large",
             R::TooManyStreams => "too_many_streams",
             R::BodyTooDeep => "body_too_deep",
+            R::BodyTooManyNodes => "body_too_many_nodes",
             R::BodyAnchorOrAlias => "body_yaml_anchor_or_alias",
             R::BodyYamlTag => "body_yaml_tag",
             R::BodyNotYaml => "body_not_yaml",
@@ -305,6 +308,7 @@ impl From<&DocumentError> for Refusal {
         match error {
             DocumentError::TooLarge { .. } => Refusal::BodyTooLarge,
             DocumentError::TooDeep { .. } => Refusal::BodyTooDeep,
+            DocumentError::TooManyNodes { .. } => Refusal::BodyTooManyNodes,
             DocumentError::AnchorOrAlias => Refusal::BodyAnchorOrAlias,
             DocumentError::Tag(_) => Refusal::BodyYamlTag,
             DocumentError::NotYaml(_) => Refusal::BodyNotYaml,
@@ -350,6 +354,7 @@ mod tests {
         for error in [
             DocumentError::TooLarge { size: 2, limit: 1 },
             DocumentError::TooDeep { limit: 1 },
+            DocumentError::TooManyNodes { limit: 1 },
             DocumentError::AnchorOrAlias,
             DocumentError::Tag("!x".into()),
             DocumentError::NotYaml("x".into()),

@@ -256,15 +256,14 @@ impl Endpoint {
         }
         let message = match crate::document::parse_json(&bytes, crate::document::Bounds::body(limit)) {
             Ok(message) => Some(message),
-            Err(error @ DocumentError::TooDeep { limit }) => {
+            Err(error @ (DocumentError::TooDeep { limit } | DocumentError::TooManyNodes { limit })) => {
                 row.refuse(Refusal::from(&error));
                 let message = format!("the request body {error}");
-                return Err(Box::new(refusal(
-                    400,
-                    "request.too_deep",
-                    &message,
-                    json!({"limit": limit}),
-                )));
+                let code = match error {
+                    DocumentError::TooDeep { .. } => "request.too_deep",
+                    _ => "request.too_many_values",
+                };
+                return Err(Box::new(refusal(400, code, &message, json!({"limit": limit}))));
             }
             // Malformed JSON is rmcp's to answer, as a JSON-RPC parse error
             // (the size was bounded above).
