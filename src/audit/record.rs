@@ -206,12 +206,29 @@ pub fn attach(
     })
 }
 
-async fn after_stream(mut pending: Pending, end: oneshot::Receiver<StreamStats>) {
+async fn after_stream(pending: Pending, end: oneshot::Receiver<StreamStats>) {
+    let mut open = OpenStream(Some(pending));
     // A stream that could not be established ends with nothing sent.
     let stats = end.await.unwrap_or_default();
+    let Some(mut pending) = open.0.take() else { return };
     pending.row.bytes_out = stats.down;
     pending.sent.store(stats.up, Ordering::Relaxed);
     pending.write();
+}
+
+/// An upgraded stream's row while the stream is open. A shutdown drops the
+/// connection threads' tasks still running after the drain (an exec open
+/// during a rolling deploy) without polling them: its row is still
+/// written, cut short.
+struct OpenStream(Option<Pending>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        if let Some(mut pending) = self.0.take() {
+            pending.row.truncated = true;
+            pending.write();
+        }
+    }
 }
 
 /// The response body, counted; writes the row when it ends or is dropped.

@@ -413,6 +413,35 @@ async fn cat_session_in(
     session
 }
 
+/// A shutdown (a rolling deploy) while an exec session is open: past the
+/// drain its relay is dropped unpolled, and its row is still written, cut
+/// short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_open_at_shutdown_is_still_a_row() {
+    let mut env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let session = cat_session(&env, &token).await;
+    // Stopped as on SIGTERM (and started again, to read the store).
+    env.restart().await;
+    drop(session);
+    let filter = portcullis::audit::query::Filter {
+        discovery: true,
+        ..Default::default()
+    };
+    let rows = crate::audit::rows(&env, filter);
+    let exec: Vec<_> = rows
+        .iter()
+        .map(|c| &c.row)
+        .filter(|r| r.subresource == "exec")
+        .collect();
+    assert_eq!(exec.len(), 1, "{exec:?}");
+    assert_eq!(
+        (exec[0].code, exec[0].truncated, exec[0].login.as_str()),
+        (101, true, "ana")
+    );
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exec_session_counts_among_its_callers_open_streams_until_it_ends() {
     let env = Portcullis::start_with(|config| config.limits.streams_per_caller = 1).await;
