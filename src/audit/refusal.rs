@@ -65,6 +65,9 @@ pub enum Refusal {
     BindingUnreadable,
     /// A request body over the size limit.
     BodyTooLarge,
+    /// A request body read whole that did not arrive within the request
+    /// timeout.
+    BodyTimedOut,
     /// A long-running request past the caller's `[limits]
     /// streams_per_caller` on its cluster.
     TooManyStreams,
@@ -221,6 +224,7 @@ impl Refusal {
             R::BindsIdentity => "binds_identity",
             R::BindingUnreadable => "binding_unreadable",
             R::BodyTooLarge => "body_too_large",
+            R::BodyTimedOut => "body_timed_out",
             R::TooManyStreams => "too_many_streams",
             R::BodyTooDeep => "body_too_deep",
             R::BodyTooManyNodes => "body_too_many_nodes",

@@ -84,6 +84,12 @@ pub enum RequestError {
         /// The limit, in bytes.
         limit: u64,
     },
+    /// The request body, read whole before it is sent on, did not arrive
+    /// within the request timeout.
+    BodyTimedOut {
+        /// The request timeout.
+        timeout: std::time::Duration,
+    },
     /// The path and query cannot make an upstream URI.
     Unforwardable,
     /// The caller already has `[limits] streams_per_caller` long-running
@@ -289,6 +295,14 @@ impl RequestError {
             E::RequestTooLarge { limit } => Status::too_large(format!(
                 "the request body is larger than portcullis's limit of {limit} bytes"
             )),
+            E::BodyTimedOut { timeout } => Status::failure(
+                408,
+                "Timeout",
+                format!(
+                    "the request body did not arrive within {}",
+                    humantime::format_duration(*timeout)
+                ),
+            ),
             E::Unforwardable => Status::bad_request("the request path cannot be forwarded"),
             // No Retry-After: the places come back only as the caller's own
             // streams close, and client-go would retry blindly meanwhile.
@@ -433,6 +447,7 @@ impl RequestError {
             E::Unauthenticated(error) => error.into(),
             E::AuditUnavailable | E::AuditSpoolUnavailable { .. } => Refusal::AuditUnavailable,
             E::RequestTooLarge { .. } => Refusal::BodyTooLarge,
+            E::BodyTimedOut { .. } => Refusal::BodyTimedOut,
             E::TooManyStreams { .. } => Refusal::TooManyStreams,
             E::WritesNotHeld => Refusal::ApprovalsUnconfigured,
             E::PreviewTooLarge { .. } => Refusal::PreviewTooLarge,

@@ -250,10 +250,7 @@ fn record(call: &Call<'_>, stream: bool) {
 /// identities ([`super::bindings`]).
 async fn read_and_checked(call: &Call<'_>, request: Request<Body>) -> Result<Request<Body>, RequestError> {
     let (parts, incoming) = request.into_parts();
-    let limit = call.limits.request_body_bytes;
-    let bytes = super::hold::read_limited(incoming, usize::try_from(limit).unwrap_or(usize::MAX))
-        .await
-        .ok_or_else(|| body_too_large(limit))?;
+    let bytes = super::hold::read_within(incoming, call.limits).await?;
     super::redact::refuse_marker_written(call.info, call.reveal_secrets, &bytes)?;
     super::bindings::refuse_identities(call.info, &parts.headers, &bytes)?;
     Ok(Request::from_parts(parts, body::full(bytes)))

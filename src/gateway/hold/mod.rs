@@ -116,10 +116,7 @@ impl Pipeline {
         let (parts, incoming) = request.into_parts();
         // Boxed first: the body's error type is then exactly `BoxError`.
         let incoming: Body = body::boxed(incoming);
-        let limit = usize::try_from(ctx.limits.request_body_bytes).unwrap_or(usize::MAX);
-        let body = read_limited(incoming, limit)
-            .await
-            .ok_or(RequestError::RequestTooLarge { limit: limit as u64 })?;
+        let body = read_within(incoming, ctx.limits).await?;
         let request = Buffered { parts, body };
         refuse_unreadable_body(&request)?;
         crate::gateway::redact::refuse_marker_written(ctx.info, ctx.reveal_secrets, &request.body)?;
@@ -412,6 +409,22 @@ fn refuse_unreadable_body(request: &Buffered) -> Result<(), RequestError> {
         .map_err(RequestError::UnreadableHeldBody)
 }
 
+/// A request's body read whole (to check or hold it before it is sent),
+/// within the request body limit and the request timeout: a client that
+/// sends all but its last byte must not hold its buffer for ever.
+pub(super) async fn read_within(body: Body, limits: &Limits) -> Result<Bytes, RequestError> {
+    let limit = usize::try_from(limits.request_body_bytes).unwrap_or(usize::MAX);
+    match tokio::time::timeout(limits.request_timeout, read_limited(body, limit)).await {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(RequestError::RequestTooLarge {
+            limit: limits.request_body_bytes,
+        }),
+        Err(_) => Err(RequestError::BodyTimedOut {
+            timeout: limits.request_timeout,
+        }),
+    }
+}
+
 /// Read `body` whole; `None` past `limit` bytes or on an error. (By hand:
 /// `http_body_util::Limited` over a boxed error trips a higher-ranked
 /// lifetime check in async code.)
@@ -525,6 +538,25 @@ mod tests {
         let body_digest = digest(&ctx, &body);
         assert_ne!(body_digest, held_digest);
         assert_eq!(differences(&ctx, &body, &body_digest, &held), ["body"]);
+    }
+
+    /// A body that stops short of its end is given up at the request
+    /// timeout, not waited on for ever with its buffer held.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_read_whole_that_stalls_is_refused_at_the_request_timeout() {
+        let first = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(http_body::Frame::data(
+            Bytes::from_static(b"{\"kind\":"),
+        ))]);
+        let stalled = futures_util::StreamExt::chain(first, futures_util::stream::pending());
+        let limits = Limits::default();
+        let body = body::boxed(http_body_util::StreamBody::new(stalled));
+        let started = tokio::time::Instant::now();
+        let refused = read_within(body, &limits).await.unwrap_err();
+        assert!(matches!(refused, RequestError::BodyTimedOut { timeout } if timeout == limits.request_timeout));
+        assert_eq!(started.elapsed(), limits.request_timeout);
+        assert_eq!(refused.status().code, 408);
+        let whole = body::boxed(http_body_util::Full::new(Bytes::from_static(b"{}")));
+        assert_eq!(&read_within(whole, &limits).await.unwrap()[..], b"{}");
     }
 
     /// kubectl rollout restart (and the tool) stamp the time in the patch:
