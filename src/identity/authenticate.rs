@@ -471,10 +471,11 @@ enum Refused {
     Store,
 }
 
-/// Whose failures `from` (an address as the audit row writes it) counts
-/// with: an IPv6 address with the rest of its /64, which one host usually
-/// holds whole; anything else as it is.
-fn address_key(from: &str) -> Cow<'_, str> {
+/// Whose failures (or requests, for a limit by address) `from` (an
+/// address as the audit row writes it) counts with: an IPv6 address with
+/// the rest of its /64, which one host usually holds whole; anything else
+/// as it is.
+pub fn address_key(from: &str) -> Cow<'_, str> {
     match from.parse::<std::net::IpAddr>() {
         Ok(std::net::IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
             let s = v6.segments();

@@ -137,6 +137,9 @@ mod tests {
             json!(["https://example.com/cb#x"]),
             json!(["data:text/html,hi"]),
             json!(["http://127.0.0.1/cb", "intent://x/cb"]),
+            json!((0..11)
+                .map(|port| format!("http://127.0.0.1:{}/cb", 5000 + port))
+                .collect::<Vec<_>>()),
         ] {
             let mut body = json!({"client_name": "x"});
             if !redirect_uris.is_null() {
@@ -146,6 +149,15 @@ mod tests {
             assert_eq!(error.error, "invalid_redirect_uri", "{redirect_uris}: {error}");
             assert_eq!(error.status, 400);
         }
+    }
+
+    #[test]
+    fn a_registration_of_ten_redirect_uris_is_taken() {
+        let uris: Vec<String> = (0..10)
+            .map(|port| format!("http://127.0.0.1:{}/cb", 5000 + port))
+            .collect();
+        let registration = check(json!({"redirect_uris": uris})).unwrap();
+        assert_eq!(registration.redirect_uris, uris);
     }
 
     #[test]

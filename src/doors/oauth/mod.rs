@@ -98,18 +98,18 @@ impl OAuth {
                 if request.method() == Method::OPTIONS {
                     return preflight();
                 }
-                let mut response = match self.limit("token", &format!("addr:{}", row.client)) {
+                let mut response = match self.limit("token", &by_address(&row.client)) {
                     Err(error) => refused(row, error),
                     Ok(()) => token::serve(self, doors, request, row).await,
                 };
                 cors(&mut response);
                 response
             }
-            OAuthEndpoint::Register => match self.limit("register", &format!("addr:{}", row.client)) {
+            OAuthEndpoint::Register => match self.limit("register", &by_address(&row.client)) {
                 Err(error) => refused(row, error),
                 Ok(()) => register::serve(&self.clients, request, row).await,
             },
-            OAuthEndpoint::Revoke => match self.limit("revoke", &format!("addr:{}", row.client)) {
+            OAuthEndpoint::Revoke => match self.limit("revoke", &by_address(&row.client)) {
                 Err(error) => refused(row, error),
                 Ok(()) => revoke::serve(self, authenticator, request, row).await,
             },
@@ -215,4 +215,28 @@ fn preflight() -> Response<Body> {
     );
     headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
     response
+}
+
+/// The key of an endpoint's limit for a client address: an IPv6 host's
+/// whole /64, which it usually holds, counts as one.
+fn by_address(client: &str) -> String {
+    format!("addr:{}", crate::identity::authenticate::address_key(client))
+}
+
+#[cfg(test)]
+mod tests {
+    /// One IPv6 host usually holds a whole /64: its addresses share a
+    /// budget, as failed authentications do.
+    #[test]
+    fn the_addresses_of_one_ipv6_64_share_a_limit_and_ipv4_addresses_do_not() {
+        assert_eq!(
+            super::by_address("2001:db8:1:2::1"),
+            super::by_address("2001:db8:1:2:ffff::9")
+        );
+        assert_ne!(
+            super::by_address("2001:db8:1:2::1"),
+            super::by_address("2001:db8:1:3::1")
+        );
+        assert_ne!(super::by_address("192.0.2.1"), super::by_address("192.0.2.2"));
+    }
 }

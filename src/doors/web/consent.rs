@@ -162,7 +162,8 @@ pub async fn serve(
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
-    if let Err(seconds) = web.authorize_allowed(&format!("addr:{}", row.client)) {
+    let address = crate::identity::authenticate::address_key(&row.client);
+    if let Err(seconds) = web.authorize_allowed(&format!("addr:{address}")) {
         mark(row, "authorize");
         return Refused::rate_limited(seconds).answer(row);
     }
