@@ -442,4 +442,47 @@ mod recorded_tests {
             );
         }
     }
+
+    /// The chain hashes a row's instant, and queries and retention compare
+    /// the stored text: a time rewritten as the same instant at another
+    /// offset would pass the chain and drop out of `--since`.
+    #[test]
+    fn a_time_rewritten_as_the_same_instant_in_another_form_is_refused_when_read() {
+        for store in testing::both() {
+            let b = store.backend;
+            let mut audit = open(&store).unwrap();
+            let mut row = AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now());
+            row.finish(chrono::Utc::now());
+            audit.commit(&[], std::slice::from_ref(&row)).unwrap();
+            let read = |sql: &str| {
+                store
+                    .with(|c| Ok(c.query_row(sql, crate::store::sql::params![row.id], |r| r.get::<_, String>(0))?))
+                    .unwrap()
+            };
+            let stored = read("SELECT started_at FROM audit WHERE id = ?1");
+            let elsewhere = chrono::DateTime::parse_from_rfc3339(&stored)
+                .unwrap()
+                .with_timezone(&chrono::FixedOffset::west_opt(10 * 3600).unwrap())
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, false);
+            store
+                .with(|c| {
+                    Ok(c.execute(
+                        "UPDATE audit SET started_at = ?2 WHERE id = ?1",
+                        crate::store::sql::params![row.id, elsewhere],
+                    )?)
+                })
+                .unwrap();
+            assert_eq!(read("SELECT started_at FROM audit WHERE id = ?1"), elsewhere, "{b}");
+            let filter = query::Filter {
+                discovery: true,
+                ..Default::default()
+            };
+            let refused = audit.query(&filter).unwrap_err().to_string();
+            assert!(
+                refused.contains("is not in the form portcullis writes"),
+                "{b}: {refused}"
+            );
+            assert!(store::verify(audit.as_mut()).is_err(), "{b}: verify does not pass it");
+        }
+    }
 }

@@ -253,11 +253,27 @@ pub(super) fn timestamp(t: &DateTime<Utc>) -> String {
     Stamp::micros(t).as_str().to_owned()
 }
 
+/// A stored time, read only in the one form it is written in: the chain
+/// hashes the instant, and queries and retention compare the text, so a
+/// time rewritten as the same instant in another form (another offset)
+/// would move a row out of a query's range unseen.
 fn time_at(r: &Row, index: usize) -> rusqlite::Result<DateTime<Utc>> {
     let text: String = r.get(index)?;
-    DateTime::parse_from_rfc3339(&text)
+    let unreadable = |e: Box<dyn std::error::Error + Send + Sync>| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, e)
+    };
+    let t = DateTime::parse_from_rfc3339(&text)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+        .map_err(|e| unreadable(Box::new(e)))?;
+    if Stamp::micros(&t).as_str() != text {
+        return Err(unreadable(not_as_written(&text).into()));
+    }
+    Ok(t)
+}
+
+/// Why a stored time that is not in the form portcullis writes is refused.
+pub(super) fn not_as_written(text: &str) -> String {
+    format!("the stored time {text:?} is not in the form portcullis writes: the row was edited")
 }
 
 fn chained_row(r: &Row) -> rusqlite::Result<ChainedRow> {

@@ -70,7 +70,18 @@ pub(super) fn chained_row(text: &str) -> Result<ChainedRow, AuditError> {
     if let Some(write) = fields.remove("is_write") {
         fields.insert("write".into(), write);
     }
-    serde_json::from_value(value).map_err(unreadable)
+    // Read only in the form written (see the SQLite store's `time_at`).
+    let stored: Vec<String> = ["started_at", "ended_at"]
+        .iter()
+        .filter_map(|name| fields.get(*name)?.as_str().map(String::from))
+        .collect();
+    let row: ChainedRow = serde_json::from_value(value).map_err(unreadable)?;
+    for (text, t) in stored.iter().zip([row.row.started_at, row.row.ended_at]) {
+        if crate::audit::stamp::Stamp::micros(&t).as_str() != text {
+            return Err(AuditError::Store(crate::audit::sqlite::not_as_written(text)));
+        }
+    }
+    Ok(row)
 }
 
 fn object(value: &mut Value) -> Result<&mut Map<String, Value>, AuditError> {
