@@ -69,6 +69,14 @@ pub fn build(
     if secret {
         hide_values(current.as_mut(), &mut result, deleting)?;
     }
+    // The preview holds each document whole: one past the limit alone is
+    // refused before the YAML and the diff (quadratic in lines) are made.
+    for document in current.iter().chain([&result]) {
+        let len = serde_json::to_vec(document).map_or(usize::MAX, |text| text.len());
+        if len > PREVIEW_LIMIT {
+            return Err(PreviewError::TooLarge(len));
+        }
+    }
     // `status` is the server's, and left out, unless the write changes
     // it: a `status` or `approval` write (a CSR's Approved condition), or
     // a custom resource without a status subresource, where a write sets
@@ -265,6 +273,28 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "resourceVersion": "7", "uid": "u1",
             "managedFields": [{}], "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"data\":1}"}},
             "data": data})
+    }
+
+    /// A ConfigMap of 4,000 lines: its diff against the current object
+    /// would be made (quadratic in lines) only to be refused for its size.
+    #[test]
+    fn a_document_past_the_limit_is_refused_before_its_yaml_and_diff_are_made() {
+        let lines: serde_json::Map<String, Value> =
+            (0..4000).map(|i| (format!("key-{i}"), json!("x".repeat(64)))).collect();
+        let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": lines});
+        let len = serde_json::to_vec(&big).unwrap().len();
+        assert!(len > PREVIEW_LIMIT);
+        let write = Write {
+            secret: false,
+            deleting: false,
+            subresource: false,
+        };
+        let small = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}});
+        for (current, result) in [(Some(small.clone()), big.clone()), (Some(big.clone()), small)] {
+            let refused = build(current, String::new(), result, write).unwrap_err();
+            // The document's own size, not the whole preview's (larger).
+            assert!(matches!(refused, PreviewError::TooLarge(n) if n == len), "{refused:?}");
+        }
     }
 
     #[test]
