@@ -49,6 +49,8 @@ pub enum Refusal {
     ApprovalsUnconfigured,
     /// A held write's preview is over its limit.
     PreviewTooLarge,
+    /// A write held while its requester had the most held writes open.
+    TooManyHeld,
     /// A held Secret write's preview could not be redacted.
     PreviewUnredactable,
     /// An answer carrying Secrets could not have its values hidden.
@@ -217,6 +219,7 @@ impl Refusal {
             R::AuditUnavailable => "audit_unavailable",
             R::ApprovalsUnconfigured => "approvals_unconfigured",
             R::PreviewTooLarge => "preview_too_large",
+            R::TooManyHeld => "too_many_held",
             R::PreviewUnredactable => "preview_unredactable",
             R::Unredactable => "unredactable",
             R::SecretJsonPatch => "secret_json_patch",

@@ -167,6 +167,11 @@ pub enum RequestError {
     WritesNotHeld,
     /// No key to seal a held write's body with.
     HoldUnavailable,
+    /// The requester already has the most held writes open at once.
+    TooManyHeld {
+        /// The most.
+        limit: usize,
+    },
     /// A held write's preview is over its limit.
     PreviewTooLarge {
         /// Why, for the caller.
@@ -392,6 +397,15 @@ impl RequestError {
             ),
             E::HoldUnavailable => Status::unavailable("portcullis cannot hold writes now"),
             E::PreviewTooLarge { message } => Status::too_large(message.clone()),
+            // 403, as a held write is: kubectl and client-go retry a 429.
+            E::TooManyHeld { limit } => Status::failure(
+                403,
+                "Forbidden",
+                format!(
+                    "you have {limit} writes waiting for a person's approval: ask them to decide, or wait until \
+                     those expire, before asking for another"
+                ),
+            ),
             E::PreviewUnredactable { message } => Status::failure(502, "BadGateway", message.clone()),
             E::AnswerCutShort => Status::failure(502, "BadGateway", "the cluster's answer was cut short or too large"),
             E::StoreUnavailable => Status::unavailable("portcullis cannot reach its store now; try again"),
@@ -451,6 +465,7 @@ impl RequestError {
             E::TooManyStreams { .. } => Refusal::TooManyStreams,
             E::WritesNotHeld => Refusal::ApprovalsUnconfigured,
             E::PreviewTooLarge { .. } => Refusal::PreviewTooLarge,
+            E::TooManyHeld { .. } => Refusal::TooManyHeld,
             E::PreviewUnredactable { .. } => Refusal::PreviewUnredactable,
             E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => Refusal::Unredactable,
             E::SecretJsonPatch => Refusal::SecretJsonPatch,

@@ -200,8 +200,8 @@ impl Store {
         let request = serde_json::to_string(&held.request).map_err(|e| StoreError::Invalid(e.to_string()))?;
         self.with(|c| {
             c.execute(
-                "INSERT INTO held_writes (id, digest, state, request, body, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![held.id, held.digest, held.state.as_str(), request, sealed_body, held.created_at, held.expires_at],
+                "INSERT INTO held_writes (id, digest, state, request, body, created_at, expires_at, requester) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![held.id, held.digest, held.state.as_str(), request, sealed_body, held.created_at, held.expires_at, held.request.requester],
             )?;
             Ok(())
         })
@@ -224,6 +224,30 @@ impl Store {
                 held_row,
             )
             .optional()?)
+        })
+    }
+
+    /// The held writes `requester` asked for, newest first, at most
+    /// `limit`.
+    pub fn held_of(&self, requester: &str, limit: usize) -> Result<Vec<HeldWrite>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!("{SELECT} WHERE requester = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"),
+                params![requester, limit as i64],
+                held_row,
+            )?)
+        })
+    }
+
+    /// How many of `requester`'s held writes wait for a decision or to run.
+    pub fn open_held_of(&self, requester: &str) -> Result<usize, StoreError> {
+        self.with(|c| {
+            let n: i64 = c.query_row(
+                "SELECT COUNT(*) FROM held_writes WHERE requester = ?1 AND state IN ('pending', 'approved')",
+                params![requester],
+                |r| r.get(0),
+            )?;
+            Ok(n.max(0) as usize)
         })
     }
 

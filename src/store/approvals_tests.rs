@@ -163,3 +163,70 @@ fn only_a_principal_switched_so_needs_approval_for_its_writes() {
         );
     }
 }
+
+/// A requester's held writes are counted and listed by a column of their
+/// own, not by reading every held write's request and preview.
+#[test]
+fn a_requesters_held_writes_are_counted_open_and_listed_newest_first() {
+    for store in testing::both() {
+        let b = store.backend;
+        let mut other = held("o1", "d0");
+        other.request.requester = "bot:other".into();
+        store.insert_held(&other, b"sealed").unwrap();
+        for (id, digest) in [("h1", "d1"), ("h2", "d2"), ("h3", "d3")] {
+            store.insert_held(&held(id, digest), b"sealed").unwrap();
+        }
+        assert_eq!(store.open_held_of("bot:ci").unwrap(), 3, "{b}");
+        assert!(store
+            .decide_held("h1", HeldState::Approved, "ana", None, Utc::now())
+            .unwrap());
+        assert!(store
+            .decide_held("h2", HeldState::Denied, "ana", None, Utc::now())
+            .unwrap());
+        assert_eq!(
+            store.open_held_of("bot:ci").unwrap(),
+            2,
+            "{b}: pending and approved count"
+        );
+        let mine: Vec<String> = store.held_of("bot:ci", 2).unwrap().into_iter().map(|h| h.id).collect();
+        assert_eq!(mine.len(), 2, "{b}");
+        assert!(mine.iter().all(|id| id.starts_with('h')), "{b}: {mine:?}");
+        assert_eq!(store.held_of("bot:other", 10).unwrap().len(), 1, "{b}");
+    }
+}
+
+/// Migration 0023 fills the column for the held writes made before it.
+#[test]
+fn the_migration_gives_held_writes_made_before_it_their_requester() {
+    let backfill = |migration: &str| {
+        migration
+            .lines()
+            .find(|line| line.starts_with("UPDATE held_writes"))
+            .unwrap()
+            .to_string()
+    };
+    let updates = [
+        (
+            "sqlite",
+            backfill(include_str!("migrations/0023_held_writes_requester.sql")),
+        ),
+        (
+            "postgres",
+            backfill(include_str!("migrations/postgres/0023_held_writes_requester.sql")),
+        ),
+    ];
+    for (store, (backend, update)) in testing::both().into_iter().zip(updates) {
+        assert_eq!(store.backend, backend);
+        store.insert_held(&held("h1", "d1"), b"sealed").unwrap();
+        store
+            .with(|c| Ok(c.execute("UPDATE held_writes SET requester = ''", params![])?))
+            .unwrap();
+        assert_eq!(
+            store.open_held_of("bot:ci").unwrap(),
+            0,
+            "{backend}: as the previous release left it"
+        );
+        store.with(|c| Ok(c.execute_batch(&update)?)).unwrap();
+        assert_eq!(store.open_held_of("bot:ci").unwrap(), 1, "{backend}");
+    }
+}

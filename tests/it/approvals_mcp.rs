@@ -87,6 +87,35 @@ async fn a_held_mcp_apply_approved_by_the_agents_person_runs_once_and_says_who_a
     env.stop().await;
 }
 
+/// Each held write keeps its preview for the people who decide: an agent
+/// has at most 20 waiting at once, and the 21st is refused before its dry
+/// run; a decision makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_has_at_most_twenty_writes_waiting_for_approval() {
+    let env = Portcullis::start().await;
+    let client = connect(&env, &careful_agent(&env), stateless()).await;
+    let apply = |n: usize| {
+        let manifest = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags-{n}\n  namespace: shop\n");
+        json!({"cluster": C, "manifest": manifest})
+    };
+    let mut first = String::new();
+    for n in 0..portcullis::gateway::hold::MAX_OPEN_HELD {
+        let id = pending(&client, apply(n)).await;
+        if n == 0 {
+            first = id;
+        }
+    }
+    let (text, _) = fails(&client, "apply", apply(99)).await;
+    assert!(
+        text.contains("you have 20 writes waiting for a person's approval"),
+        "{text}"
+    );
+    assert_eq!(env.store.list_held().unwrap().len(), 20);
+    decide::deny(&env.store, &first, "ana", None, None).unwrap();
+    pending(&client, apply(99)).await;
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_calls_run_an_approved_write_only_once() {
     let env = Portcullis::start().await;

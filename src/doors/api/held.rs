@@ -42,13 +42,16 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
     }
 }
 
-/// The held writes waiting on `person`, and those they asked for
+/// The most of a person's own held writes listed: the newest.
+const OWN_SHOWN: usize = 200;
+
+/// The held writes waiting on `person`, and the newest they asked for
 /// themselves, newest first.
 fn list(store: &Store, person: &Principal, pending: bool) -> Result<Value, ApiError> {
     let mut shown: Vec<HeldWrite> = decide::waiting_on(store, person).map_err(refused)?;
     let asker = person.to_string();
-    let own = store.list_held().map_err(ApiError::unavailable)?;
-    for held in own.into_iter().filter(|h| h.request.requester == asker) {
+    let own = store.held_of(&asker, OWN_SHOWN).map_err(ApiError::unavailable)?;
+    for held in own {
         if !shown.iter().any(|s| s.id == held.id) && (!pending || held.state == HeldState::Pending) {
             shown.push(held);
         }

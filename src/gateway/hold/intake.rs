@@ -14,6 +14,10 @@ use serde_json::Value;
 /// Headers of the original request that the dry run carries too.
 const KEPT: &[header::HeaderName] = &[header::CONTENT_TYPE, header::USER_AGENT];
 
+/// The most held writes one requester has waiting for a decision (or to
+/// run) at once.
+pub const MAX_OPEN_HELD: usize = 20;
+
 impl Pipeline {
     /// Dry-run the write; a rejection is the answer. Otherwise hold it and
     /// tell the caller where to approve.
@@ -24,6 +28,13 @@ impl Pipeline {
         request: Buffered,
         trace: &mut Trace,
     ) -> Result<Response<Body>, RequestError> {
+        // Each held write keeps its request and preview (up to 256 KiB) for
+        // the people who decide: one requester has only so many open.
+        let (store, requester) = (self.approvals.store.clone(), ctx.identity.principal.to_string());
+        if super::blocking(move || store.open_held_of(&requester)).await? >= MAX_OPEN_HELD {
+            trace.row.held = false;
+            return Err(RequestError::TooManyHeld { limit: MAX_OPEN_HELD });
+        }
         let (result, current, note, created) = if ctx.info.is_token_request() {
             // kube-apiserver issues a TokenRequest's token even in a dry
             // run, and the preview would keep it: the person approves the

@@ -24,6 +24,7 @@ mod intake;
 mod run;
 
 pub use answer::{ApprovalRefusal, ApprovedRun, HeldNotice};
+pub use intake::MAX_OPEN_HELD;
 
 use super::classify::RequestInfo;
 use super::error::RequestError;
