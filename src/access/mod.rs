@@ -83,11 +83,15 @@ pub enum AccessError {
     Audit(#[from] crate::audit::AuditError),
 }
 
+/// The most access requests one requester (with its agents) has pending.
+pub const MAX_PENDING: usize = 20;
+
 /// Ask for access. Checked like a grant would be (the role and cluster
 /// exist, the namespace is not protected, the duration is within the role's
 /// maximum); the requester must exist and be enabled, an agent must be the
-/// requester's and enabled. The request expires after `[access]
-/// request_ttl` unless decided.
+/// requester's and enabled; at most [`MAX_PENDING`] wait at once. The
+/// request expires after `[access] request_ttl` unless decided.
+
 pub fn request_access(
     store: &Store,
     config: &Config,
@@ -109,6 +113,13 @@ pub fn request_access(
         "-",
     )
     .map_err(|e| AccessError::Invalid(e.to_string()))?;
+    // Every console view and agent write reads the pending requests: one
+    // requester has only so many waiting at once.
+    if store.pending_access_requests_of(&requester.principal, chrono::Utc::now())? >= MAX_PENDING {
+        return Err(AccessError::Invalid(format!(
+            "you have {MAX_PENDING} access requests waiting for a decision: wait for those, or until they expire"
+        )));
+    }
     let request = pending_request(config, requester, ask, reason)?;
     store.insert_access_request(&request)?;
     record::step(store, record::Step::Request, &requester.principal, &request, None)?;

@@ -211,6 +211,38 @@ fn an_undecided_request_expires_once_and_can_no_longer_be_approved() {
     assert_eq!(audit_verbs(&env.store)[1], ("expire".into(), "bo".into(), 200));
 }
 
+/// Every console view and agent write reads the pending requests: one
+/// requester (with its agents) has at most `MAX_PENDING` waiting; an
+/// expired one no longer counts.
+#[test]
+fn a_requester_has_at_most_twenty_requests_pending() {
+    let mut env = env();
+    let ttl = env.config.access.request_ttl;
+    // Requests past their expiry, decided or not, do not count.
+    env.config.access.request_ttl = Duration::ZERO;
+    for _ in 0..MAX_PENDING + 5 {
+        request_access(&env.store, &env.config, &bo(), &ask("viewer", Some("shop"), 600)).unwrap();
+    }
+    env.config.access.request_ttl = ttl;
+    for _ in 0..MAX_PENDING {
+        request_access(&env.store, &env.config, &bo(), &ask("viewer", Some("shop"), 600)).unwrap();
+    }
+    let refused = request_access(&env.store, &env.config, &bo(), &ask("viewer", Some("shop"), 600)).unwrap_err();
+    assert!(
+        refused.to_string().contains("you have 20 access requests waiting"),
+        "{refused}"
+    );
+    assert_eq!(env.store.list_access_requests().unwrap().len(), 2 * MAX_PENDING + 5);
+    // Others are not held to bo's.
+    request_access(
+        &env.store,
+        &env.config,
+        &anas_agent(&env),
+        &ask("viewer", Some("shop"), 600),
+    )
+    .unwrap();
+}
+
 #[test]
 fn a_request_is_checked_like_a_grant_before_it_is_stored() {
     let env = env();

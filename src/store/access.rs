@@ -137,6 +137,20 @@ impl Store {
         })
     }
 
+    /// How many of `requester`'s requests (its agents' included) are
+    /// pending and not expired at `now`.
+    pub fn pending_access_requests_of(&self, requester: &Principal, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.with(|c| {
+            let n: i64 = c.query_row(
+                "SELECT COUNT(*) FROM access_requests WHERE kind = ?1 AND subject = ?2 AND state = 'pending' \
+                 AND expires_at > ?3",
+                params![requester.kind.as_str(), requester.name, now],
+                |r| r.get(0),
+            )?;
+            Ok(n.max(0) as usize)
+        })
+    }
+
     /// One request.
     pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
         self.with(|c| {
