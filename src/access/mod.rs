@@ -91,7 +91,6 @@ pub const MAX_PENDING: usize = 20;
 /// maximum); the requester must exist and be enabled, an agent must be the
 /// requester's and enabled; at most [`MAX_PENDING`] wait at once. The
 /// request expires after `[access] request_ttl` unless decided.
-
 pub fn request_access(
     store: &Store,
     config: &Config,
