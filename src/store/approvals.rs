@@ -228,15 +228,17 @@ impl Store {
     }
 
     /// The held writes `requester` asked for, newest first, at most
-    /// `limit`.
+    /// `limit`. Those the previous release made during a rolling upgrade
+    /// (no requester column) are looked at too, by their request.
     pub fn held_of(&self, requester: &str, limit: usize) -> Result<Vec<HeldWrite>, StoreError> {
-        self.with(|c| {
+        let found = self.with(|c| {
             Ok(c.query_map(
-                &format!("{SELECT} WHERE requester = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"),
+                &format!("{SELECT} WHERE requester = ?1 OR requester = '' ORDER BY created_at DESC, id DESC LIMIT ?2"),
                 params![requester, limit as i64],
                 held_row,
             )?)
-        })
+        })?;
+        Ok(found.into_iter().filter(|h| h.request.requester == requester).collect())
     }
 
     /// How many of `requester`'s held writes wait for a decision or to run.

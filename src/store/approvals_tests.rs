@@ -192,6 +192,19 @@ fn a_requesters_held_writes_are_counted_open_and_listed_newest_first() {
         assert_eq!(mine.len(), 2, "{b}");
         assert!(mine.iter().all(|id| id.starts_with('h')), "{b}: {mine:?}");
         assert_eq!(store.held_of("bot:other", 10).unwrap().len(), 1, "{b}");
+        // One the previous release made during a rolling upgrade: no
+        // requester column, still listed for its requester and only them.
+        store
+            .with(|c| Ok(c.execute("UPDATE held_writes SET requester = '' WHERE id = 'o1'", params![])?))
+            .unwrap();
+        let others: Vec<String> = store
+            .held_of("bot:other", 10)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(others, ["o1"], "{b}");
+        assert!(store.held_of("bot:ci", 10).unwrap().iter().all(|h| h.id != "o1"), "{b}");
     }
 }
 
