@@ -69,14 +69,6 @@ pub fn build(
     if secret {
         hide_values(current.as_mut(), &mut result, deleting)?;
     }
-    // The preview holds each document whole: one past the limit alone is
-    // refused before the YAML and the diff (quadratic in lines) are made.
-    for document in current.iter().chain([&result]) {
-        let len = serde_json::to_vec(document).map_or(usize::MAX, |text| text.len());
-        if len > PREVIEW_LIMIT {
-            return Err(PreviewError::TooLarge(len));
-        }
-    }
     // `status` is the server's, and left out, unless the write changes
     // it: a `status` or `approval` write (a CSR's Approved condition), or
     // a custom resource without a status subresource, where a write sets
@@ -90,6 +82,15 @@ pub fn build(
     strip(&mut result);
     if let Some(Value::Array(items)) = result.get_mut("items") {
         items.iter_mut().for_each(strip);
+    }
+    // The preview holds each document whole (as shown: its server fields
+    // gone): one past the limit alone is
+    // refused before the YAML and the diff (quadratic in lines) are made.
+    for document in current.iter().chain([&result]) {
+        let len = serde_json::to_vec(document).map_or(usize::MAX, |text| text.len());
+        if len > PREVIEW_LIMIT {
+            return Err(PreviewError::TooLarge(len));
+        }
     }
     // A deletecollection has no one current object: what it removes is the
     // dry run's list.
@@ -275,6 +276,10 @@ mod tests {
             "data": data})
     }
 
+    fn lines_of(object: &Value) -> Value {
+        object["data"].clone()
+    }
+
     /// A ConfigMap of 4,000 lines: its diff against the current object
     /// would be made (quadratic in lines) only to be refused for its size.
     #[test]
@@ -290,11 +295,17 @@ mod tests {
             subresource: false,
         };
         let small = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}});
-        for (current, result) in [(Some(small.clone()), big.clone()), (Some(big.clone()), small)] {
+        for (current, result) in [(Some(small.clone()), big.clone()), (Some(big.clone()), small.clone())] {
             let refused = build(current, String::new(), result, write).unwrap_err();
             // The document's own size, not the whole preview's (larger).
             assert!(matches!(refused, PreviewError::TooLarge(n) if n == len), "{refused:?}");
         }
+        // What the preview does not show does not count: an object whose
+        // managedFields alone are past the limit is held.
+        let mut managed = small.clone();
+        managed["metadata"]["managedFields"] = json!([{"fieldsV1": lines_of(&big)}]);
+        assert!(serde_json::to_vec(&managed).unwrap().len() > PREVIEW_LIMIT);
+        assert!(build(Some(managed.clone()), String::new(), managed, write).is_ok());
     }
 
     #[test]
