@@ -62,13 +62,13 @@ impl HeldRequest {
     }
 }
 
-/// Longer than any run of an approved write (its request has the request
-/// timeout, a minute by default and at most
-/// [`crate::config::MAX_REQUEST_TIMEOUT`], and its checks before it a few
-/// reads):
-/// one still executing this long after its expiry, the latest it could be
-/// claimed, was stranded by a process that ended mid-run.
-pub const RUN_BOUND: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+/// Longer than any run of an approved write: it sends at most two
+/// requests (a dry run tried again, then the write), each within the
+/// request timeout (a minute by default, at most
+/// [`crate::config::MAX_REQUEST_TIMEOUT`]), and commits its intent
+/// between. One still executing this long after its expiry, the latest it
+/// could be claimed, was stranded by a process that ended mid-run.
+pub const RUN_BOUND: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
 
 impl HeldWrite {
     /// Pending or approved past its expiry.

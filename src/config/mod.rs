@@ -150,8 +150,8 @@ pub struct TlsConfig {
 }
 
 /// The longest `limits.request_timeout`: an approved write's run is bounded
-/// by it ([`crate::approvals::RUN_BOUND`] is longer), and a request that
-/// needs longer is a stream, which has none.
+/// by two of it ([`crate::approvals::RUN_BOUND`] is longer), and a request
+/// that needs longer is a stream, which has none.
 pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// Limits on requests and responses.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -402,8 +402,8 @@ impl RequestError {
                 403,
                 "Forbidden",
                 format!(
-                    "you have {limit} writes waiting for a person's approval: ask them to decide, or wait until \
-                     those expire, before asking for another"
+                    "you have {limit} writes waiting for a person's approval or to run once approved: run the \
+                     approved ones, or wait until a person decides or they expire, before asking for another"
                 ),
             ),
             E::PreviewUnredactable { message } => Status::failure(502, "BadGateway", message.clone()),
