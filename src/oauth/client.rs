@@ -306,20 +306,12 @@ pub(super) fn client_name(value: Option<&Value>) -> Result<String, String> {
 }
 
 /// `redirect_uris`: a non-empty array of strings, every one acceptable.
-/// The most redirect URIs a client declares: an app has one or two (a
-/// loopback port and a web address), and each registration is kept for
-/// weeks, whoever sent it.
-pub const MAX_REDIRECT_URIS: usize = 10;
-
 pub(super) fn redirect_uris(value: &Value) -> Result<Vec<String>, String> {
     let Value::Array(items) = value else {
         return Err("it declares no redirect_uris array".into());
     };
     if items.is_empty() {
         return Err("its redirect_uris are empty".into());
-    }
-    if items.len() > MAX_REDIRECT_URIS {
-        return Err(format!("it declares more than {MAX_REDIRECT_URIS} redirect_uris"));
     }
     items
         .iter()

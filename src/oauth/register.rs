@@ -18,6 +18,11 @@ const GRANT_TYPES: &[&str] = &["authorization_code", "refresh_token"];
 /// The response types a registered client may use.
 const RESPONSE_TYPES: &[&str] = &["code"];
 
+/// The most redirect URIs a registration declares: an app has one or two
+/// (a loopback port and a web address), and each registration is kept for
+/// weeks, whoever sent it.
+pub const MAX_REDIRECT_URIS: usize = 10;
+
 /// A registration request that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Registration {
@@ -44,7 +49,13 @@ pub fn validate(body: &[u8]) -> Result<Registration, OAuthError> {
     only(fields, "grant_types", GRANT_TYPES).map_err(metadata)?;
     only(fields, "response_types", RESPONSE_TYPES).map_err(metadata)?;
     let client_name = client::client_name(fields.get("client_name")).map_err(metadata)?;
-    let redirect_uris = client::redirect_uris(fields.get("redirect_uris").unwrap_or(&Value::Null))
+    let declared = fields.get("redirect_uris").unwrap_or(&Value::Null);
+    if declared.as_array().is_some_and(|uris| uris.len() > MAX_REDIRECT_URIS) {
+        return Err(OAuthError::invalid_redirect_uri(format!(
+            "the registration is refused: it declares more than {MAX_REDIRECT_URIS} redirect_uris"
+        )));
+    }
+    let redirect_uris = client::redirect_uris(declared)
         .map_err(|reason| OAuthError::invalid_redirect_uri(format!("the registration is refused: {reason}")))?;
     Ok(Registration {
         client_name,

@@ -98,7 +98,7 @@ impl OAuth {
                 if request.method() == Method::OPTIONS {
                     return preflight();
                 }
-                let mut response = match self.limit("token", &by_address(&row.client)) {
+                let mut response = match self.limit("token", &format!("addr:{}", row.client)) {
                     Err(error) => refused(row, error),
                     Ok(()) => token::serve(self, doors, request, row).await,
                 };
@@ -109,7 +109,7 @@ impl OAuth {
                 Err(error) => refused(row, error),
                 Ok(()) => register::serve(&self.clients, request, row).await,
             },
-            OAuthEndpoint::Revoke => match self.limit("revoke", &by_address(&row.client)) {
+            OAuthEndpoint::Revoke => match self.limit("revoke", &format!("addr:{}", row.client)) {
                 Err(error) => refused(row, error),
                 Ok(()) => revoke::serve(self, authenticator, request, row).await,
             },
@@ -217,8 +217,11 @@ fn preflight() -> Response<Body> {
     response
 }
 
-/// The key of an endpoint's limit for a client address: an IPv6 host's
-/// whole /64, which it usually holds, counts as one.
+/// The key of registration's limit for a client address: an IPv6 host's
+/// whole /64, which it usually holds, counts as one, since what it
+/// registers is kept for weeks. (The token endpoint's and revocation's
+/// limits stay per address: CI jobs on one node's /64 exchange tokens
+/// each.)
 fn by_address(client: &str) -> String {
     format!("addr:{}", crate::identity::authenticate::address_key(client))
 }

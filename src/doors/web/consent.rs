@@ -162,8 +162,7 @@ pub async fn serve(
     request: Request<Incoming>,
     row: &mut AuditRow,
 ) -> Response<Body> {
-    let address = crate::identity::authenticate::address_key(&row.client);
-    if let Err(seconds) = web.authorize_allowed(&format!("addr:{address}")) {
+    if let Err(seconds) = web.authorize_allowed(&format!("addr:{}", row.client)) {
         mark(row, "authorize");
         return Refused::rate_limited(seconds).answer(row);
     }

@@ -78,10 +78,7 @@ impl Web {
     /// May `client` (an address) make another sign-in attempt now (a
     /// sign-in, asking for a device code, or trying one)?
     pub(super) fn sign_in_allowed(&self, client: &str) -> bool {
-        // An IPv6 host's whole /64 counts as one address.
-        self.limiter
-            .check(&crate::identity::authenticate::address_key(client))
-            .is_ok()
+        self.limiter.check(client).is_ok()
     }
 
     /// May `key` (an address or a client) ask `/oauth/authorize` again
