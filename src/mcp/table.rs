@@ -122,12 +122,9 @@ impl<'a> Table<'a> {
                 if several {
                     cells.push(Cow::Borrowed("NAMESPACE"));
                 }
-                // A custom resource's column names are its author's: cut too.
-                cells.extend(
-                    self.columns
-                        .iter()
-                        .map(|(_, name)| within(Cow::Borrowed(name.as_str()))),
-                );
+                // A custom resource's column names are its author's: on one
+                // line and cut too.
+                cells.extend(self.columns.iter().map(|(_, name)| within(on_one_line(name))));
                 for row in &self.rows {
                     if several {
                         cells.push(Cow::Borrowed(&*row.namespace));
@@ -184,10 +181,18 @@ fn one_line<'c>(cell: Option<&'c Cell<'_>>) -> Cow<'c, str> {
     match cell {
         None => Cow::Borrowed("<none>"),
         Some(Cell::Text(s)) if s.is_empty() => Cow::Borrowed("<none>"),
-        Some(Cell::Text(s)) if s.contains(['\n', '\r', '\t']) => Cow::Owned(s.replace(['\n', '\r', '\t'], " ")),
-        Some(Cell::Text(s)) => Cow::Borrowed(s),
+        Some(Cell::Text(s)) => on_one_line(s),
         Some(Cell::Other(value)) if value.is_null() => Cow::Borrowed("<none>"),
         Some(Cell::Other(value)) => Cow::Owned(value.to_string()),
+    }
+}
+
+/// `text` with its line breaks and tabs as spaces.
+fn on_one_line(text: &str) -> Cow<'_, str> {
+    if text.contains(['\n', '\r', '\t']) {
+        Cow::Owned(text.replace(['\n', '\r', '\t'], " "))
+    } else {
+        Cow::Borrowed(text)
     }
 }
 

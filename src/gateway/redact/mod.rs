@@ -174,7 +174,8 @@ fn target(info: &RequestInfo, identity: &Identity, reveal_secrets: bool) -> Opti
 
 impl Transform {
     /// Apply to the cluster's answer (`parts`, `body`); `limit` bounds one
-    /// watch event (the body of any other answer is capped already).
+    /// watch event, and an answer read whole (an ordinary request's body is
+    /// capped before it comes here too; a stream's is not).
     ///
     /// How the body is read is decided from the answer itself, not only
     /// from the request: `application/json;stream=watch`, or a request

@@ -171,11 +171,15 @@ fn a_wide_cell_is_shown_cut_and_does_not_widen_every_row_past_the_limit() {
         })
         .collect();
     let document = json!({
-        "columnDefinitions": [{"name": "Name"}, {"name": "Reason"}, {"name": "m".repeat(100_000)}],
+        "columnDefinitions": [{"name": "Name"}, {"name": "Rea\nson"}, {"name": "m".repeat(100_000)}],
         "rows": rows,
     });
     let (text, whole) = Table::from_value(&document).render("events");
     let header = text.lines().next().unwrap();
+    assert!(
+        header.starts_with("NAME  REA SON  "),
+        "a column's name is on one line: {header}"
+    );
     assert!(
         header.ends_with(&format!("{}…", "M".repeat(MAX_CELL_CHARS - 1))),
         "a column's name is cut too"
