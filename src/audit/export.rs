@@ -139,7 +139,13 @@ pub struct Exporter {
     placed: bool,
     /// After a failure, no export is tried before this.
     paused_until: Option<std::time::Instant>,
+    /// When the position was last kept in the store (at most once a
+    /// second: a crash exports again at most that much, never less).
+    kept_at: Option<std::time::Instant>,
 }
+
+/// How often the export's own position is kept in the store.
+const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Exporter {
     /// Export to `sink` (nothing when `None`) the rows committed after the
@@ -156,14 +162,24 @@ impl Exporter {
                     shared: true,
                     placed: placed.is_ok(),
                     paused_until: None,
+                    kept_at: None,
                 };
             }
         }
-        let last = match sink {
-            Some(_) => store.head().map(|head| head.seq).map_err(|error| {
+        // Where the last run's export stood, else the chain's end.
+        let kept = match sink {
+            Some(_) => store.export_cursor().unwrap_or_else(|error| {
+                tracing::warn!(%error, "audit export: where the last export stood could not be read; exporting from the chain's end");
+                None
+            }),
+            None => None,
+        };
+        let last = match (&sink, kept) {
+            (Some(_), Some(kept)) => Ok(kept),
+            (Some(_), None) => store.head().map(|head| head.seq).map_err(|error| {
                 tracing::warn!(%error, "audit export: the chain's end could not be read; rows of other processes are exported from the next commit on");
             }),
-            None => Err(()),
+            (None, _) => Err(()),
         };
         Exporter {
             sink,
@@ -171,6 +187,7 @@ impl Exporter {
             shared: false,
             placed: false,
             paused_until: None,
+            kept_at: None,
         }
     }
 
@@ -211,6 +228,22 @@ impl Exporter {
             }
         }
         self.last = Some(last.seq);
+        self.keep(store, false);
+    }
+
+    /// Keep the export's position in the store, at most once a second
+    /// unless `now` (at close).
+    fn keep(&mut self, store: &mut dyn AuditStore, now: bool) {
+        let Some(last) = self.last else { return };
+        if !now && self.kept_at.is_some_and(|at| at.elapsed() < KEEP_EVERY) {
+            return;
+        }
+        match store.keep_export_cursor(last) {
+            Ok(()) => self.kept_at = Some(std::time::Instant::now()),
+            Err(error) => {
+                tracing::warn!(%error, "audit export: its position could not be kept; a restart exports again from the last one kept")
+            }
+        }
     }
 
     /// The rows from `seq` on are still to be exported (read back from the
@@ -241,7 +274,10 @@ impl Exporter {
         match (self.sink.is_some(), self.shared) {
             (false, _) => {}
             (true, true) => self.shared_turns(store),
-            (true, false) => self.others(store, None),
+            (true, false) => {
+                self.others(store, None);
+                self.keep(store, true);
+            }
         }
     }
 
@@ -365,6 +401,41 @@ mod tests {
         let exported: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let committed: Vec<ChainedRow> = [first, second, third].concat();
         assert_eq!(exported, committed, "every row once, in chain order");
+    }
+
+    /// SQLite has one process exporting, but others append to its chain
+    /// (the CLI's admin actions, run while the server is stopped): the
+    /// next start exports from where the last one stood, not from the
+    /// chain's end then.
+    #[test]
+    fn rows_committed_while_the_exporting_process_was_down_are_exported_at_its_next_start() {
+        use crate::audit::sqlite::SqliteAuditStore;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("p.db");
+        let path = dir.path().join("audit.jsonl");
+        let sink = || ExportSink::open(path.to_str().unwrap(), 1 << 20, 1).unwrap();
+        let row = || AuditRow::new(uuid::Uuid::now_v7(), chrono::Utc::now());
+        let mut store = SqliteAuditStore::open(&db).unwrap();
+        let mut exporter = Exporter::start(Some(sink()), &mut store);
+        let first = store.commit(&[], &[row()]).unwrap();
+        exporter.committed(&mut store, &first);
+        exporter.catch_up(&mut store);
+        drop((exporter, store));
+        // The server is down; `portcullis admin …` commits its row.
+        let mut cli = SqliteAuditStore::open(&db).unwrap();
+        let offline = cli.commit(&[], &[row()]).unwrap();
+        drop(cli);
+        let mut store = SqliteAuditStore::open(&db).unwrap();
+        let mut exporter = Exporter::start(Some(sink()), &mut store);
+        let next = store.commit(&[], &[row()]).unwrap();
+        exporter.committed(&mut store, &next);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let exported: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(
+            exported,
+            [first, offline, next].concat(),
+            "every row once, in chain order"
+        );
     }
 
     #[test]

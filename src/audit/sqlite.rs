@@ -182,6 +182,24 @@ impl AuditStore for SqliteAuditStore {
         Self::last(&self.conn)
     }
 
+    // The export's position, in `audit_export` (which migration 0017 made
+    // for PostgreSQL's shared cursor): one process exports here, and keeps
+    // its place across restarts.
+    fn export_cursor(&mut self) -> Result<Option<i64>, AuditError> {
+        Ok(self
+            .conn
+            .query_row("SELECT seq FROM audit_export WHERE one = 1", [], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn keep_export_cursor(&mut self, seq: i64) -> Result<(), AuditError> {
+        self.conn.execute(
+            "INSERT INTO audit_export (one, seq) VALUES (1, ?1) ON CONFLICT (one) DO UPDATE SET seq = excluded.seq",
+            params![seq],
+        )?;
+        Ok(())
+    }
+
     fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError> {
         let args = vec![Value::Integer(after_seq), Value::Integer(limit as i64)];
         self.select("WHERE seq > ? ORDER BY seq LIMIT ?", args)

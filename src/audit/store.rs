@@ -79,6 +79,21 @@ pub trait AuditStore: Send {
         None
     }
 
+    /// Where this process's own export stood when it last kept its place
+    /// ([`AuditStore::keep_export_cursor`]), if the store keeps it (SQLite;
+    /// PostgreSQL's export is shared instead).
+    fn export_cursor(&mut self) -> Result<Option<i64>, AuditError> {
+        Ok(None)
+    }
+
+    /// Keep the position of this process's own export: every row up to
+    /// `seq` went to the sink. The next start exports from there, so rows
+    /// other processes commit while it is down (the CLI's admin actions)
+    /// are not skipped.
+    fn keep_export_cursor(&mut self, _seq: i64) -> Result<(), AuditError> {
+        Ok(())
+    }
+
     /// Which of `ids` already have their row in the chain (an intent is
     /// not a row, nor is the unknown outcome recovery gave an intent):
     /// what a crash's spool holds beyond them is shipped. A spool's row
