@@ -153,14 +153,17 @@ fn kubeconfig(server: &str, ca_pem: Option<&str>, clusters: &[String], token: &s
             json!({"name": format!("portcullis-{c}"), "cluster": cluster})
         })
         .collect();
+    // One user per server: a second server's token never lands on the
+    // first's contexts (see `user_name`).
+    let user = crate::doors::web::console::kubeconfig::user_name("portcullis-ci", server);
     let contexts: Vec<Value> = clusters
         .iter()
-        .map(|c| json!({"name": format!("portcullis-{c}"), "context": {"cluster": format!("portcullis-{c}"), "user": "portcullis-ci"}}))
+        .map(|c| json!({"name": format!("portcullis-{c}"), "context": {"cluster": format!("portcullis-{c}"), "user": user}}))
         .collect();
     let config = json!({
         "apiVersion": "v1", "kind": "Config",
         "clusters": clusters_yaml, "contexts": contexts,
-        "users": [{"name": "portcullis-ci", "user": {"token": token}}],
+        "users": [{"name": user, "user": {"token": token}}],
         "current-context": format!("portcullis-{}", clusters[0]),
     });
     serde_yaml::to_string(&config).map_err(|e| CliError::Message(e.to_string()))
@@ -196,7 +199,7 @@ mod tests {
             "https://p.example/clusters/dev"
         );
         assert_eq!(parsed["clusters"][0]["cluster"]["certificate-authority-data"], "UEVN");
-        assert_eq!(parsed["contexts"][1]["context"]["user"], "portcullis-ci");
+        assert_eq!(parsed["contexts"][1]["context"]["user"], "portcullis-ci@p.example");
         assert_eq!(parsed["users"][0]["user"]["token"], "pcl_x");
     }
 

@@ -169,6 +169,37 @@ mod tests {
         assert_eq!(merged["users"][1]["user"]["exec"]["args"][0], "credential-plugin");
     }
 
+    /// Two portcullis servers in one kubeconfig: each context's user asks
+    /// its own server for the token, so one server's token is never sent
+    /// to the other.
+    #[test]
+    fn contexts_of_two_servers_each_keep_a_user_of_their_own_server() {
+        let a = kubeconfig_text("https://a.example", None, &["prod".into()]);
+        let b = kubeconfig_text("https://b.example:8443", None, &["dev".into()]);
+        let merged = yaml(&merge(Some(&merge(None, &a).unwrap()), &b).unwrap());
+        let server_of = |kind: &str, name: &str| -> String {
+            let entry = merged[kind]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == name)
+                .unwrap();
+            match kind {
+                "clusters" => entry["cluster"]["server"].as_str().unwrap().to_string(),
+                _ => entry["user"]["exec"]["args"][2].as_str().unwrap().to_string(),
+            }
+        };
+        for context in merged["contexts"].as_sequence().unwrap() {
+            let cluster = server_of("clusters", context["context"]["cluster"].as_str().unwrap());
+            let user = server_of("users", context["context"]["user"].as_str().unwrap());
+            assert!(
+                cluster.starts_with(&format!("{user}/clusters/")),
+                "{cluster} asks {user} for its token"
+            );
+        }
+        assert_eq!(merged["users"].as_sequence().unwrap().len(), 2);
+    }
+
     #[test]
     fn an_empty_or_missing_kubeconfig_becomes_ours_with_our_current_context() {
         let ours = kubeconfig_text("https://p.example", None, &["dev".into()]);

@@ -15,6 +15,7 @@ pub fn kubeconfig(public_url: &str, ca_pem: Option<&str>, clusters: &[String]) -
             format!("\n    certificate-authority-data: {}", quoted(&data))
         })
         .unwrap_or_default();
+    let user = quoted(&user_name("portcullis", base));
     let mut text = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
     for name in clusters {
         text.push_str(&format!(
@@ -27,7 +28,7 @@ pub fn kubeconfig(public_url: &str, ca_pem: Option<&str>, clusters: &[String]) -
     for name in clusters {
         let context = quoted(&format!("portcullis-{name}"));
         text.push_str(&format!(
-            "- name: {context}\n  context:\n    cluster: {context}\n    user: \"portcullis\"\n"
+            "- name: {context}\n  context:\n    cluster: {context}\n    user: {user}\n"
         ));
     }
     if let Some(first) = clusters.first() {
@@ -37,12 +38,26 @@ pub fn kubeconfig(public_url: &str, ca_pem: Option<&str>, clusters: &[String]) -
         ));
     }
     text.push_str(&format!(
-        "users:\n- name: \"portcullis\"\n  user:\n    exec:\n      apiVersion: \"client.authentication.k8s.io/v1\"\n      \
+        "users:\n- name: {user}\n  user:\n    exec:\n      apiVersion: \"client.authentication.k8s.io/v1\"\n      \
          command: \"portcullis\"\n      args: [\"credential-plugin\", \"--server\", {}]\n      \
          interactiveMode: \"IfAvailable\"\n      provideClusterInfo: false\n",
         quoted(base)
     ));
     text
+}
+
+/// The kubeconfig user of the portcullis at `base`: `<prefix>@<host>`. One
+/// name per server, so that merging a second portcullis's contexts into
+/// the same kubeconfig cannot point the first's contexts at a user that
+/// hands them the second's token.
+pub fn user_name(prefix: &str, base: &str) -> String {
+    let host = base
+        .split_once("://")
+        .map_or(base, |(_, rest)| rest)
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    format!("{prefix}@{host}")
 }
 
 /// A double-quoted YAML (and JSON) string.
@@ -63,7 +78,8 @@ mod tests {
             parsed["clusters"][1]["cluster"]["server"],
             "https://p.example.com/clusters/dev"
         );
-        assert_eq!(parsed["contexts"][0]["context"]["user"], "portcullis");
+        assert_eq!(parsed["contexts"][0]["context"]["user"], "portcullis@p.example.com");
+        assert_eq!(parsed["users"][0]["name"], "portcullis@p.example.com");
         let exec = &parsed["users"][0]["user"]["exec"];
         assert_eq!(exec["command"], "portcullis");
         assert_eq!(exec["args"][0], "credential-plugin");
