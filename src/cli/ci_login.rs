@@ -55,6 +55,8 @@ pub fn read_token(
 /// Exchange the token and write the kubeconfig; say what was written.
 pub async fn run(login: &CiLogin, out: &mut dyn Write) -> Result<(), CliError> {
     let server = login.server.trim_end_matches('/');
+    // The CI job's own token is replayable: never sent in the clear.
+    super::remote::https_only(server)?;
     let answer = exchange(server, login).await?;
     let token = answer["access_token"].as_str().unwrap_or_default();
     if token.is_empty() {
@@ -201,6 +203,22 @@ mod tests {
         assert_eq!(parsed["clusters"][0]["cluster"]["certificate-authority-data"], "UEVN");
         assert_eq!(parsed["contexts"][1]["context"]["user"], "portcullis-ci@p.example");
         assert_eq!(parsed["users"][0]["user"]["token"], "pcl_x");
+    }
+
+    /// The CI job's token is replayable: over http, it is not sent.
+    #[tokio::test]
+    async fn an_http_server_is_refused_before_the_job_token_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let login = CiLogin {
+            server: "http://127.0.0.1:9".into(),
+            ca_file: None,
+            token: "eyJ.x.y".into(),
+            clusters: Vec::new(),
+            kubeconfig: dir.path().join("config"),
+        };
+        let refused = run(&login, &mut Vec::new()).await.unwrap_err().to_string();
+        assert!(refused.contains("is not an https:// URL"), "{refused}");
+        assert!(!dir.path().join("config").exists());
     }
 
     #[test]

@@ -41,9 +41,7 @@ pub async fn login(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let server = server.trim_end_matches('/');
-    if !server.starts_with("https://") {
-        return Err(CliError::Message(format!("{server} is not an https:// URL")));
-    }
+    super::remote::https_only(server)?;
     let path = env.login_file()?;
     let answer = if open_browser {
         through_loopback(server, ca_file, env, out).await?

@@ -183,6 +183,7 @@ impl Remote {
     /// A client of `server` with `token`, trusting `ca_file` or the
     /// system's roots.
     pub fn new(server: &str, token: &str, ca_file: Option<&Path>) -> Result<Remote, CliError> {
+        https_only(server)?;
         let http = client(ca_file)?;
         Ok(Remote {
             base: server.trim_end_matches('/').to_string(),
@@ -256,12 +257,40 @@ fn same_server(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
+/// `server` if it is an https:// URL: a token is never sent in the clear.
+pub fn https_only(server: &str) -> Result<(), CliError> {
+    if server
+        .get(..8)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+    {
+        Ok(())
+    } else {
+        Err(CliError::Message(format!(
+            "{server} is not an https:// URL: portcullis sends your token only over TLS"
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// A token (a person's, or a CI job's replayable one) is never sent
+    /// over plain http.
+    #[test]
+    fn a_server_that_is_not_https_is_refused_before_anything_is_sent() {
+        for server in ["http://p.example", "p.example", "ftp://p.example"] {
+            let refused = Remote::new(server, "pcl_x", None).err().map(|e| e.to_string());
+            assert!(
+                refused.is_some_and(|e| e.contains("is not an https:// URL")),
+                "{server}"
+            );
+        }
+        assert!(Remote::new("HTTPS://p.example", "pcl_x", None).is_ok());
     }
 
     #[test]
