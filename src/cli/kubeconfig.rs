@@ -116,26 +116,54 @@ fn read(path: &Path) -> Result<Option<String>, CliError> {
 
 /// Write `text` to `path`; a new file is its owner's only (0600), as the
 /// other credentials a kubeconfig may hold want; an existing one keeps its
-/// mode unless `owner_only` (the file holds a token itself).
+/// mode unless `owner_only` (the file holds a token itself). Written to a
+/// file beside it and renamed over it, so a crash, a full disk or an
+/// interrupt leaves the old file whole, never a kubeconfig cut short (a
+/// symbolic link's target is what is replaced).
 pub(super) fn write(path: &Path, text: &str, owner_only: bool) -> Result<(), CliError> {
     let fail = |e: std::io::Error| CliError::Message(format!("cannot write {}: {e}", path.display()));
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(fail)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(fail)?;
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path).map_err(fail)?;
-    #[cfg(unix)]
-    if owner_only {
+    let mode = {
         use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(fail)?;
+        match std::fs::metadata(&target) {
+            Ok(existing) if !owner_only => existing.permissions().mode() & 0o7777,
+            _ => 0o600,
+        }
+    };
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let written = (|| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&temporary, &target)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
     }
-    #[cfg(not(unix))]
-    let _ = owner_only;
-    file.write_all(text.as_bytes()).map_err(fail)
+    written.map_err(fail)
 }
 
 #[cfg(test)]
@@ -167,6 +195,44 @@ mod tests {
         assert_eq!(clusters[1]["cluster"]["server"], "https://p.example/clusters/prod");
         assert_eq!(merged["contexts"][1]["name"], "portcullis-prod");
         assert_eq!(merged["users"][1]["user"]["exec"]["args"][0], "credential-plugin");
+    }
+
+    /// Replaced whole, by a rename: a link to the old file still reads
+    /// the old text (written in place, it would read the new or half of
+    /// it); the mode of an existing kubeconfig stays unless it holds a
+    /// token.
+    #[cfg(unix)]
+    #[test]
+    fn a_kubeconfig_is_replaced_whole_and_keeps_its_mode_unless_it_holds_a_token() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(&path, THEIRS).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let old = dir.path().join("old");
+        std::fs::hard_link(&path, &old).unwrap();
+        write(&path, "new: text\n", false).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new: text\n");
+        assert_eq!(
+            std::fs::read_to_string(&old).unwrap(),
+            THEIRS,
+            "the old file was not written into"
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o640);
+        write(&path, "token: t\n", true).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 2, "no temporary file is left: {leftovers:?}");
+        // A kubeconfig that is a link: its target is replaced, the link kept.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        write(&link, "via: link\n", false).unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "via: link\n");
     }
 
     /// Two portcullis servers in one kubeconfig: each context's user asks

@@ -101,24 +101,10 @@ impl Login {
     /// Write it to `path`, readable by its owner only (0600), replacing
     /// whatever was there.
     pub fn write(&self, path: &Path) -> Result<(), CliError> {
-        let fail = |e: std::io::Error| CliError::Message(format!("cannot write {}: {e}", path.display()));
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(fail)?;
-        }
-        let text = serde_json::to_vec_pretty(self).map_err(|e| CliError::Message(e.to_string()))?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(path).map_err(fail)?;
-        // An older file may have been created more open.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .map_err(fail)?;
-        }
-        std::io::Write::write_all(&mut file, &text).map_err(fail)
+        let text = serde_json::to_string_pretty(self).map_err(|e| CliError::Message(e.to_string()))?;
+        // Owner only (an older file may have been created more open), and
+        // replaced whole: a crash never leaves a login file cut short.
+        super::kubeconfig::write(path, &text, true)
     }
 }
 
