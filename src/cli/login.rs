@@ -29,6 +29,8 @@ use tokio::net::{TcpListener, TcpStream};
 const WAIT: Duration = Duration::from_secs(600);
 /// The largest request the loopback port reads.
 const REQUEST_LIMIT: usize = 16 * 1024;
+/// How long the loopback listener waits for a connection's request.
+const REQUEST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Sign in to `server` through the browser (here, or on another device
 /// without `open_browser`) and keep the credential;
@@ -160,8 +162,10 @@ pub async fn logout(env: &PersonEnv, out: &mut dyn Write) -> Result<(), CliError
         .await
     {
         Ok(_) => "revoked",
-        // An expired or already revoked credential needs no revoking.
+        // An expired or already revoked credential needs no revoking (a
+        // sign-out on the web revokes it: the server no longer knows it).
         Err(_) if login.expires_at <= Utc::now() => "already expired",
+        Err(CliError::Refused { status: 401, .. }) => "already revoked",
         Err(e) => {
             return Err(CliError::Message(format!(
                 "could not revoke your credential, still signed in: {e}"
@@ -183,7 +187,9 @@ pub async fn logout(env: &PersonEnv, out: &mut dyn Write) -> Result<(), CliError
 async fn receive(listener: &TcpListener, state: &str) -> Result<String, CliError> {
     loop {
         let (mut stream, _) = listener.accept().await.map_err(|e| fail("accept the browser", e))?;
-        let Some(target) = request_target(&mut stream).await else {
+        // A connection that says nothing (a browser's speculative one, or
+        // another local process) is given up, not waited on.
+        let Ok(Some(target)) = tokio::time::timeout(REQUEST_WAIT, request_target(&mut stream)).await else {
             continue;
         };
         let Some(query) = target.strip_prefix("/callback?") else {
@@ -202,6 +208,7 @@ async fn receive(listener: &TcpListener, state: &str) -> Result<String, CliError
         }
         if let Some(error) = param("error") {
             let _ = respond(&mut stream, "400 Bad Request", "Not signed in.").await;
+            let error = crate::text::escape_control(&error);
             return Err(CliError::Message(format!("portcullis refused the sign-in: {error}")));
         }
         if let Some(code) = param("code") {
@@ -306,4 +313,34 @@ fn text(value: &Value) -> String {
 
 fn fail(what: &str, e: std::io::Error) -> CliError {
     CliError::Message(format!("cannot {what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    /// A connection that says nothing (a browser's speculative one, or
+    /// another local process) does not keep the browser's callback
+    /// waiting.
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_connection_does_not_hold_up_the_callback() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let silent = TcpStream::connect(addr).await.unwrap();
+        let browser = tokio::spawn(async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(b"GET /callback?state=s1&code=c1 HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer).await;
+            answer
+        });
+        let code = tokio::time::timeout(REQUEST_WAIT * 3, receive(&listener, "s1")).await;
+        assert_eq!(code.expect("the callback is read").unwrap(), "c1");
+        assert!(browser.await.unwrap().starts_with(b"HTTP/1.1 200"));
+        drop(silent);
+    }
 }

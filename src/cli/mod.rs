@@ -267,6 +267,14 @@ pub enum CliError {
     /// Anything else, already worded for the user.
     #[error("{0}")]
     Message(String),
+    /// The server refused a request with this HTTP status, saying why.
+    #[error("{message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// Why, as the server said (or its status).
+        message: String,
+    },
 }
 
 /// An operator's change on the store (`portcullis admin …`), on record as

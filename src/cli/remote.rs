@@ -221,10 +221,13 @@ impl Remote {
         if answer.status().is_success() {
             return Ok(value);
         }
-        Err(CliError::Message(match value.get("error").and_then(Value::as_str) {
-            Some(message) => message.to_string(),
-            None => format!("portcullis at {} answered {}", self.base, answer.status()),
-        }))
+        Err(CliError::Refused {
+            status: answer.status().as_u16(),
+            message: match value.get("error").and_then(Value::as_str) {
+                Some(message) => crate::text::escape_control(message).into_owned(),
+                None => format!("portcullis at {} answered {}", self.base, answer.status()),
+            },
+        })
     }
 }
 

@@ -148,6 +148,36 @@ async fn portcullis_login_signs_the_command_line_in_through_chromium_and_logout_
     env.stop().await;
 }
 
+/// Signing out on the web revokes the command line's credential too: the
+/// command line's own logout then has nothing to revoke, and still ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logout_of_a_credential_revoked_elsewhere_still_signs_the_command_line_out() {
+    let env = crate::harness::Portcullis::start().await;
+    let token = env.person("ana", &[("viewer", Some("shop"))]);
+    let credential_id = env.store.list_credentials(Some(&Principal::person("ana"))).unwrap()[0]
+        .id
+        .clone();
+    let home = tempfile::tempdir().unwrap();
+    let ca = home.path().join("ca.pem");
+    std::fs::write(&ca, &env.ca_pem).unwrap();
+    let file = home.path().join(".config/portcullis/login.json");
+    let login = Login {
+        server: format!("https://{}", env.addr),
+        token,
+        credential_id: credential_id.clone(),
+        expires_at: Utc::now() + TimeDelta::hours(1),
+        ca_file: Some(ca),
+    };
+    login.write(&file).unwrap();
+    env.store.revoke_credential(&credential_id).unwrap();
+    let out = person_command(home.path(), &["logout"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("credential already revoked"), "{said}");
+    assert!(!file.exists(), "the login file is deleted");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_portcullis_login_in_chromium_kubectl_through_the_exec_plugin_lists_pods_as_the_person_until_the_credential_is_revoked(
 ) {
