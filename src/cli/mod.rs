@@ -441,6 +441,15 @@ pub(crate) fn credential_command(store: &Store, command: CredentialCommand) -> R
     }
 }
 
+/// Now plus `duration`, or a plain message when it is past the last date
+/// there is (`--expires-in 1000000y`).
+fn after_now(duration: std::time::Duration) -> Result<chrono::DateTime<Utc>, CliError> {
+    chrono::TimeDelta::from_std(duration)
+        .ok()
+        .and_then(|delta| Utc::now().checked_add_signed(delta))
+        .ok_or_else(|| CliError::Message("the duration is too long: it ends past the last date there is".into()))
+}
+
 /// Issue a credential; the token goes to stdout alone, so that it can be
 /// piped, and only this once.
 fn issue_credential(
@@ -449,7 +458,7 @@ fn issue_credential(
     name: &str,
     expires_in: std::time::Duration,
 ) -> Result<(), CliError> {
-    let expires = Utc::now() + chrono::TimeDelta::from_std(expires_in).map_err(|e| CliError::Message(e.to_string()))?;
+    let expires = after_now(expires_in)?;
     let mut row = operator_row("create", "credentials", "", None, "");
     row.query = owner_query(owner);
     let issue = || store.issue_credential(owner, name, Some(expires));
@@ -501,8 +510,7 @@ pub(crate) fn agent_command(store: &Store, command: AgentCommand) -> Result<(), 
             writes_need_approval,
             expires_in,
         } => {
-            let expires =
-                Utc::now() + chrono::TimeDelta::from_std(*expires_in).map_err(|e| CliError::Message(e.to_string()))?;
+            let expires = after_now(*expires_in)?;
             let owner = owner.principal();
             let mut row = operator_row("create", "agents", "", None, "");
             row.query = owner_query(&owner);

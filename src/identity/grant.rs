@@ -42,6 +42,9 @@ pub enum GrantError {
     /// The duration does not fit in a date.
     #[error(transparent)]
     OutOfRange(#[from] chrono::OutOfRangeError),
+    /// The grant would end past the last date there is.
+    #[error("the duration is too long: the grant would end past the last date there is")]
+    TooFar,
 }
 
 /// Check and build a grant: the role exists, the cluster is configured, a
@@ -92,7 +95,9 @@ pub fn new_grant(
         cluster: cluster.into(),
         namespace,
         role: role.into(),
-        expires_at: now + chrono::TimeDelta::from_std(duration)?,
+        expires_at: now
+            .checked_add_signed(chrono::TimeDelta::from_std(duration)?)
+            .ok_or(GrantError::TooFar)?,
         granted_by: by.into(),
         created_at: now,
         revoked_at: None,
@@ -126,6 +131,16 @@ token_file = "token"
         new_grant(&config, ana, cluster, role, namespace, duration, "t")
             .unwrap_err()
             .to_string()
+    }
+
+    /// A role with no longest grant, for a million years: a message, not
+    /// a date that overflows.
+    #[test]
+    fn a_grant_that_would_end_past_the_last_date_is_refused() {
+        assert_eq!(
+            refusal("prod", "viewer", Some("shop"), 1_000_000 * 365 * 24),
+            "the duration is too long: the grant would end past the last date there is"
+        );
     }
 
     #[test]
