@@ -37,7 +37,20 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The name of a grant's RoleBinding or ClusterRoleBinding.
 pub fn binding_name(grant_id: &str) -> String {
-    format!("portcullis-grant-{grant_id}")
+    format!("{BINDING_PREFIX}{grant_id}")
+}
+
+/// How every ClusterRole portcullis writes is named (`portcullis:<role>`).
+const ROLE_PREFIX: &str = "portcullis:";
+/// How every binding portcullis writes is named.
+const BINDING_PREFIX: &str = "portcullis-grant-";
+
+/// Is `key` named as portcullis names what it writes?
+fn named_ours(key: &ObjectKey) -> bool {
+    match key {
+        ObjectKey::ClusterRole(name) => name.starts_with(ROLE_PREFIX),
+        ObjectKey::ClusterRoleBinding(name) | ObjectKey::RoleBinding(_, name) => name.starts_with(BINDING_PREFIX),
+    }
 }
 
 /// Which object, without its contents.
@@ -362,6 +375,11 @@ pub fn plan(desired: &Desired, listed: &Listed, instance: &Instance) -> Plan {
     let mut out = Plan::default();
     plan_roles(desired, &listed.roles, instance, &mut out);
     plan_bindings(desired, &listed.bindings, &mut out);
+    // Only names portcullis gives are ever deleted or released: a label
+    // anyone can set must not bring a cluster's own RBAC (`system:node`)
+    // into a pass, whose ServiceAccount may patch and delete any.
+    out.delete.retain(|d| named_ours(&d.key));
+    out.release.retain(|name| name.starts_with(ROLE_PREFIX));
     // Bindings first: a ClusterRole is removed after what binds it.
     out.delete.sort_by_key(|d| matches!(d.key, ObjectKey::ClusterRole(_)));
     out

@@ -411,3 +411,26 @@ fn a_grant_in_a_namespace_protected_since_it_was_made_binds_nothing() {
     );
     assert!(want.errors.is_empty(), "not an error: {:?}", want.errors);
 }
+
+/// The labels are anyone's to set: a cluster's own RBAC labelled as
+/// portcullis's (by mistake or on purpose) is never deleted or released,
+/// since portcullis's ServiceAccount may patch and delete any.
+#[test]
+fn only_objects_named_as_portcullis_names_them_are_ever_deleted_or_released() {
+    let mut node = viewer_marked_by(&["staging"], &["portcullis-staging"]);
+    node.metadata.name = Some("system:node".into());
+    let mut shared = viewer_marked_by(&["staging", "prod"], &["portcullis-staging", "portcullis-prod"]);
+    shared.metadata.name = Some("system:kube-scheduler".into());
+    let Object::RoleBinding(mut proxy) = binding(&grant("old", Some("kube-system"), "viewer", 60), &us()) else {
+        panic!()
+    };
+    proxy.metadata.name = Some("kube-proxy".into());
+    let objects = [
+        Object::ClusterRole(node),
+        Object::ClusterRole(shared),
+        Object::RoleBinding(proxy),
+    ];
+    let plan = super::plan(&Desired::default(), &listed(&objects), &us());
+    assert!(plan.delete.is_empty(), "{:?}", plan.delete);
+    assert!(plan.release.is_empty(), "{:?}", plan.release);
+}
