@@ -46,6 +46,16 @@ pub(super) fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value
     objects(&helm_template(release, namespace, args).unwrap_or_else(|e| panic!("helm template: {e}")))
 }
 
+/// A chart serving only remote clusters leaves no RBAC in the cluster it
+/// runs in: its rules are as strong as cluster-admin, and there they would
+/// only wait for someone able to make the ServiceAccount's tokens.
+#[test]
+fn a_chart_for_remote_clusters_only_grants_nothing_in_its_own_cluster() {
+    let remote = rbac_objects(&render("portcullis", "portcullis", &["-f", ONE_CLUSTER_OIDC]));
+    assert!(remote.is_empty(), "{remote:?}");
+    assert!(!rbac_objects(&render("portcullis", "portcullis", &[])).is_empty());
+}
+
 pub(super) fn str_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
     let mut node = object;
     for key in path {
@@ -249,6 +259,24 @@ fn the_plain_manifests_configure_and_run_portcullis_as_the_charts_defaults_do() 
     let mut mounts = [mount_paths(&plain), mount_paths(&chart)];
     mounts.iter_mut().for_each(|m| m.sort());
     assert_eq!(mounts[0], mounts[1]);
+}
+
+/// Who portcullis is to a remote API server is not guessed: guessed
+/// wrong, its audit's bypass alerts would never fire.
+#[test]
+fn the_chart_refuses_a_remote_cluster_without_its_service_account() {
+    let remote = [
+        "--set=clusters[0].name=prod",
+        "--set=clusters[0].server=https://10.0.0.1:6443",
+        "--set=clusters[0].caSecret.name=prod",
+        "--set=clusters[0].caSecret.key=ca.crt",
+        "--set=clusters[0].tokenSecret.name=prod",
+        "--set=clusters[0].tokenSecret.key=token",
+    ];
+    let refused = helm_template("portcullis", "portcullis", &remote).unwrap_err();
+    assert!(refused.contains("clusters prod: a remote cluster needs serviceAccount"), "{refused}");
+    let named = [&remote[..], &["--set=clusters[0].serviceAccount=system:serviceaccount:portcullis:portcullis"]].concat();
+    assert!(helm_template("portcullis", "portcullis", &named).is_ok());
 }
 
 #[test]

@@ -126,5 +126,11 @@ maxUnavailable: 1
 {{- if and (not .inCluster) (or (not .server) (not .caSecret) (not .tokenSecret)) -}}
 {{- fail (printf "clusters %s: needs inCluster: true, or server, caSecret and tokenSecret" .name) -}}
 {{- end -}}
+{{- /* Who portcullis is to a remote API server: guessed wrong, its own
+       requests in that server's audit would read as another's, and a
+       bypass of portcullis as its own, so no alert would fire. */ -}}
+{{- if and (not .inCluster) (not .serviceAccount) -}}
+{{- fail (printf "clusters %s: a remote cluster needs serviceAccount, the user its token is to that API server (system:serviceaccount:<namespace>:<name>)" .name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
