@@ -182,10 +182,14 @@ impl RealCluster {
             path("tokens.csv"),
             format!("{},admin,admin,system:masters\n", self.admin_token),
         )?;
-        std::fs::write(
-            path("audit-policy.yaml"),
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
-        )?;
+        // The policy deploy/apiserver-audit.md gives, as written there.
+        let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/apiserver-audit.md"))?;
+        let policy = doc
+            .split("```yaml\n# /etc/kubernetes/audit/policy.yaml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .ok_or_else(|| std::io::Error::other("deploy/apiserver-audit.md gives no audit policy"))?;
+        std::fs::write(path("audit-policy.yaml"), policy)?;
         let port = free_port();
         self.url = format!("https://127.0.0.1:{port}");
         self.ca_pem = tls.ca_pem;
