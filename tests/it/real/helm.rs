@@ -46,6 +46,41 @@ pub(super) fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value
     objects(&helm_template(release, namespace, args).unwrap_or_else(|e| panic!("helm template: {e}")))
 }
 
+/// The pod's own ServiceAccount token, when a cluster uses it, is one of an
+/// hour that the kubelet renews, never the automounted one, which the API
+/// server by default accepts for a year; the plain manifests say the same.
+#[test]
+fn the_pods_service_account_token_lasts_an_hour_and_is_not_the_automounted_one() {
+    let plain = objects(&std::fs::read_to_string(root().join("deploy/portcullis.yaml")).unwrap());
+    for (what, objects) in [("chart", render("portcullis", "portcullis", &[])), ("plain", plain)] {
+        let deployment = objects.iter().find(|o| str_at(o, &["kind"]) == "Deployment").unwrap();
+        let pod = &deployment["spec"]["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false, "{what}");
+        let volume = pod["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "service-account");
+        let sources = &volume.unwrap_or_else(|| panic!("{what}: no token volume"))["projected"]["sources"];
+        assert_eq!(sources[0]["serviceAccountToken"]["expirationSeconds"], 3600, "{what}");
+        let mounts = pod["containers"][0]["volumeMounts"].as_sequence().unwrap();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m["name"] == "service-account"
+                    && m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"),
+            "{what}"
+        );
+    }
+    let remote = render("portcullis", "portcullis", &["-f", ONE_CLUSTER_OIDC]);
+    let deployment = remote.iter().find(|o| str_at(o, &["kind"]) == "Deployment").unwrap();
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_sequence().unwrap();
+    assert!(
+        volumes.iter().all(|v| v["name"] != "service-account"),
+        "no cluster uses it"
+    );
+}
+
 /// A chart serving only remote clusters leaves no RBAC in the cluster it
 /// runs in: its rules are as strong as cluster-admin, and there they would
 /// only wait for someone able to make the ServiceAccount's tokens.
@@ -274,8 +309,15 @@ fn the_chart_refuses_a_remote_cluster_without_its_service_account() {
         "--set=clusters[0].tokenSecret.key=token",
     ];
     let refused = helm_template("portcullis", "portcullis", &remote).unwrap_err();
-    assert!(refused.contains("clusters prod: a remote cluster needs serviceAccount"), "{refused}");
-    let named = [&remote[..], &["--set=clusters[0].serviceAccount=system:serviceaccount:portcullis:portcullis"]].concat();
+    assert!(
+        refused.contains("clusters prod: a remote cluster needs serviceAccount"),
+        "{refused}"
+    );
+    let named = [
+        &remote[..],
+        &["--set=clusters[0].serviceAccount=system:serviceaccount:portcullis:portcullis"],
+    ]
+    .concat();
     assert!(helm_template("portcullis", "portcullis", &named).is_ok());
 }
 
