@@ -7,10 +7,13 @@
 //! rows stay to be exported (read back from the store), and a failing sink
 //! is tried again only after [`RETRY_AFTER`], not at every commit.
 //!
-//! The writer's [`Exporter`] exports the whole chain from the writer's
-//! start, not only its own commits: the rows another process committed (the
-//! CLI's access request steps and approval decisions) are exported before
-//! the writer's next rows, and at its close. On PostgreSQL, where replicas
+//! The writer's [`Exporter`] exports the whole chain from where the last
+//! run's export stood (kept in the store, at most a second behind; from
+//! the chain's end when none was), not only its own commits: the rows
+//! another process committed (the CLI's access request steps, approval
+//! decisions, admin actions while the server was stopped) are exported
+//! before the writer's next rows, and at its close. A run without export
+//! forgets the position, so turning export on later starts from then. On PostgreSQL, where replicas
 //! append to one chain, the replicas share one cursor in the store instead
 //! ([`AuditStore::export_shared`]): after each commit, a replica exports
 //! whatever rows follow it, its own or others', so each row reaches one
@@ -148,9 +151,17 @@ pub struct Exporter {
 const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Exporter {
-    /// Export to `sink` (nothing when `None`) the rows committed after the
-    /// chain's current end in `store`.
+    /// Export to `sink` (nothing when `None`) the rows committed after
+    /// where the last run's export stood, else after the chain's current
+    /// end, in `store`.
     pub fn start(sink: Option<ExportSink>, store: &mut dyn AuditStore) -> Exporter {
+        if sink.is_none() {
+            // Export turned on again later starts from then, not from a
+            // position weeks old.
+            if let Err(error) = store.forget_export_cursor() {
+                tracing::warn!(%error, "audit export: its old position could not be forgotten");
+            }
+        }
         if sink.is_some() {
             if let Some(placed) = store.export_shared(None) {
                 if let Err(error) = &placed {
@@ -436,6 +447,22 @@ mod tests {
             [first, offline, next].concat(),
             "every row once, in chain order"
         );
+        drop((exporter, store));
+
+        // A run without export forgets the position: export turned on
+        // again starts from then, not with the rows made meanwhile.
+        let mut store = SqliteAuditStore::open(&db).unwrap();
+        drop(Exporter::start(None, &mut store));
+        let unexported = store.commit(&[], &[row()]).unwrap();
+        drop(store);
+        std::fs::remove_file(&path).unwrap();
+        let mut store = SqliteAuditStore::open(&db).unwrap();
+        let mut exporter = Exporter::start(Some(sink()), &mut store);
+        let later = store.commit(&[], &[row()]).unwrap();
+        exporter.committed(&mut store, &later);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let exported: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(exported, later, "not {unexported:?}");
     }
 
     #[test]

@@ -200,6 +200,11 @@ impl AuditStore for SqliteAuditStore {
         Ok(())
     }
 
+    fn forget_export_cursor(&mut self) -> Result<(), AuditError> {
+        self.conn.execute("DELETE FROM audit_export", [])?;
+        Ok(())
+    }
+
     fn chain_page(&mut self, after_seq: i64, limit: usize) -> Result<Vec<ChainedRow>, AuditError> {
         let args = vec![Value::Integer(after_seq), Value::Integer(limit as i64)];
         self.select("WHERE seq > ? ORDER BY seq LIMIT ?", args)

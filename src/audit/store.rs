@@ -94,6 +94,12 @@ pub trait AuditStore: Send {
         Ok(())
     }
 
+    /// Forget the position of this process's own export (a run without
+    /// export: turned on again, it starts from the chain's end then).
+    fn forget_export_cursor(&mut self) -> Result<(), AuditError> {
+        Ok(())
+    }
+
     /// Which of `ids` already have their row in the chain (an intent is
     /// not a row, nor is the unknown outcome recovery gave an intent):
     /// what a crash's spool holds beyond them is shipped. A spool's row
