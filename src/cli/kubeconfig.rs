@@ -116,26 +116,32 @@ fn read(path: &Path) -> Result<Option<String>, CliError> {
 
 /// Write `text` to `path`; a new file is its owner's only (0600), as the
 /// other credentials a kubeconfig may hold want; an existing one keeps its
-/// mode unless `owner_only` (the file holds a token itself). Written to a
-/// file beside it and renamed over it, so a crash, a full disk or an
-/// interrupt leaves the old file whole, never a kubeconfig cut short (a
-/// symbolic link's target is what is replaced).
+/// mode (and, where this user may, its owner) unless `owner_only` (the
+/// file holds a token itself). Written to a file beside it and renamed
+/// over it, so a crash, a full disk or an interrupt leaves the old file
+/// whole, never a kubeconfig cut short; a symbolic link's target is what is
+/// replaced (made, if the link dangles). Where a rename cannot replace it
+/// (a file mounted on its own, a directory this user may not write), it is
+/// written in place as before.
 pub(super) fn write(path: &Path, text: &str, owner_only: bool) -> Result<(), CliError> {
     let fail = |e: std::io::Error| CliError::Message(format!("cannot write {}: {e}", path.display()));
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let target = link_target(path);
     let dir = target
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(fail)?;
+    let existing = std::fs::metadata(&target).ok();
     #[cfg(unix)]
     let mode = {
         use std::os::unix::fs::PermissionsExt;
-        match std::fs::metadata(&target) {
-            Ok(existing) if !owner_only => existing.permissions().mode() & 0o7777,
+        match &existing {
+            Some(existing) if !owner_only => existing.permissions().mode() & 0o7777,
             _ => 0o600,
         }
     };
+    #[cfg(not(unix))]
+    let _ = owner_only;
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -145,7 +151,7 @@ pub(super) fn write(path: &Path, text: &str, owner_only: bool) -> Result<(), Cli
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     ));
-    let written = (|| {
+    let replaced = (|| {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         #[cfg(unix)]
@@ -154,16 +160,53 @@ pub(super) fn write(path: &Path, text: &str, owner_only: bool) -> Result<(), Cli
         file.write_all(text.as_bytes())?;
         #[cfg(unix)]
         {
-            use std::os::unix::fs::PermissionsExt;
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            if let Some(existing) = &existing {
+                // Best effort: only root may give a file away.
+                let _ = std::os::unix::fs::fchown(&file, Some(existing.uid()), Some(existing.gid()));
+            }
             file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         }
         file.sync_all()?;
         std::fs::rename(&temporary, &target)
     })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
+    if replaced.is_ok() {
+        return Ok(());
     }
-    written.map_err(fail)
+    let _ = std::fs::remove_file(&temporary);
+    // In place, as before: a file mounted on its own cannot be renamed
+    // over, nor one in a directory this user may not write.
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&target).map_err(fail)?;
+    #[cfg(unix)]
+    if owner_only {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(fail)?;
+    }
+    file.write_all(text.as_bytes()).map_err(fail)
+}
+
+/// The file `path` names once every symbolic link is followed, whether it
+/// exists or not (a dangling link names the file to make).
+fn link_target(path: &Path) -> std::path::PathBuf {
+    let mut target = path.to_path_buf();
+    // A bound, against a loop of links.
+    for _ in 0..40 {
+        match std::fs::read_link(&target) {
+            Ok(next) => {
+                target = match target.parent() {
+                    Some(dir) if next.is_relative() => dir.join(next),
+                    _ => next,
+                }
+            }
+            Err(_) => return target,
+        }
+    }
+    target
 }
 
 #[cfg(test)]
@@ -227,12 +270,18 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(leftovers.len(), 2, "no temporary file is left: {leftovers:?}");
-        // A kubeconfig that is a link: its target is replaced, the link kept.
+        // A kubeconfig that is a link: its target is replaced, the link kept;
+        // a dangling link's target is made.
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&path, &link).unwrap();
         write(&link, "via: link\n", false).unwrap();
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "via: link\n");
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink("made", &dangling).unwrap();
+        write(&dangling, "made: yes\n", false).unwrap();
+        assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(dir.path().join("made")).unwrap(), "made: yes\n");
     }
 
     /// Two portcullis servers in one kubeconfig: each context's user asks
