@@ -446,7 +446,7 @@ pub(crate) fn credential_command(store: &Store, command: CredentialCommand) -> R
 fn after_now(duration: std::time::Duration) -> Result<chrono::DateTime<Utc>, CliError> {
     chrono::TimeDelta::from_std(duration)
         .ok()
-        .and_then(|delta| Utc::now().checked_add_signed(delta))
+        .and_then(|delta| crate::identity::grant::within_dates(Utc::now().checked_add_signed(delta)))
         .ok_or_else(|| CliError::Message("the duration is too long: it ends past the last date there is".into()))
 }
 

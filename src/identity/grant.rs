@@ -95,13 +95,19 @@ pub fn new_grant(
         cluster: cluster.into(),
         namespace,
         role: role.into(),
-        expires_at: now
-            .checked_add_signed(chrono::TimeDelta::from_std(duration)?)
+        expires_at: within_dates(now.checked_add_signed(chrono::TimeDelta::from_std(duration)?))
             .ok_or(GrantError::TooFar)?,
         granted_by: by.into(),
         created_at: now,
         revoked_at: None,
     })
+}
+
+/// `end`, if it is a date the stores keep in order: their times are text,
+/// and one past the year 9999 (`+10000-…`) sorts before every other.
+pub fn within_dates(end: Option<chrono::DateTime<Utc>>) -> Option<chrono::DateTime<Utc>> {
+    use chrono::Datelike;
+    end.filter(|end| end.year() <= 9999)
 }
 
 #[cfg(test)]
@@ -139,6 +145,12 @@ token_file = "token"
     fn a_grant_that_would_end_past_the_last_date_is_refused() {
         assert_eq!(
             refusal("prod", "viewer", Some("shop"), 1_000_000 * 365 * 24),
+            "the duration is too long: the grant would end past the last date there is"
+        );
+        // Past 9999 too: the stores keep times as text, which would sort it
+        // before today.
+        assert_eq!(
+            refusal("prod", "viewer", Some("shop"), 8_000 * 365 * 24),
             "the duration is too long: the grant would end past the last date there is"
         );
     }

@@ -218,6 +218,15 @@ async fn person(
             if matches!(error, crate::identity::authenticate::AuthError::TooManyFailures { .. }) {
                 return Err(ApiError::refused(StatusCode::TOO_MANY_REQUESTS, error.to_string(), why));
             }
+            // Not a verdict on the token: `portcullis logout` takes a 401
+            // for a credential that is gone.
+            if matches!(error, crate::identity::authenticate::AuthError::StoreUnavailable) {
+                return Err(ApiError::refused(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    error.to_string(),
+                    why,
+                ));
+            }
             let message = format!("not signed in: {error}; run `portcullis login`");
             return Err(ApiError::refused(StatusCode::UNAUTHORIZED, message, why));
         }

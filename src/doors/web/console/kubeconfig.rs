@@ -51,13 +51,14 @@ pub fn kubeconfig(public_url: &str, ca_pem: Option<&str>, clusters: &[String]) -
 /// the same kubeconfig cannot point the first's contexts at a user that
 /// hands them the second's token.
 pub fn user_name(prefix: &str, base: &str) -> String {
-    let host = base
-        .split_once("://")
-        .map_or(base, |(_, rest)| rest)
-        .split(['/', '?', '#'])
-        .next()
-        .unwrap_or_default();
-    format!("{prefix}@{host}")
+    let rest = base.split_once("://").map_or(base, |(_, rest)| rest);
+    let rest = rest.split(['?', '#']).next().unwrap_or_default().trim_end_matches('/');
+    // The host in any case is the same server; its path is not.
+    let (host, path) = rest.split_once('/').map_or((rest, ""), |(host, path)| (host, path));
+    match path {
+        "" => format!("{prefix}@{}", host.to_ascii_lowercase()),
+        path => format!("{prefix}@{}/{path}", host.to_ascii_lowercase()),
+    }
 }
 
 /// A double-quoted YAML (and JSON) string.
@@ -80,6 +81,8 @@ mod tests {
         );
         assert_eq!(parsed["contexts"][0]["context"]["user"], "portcullis@p.example.com");
         assert_eq!(parsed["users"][0]["name"], "portcullis@p.example.com");
+        assert_eq!(user_name("p", "https://H.example:8443/a/"), "p@h.example:8443/a");
+        assert_ne!(user_name("p", "https://h/a"), user_name("p", "https://h/b"));
         let exec = &parsed["users"][0]["user"]["exec"];
         assert_eq!(exec["command"], "portcullis");
         assert_eq!(exec["args"][0], "credential-plugin");
