@@ -262,30 +262,37 @@ fn request_row(r: &Row) -> Result<AccessRequest, SqlError> {
     })
 }
 
+/// A pending request of `requester` (or its agent) for `editor` in `shop`
+/// of cluster `c`, for an hour, expiring in half an hour: the tests'.
+#[cfg(test)]
+pub(crate) fn pending_for_tests(id: &str, requester: &Principal, agent_id: Option<&str>) -> AccessRequest {
+    let now = Utc::now();
+    AccessRequest {
+        id: id.into(),
+        requester: requester.clone(),
+        agent_id: agent_id.map(Into::into),
+        cluster: "c".into(),
+        namespace: Some("shop".into()),
+        role: "editor".into(),
+        duration: Duration::from_secs(3600),
+        reason: "deploy".into(),
+        state: AccessState::Pending,
+        created_at: now,
+        expires_at: now + chrono::TimeDelta::minutes(30),
+        decided_by: None,
+        decided_at: None,
+        decision_reason: None,
+        grant_id: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::testing;
 
     fn request(id: &str, requester: &Principal, agent_id: Option<&str>) -> AccessRequest {
-        let now = Utc::now();
-        AccessRequest {
-            id: id.into(),
-            requester: requester.clone(),
-            agent_id: agent_id.map(Into::into),
-            cluster: "c".into(),
-            namespace: Some("shop".into()),
-            role: "editor".into(),
-            duration: Duration::from_secs(3600),
-            reason: "deploy".into(),
-            state: AccessState::Pending,
-            created_at: now,
-            expires_at: now + chrono::TimeDelta::minutes(30),
-            decided_by: None,
-            decided_at: None,
-            decision_reason: None,
-            grant_id: None,
-        }
+        pending_for_tests(id, requester, agent_id)
     }
 
     fn grant(id: &str, subject: &Principal) -> Grant {

@@ -44,6 +44,8 @@ mod reconcile;
 mod sessions;
 mod trust;
 
+#[cfg(test)]
+pub(crate) use access::pending_for_tests;
 pub use access::{AccessRequest, AccessState, Given};
 pub use apiserver_audit::{ApiserverEvent, Checked, Coverage, Sends, Sent};
 pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};

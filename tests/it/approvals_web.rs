@@ -333,17 +333,24 @@ async fn the_pages_are_locked_down_and_only_a_persons_own_token_signs_in() {
         env.store.held(&id).unwrap().unwrap().state,
         portcullis::approvals::HeldState::Pending
     );
-    let shown = raw
+    let shown = held_page(&env, &id, &session).await;
+    assert!(shown.contains("name=\"csrf\""));
+    env.stop().await;
+}
+
+/// The page of held write `id` as the signed-in `session` sees it (200).
+async fn held_page(env: &Portcullis, id: &str, session: &str) -> String {
+    let shown = env
+        .raw()
         .send(
             Method::GET,
             &format!("/approvals/{id}"),
-            &[("cookie", &session)],
+            &[("cookie", session)],
             Vec::new(),
         )
         .await;
     assert_eq!(shown.status, 200);
-    assert!(String::from_utf8_lossy(&shown.body).contains("name=\"csrf\""));
-    env.stop().await;
+    String::from_utf8_lossy(&shown.body).into_owned()
 }
 
 /// "Trojan Source": a right-to-left isolate in a held value would show the
@@ -357,17 +364,7 @@ async fn a_held_writes_page_shows_characters_that_reorder_text_as_escapes() {
                     data:\n  run.sh: \"rm -rf /data \u{2067}# keep\u{2069} \u{2066}\"\n";
     let id = pending(&client, json!({"cluster": C, "manifest": manifest})).await;
     let session = sign_in(&env, "ana").await;
-    let shown = env
-        .raw()
-        .send(
-            Method::GET,
-            &format!("/approvals/{id}"),
-            &[("cookie", &session)],
-            Vec::new(),
-        )
-        .await;
-    assert_eq!(shown.status, 200);
-    let page = String::from_utf8_lossy(&shown.body);
+    let page = held_page(&env, &id, &session).await;
     assert!(page.contains("rm -rf /data"), "the value is on the page");
     for c in ['\u{2066}', '\u{2067}', '\u{2069}'] {
         assert!(!page.contains(c), "{c:?} reached the page as it is");

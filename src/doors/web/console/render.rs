@@ -344,26 +344,12 @@ fn csrf_field(csrf: &str) -> String {
 mod tests {
     use super::*;
     use crate::identity::Principal;
-    use crate::store::AccessState;
 
     fn asked(id: &str, agent_id: Option<&str>) -> AccessRequest {
-        let now = Utc::now();
         AccessRequest {
-            id: id.into(),
-            requester: Principal::person("carol"),
-            agent_id: agent_id.map(Into::into),
-            cluster: "c".into(),
-            namespace: Some("shop".into()),
             role: "admin".into(),
-            duration: std::time::Duration::from_secs(3600),
             reason: "Ana: prod is down".into(),
-            state: AccessState::Pending,
-            created_at: now,
-            expires_at: now + chrono::TimeDelta::minutes(30),
-            decided_by: None,
-            decided_at: None,
-            decision_reason: None,
-            grant_id: None,
+            ..crate::store::pending_for_tests(id, &Principal::person("carol"), agent_id)
         }
     }
 
