@@ -1,5 +1,8 @@
-//! Commit: a write, or a Secret reveal, is on record before the cluster
-//! sees it (the API server's blocking audit mode): no record, no request.
+//! Commit: a write, a Secret reveal, or an exec, attach or port-forward
+//! session is on record before the cluster sees it (the API server's
+//! blocking audit mode): no record, no request. A session's row is written
+//! only when it ends, so a process killed while one is open leaves its
+//! intent, recorded as of unknown outcome at the next start.
 
 use super::classify::RequestInfo;
 use super::error::RequestError;
@@ -26,7 +29,7 @@ impl Pipeline {
             }
         })?;
         // Recorded as forwarded by the forward stage, as it leaves.
-        if !(info.is_write() || reveal_one) {
+        if !(info.is_write() || reveal_one || info.is_stream_subresource()) {
             return Ok(());
         }
         // Boxed: only writes wait on an intent, and its future would

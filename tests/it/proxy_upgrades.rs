@@ -396,9 +396,20 @@ async fn cat_session_in(
     cluster: &str,
     pod: &str,
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    cat_session_at(env.addr, &env.ca_pem, token, cluster, pod).await
+}
+
+/// [`cat_session_in`] with the portcullis at `addr`, whose CA is `ca_pem`.
+async fn cat_session_at(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    token: &str,
+    cluster: &str,
+    pod: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let exec = format!("/clusters/{cluster}/api/v1/namespaces/shop/pods/{pod}/exec?command=cat&stdin=true&stdout=true");
     let ws = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
-    let mut session = connected(env.addr, &env.ca_pem, b"http/1.1").await.unwrap();
+    let mut session = connected(addr, ca_pem, b"http/1.1").await.unwrap();
     session
         .write_all(upgrade(&exec, token, "websocket", ws).as_bytes())
         .await
@@ -439,6 +450,37 @@ async fn an_exec_session_open_at_shutdown_is_still_a_row() {
         (exec[0].code, exec[0].truncated, exec[0].login.as_str()),
         (101, true, "ana")
     );
+    env.stop().await;
+}
+
+/// A `portcullis serve` killed (SIGKILL, the OOM killer) while an exec
+/// session is open: the session's intent, committed before it was
+/// forwarded, is its row at the next start, of unknown outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_open_when_the_process_is_killed_is_a_row_of_unknown_outcome() {
+    let mut env = Portcullis::start().await;
+    let token = env.person("ana", &[("debugger", Some("shop"))]);
+    let pod = first_pod(&env).await;
+    env.halt().await;
+    let mut serve = crate::serve::Serve::start(&env, &token, "killed").await;
+    let session = cat_session_at(serve.addr, &env.ca_pem, &token, CLUSTER, &pod).await;
+    serve.kill();
+    drop(session);
+    let restarted = crate::serve::Serve::start(&env, &token, "restarted").await;
+    let filter = portcullis::audit::query::Filter {
+        discovery: true,
+        ..Default::default()
+    };
+    let exec = crate::support::eventually("the session's row", async || {
+        let rows = crate::audit::rows(&env, filter.clone());
+        rows.into_iter().map(|c| c.row).find(|r| r.subresource == "exec")
+    })
+    .await;
+    assert_eq!(
+        (exec.code, exec.reason.as_str(), exec.login.as_str()),
+        (0, "Unknown", "ana")
+    );
+    restarted.terminate().await;
     env.stop().await;
 }
 

@@ -22,6 +22,8 @@ pub fn configmaps() -> String {
 pub struct Serve {
     pub child: Child,
     pub raw: Arc<Raw>,
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
 }
 
 impl Serve {
@@ -46,7 +48,8 @@ impl Serve {
             .spawn()
             .expect("portcullis serve starts");
         let raw = Arc::new(Raw::with_ca(&env.ca_pem, format!("https://{}", config.listen)));
-        let serve = Serve { child, raw };
+        let addr = config.listen.parse().unwrap();
+        let serve = Serve { child, raw, addr };
         let answered = async || serve.raw.try_get(&configmaps(), token).await.map(|r| r.status);
         eventually(&format!("{name} answering"), async || {
             answered().await.filter(|s| *s == 200)
