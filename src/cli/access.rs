@@ -77,7 +77,10 @@ pub async fn run(remote: &Remote, command: AccessCommand, out: &mut dyn Write) -
         AccessCommand::List => list(remote, out).await,
         AccessCommand::Approve { id, reason } => {
             let answer = remote
-                .post(&format!("access-requests/{id}/approve"), json!({"reason": reason}))
+                .post(
+                    &format!("access-requests/{}/approve", super::remote::segment(&id)?),
+                    json!({"reason": reason}),
+                )
                 .await?;
             let grant = &answer["grant"];
             writeln!(
@@ -92,7 +95,10 @@ pub async fn run(remote: &Remote, command: AccessCommand, out: &mut dyn Write) -
         }
         AccessCommand::Deny { id, reason } => {
             let answer = remote
-                .post(&format!("access-requests/{id}/deny"), json!({ "reason": reason }))
+                .post(
+                    &format!("access-requests/{}/deny", super::remote::segment(&id)?),
+                    json!({ "reason": reason }),
+                )
                 .await?;
             writeln!(out, "denied access request {}", s(&answer["request"]["id"])).map_err(io)
         }

@@ -76,12 +76,17 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand, out: &mut dyn Write
         }
         // The server escaped what the asker sent; the text is shown as it came.
         ApprovalsCommand::Show { id } => {
-            let answer = remote.get(&format!("held-writes/{id}")).await?;
+            let answer = remote
+                .get(&format!("held-writes/{}", super::remote::segment(&id)?))
+                .await?;
             write!(out, "{}", s(&answer["held_write"]["text"])).map_err(io)
         }
         ApprovalsCommand::Approve { id, reason } => {
             let answer = remote
-                .post(&format!("held-writes/{id}/approve"), json!({ "reason": reason }))
+                .post(
+                    &format!("held-writes/{}/approve", super::remote::segment(&id)?),
+                    json!({ "reason": reason }),
+                )
                 .await?;
             let held = &answer["held_write"];
             writeln!(
@@ -94,7 +99,10 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand, out: &mut dyn Write
         }
         ApprovalsCommand::Deny { id, reason } => {
             let answer = remote
-                .post(&format!("held-writes/{id}/deny"), json!({ "reason": reason }))
+                .post(
+                    &format!("held-writes/{}/deny", super::remote::segment(&id)?),
+                    json!({ "reason": reason }),
+                )
                 .await?;
             let held = &answer["held_write"];
             writeln!(out, "denied {}: {}", esc(s(&held["id"])), esc(s(&held["write"]))).map_err(io)

@@ -108,7 +108,12 @@ pub async fn run(remote: &Remote, command: BotCommand, out: &mut dyn Write) -> R
             list(&rules, out)
         }
         TrustCommand::Remove { id } => {
-            let answer = remote.post(&format!("trust-rules/{id}/remove"), json!({})).await?;
+            let answer = remote
+                .post(
+                    &format!("trust-rules/{}/remove", super::remote::segment(&id)?),
+                    json!({}),
+                )
+                .await?;
             let revoked = answer["revoked_credentials"].as_u64().unwrap_or_default();
             removed(&rule_of(&answer["rule"])?, revoked as usize, out)
         }

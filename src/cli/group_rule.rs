@@ -63,7 +63,12 @@ pub async fn run(remote: &Remote, command: GroupRuleCommand, out: &mut dyn Write
             list(&rules, out)
         }
         GroupRuleCommand::Remove { id } => {
-            let answer = remote.post(&format!("group-rules/{id}/remove"), json!({})).await?;
+            let answer = remote
+                .post(
+                    &format!("group-rules/{}/remove", super::remote::segment(&id)?),
+                    json!({}),
+                )
+                .await?;
             let revoked = answer["revoked_grants"].as_u64().unwrap_or_default();
             removed(&rule_of(&answer["rule"])?, revoked, out)
         }

@@ -169,7 +169,12 @@ async fn credential(remote: &Remote, command: CredentialCommand, out: &mut dyn W
             Ok(())
         }
         CredentialCommand::Revoke { id } => {
-            let answer = remote.post(&format!("credentials/{id}/revoke"), json!({})).await?;
+            let answer = remote
+                .post(
+                    &format!("credentials/{}/revoke", super::remote::segment(&id)?),
+                    json!({}),
+                )
+                .await?;
             writeln!(
                 out,
                 "revoked credential {}: refused from now on",

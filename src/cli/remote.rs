@@ -246,6 +246,25 @@ fn same_server(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
+/// `id` (of a held write, request, rule or credential) as one segment of
+/// an API path: an id with `/`, `?`, `%` or `..` in it would name another
+/// call.
+pub fn segment(id: &str) -> Result<&str, CliError> {
+    let plain = !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    match plain {
+        true => Ok(id),
+        false => Err(CliError::Message(format!(
+            "{:?} is not an id: ids are letters, digits, '-', '_' and '.'",
+            crate::text::escape_control(id)
+        ))),
+    }
+}
+
 /// `server` if it is an https:// URL: a token is never sent in the clear.
 pub fn https_only(server: &str) -> Result<(), CliError> {
     if server
@@ -266,6 +285,17 @@ mod tests {
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn an_id_that_would_name_another_call_is_refused() {
+        for id in ["a/../b", "..", "", "x?y=1", "a%2Fb", "a b"] {
+            assert!(segment(id).is_err(), "{id:?}");
+        }
+        assert_eq!(
+            segment("01a250be-12e0-7667-8716-952535da21cb").unwrap(),
+            "01a250be-12e0-7667-8716-952535da21cb"
+        );
     }
 
     /// A token (a person's, or a CI job's replayable one) is never sent
