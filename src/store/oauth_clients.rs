@@ -21,6 +21,9 @@ pub struct RegisteredClient {
     pub last_used_at: DateTime<Utc>,
 }
 
+/// The most registered OAuth clients kept that were never used.
+pub const MAX_UNUSED_CLIENTS: usize = 1000;
+
 impl Store {
     /// Register a client under a new random id; the caller has checked its
     /// metadata.
@@ -43,6 +46,17 @@ impl Store {
             c.execute(
                 "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at, last_used_at) VALUES (?1, ?2, ?3, ?4, ?4)",
                 params![client.client_id, client.client_name, uris, now],
+            )?;
+            // Registration is open: past the newest MAX_UNUSED_CLIENTS never
+            // used, the older ones go (an app uses its client within
+            // minutes of registering it), so the table is bounded without
+            // refusing the next app.
+            c.execute(
+                "DELETE FROM oauth_clients WHERE last_used_at = created_at \
+                 AND created_at < (SELECT created_at FROM oauth_clients WHERE last_used_at = created_at \
+                                   ORDER BY created_at DESC LIMIT 1 OFFSET ?1) \
+                 AND NOT EXISTS (SELECT 1 FROM agents WHERE agents.client_id = oauth_clients.client_id)",
+                params![MAX_UNUSED_CLIENTS as i64 - 1],
             )?;
             Ok(())
         })?;
@@ -123,6 +137,38 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Registration is open: clients never used are kept up to a bound,
+    /// the oldest going first; a used one stays.
+    #[test]
+    fn past_the_bound_the_oldest_clients_never_used_go_and_used_ones_stay() {
+        for store in crate::store::testing::both() {
+            let b = store.backend;
+            let uris = ["http://127.0.0.1/cb".to_string()];
+            let used = store.register_oauth_client("used", &uris).unwrap();
+            store
+                .touch_oauth_client(&used.client_id, Utc::now() + chrono::TimeDelta::seconds(1))
+                .unwrap();
+            let first = store.register_oauth_client("first", &uris).unwrap();
+            for _ in 0..MAX_UNUSED_CLIENTS {
+                store.register_oauth_client("flood", &uris).unwrap();
+            }
+            let count = |sql: &str| -> i64 { store.with(|c| Ok(c.query_row(sql, params![], |r| r.get(0))?)).unwrap() };
+            assert_eq!(
+                count("SELECT COUNT(*) FROM oauth_clients WHERE last_used_at = created_at"),
+                MAX_UNUSED_CLIENTS as i64,
+                "{b}"
+            );
+            assert!(
+                store.find_oauth_client(&first.client_id).unwrap().is_none(),
+                "{b}: the oldest went"
+            );
+            assert!(
+                store.find_oauth_client(&used.client_id).unwrap().is_some(),
+                "{b}: a used one stays"
+            );
+        }
+    }
     use crate::store::testing;
     use chrono::{SubsecRound, TimeDelta};
 
