@@ -611,18 +611,24 @@ impl SilentCluster {
     }
 }
 
+/// A second cluster `silent` at `server` (trusting `ca_pem`), otherwise
+/// as the first is configured.
+fn add_silent_cluster(config: &mut portcullis::config::Config, server: String, ca_pem: &str) {
+    let ca_file = Portcullis::folder_of(config).join("silent-ca.pem");
+    std::fs::write(&ca_file, ca_pem).unwrap();
+    let mut silent = config.clusters[0].clone();
+    silent.name = "silent".into();
+    silent.server = server;
+    silent.ca_file = ca_file;
+    config.clusters.push(silent);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_whose_client_is_gone_ends_though_the_cluster_keeps_its_half_open() {
     let mut silent = SilentCluster::start().await;
     let (server, ca_pem) = (format!("https://{}", silent.addr), silent.ca_pem.clone());
     let env = Portcullis::start_with(|config| {
-        let ca_file = Portcullis::folder_of(config).join("silent-ca.pem");
-        std::fs::write(&ca_file, &ca_pem).unwrap();
-        let mut silent = config.clusters[0].clone();
-        silent.name = "silent".into();
-        silent.server = server;
-        silent.ca_file = ca_file;
-        config.clusters.push(silent);
+        add_silent_cluster(config, server, &ca_pem);
         config.limits.streams_per_caller = 1;
     })
     .await;
@@ -718,13 +724,7 @@ async fn a_stream_the_cluster_takes_and_never_answers_is_answered_and_its_place_
         }
     });
     let env = Portcullis::start_with(|config| {
-        let ca = Portcullis::folder_of(config).join("silent-ca.pem");
-        std::fs::write(&ca, &tls.ca_pem).unwrap();
-        let mut silent = config.clusters[0].clone();
-        silent.name = "silent".into();
-        silent.server = server;
-        silent.ca_file = ca;
-        config.clusters.push(silent);
+        add_silent_cluster(config, server, &tls.ca_pem);
         config.limits.streams_per_caller = 1;
         config.limits.request_timeout = Duration::from_secs(2);
     })
