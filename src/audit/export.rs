@@ -366,6 +366,12 @@ mod tests {
     use crate::audit::chain::{append, Anchor};
     use crate::audit::row::AuditRow;
 
+    /// The rows of the export file at `path`, one JSON line each.
+    fn exported_rows(path: &Path) -> Vec<ChainedRow> {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
     fn rows(n: usize) -> Vec<ChainedRow> {
         (0..n)
             .map(|_| {
@@ -384,8 +390,7 @@ mod tests {
         let mut sink = ExportSink::open(path.to_str().unwrap(), 1 << 20, 3).unwrap();
         let written = rows(3);
         sink.write(&written).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines = exported_rows(&path);
         assert_eq!(lines, written);
     }
 
@@ -408,8 +413,7 @@ mod tests {
         exporter.replace_sink(ExportSink::open(path.to_str().unwrap(), 1 << 20, 1).unwrap());
         let third = store.commit(&[], &[row()]).unwrap();
         exporter.committed(&mut store, &third);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let exported: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let exported = exported_rows(&path);
         let committed: Vec<ChainedRow> = [first, second, third].concat();
         assert_eq!(exported, committed, "every row once, in chain order");
     }
@@ -440,8 +444,7 @@ mod tests {
         let mut exporter = Exporter::start(Some(sink()), &mut store);
         let next = store.commit(&[], &[row()]).unwrap();
         exporter.committed(&mut store, &next);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let exported: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let exported = exported_rows(&path);
         assert_eq!(
             exported,
             [first, offline, next].concat(),
@@ -460,8 +463,7 @@ mod tests {
         let mut exporter = Exporter::start(Some(sink()), &mut store);
         let later = store.commit(&[], &[row()]).unwrap();
         exporter.committed(&mut store, &later);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let exported: Vec<ChainedRow> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let exported = exported_rows(&path);
         assert_eq!(exported, later, "not {unexported:?}");
     }
 
