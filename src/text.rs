@@ -60,6 +60,25 @@ fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// The largest character boundary of `text` at or before `at` (where a
+/// byte limit cuts it without splitting a character).
+pub fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The smallest character boundary of `text` at or after `at`.
+pub fn ceil_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
 /// `error` and each cause under it, `: `-separated, a cause left out when
 /// the text so far already says it: a refused TLS handshake says only that,
 /// and why (the server's certificate) is in its source; a refused
@@ -97,6 +116,16 @@ pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_limit_falls_on_a_character_boundary_before_or_after_it() {
+        let text = "aé€b";
+        assert_eq!(floor_char_boundary(text, 2), 1);
+        assert_eq!(ceil_char_boundary(text, 2), 3);
+        assert_eq!(floor_char_boundary(text, 4), 3);
+        assert_eq!(ceil_char_boundary(text, 4), 6);
+        assert_eq!(floor_char_boundary(text, 99), text.len());
+    }
 
     #[test]
     fn control_characters_become_visible_escapes_and_plain_text_is_borrowed() {

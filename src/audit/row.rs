@@ -163,14 +163,7 @@ impl AuditRow {
 
 /// Cut `text` to at most [`MAX_TEXT`] bytes on a character boundary.
 pub fn bounded(text: &str) -> String {
-    if text.len() <= MAX_TEXT {
-        return text.to_string();
-    }
-    let mut end = MAX_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    text[..crate::text::floor_char_boundary(text, MAX_TEXT)].to_string()
 }
 
 /// `text` [`bounded`], each NUL replaced by U+FFFD: PostgreSQL's text

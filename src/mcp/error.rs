@@ -283,10 +283,7 @@ fn bounded(message: &str) -> std::borrow::Cow<'_, str> {
     if message.len() <= MAX_MESSAGE_BYTES {
         return message.into();
     }
-    let mut end = MAX_MESSAGE_BYTES;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::text::floor_char_boundary(message, MAX_MESSAGE_BYTES);
     format!("{}… ({} bytes more)", &message[..end], message.len() - end).into()
 }
 

@@ -326,11 +326,8 @@ fn log_text(body: &[u8], tail: u32, read_limit: usize) -> String {
     }
     // Room for the note on what is cut here, besides the note after.
     let room = render::MAX_RESULT_BYTES - after.len() - 200;
-    let mut start = text.len().saturating_sub(room);
+    let mut start = crate::text::ceil_char_boundary(&text, text.len().saturating_sub(room));
     if start > 0 {
-        while !text.is_char_boundary(start) {
-            start += 1;
-        }
         // From the first whole line, unless the last line alone is longer.
         if let Some(i) = text[start..].find('\n').filter(|i| start + i + 1 < text.len()) {
             start += i + 1;

@@ -37,10 +37,7 @@ fn cut_to(text: String, whole: usize, limit: usize, advice: &str) -> String {
         limit / 1024
     );
     // Room for the line count the notice gains below.
-    let mut end = limit.saturating_sub(notice.len() + 32);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::text::floor_char_boundary(&text, limit.saturating_sub(notice.len() + 32));
     let end = text[..end].rfind('\n').map_or(end, |i| i + 1);
     let shown = text[..end].lines().count();
     let mut out = text[..end].to_string();

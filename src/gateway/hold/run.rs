@@ -304,13 +304,7 @@ fn outcome(code: u16, answer: &[u8], hidden: Option<Target>) -> Outcome {
         None => answer.to_vec(),
     };
     let mut body = String::from_utf8_lossy(&kept).into_owned();
-    if body.len() > OUTCOME_LIMIT {
-        let mut cut = OUTCOME_LIMIT;
-        while !body.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        body.truncate(cut);
-    }
+    body.truncate(crate::text::floor_char_boundary(&body, OUTCOME_LIMIT));
     Outcome { code, body }
 }
 
