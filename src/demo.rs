@@ -127,8 +127,8 @@ fn enroll(config: &Config, store: &Store) -> Result<Tokens, CliError> {
     // An agent delegated by ana with her grant: it sees the Secrets of shop
     // redacted, through MCP and on the raw path alike, where ana sees values;
     // its writes wait for ana's approval.
-    let agent = store.add_agent(&ana, "assistant", std::slice::from_ref(&ana_grant.id), true)?;
-    let (_, agent_token) = store.issue_agent_credential(&agent, None)?;
+    let (_, _, agent_token) =
+        store.add_agent_with_credential(&ana, "assistant", std::slice::from_ref(&ana_grant.id), true, None)?;
     Ok(Tokens {
         ana: ana_token,
         bot: bot_token,

@@ -514,12 +514,8 @@ pub(crate) fn agent_command(store: &Store, command: AgentCommand) -> Result<(), 
             let owner = owner.principal();
             let mut row = operator_row("create", "agents", "", None, "");
             row.query = owner_query(&owner);
-            let add = || {
-                let agent = store.add_agent(&owner, &name, &grants, writes_need_approval)?;
-                let (_, token) = store.issue_agent_credential(&agent, Some(expires))?;
-                Ok((agent, token))
-            };
-            let (agent, token) = recorded(store, row, add, |(agent, _), row| row.name = agent.id.clone())?;
+            let add = || store.add_agent_with_credential(&owner, &name, &grants, writes_need_approval, Some(expires));
+            let (agent, _, token) = recorded(store, row, add, |(agent, ..), row| row.name = agent.id.clone())?;
             eprintln!(
                 "agent {} ({name}) acts for {}; its token is shown only now:",
                 agent.id, agent.principal

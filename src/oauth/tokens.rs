@@ -251,7 +251,11 @@ fn tokens(store: &Store, agent: Agent, client_id: &str, until: DateTime<Utc>) ->
     };
     let (_, access_token) = store
         .issue_agent_credential_with(&agent, Some(expires), &origin)
-        .map_err(store_error)?;
+        .map_err(|error| match error {
+            // Disabled since it was read: its session was revoked.
+            StoreError::NotFound(_) => OAuthError::invalid_grant("the agent session was revoked"),
+            error => store_error(error),
+        })?;
     let refresh_token = credential::mint().token;
     store
         .put_refresh_token(&credential::hash(&refresh_token), &agent.id, until)

@@ -1,9 +1,10 @@
 //! Agents: credentials that act for a person (with a chosen subset of that
 //! person's grants) or for a bot.
 
+use super::credentials::{insert_credential, new_credential, Tie};
 use super::sql::{params, Db, OptionalExt};
 use super::{exists, Store, StoreError};
-use crate::identity::{Agent, Credential, Origin, Principal, PrincipalKind};
+use crate::identity::{credential, Agent, Credential, Origin, Principal, PrincipalKind};
 use chrono::Utc;
 
 impl Store {
@@ -17,26 +18,8 @@ impl Store {
         grant_ids: &[String],
         writes_need_approval: bool,
     ) -> Result<Agent, StoreError> {
-        super::validate_name(name)?;
-        let delegated = owner.kind == PrincipalKind::Person;
-        if !delegated && !grant_ids.is_empty() {
-            return Err(StoreError::Invalid(
-                "a bot's agent acts with the bot's grants; give no --grant".into(),
-            ));
-        }
-        let agent = Agent {
-            id: uuid::Uuid::now_v7().to_string(),
-            name: name.into(),
-            principal: owner.clone(),
-            writes_need_approval,
-            grant_ids: delegated.then(|| grant_ids.to_vec()),
-            disabled: false,
-        };
-        self.write(|tx| {
-            exists(tx, owner)?;
-            only_own_grants(tx, owner, grant_ids)?;
-            insert_agent(tx, &agent, grant_ids)
-        })?;
+        let agent = new_agent(owner, name, grant_ids, writes_need_approval)?;
+        self.write(|tx| insert_agent(tx, &agent, grant_ids))?;
         Ok(agent)
     }
 
@@ -57,16 +40,28 @@ impl Store {
         expires_at: Option<chrono::DateTime<Utc>>,
         origin: &Origin,
     ) -> Result<(Credential, String), StoreError> {
-        let name = format!("agent:{}", agent.name);
-        let (cred, token) = self.issue_credential_with(&agent.principal, &name, expires_at, origin)?;
-        self.with(|c| {
-            c.execute(
-                "UPDATE credentials SET agent_id = ?2 WHERE id = ?1",
-                params![cred.id, agent.id],
-            )?;
-            Ok(())
+        let name = credential_name(agent);
+        self.issue(&agent.principal, &name, expires_at, origin, Tie::Agent(&agent.id))
+    }
+
+    /// Add an agent and issue its first credential, in one transaction: an
+    /// agent is not left without the token it was made for.
+    pub fn add_agent_with_credential(
+        &self,
+        owner: &Principal,
+        name: &str,
+        grant_ids: &[String],
+        writes_need_approval: bool,
+        expires_at: Option<chrono::DateTime<Utc>>,
+    ) -> Result<(Agent, Credential, String), StoreError> {
+        let agent = new_agent(owner, name, grant_ids, writes_need_approval)?;
+        let new = credential::mint();
+        let credential = new_credential(owner, &credential_name(&agent), expires_at, &new);
+        self.write(|tx| {
+            insert_agent(tx, &agent, grant_ids)?;
+            insert_credential(tx, &credential, &new, &Origin::default(), &Tie::Agent(&agent.id))
         })?;
-        Ok((cred, token))
+        Ok((agent, credential, new.token))
     }
 
     /// The agent a credential belongs to, if any.
@@ -127,8 +122,40 @@ fn only_own_grants(c: &dyn Db, owner: &Principal, grant_ids: &[String]) -> Resul
 /// Insert the agent and its grants, in the caller's transaction. A name
 /// taken is told without a failed statement, which would end a PostgreSQL
 /// transaction.
+/// The record of a new agent, checked for what needs no store.
+fn new_agent(
+    owner: &Principal,
+    name: &str,
+    grant_ids: &[String],
+    writes_need_approval: bool,
+) -> Result<Agent, StoreError> {
+    super::validate_name(name)?;
+    let delegated = owner.kind == PrincipalKind::Person;
+    if !delegated && !grant_ids.is_empty() {
+        return Err(StoreError::Invalid(
+            "a bot's agent acts with the bot's grants; give no --grant".into(),
+        ));
+    }
+    Ok(Agent {
+        id: uuid::Uuid::now_v7().to_string(),
+        name: name.into(),
+        principal: owner.clone(),
+        writes_need_approval,
+        grant_ids: delegated.then(|| grant_ids.to_vec()),
+        disabled: false,
+    })
+}
+
+/// The name an agent's credentials go by in lists.
+fn credential_name(agent: &Agent) -> String {
+    format!("agent:{}", agent.name)
+}
+
+/// Insert `agent`, whose owner must exist and own every one of `grant_ids`.
 fn insert_agent(tx: &dyn Db, agent: &Agent, grant_ids: &[String]) -> Result<(), StoreError> {
     let owner = &agent.principal;
+    exists(tx, owner)?;
+    only_own_grants(tx, owner, grant_ids)?;
     let inserted = tx.execute(
         "INSERT INTO agents (id, name, kind, owner, writes_need_approval, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
          ON CONFLICT DO NOTHING",
@@ -268,6 +295,53 @@ mod tests {
                 "{}",
                 store.backend
             );
+        }
+    }
+
+    #[test]
+    fn an_agent_and_its_first_credential_are_added_together_or_not_at_all() {
+        for store in testing::both() {
+            let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
+            store.add_principal(&ana, false).unwrap();
+            store.add_principal(&bob, false).unwrap();
+            store.add_grant(&grant("g-ana", &ana)).unwrap();
+            store.add_grant(&grant("g-bob", &bob)).unwrap();
+            let (agent, cred, token) = store
+                .add_agent_with_credential(&ana, "helper", &["g-ana".into()], true, None)
+                .unwrap();
+            assert!(credential::check(&token).is_ok());
+            assert_eq!(
+                store.agent_of_credential(&cred.id).unwrap(),
+                Some(agent.clone()),
+                "{}",
+                store.backend
+            );
+            assert_eq!(cred.name, "agent:helper", "{}", store.backend);
+            // Refused for a grant not ana's, or a name taken: neither an
+            // agent nor a credential is left.
+            for (name, grant) in [("other", "g-bob"), ("helper", "g-ana")] {
+                let refused = store.add_agent_with_credential(&ana, name, &[grant.into()], false, None);
+                assert!(refused.is_err(), "{}: {name}", store.backend);
+            }
+            assert_eq!(store.list_agents().unwrap(), [agent], "{}", store.backend);
+            assert_eq!(store.list_credentials(None).unwrap(), [cred], "{}", store.backend);
+        }
+    }
+
+    #[test]
+    fn a_disabled_agent_is_issued_no_credential() {
+        for store in testing::both() {
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            let agent = store.add_agent(&ana, "helper", &[], false).unwrap();
+            store.disable_agent(&agent.id).unwrap();
+            let refused = store.issue_agent_credential(&agent, None);
+            assert!(
+                matches!(refused, Err(StoreError::NotFound(_))),
+                "{}: {refused:?}",
+                store.backend
+            );
+            assert_eq!(store.list_credentials(None).unwrap(), [], "{}", store.backend);
         }
     }
 }

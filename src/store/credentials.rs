@@ -10,17 +10,21 @@ use chrono::{DateTime, SubsecRound, Utc};
 
 /// What a new credential must not outlive, checked in its insert's
 /// transaction.
-enum Tie<'a> {
+pub(super) enum Tie<'a> {
     Nothing,
     /// The web sign-in session whose id hashes to this.
     WebSession(&'a str),
     /// The CI trust rule of this id.
     TrustRule(&'a str),
+    /// The agent of this id, which the credential is then the agent's: in
+    /// the same insert, so there is never a moment in which it acts as
+    /// the agent's person.
+    Agent(&'a str),
 }
 
 impl Tie<'_> {
     /// `NotFound` unless what the credential is tied to is still there.
-    fn still_there(&self, tx: &dyn super::sql::Db) -> Result<(), StoreError> {
+    pub(super) fn still_there(&self, tx: &dyn super::sql::Db) -> Result<(), StoreError> {
         let count = |sql: &str, args: super::sql::Params<'_>| tx.query_row(sql, args, |r| r.get::<_, i64>(0));
         let (found, what) = match self {
             Tie::Nothing => return Ok(()),
@@ -35,12 +39,62 @@ impl Tie<'_> {
                 count("SELECT COUNT(*) FROM ci_trust_rules WHERE id = ?1", params![rule])?,
                 format!("trust rule {rule}"),
             ),
+            Tie::Agent(agent) => (
+                count(
+                    "SELECT COUNT(*) FROM agents WHERE id = ?1 AND NOT disabled",
+                    params![agent],
+                )?,
+                format!("agent {agent} (or it is disabled)"),
+            ),
         };
         if found == 0 {
             return Err(StoreError::NotFound(what));
         }
         Ok(())
     }
+}
+
+/// The record of a credential about to be inserted with `new`'s token.
+pub(super) fn new_credential(
+    principal: &Principal,
+    name: &str,
+    expires_at: Option<DateTime<Utc>>,
+    new: &credential::NewToken,
+) -> Credential {
+    Credential {
+        id: uuid::Uuid::now_v7().to_string(),
+        principal: principal.clone(),
+        name: name.to_string(),
+        display_prefix: new.display_prefix.clone(),
+        // PostgreSQL keeps microseconds: the record reads back as returned.
+        created_at: Utc::now().trunc_subsecs(6),
+        expires_at,
+        last_used_at: None,
+        revoked_at: None,
+    }
+}
+
+/// Insert `credential`, tied to what `tie` names (its check is the
+/// caller's, in the same transaction).
+pub(super) fn insert_credential(
+    c: &dyn super::sql::Db,
+    credential: &Credential,
+    new: &credential::NewToken,
+    origin: &Origin,
+    tie: &Tie<'_>,
+) -> Result<(), StoreError> {
+    let (web_session, agent) = match *tie {
+        Tie::WebSession(session) => (Some(session), None),
+        Tie::Agent(agent) => (None, Some(agent)),
+        Tie::Nothing | Tie::TrustRule(_) => (None, None),
+    };
+    let principal = &credential.principal;
+    exists(c, principal)?;
+    c.execute(
+        "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via, web_session, agent_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![credential.id, principal.kind.as_str(), principal.name, credential.name, new.hash, new.display_prefix, credential.created_at, credential.expires_at, origin.audience.map(Audience::as_str), origin.via, web_session, agent],
+    )?;
+    Ok(())
 }
 
 impl Store {
@@ -93,7 +147,7 @@ impl Store {
         self.issue(principal, name, Some(expires_at), &Origin::default(), tie)
     }
 
-    fn issue(
+    pub(super) fn issue(
         &self,
         principal: &Principal,
         name: &str,
@@ -101,38 +155,16 @@ impl Store {
         origin: &Origin,
         tie: Tie<'_>,
     ) -> Result<(Credential, String), StoreError> {
-        let web_session = match tie {
-            Tie::WebSession(session) => Some(session),
-            _ => None,
-        };
         let new = credential::mint();
-        let credential = Credential {
-            id: uuid::Uuid::now_v7().to_string(),
-            principal: principal.clone(),
-            name: name.to_string(),
-            display_prefix: new.display_prefix.clone(),
-            // PostgreSQL keeps microseconds: the record reads back as returned.
-            created_at: Utc::now().trunc_subsecs(6),
-            expires_at,
-            last_used_at: None,
-            revoked_at: None,
-        };
-        let insert = |c: &dyn super::sql::Db| {
-            exists(c, principal)?;
-            c.execute(
-                "INSERT INTO credentials (id, kind, owner, name, token_sha256, display_prefix, created_at, expires_at, audience, via, web_session) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![credential.id, principal.kind.as_str(), principal.name, name, new.hash, new.display_prefix, credential.created_at, expires_at, origin.audience.map(Audience::as_str), origin.via, web_session],
-            )?;
-            Ok(())
-        };
+        let credential = new_credential(principal, name, expires_at, &new);
         match tie {
-            Tie::Nothing => self.with(insert)?,
+            Tie::Nothing => self.with(|c| insert_credential(c, &credential, &new, origin, &tie))?,
             // With the tie's check in one transaction: a sign-out or a
             // rule's removal racing it either comes first (no credential)
             // or revokes it.
             tie => self.write(|tx| {
                 tie.still_there(tx)?;
-                insert(tx)
+                insert_credential(tx, &credential, &new, origin, &tie)
             })?,
         }
         Ok((credential, new.token))
