@@ -113,14 +113,13 @@ pub fn request_access(
     )
     .map_err(|e| AccessError::Invalid(e.to_string()))?;
     // Every console view and agent write reads the pending requests: one
-    // requester has only so many waiting at once.
-    if store.pending_access_requests_of(&requester.principal, chrono::Utc::now())? >= MAX_PENDING {
+    // requester has only so many waiting at once (counted with the insert).
+    let request = pending_request(config, requester, ask, reason)?;
+    if !store.insert_access_request_within(&request, MAX_PENDING)? {
         return Err(AccessError::Invalid(format!(
             "you have {MAX_PENDING} access requests waiting for a decision: wait for those, or until they expire"
         )));
     }
-    let request = pending_request(config, requester, ask, reason)?;
-    store.insert_access_request(&request)?;
     record::step(store, record::Step::Request, &requester.principal, &request, None)?;
     Ok(request)
 }

@@ -127,27 +127,23 @@ pub struct Given<'a> {
 impl Store {
     /// Store a new request.
     pub fn insert_access_request(&self, r: &AccessRequest) -> Result<(), StoreError> {
-        self.with(|c| {
-            super::exists(c, &r.requester)?;
-            c.execute(
+        self.insert_access_request_within(r, usize::MAX).map(|_| ())
+    }
+
+    /// Insert a request unless its requester already has `pending_limit`
+    /// pending (false then): counted in the insert's write transaction
+    /// (serializable on PostgreSQL), so racing requests cannot all pass.
+    pub fn insert_access_request_within(&self, r: &AccessRequest, pending_limit: usize) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            super::exists(tx, &r.requester)?;
+            if pending_of(tx, &r.requester, r.created_at)? >= pending_limit {
+                return Ok(false);
+            }
+            tx.execute(
                 "INSERT INTO access_requests (id, kind, subject, agent_id, cluster, namespace, role, duration_secs, reason, state, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![r.id, r.requester.kind.as_str(), r.requester.name, r.agent_id, r.cluster, r.namespace, r.role, r.duration.as_secs() as i64, r.reason, r.state.as_str(), r.created_at, r.expires_at],
             )?;
-            Ok(())
-        })
-    }
-
-    /// How many of `requester`'s requests (its agents' included) are
-    /// pending and not expired at `now`.
-    pub fn pending_access_requests_of(&self, requester: &Principal, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        self.with(|c| {
-            let n: i64 = c.query_row(
-                "SELECT COUNT(*) FROM access_requests WHERE kind = ?1 AND subject = ?2 AND state = 'pending' \
-                 AND expires_at > ?3",
-                params![requester.kind.as_str(), requester.name, now],
-                |r| r.get(0),
-            )?;
-            Ok(n.max(0) as usize)
+            Ok(true)
         })
     }
 
@@ -262,6 +258,17 @@ fn request_row(r: &Row) -> Result<AccessRequest, SqlError> {
     })
 }
 
+/// How many of `requester`'s requests are pending and not expired at `now`.
+fn pending_of(c: &dyn super::sql::Db, requester: &Principal, now: DateTime<Utc>) -> Result<usize, StoreError> {
+    let n: i64 = c.query_row(
+        "SELECT COUNT(*) FROM access_requests WHERE kind = ?1 AND subject = ?2 AND state = 'pending' \
+         AND expires_at > ?3",
+        params![requester.kind.as_str(), requester.name, now],
+        |r| r.get(0),
+    )?;
+    Ok(n.max(0) as usize)
+}
+
 /// A pending request of `requester` (or its agent) for `editor` in `shop`
 /// of cluster `c`, for an hour, expiring in half an hour: the tests'.
 #[cfg(test)]
@@ -306,6 +313,40 @@ mod tests {
             granted_by: "bob".into(),
             created_at: Utc::now(),
             revoked_at: None,
+        }
+    }
+
+    /// The pending cap is counted with the insert: racing requests, each
+    /// on a connection of its own on PostgreSQL, do not all pass it; an
+    /// expired request is not counted.
+    #[test]
+    fn access_requests_racing_to_the_limit_are_kept_no_more_than_it() {
+        for store in testing::both() {
+            let b = store.backend;
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            let mut expired = request("old", &ana, None);
+            expired.expires_at = Utc::now() - chrono::TimeDelta::minutes(1);
+            store.insert_access_request(&expired).unwrap();
+            let (limit, start) = (3, std::sync::Barrier::new(8));
+            let kept = std::thread::scope(|scope| {
+                let racers: Vec<_> = (0..8)
+                    .map(|i| {
+                        let (store, start, ana) = (&store, &start, &ana);
+                        scope.spawn(move || {
+                            start.wait();
+                            let ask = request(&format!("r{i}"), ana, None);
+                            store.insert_access_request_within(&ask, limit).unwrap()
+                        })
+                    })
+                    .collect();
+                racers
+                    .into_iter()
+                    .filter_map(|r| r.join().unwrap().then_some(()))
+                    .count()
+            });
+            assert_eq!(kept, limit, "{b}");
+            assert_eq!(store.list_access_requests().unwrap().len(), limit + 1, "{b}");
         }
     }
 

@@ -197,13 +197,30 @@ const SELECT: &str = "SELECT id, digest, state, request, created_at, expires_at,
 impl Store {
     /// Store a new held write with its sealed body.
     pub fn insert_held(&self, held: &HeldWrite, sealed_body: &[u8]) -> Result<(), StoreError> {
+        self.insert_held_within(held, sealed_body, usize::MAX).map(|_| ())
+    }
+
+    /// Insert a held write unless its requester already has `open_limit`
+    /// open (false then). The count and the insert are one write
+    /// transaction (serializable on PostgreSQL), so requests racing on
+    /// several replicas, or several threads, cannot all pass a count made
+    /// before the others' inserts.
+    pub fn insert_held_within(
+        &self,
+        held: &HeldWrite,
+        sealed_body: &[u8],
+        open_limit: usize,
+    ) -> Result<bool, StoreError> {
         let request = serde_json::to_string(&held.request).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.with(|c| {
-            c.execute(
+        self.write(|tx| {
+            if open_of(tx, &held.request.requester)? >= open_limit {
+                return Ok(false);
+            }
+            tx.execute(
                 "INSERT INTO held_writes (id, digest, state, request, body, created_at, expires_at, requester) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![held.id, held.digest, held.state.as_str(), request, sealed_body, held.created_at, held.expires_at, held.request.requester],
             )?;
-            Ok(())
+            Ok(true)
         })
     }
 
@@ -243,14 +260,7 @@ impl Store {
 
     /// How many of `requester`'s held writes wait for a decision or to run.
     pub fn open_held_of(&self, requester: &str) -> Result<usize, StoreError> {
-        self.with(|c| {
-            let n: i64 = c.query_row(
-                "SELECT COUNT(*) FROM held_writes WHERE requester = ?1 AND state IN ('pending', 'approved')",
-                params![requester],
-                |r| r.get(0),
-            )?;
-            Ok(n.max(0) as usize)
-        })
+        self.with(|c| open_of(c, requester))
     }
 
     /// Every held write, newest first.
@@ -421,6 +431,16 @@ fn held_row(r: &Row) -> Result<HeldWrite, SqlError> {
             .map_err(|e| json_error(10, e))?,
         answered: r.get(11)?,
     })
+}
+
+/// How many of `requester`'s held writes are open (pending or approved).
+fn open_of(c: &dyn super::sql::Db, requester: &str) -> Result<usize, StoreError> {
+    let n: i64 = c.query_row(
+        "SELECT COUNT(*) FROM held_writes WHERE requester = ?1 AND state IN ('pending', 'approved')",
+        params![requester],
+        |r| r.get(0),
+    )?;
+    Ok(n.max(0) as usize)
 }
 
 #[cfg(test)]

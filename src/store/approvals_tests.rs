@@ -208,6 +208,40 @@ fn a_requesters_held_writes_are_counted_open_and_listed_newest_first() {
     }
 }
 
+/// The cap is counted with the insert: eight threads racing past their
+/// first count (each on a connection of its own on PostgreSQL, as
+/// replicas are) still hold no more than the limit.
+#[test]
+fn held_writes_racing_to_the_limit_are_held_no_more_than_it() {
+    for store in testing::both() {
+        let b = store.backend;
+        let (limit, start) = (3, Barrier::new(8));
+        let held_ones = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..8)
+                .map(|i| {
+                    let (store, start) = (&store, &start);
+                    scope.spawn(move || {
+                        start.wait();
+                        store
+                            .insert_held_within(&held(&format!("h{i}"), &format!("d{i}")), b"sealed", limit)
+                            .unwrap()
+                    })
+                })
+                .collect();
+            racers
+                .into_iter()
+                .filter_map(|r| r.join().unwrap().then_some(()))
+                .count()
+        });
+        assert_eq!(held_ones, limit, "{b}");
+        assert_eq!(store.open_held_of("bot:ci").unwrap(), limit, "{b}");
+        // Another requester is not counted against this one's.
+        let mut other = held("o1", "d9");
+        other.request.requester = "bot:other".into();
+        assert!(store.insert_held_within(&other, b"sealed", limit).unwrap(), "{b}");
+    }
+}
+
 /// Migration 0023 fills the column for the held writes made before it.
 #[test]
 fn the_migration_gives_held_writes_made_before_it_their_requester() {

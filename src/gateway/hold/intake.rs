@@ -99,7 +99,12 @@ impl Pipeline {
             None => return Err(RequestError::HoldUnavailable),
         };
         let (store, stored) = (self.approvals.store.clone(), held.clone());
-        blocking(move || store.insert_held(&stored, &sealed)).await?;
+        // Counted again with the insert: requests racing past the first
+        // count (each dry run takes a while) cannot all be held.
+        if !blocking(move || store.insert_held_within(&stored, &sealed, MAX_OPEN_HELD)).await? {
+            trace.row.held = false;
+            return Err(RequestError::TooManyHeld { limit: MAX_OPEN_HELD });
+        }
         tracing::info!(held = %held.id, write = %crate::text::Escaped(&held.request.summary()), "write held for approval");
         Err(self.answer(&held))
     }
