@@ -178,11 +178,19 @@ pub fn clean_query(query: &str) -> String {
     let cleaned: Vec<String> = query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((key, _)) if HIDDEN_PARAMS.iter().any(|h| key.eq_ignore_ascii_case(h)) => format!("{key}=<hidden>"),
+            // Compared decoded, as the server reading it decodes it:
+            // `subject%5Ftoken=` is `subject_token=`.
+            Some((key, _)) if is_hidden(key) => format!("{key}=<hidden>"),
             _ => pair.to_string(),
         })
         .collect();
     bounded(&cleaned.join("&"))
+}
+
+/// Is a query parameter's raw name one whose value is never recorded?
+fn is_hidden(raw_name: &str) -> bool {
+    let name = percent_encoding::percent_decode_str(raw_name).decode_utf8_lossy();
+    HIDDEN_PARAMS.iter().any(|h| name.eq_ignore_ascii_case(h))
 }
 
 /// Is a non-resource `path` discovery (what clients fetch to learn the API)?
@@ -209,6 +217,11 @@ mod tests {
         );
         assert_eq!(clean_query("TOKEN=x"), "TOKEN=<hidden>");
         assert_eq!(clean_query("dryRun=All"), "dryRun=All");
+        assert_eq!(
+            clean_query("grant_type=x&subject%5Ftoken=eyJ&%74oken=abc&%E9=1"),
+            "grant_type=x&subject%5Ftoken=<hidden>&%74oken=<hidden>&%E9=1",
+            "a name is compared percent-decoded"
+        );
     }
 
     #[test]
