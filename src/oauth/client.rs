@@ -207,19 +207,17 @@ impl Clients {
 
     async fn registered(&self, client_id: &str) -> Result<ClientMetadata, ClientError> {
         let (store, id) = (self.store.clone(), client_id.to_string());
-        let found = tokio::task::spawn_blocking(move || {
-            let found = store.find_oauth_client(&id)?;
-            if found.is_some() {
-                store.touch_oauth_client(&id, Utc::now())?;
-            }
-            Ok::<_, StoreError>(found)
-        })
-        .await
-        .map_err(|_| ClientError::Unavailable)?
-        .map_err(|error| {
-            tracing::error!(%error, "cannot look up a registered OAuth client");
-            ClientError::Unavailable
-        })?;
+        // Not noted as used here: anyone may name a client at the
+        // authorize page, signed in or not, and that would keep a flood of
+        // registrations out of the unused clients' bound. Issuing it
+        // tokens notes the use.
+        let found = tokio::task::spawn_blocking(move || store.find_oauth_client(&id))
+            .await
+            .map_err(|_| ClientError::Unavailable)?
+            .map_err(|error| {
+                tracing::error!(%error, "cannot look up a registered OAuth client");
+                ClientError::Unavailable
+            })?;
         let client = found.ok_or_else(|| ClientError::Unknown(shown(client_id)))?;
         registered_metadata(client)
     }
@@ -468,7 +466,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_registered_client_resolves_and_is_noted_as_used_and_an_unknown_one_is_refused() {
+    async fn a_registered_client_resolves_without_being_noted_as_used_and_an_unknown_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let clients = clients(&dir);
         let uris = vec!["http://127.0.0.1/cb".to_string()];
@@ -480,7 +478,10 @@ mod tests {
             .find_oauth_client(&registered.client_id)
             .unwrap()
             .unwrap();
-        assert!(used.last_used_at > registered.last_used_at, "resolving notes the use");
+        assert_eq!(
+            used.last_used_at, registered.last_used_at,
+            "naming a client, as anyone may at the authorize page, is not its use"
+        );
         let error = clients.resolve("pcl-client-nobody").await.unwrap_err();
         assert_eq!(error, ClientError::Unknown("pcl-client-nobody".into()));
         assert_eq!(error.oauth().error, "invalid_client");
