@@ -64,6 +64,24 @@ impl RequestInfo {
             && matches!(self.subresource.as_str(), "exec" | "attach" | "portforward")
     }
 
+    /// A request through the `proxy` subresource of a pod, service or
+    /// node: kube-apiserver's connecters pass it, query and all, to what
+    /// runs there, so `dryRun` is not the API server's to honour and the
+    /// request runs for real.
+    pub fn is_proxy_subresource(&self) -> bool {
+        self.is_resource_request
+            && self.api_group.is_empty()
+            && self.subresource == "proxy"
+            && matches!(self.resource.as_str(), "pods" | "services" | "nodes")
+    }
+
+    /// Does the API server take this request's `dryRun=All` as a dry run?
+    /// Not for what it hands on (a connecter) or serves without reading it
+    /// (a TokenRequest).
+    fn honours_dry_run(&self) -> bool {
+        !self.is_token_request() && !self.is_proxy_subresource() && !self.is_stream_subresource()
+    }
+
     /// The API server's long-running requests, which no whole-request
     /// timeout may cut: verbs watch and proxy; subresources attach, exec,
     /// proxy, log and portforward.
@@ -226,7 +244,7 @@ fn verb_from_query(info: &mut RequestInfo, query: Query<'_>) {
         info.verb = if query.watch() { "watch" } else { "list" }.to_string();
         info.name = query.selected_name().unwrap_or_default();
     }
-    info.dry_run = query.dry_run() && !info.is_token_request();
+    info.dry_run = query.dry_run() && info.honours_dry_run();
     if info.name.is_empty() && info.verb == "delete" {
         info.verb = "deletecollection".to_string();
     }

@@ -441,6 +441,27 @@ fn a_token_request_is_never_a_dry_run_as_the_api_server_issues_its_token_anyway(
 }
 
 #[test]
+fn a_request_through_a_proxy_or_a_stream_subresource_is_never_a_dry_run_as_the_api_server_hands_it_on() {
+    for path in [
+        "/api/v1/namespaces/shop/services/web:80/proxy/admin/reset?dryRun=All",
+        "/api/v1/namespaces/shop/pods/web/proxy/x?dryRun=All",
+        "/api/v1/nodes/n1/proxy/run/shop/web/app?dryRun=All",
+        "/api/v1/namespaces/shop/pods/web/exec?command=ls&dryRun=All",
+    ] {
+        let proxied = info(Method::POST, path);
+        assert!(proxied.is_write() && !proxied.dry_run, "{path}: {proxied:?}");
+    }
+    assert!(info(Method::POST, "/api/v1/nodes/n1/proxy/x").is_proxy_subresource());
+    // Another group's `proxy` is its own resource's subresource.
+    let elsewhere = info(
+        Method::POST,
+        "/apis/example.com/v1/namespaces/shop/widgets/w/proxy?dryRun=All",
+    );
+    assert!(!elsewhere.is_proxy_subresource() && elsewhere.dry_run);
+    assert!(info(Method::PATCH, "/api/v1/namespaces/shop/services/web?dryRun=All").dry_run);
+}
+
+#[test]
 fn only_core_pods_exec_attach_and_port_forward_are_streams() {
     assert!(info(Method::POST, "/api/v1/namespaces/shop/pods/web/exec").is_stream_subresource());
     assert!(!info(Method::POST, "/apis/example.com/v1/namespaces/shop/pods/web/exec").is_stream_subresource());

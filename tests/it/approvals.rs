@@ -511,6 +511,50 @@ async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is_and_its_ru
     env.stop().await;
 }
 
+/// kube-apiserver hands a request through a pod's, service's or node's
+/// `proxy` subresource on to what runs there, `dryRun=All` and all: such a
+/// write is a real one, held for a careful bot with or without `dryRun`,
+/// and nothing reaches the proxied service before a person approves (no
+/// dry run, no read of a current object).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_a_proxy_subresource_is_held_and_never_tried_beforehand() {
+    let env = Portcullis::start().await;
+    let (bot, _ana) = careful_bot_in(&env, "shop", "admin");
+    let auth = format!("Bearer {bot}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    for (i, query) in ["?dryRun=All", ""].into_iter().enumerate() {
+        let path = format!(
+            "/clusters/{}/api/v1/namespaces/shop/services/web:80/proxy/admin/reset-{i}{query}",
+            env.cluster
+        );
+        let answer = env
+            .raw()
+            .send(http::Method::POST, &path, &headers, b"{}".to_vec())
+            .await;
+        let body = String::from_utf8_lossy(&answer.body).to_string();
+        let id = held_id(&body);
+        let held = env.store.held(&id).unwrap().expect("the held write");
+        assert_eq!(held.state, HeldState::Pending, "{query}");
+        assert!(
+            held.request.preview.current_note.contains("proxy"),
+            "{query}: {:?}",
+            held.request.preview
+        );
+    }
+    let proxied = env
+        .sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/proxy/"))
+        .count();
+    assert_eq!(proxied, 0, "nothing reached the proxied service before an approval");
+    let rows = audit_rows(&env).await;
+    let rows: Vec<_> = rows.iter().filter(|r| r.subresource == "proxy").collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r.held && !r.dry_run && r.write), "{rows:?}");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_the_api_server_would_not_read_past_go_s_query_limit_is_refused_not_passed_unheld() {
     let env = Portcullis::start().await;

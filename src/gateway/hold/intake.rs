@@ -35,12 +35,22 @@ impl Pipeline {
             trace.row.held = false;
             return Err(RequestError::TooManyHeld { limit: MAX_OPEN_HELD });
         }
-        let (result, current, note, created) = if ctx.info.is_token_request() {
+        // What cannot be tried beforehand: the person approves the request
+        // as asked.
+        let untried = if ctx.info.is_token_request() {
             // kube-apiserver issues a TokenRequest's token even in a dry
-            // run, and the preview would keep it: the person approves the
-            // request as asked.
+            // run, and the preview would keep it.
+            Some("a TokenRequest cannot be tried beforehand (the cluster would issue its token): shown as asked")
+        } else if ctx.info.is_proxy_subresource() {
+            // The API server hands it on, `dryRun` and all, and what
+            // answers there would run it: even the current object's GET
+            // would reach it.
+            Some("a request through a proxy cannot be tried beforehand (it would run where it goes): shown as asked")
+        } else {
+            None
+        };
+        let (result, current, note, created) = if let Some(note) = untried {
             let asked = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-            let note = "a TokenRequest cannot be tried beforehand (the cluster would issue its token): shown as asked";
             (asked, None, note.to_string(), true)
         } else {
             let (mut parts, answer) = self.dry_run(ctx, &request).await?;
@@ -73,7 +83,11 @@ impl Pipeline {
             (result, current, note, parts.status == http::StatusCode::CREATED)
         };
         let deleting = matches!(ctx.info.verb.as_str(), "delete" | "deletecollection");
-        let precondition = precondition(ctx.info, current.as_ref(), &result, created);
+        let precondition = match untried {
+            // Nothing was tried: the run tries nothing either.
+            Some(_) => Precondition::default(),
+            None => precondition(ctx.info, current.as_ref(), &result, created),
+        };
         let write = preview::Write {
             secret: ctx.info.is_secrets(),
             deleting,
