@@ -208,13 +208,22 @@ fn method_verb(method: &http::Method) -> &'static str {
     }
 }
 
+/// Go's `strings.EqualFold(v, "false")`: Unicode's simple folding also
+/// takes the long s (`ſ`) as `s`.
+fn equal_fold_false(v: &str) -> bool {
+    let folded = v
+        .chars()
+        .map(|c| if c == '\u{17F}' { 's' } else { c.to_ascii_lowercase() });
+    folded.eq("false".chars())
+}
+
 /// A get without a name: decode the list options from the query.
 fn list_or_watch(info: &mut RequestInfo, query: Option<&str>) {
     let values = parse_query(query.unwrap_or_default());
     let first = |key: &str| values.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     // Convert_Slice_string_To_bool; the same reading whether or not the
     // other options decode.
-    let watch = first("watch").is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"));
+    let watch = first("watch").is_some_and(|v| v != "0" && !equal_fold_false(v));
     info.verb = if watch { "watch" } else { "list" }.into();
 
     // A list option that does not convert fails the whole decode, and then

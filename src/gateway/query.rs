@@ -31,6 +31,18 @@ pub struct Query<'q> {
     raw: &'q str,
 }
 
+/// Go's `strings.EqualFold(text, ascii)` for a lower-case ASCII `ascii`:
+/// besides ASCII case, Unicode's simple folding takes the long s (`ſ`) as
+/// `s` and the Kelvin sign as `k`, so `falſe` is `false` to the API server.
+fn go_equal_fold(text: &str, ascii: &str) -> bool {
+    let folded = text.chars().map(|c| match c {
+        '\u{17F}' => 's',
+        '\u{212A}' => 'k',
+        c => c.to_ascii_lowercase(),
+    });
+    folded.eq(ascii.chars())
+}
+
 impl<'q> Query<'q> {
     /// A raw query string (without `?`), read as Go's `url.ParseQuery`.
     pub fn parse(raw: Option<&'q str>) -> Query<'q> {
@@ -63,11 +75,12 @@ impl<'q> Query<'q> {
         self.values(name).next()
     }
 
-    /// A boolean option: absent is false; `0` and `false` (any case) are
-    /// false; anything else, the empty string included, is true.
+    /// A boolean option: absent is false; `0` and `false` (in any case, as
+    /// Go's `strings.EqualFold` reads it) are false; anything else, the
+    /// empty string included, is true.
     pub fn flag(self, name: &str) -> bool {
         self.first(name)
-            .is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+            .is_some_and(|v| v != "0" && !go_equal_fold(&v, "false"))
     }
 
     /// `?watch` in any spelling the server takes as a watch.
@@ -298,6 +311,8 @@ mod tests {
             "limit=5&watch",
             "wat%63h=1",
             "watch=%ff",
+            "watch=fal%C5%BF",
+            "watch=fal%C5%BFe%C5%BF",
         ] {
             assert!(query(raw).watch(), "{raw} is a watch");
         }
@@ -307,6 +322,8 @@ mod tests {
             "watch=false",
             "watch=FALSE",
             "watch=fAlSe",
+            "watch=fal%C5%BFe",
+            "watch=FAL%C5%BFE",
             "watch=0&watch=1",
             "watch=%30",
             "watching=1",

@@ -75,6 +75,7 @@ const QUERIES: &[Option<&str>] = &[
     Some("watch="),
     Some("watch=yes"),
     Some("watch=FALSE"),
+    Some("watch=fal%C5%BFe"),
     Some("watch=0"),
     Some("watch=%30"),
     Some("%77atch=1"),

@@ -138,6 +138,7 @@ fn the_query_decides_list_or_watch_as_go_and_apimachinery_decode_it() {
         ("GET", "/api/v1/pods?watch=TRUE", "watch", "", "v1", "", "pods", "", ""),
         ("GET", "/api/v1/pods?watch=false", "list", "", "v1", "", "pods", "", ""),
         ("GET", "/api/v1/pods?watch=FaLsE", "list", "", "v1", "", "pods", "", ""),
+        ("GET", "/api/v1/pods?watch=fal%C5%BFe", "list", "", "v1", "", "pods", "", ""),
         ("GET", "/api/v1/pods?watch=0", "list", "", "v1", "", "pods", "", ""),
         // Only the first value counts.
         ("GET", "/api/v1/pods?watch=0&watch=1", "list", "", "v1", "", "pods", "", ""),

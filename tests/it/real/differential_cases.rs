@@ -268,6 +268,8 @@ pub const CASES: &[Case] = &[
     get("cm-get", "/api/v1/namespaces/{ns}/configmaps/cm-a"),
     get("cm-get-missing", "/api/v1/namespaces/{ns}/configmaps/cm-nope"),
     get("cm-list", CM),
+    // Go's EqualFold folds the long s: a list, not a watch.
+    get("cm-list-watch-long-s-false", "/api/v1/namespaces/{ns}/configmaps?watch=fal%C5%BFe"),
     get("cm-list-label-equals", "/api/v1/namespaces/{ns}/configmaps?labelSelector=app%3Dweb"),
     get("cm-list-label-set", "/api/v1/namespaces/{ns}/configmaps?labelSelector=app%20in%20(web,db)"),
     get("cm-list-label-not-exists", "/api/v1/namespaces/{ns}/configmaps?labelSelector=!tier"),
