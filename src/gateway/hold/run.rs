@@ -10,6 +10,7 @@ use crate::body::{self, Body};
 use crate::document::{self, Bounds, DocumentError};
 use crate::gateway::classify::classify;
 use crate::gateway::error::RequestError;
+use crate::gateway::query::Query;
 use crate::gateway::{Pipeline, Trace};
 use crate::secrets::{redact_json, Target};
 use bytes::Bytes;
@@ -205,7 +206,12 @@ impl Pipeline {
             _ => return Err(RequestError::HeldBodyGone),
         };
         let stored = &held.request;
-        with_precondition(&stored.precondition, &stored.content_type, Bytes::from(body))
+        with_precondition(
+            &stored.precondition,
+            &stored.content_type,
+            &stored.query,
+            Bytes::from(body),
+        )
     }
 
     /// Send exactly the stored request, read whole: its answer (a failure
@@ -312,7 +318,12 @@ fn outcome(code: u16, answer: &[u8], hidden: Option<Target>) -> Outcome {
 /// the object (apply, update, merge and strategic patches) or a JSON patch
 /// `test`, the `uid` in DeleteOptions. A body that is not JSON or YAML
 /// (protobuf) is sent as it is; one that [`parse_body`] refuses is not sent.
-fn with_precondition(precondition: &Precondition, content_type: &str, body: Bytes) -> Result<Bytes, RequestError> {
+fn with_precondition(
+    precondition: &Precondition,
+    content_type: &str,
+    query: &str,
+    body: Bytes,
+) -> Result<Bytes, RequestError> {
     let Precondition {
         resource_version, uid, ..
     } = precondition;
@@ -323,7 +334,15 @@ fn with_precondition(precondition: &Precondition, content_type: &str, body: Byte
             .map_err(|e| RequestError::Internal { cause: e.to_string() })
     };
     if let Some(uid) = uid {
-        let Some(mut options) = parse(&body)?.filter(Value::is_object) else {
+        // A delete's options come from its body whenever it has one: a
+        // bodiless delete's, from its query, go into the body the uid
+        // makes, or the run would drop them (`propagationPolicy=Orphan`
+        // approved, the dependents deleted).
+        let parsed = match body.is_empty() {
+            true => Some(Value::Object(query_delete_options(Query::parse(Some(query))))),
+            false => parse(&body)?,
+        };
+        let Some(mut options) = parsed.filter(Value::is_object) else {
             return Ok(body);
         };
         return match set(&mut options, "preconditions", "uid", uid) {
@@ -351,6 +370,27 @@ fn with_precondition(precondition: &Precondition, content_type: &str, body: Byte
         },
         None => Ok(body),
     }
+}
+
+/// The DeleteOptions in a bodiless delete's query, as kube-apiserver
+/// decodes them from it (the first value of each; a flag is false only
+/// for `0` or `false`). A value it cannot decode failed the dry run, so
+/// the write was never held: such a value is left out.
+fn query_delete_options(query: Query<'_>) -> serde_json::Map<String, Value> {
+    let mut options = serde_json::Map::new();
+    let grace = query.first("gracePeriodSeconds").and_then(|v| v.parse::<i64>().ok());
+    if let Some(seconds) = grace {
+        options.insert("gracePeriodSeconds".into(), seconds.into());
+    }
+    if let Some(policy) = query.first("propagationPolicy") {
+        options.insert("propagationPolicy".into(), policy.into_owned().into());
+    }
+    for flag in ["orphanDependents", "ignoreStoreReadErrorWithClusterBreakingPotential"] {
+        if query.first(flag).is_some() {
+            options.insert(flag.into(), query.flag(flag).into());
+        }
+    }
+    options
 }
 
 /// A held write's body as JSON or YAML, parsed within bounds (see
@@ -531,10 +571,10 @@ mod tests {
     #[test]
     fn an_apply_or_merge_body_carries_the_dry_runs_resource_version() {
         let yaml = Bytes::from_static(b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n");
-        let sent = with_precondition(&rv("41"), "application/apply-patch+yaml", yaml).unwrap();
+        let sent = with_precondition(&rv("41"), "application/apply-patch+yaml", "", yaml).unwrap();
         assert_eq!(json_of(sent)["metadata"]["resourceVersion"], "41");
         let merge = Bytes::from_static(br#"{"spec":{"replicas":2}}"#);
-        let sent = with_precondition(&rv("7"), "application/merge-patch+json", merge).unwrap();
+        let sent = with_precondition(&rv("7"), "application/merge-patch+json", "", merge).unwrap();
         assert_eq!(
             json_of(sent),
             json!({"spec": {"replicas": 2}, "metadata": {"resourceVersion": "7"}})
@@ -544,7 +584,7 @@ mod tests {
     #[test]
     fn a_json_patch_is_guarded_by_a_test_and_a_delete_by_the_uid() {
         let patch = Bytes::from_static(br#"[{"op":"replace","path":"/data/a","value":"b"}]"#);
-        let sent = json_of(with_precondition(&rv("9"), "application/json-patch+json", patch).unwrap());
+        let sent = json_of(with_precondition(&rv("9"), "application/json-patch+json", "", patch).unwrap());
         assert_eq!(
             sent[0],
             json!({"op": "test", "path": "/metadata/resourceVersion", "value": "9"})
@@ -554,14 +594,29 @@ mod tests {
             uid: Some("u-1".into()),
             ..Precondition::default()
         };
-        let sent = json_of(with_precondition(&uid, "", Bytes::new()).unwrap());
+        let sent = json_of(with_precondition(&uid, "", "", Bytes::new()).unwrap());
         assert_eq!(sent, json!({"preconditions": {"uid": "u-1"}}));
+        // A bodiless delete's options in its query go into the body the
+        // uid makes: the server then reads them from there alone.
+        let query = "propagationPolicy=Orphan&gracePeriodSeconds=0&orphanDependents=fal%C5%BFe&propagationPolicy=Foreground&x=1";
+        let sent = json_of(with_precondition(&uid, "", query, Bytes::new()).unwrap());
+        assert_eq!(
+            sent,
+            json!({"preconditions": {"uid": "u-1"}, "propagationPolicy": "Orphan", "gracePeriodSeconds": 0, "orphanDependents": false})
+        );
+        // A delete with a body keeps its own options: the query is not read.
+        let body = Bytes::from_static(br#"{"propagationPolicy":"Background"}"#);
+        let sent = json_of(with_precondition(&uid, "application/json", query, body).unwrap());
+        assert_eq!(
+            sent,
+            json!({"preconditions": {"uid": "u-1"}, "propagationPolicy": "Background"})
+        );
     }
 
     #[test]
     fn a_body_with_yaml_aliases_is_refused_instead_of_expanded() {
         let yaml = Bytes::from_static(b"kind: ConfigMap\nx: &a [1, 2]\ny: [*a, *a]\n");
-        let refused = with_precondition(&rv("1"), "application/yaml", yaml)
+        let refused = with_precondition(&rv("1"), "application/yaml", "", yaml)
             .unwrap_err()
             .status();
         assert_eq!((refused.code, refused.reason.as_str()), (400, "BadRequest"));
@@ -571,11 +626,11 @@ mod tests {
     #[test]
     fn bodies_that_cannot_carry_a_precondition_pass_unchanged() {
         let proto = Bytes::from_static(b"k8s\x00\x01");
-        let sent = with_precondition(&rv("1"), "application/vnd.kubernetes.protobuf", proto.clone()).unwrap();
+        let sent = with_precondition(&rv("1"), "application/vnd.kubernetes.protobuf", "", proto.clone()).unwrap();
         assert_eq!(sent, proto);
         let odd = Bytes::from_static(br#"{"metadata":"x"}"#);
         assert_eq!(
-            with_precondition(&rv("1"), "application/merge-patch+json", odd.clone()).unwrap(),
+            with_precondition(&rv("1"), "application/merge-patch+json", "", odd.clone()).unwrap(),
             odd
         );
     }
