@@ -136,9 +136,9 @@ pub async fn serve(
 /// The device authorization response (RFC 8628 §3.2).
 async fn authorization(web: &Web, row: &mut AuditRow) -> Response<Body> {
     mark(row, "device-authorization");
-    // Each code is a row in the store for ten minutes: asked like any
-    // sign-in attempt, within the same limit per address.
-    if !web.sign_in_allowed(&row.client) {
+    // Each code is a row in the store for ten minutes: within a limit per
+    // address as sign-ins are, but not theirs (see `device_code_allowed`).
+    if !web.device_code_allowed(&row.client) {
         row.refuse(Refusal::RateLimited);
         return json(
             StatusCode::TOO_MANY_REQUESTS,

@@ -28,6 +28,10 @@ use std::time::Duration;
 pub struct Web {
     signin: Option<SignIn>,
     limiter: RateLimiter,
+    /// Device codes given per address, apart from the sign-ins: asking
+    /// for one needs no session, so any web page can make its visitors'
+    /// browsers ask, and must not spend a whole office's sign-ins.
+    device_limiter: RateLimiter,
     lifetime: Duration,
     /// For the group rules' grants (roles, clusters) at each sign-in.
     config: std::sync::Arc<Config>,
@@ -62,6 +66,7 @@ impl Web {
         Ok(Web {
             signin,
             limiter: RateLimiter::new(rate, rate),
+            device_limiter: RateLimiter::new(rate, rate),
             lifetime: config.sessions.lifetime,
             config: std::sync::Arc::new(config.clone()),
             cli_codes: super::cli_login::Codes::new(store.clone()),
@@ -76,9 +81,14 @@ impl Web {
     }
 
     /// May `client` (an address) make another sign-in attempt now (a
-    /// sign-in, asking for a device code, or trying one)?
+    /// sign-in, or trying a device code)?
     pub(super) fn sign_in_allowed(&self, client: &str) -> bool {
         self.limiter.check(client).is_ok()
+    }
+
+    /// May `client` (an address) be given another device code now?
+    pub(super) fn device_code_allowed(&self, client: &str) -> bool {
+        self.device_limiter.check(client).is_ok()
     }
 
     /// May `key` (an address or a client) ask `/oauth/authorize` again
