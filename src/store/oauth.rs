@@ -26,7 +26,10 @@ pub struct SessionPlan {
     /// Its writes wait for the person's approval.
     pub writes_need_approval: bool,
     /// The credential the consenting web session signed in with: the
-    /// session is made only while it works, and ends when it is revoked.
+    /// session is made only while it works, and ends when it is revoked
+    /// (`revoke_credential`; not at a sign-out, which revokes a provider
+    /// sign-in's credential without what it opened, as a session of its own
+    /// the agent session outlives it).
     pub consented_with: Option<String>,
 }
 
