@@ -6,6 +6,7 @@
 use super::claims;
 use crate::audit::row::AuditRow;
 use crate::audit::AuditError;
+use crate::config::Config;
 use crate::signin::groups::Actor;
 use crate::store::{Store, StoreError, TrustRule};
 use chrono::Utc;
@@ -54,9 +55,20 @@ pub enum TrustError {
 }
 
 /// Add a rule for `ask.bot`, by `actor`; audited.
-pub fn add_rule(store: &Store, ask: TrustAsk, actor: &Actor) -> Result<TrustRule, TrustError> {
+pub fn add_rule(config: &Config, store: &Store, ask: TrustAsk, actor: &Actor) -> Result<TrustRule, TrustError> {
     check_url("issuer", &ask.issuer)?;
     check_text("audience", &ask.audience)?;
+    if !config.ci.accepts_audience(&config.public_url, &ask.audience) {
+        let accepted = match config.ci.audiences.is_empty() {
+            true => format!("this portcullis's own URL, {}", config.public_url),
+            false => format!("one of [ci] audiences: {}", config.ci.audiences.join(", ")),
+        };
+        return Err(TrustError::Invalid(format!(
+            "the audience {:?} is not {accepted}: a job must ask for a token made for portcullis, not one \
+             another service also takes (whoever receives it there could exchange it here)",
+            crate::text::escape_control(&ask.audience)
+        )));
+    }
     let conditions = conditions(&ask.claims)?;
     let duration = within("duration", ask.duration.unwrap_or(DEFAULT_DURATION), MAX_DURATION)?;
     let max_age = within(
@@ -257,6 +269,29 @@ mod tests {
     use super::*;
     use crate::identity::Principal;
 
+    /// portcullis at `https://p.example/`, with `[ci] audiences` as given.
+    fn config(audiences: &[&str]) -> Config {
+        let mut config = Config::from_sources(
+            r#"
+listen = "127.0.0.1:8443"
+public_url = "https://p.example/"
+data_dir = "/tmp/unused"
+[tls]
+cert_file = "c.pem"
+key_file = "k.pem"
+[[clusters]]
+name = "c"
+server = "https://127.0.0.1:6443"
+ca_file = "ca.pem"
+token_file = "token"
+"#,
+            Vec::new(),
+        )
+        .unwrap();
+        config.ci.audiences = audiences.iter().map(|a| a.to_string()).collect();
+        config
+    }
+
     fn ask(claims: &[&str]) -> TrustAsk {
         TrustAsk {
             bot: "deployer".into(),
@@ -272,7 +307,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).unwrap();
         store.add_principal(&Principal::bot("deployer"), false).unwrap();
-        let rule = add_rule(&store, ask(&["repository=acme/shop"]), &Actor::Operator).unwrap();
+        let rule = add_rule(&config(&[]), &store, ask(&["repository=acme/shop"]), &Actor::Operator).unwrap();
         assert_eq!((rule.duration_seconds, rule.max_token_age_seconds), (3600, 600));
         assert_eq!(rule.created_by, "cli");
         assert_eq!(rule.claims["repository"], "acme/shop");
@@ -300,6 +335,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_rule_names_only_an_audience_portcullis_takes_as_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        store.add_principal(&Principal::bot("deployer"), false).unwrap();
+        let with = |audience: &str| TrustAsk {
+            audience: audience.into(),
+            ..ask(&["repository=acme/shop"])
+        };
+        // By default its own URL, a trailing `/` or not.
+        for audience in ["https://p.example", "https://p.example/"] {
+            add_rule(&config(&[]), &store, with(audience), &Actor::Operator).unwrap();
+        }
+        for audience in ["sts.amazonaws.com", "https://p.example.evil", "https://p.example/mcp"] {
+            let refused = add_rule(&config(&[]), &store, with(audience), &Actor::Operator).unwrap_err();
+            assert!(
+                refused.to_string().contains("own URL, https://p.example/"),
+                "{audience}: {refused}"
+            );
+        }
+        // `[ci] audiences` names them instead.
+        let listed = config(&["portcullis-prod"]);
+        add_rule(&listed, &store, with("portcullis-prod"), &Actor::Operator).unwrap();
+        let refused = add_rule(&listed, &store, with("https://p.example"), &Actor::Operator).unwrap_err();
+        assert!(
+            refused.to_string().contains("[ci] audiences: portcullis-prod"),
+            "{refused}"
+        );
+        assert_eq!(store.trust_rules(None).unwrap().len(), 3);
+    }
+
     fn names_an_owner_in(given: &[&str]) -> bool {
         let given: Vec<String> = given.iter().map(|s| s.to_string()).collect();
         conditions(&given).is_ok()
@@ -310,7 +376,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).unwrap();
         store.add_principal(&Principal::bot("deployer"), false).unwrap();
-        let refused = |ask: TrustAsk| add_rule(&store, ask, &Actor::Operator).unwrap_err().to_string();
+        let refused = |ask: TrustAsk| {
+            add_rule(&config(&[]), &store, ask, &Actor::Operator)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(refused(ask(&[])).contains("at least one --claim"));
         assert!(refused(ask(&["ref=a", "ref=b"])).contains("twice"));
         // Conditions that do not pin whose jobs: anyone's repository meets them.
@@ -371,7 +441,7 @@ mod tests {
             ..ask(&["repository=acme/shop"])
         };
         assert!(matches!(
-            add_rule(&store, ghost, &Actor::Operator),
+            add_rule(&config(&[]), &store, ghost, &Actor::Operator),
             Err(TrustError::Store(StoreError::NotFound(_)))
         ));
     }

@@ -70,7 +70,9 @@ pub fn run(config: &Config, store: &Store, command: AdminCommand) -> Result<(), 
         AdminCommand::Bot(super::bot_trust::AdminBotCommand::Principal(c)) => {
             principal_command(store, PrincipalKind::Bot, c)
         }
-        AdminCommand::Bot(super::bot_trust::AdminBotCommand::Trust(c)) => super::bot_trust::run_operator(store, c, out),
+        AdminCommand::Bot(super::bot_trust::AdminBotCommand::Trust(c)) => {
+            super::bot_trust::run_operator(config, store, c, out)
+        }
         AdminCommand::Credential(c) => credential_command(store, c),
         AdminCommand::Grant(c) => grant::run(config, store, c),
         AdminCommand::Agent(c) => agent_command(store, c),

@@ -9,6 +9,7 @@ use super::access::io;
 use super::remote::Remote;
 use super::{when, CliError, PrincipalCommand};
 use crate::ci::rules::{self, TrustAsk, TrustError};
+use crate::config::Config;
 use crate::signin::groups::Actor;
 use crate::store::{Store, TrustRule};
 use crate::text::escape_control as esc;
@@ -121,10 +122,15 @@ pub async fn run(remote: &Remote, command: BotCommand, out: &mut dyn Write) -> R
 }
 
 /// Run `admin bot trust` on the server's store, as the operator.
-pub fn run_operator(store: &Store, command: TrustCommand, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn run_operator(
+    config: &Config,
+    store: &Store,
+    command: TrustCommand,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     match command {
         TrustCommand::Add(args) => added(
-            &rules::add_rule(store, ask(args), &Actor::Operator).map_err(message)?,
+            &rules::add_rule(config, store, ask(args), &Actor::Operator).map_err(message)?,
             out,
         ),
         TrustCommand::List { bot } => list(&store.trust_rules(bot.as_deref())?, out),

@@ -14,4 +14,22 @@ pub struct CiConfig {
     /// roots. Issuers are always reached over https.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// The audiences a trust rule may name: the `aud` a job asks its token
+    /// for. Empty: `public_url` alone. A token made for another service
+    /// (`sts.amazonaws.com`, a registry) must not be one that is taken
+    /// here, or whoever receives it there could exchange it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+}
+
+impl CiConfig {
+    /// May a trust rule name `audience`, when portcullis is at
+    /// `public_url`? (A trailing `/` is not told apart.)
+    pub fn accepts_audience(&self, public_url: &str, audience: &str) -> bool {
+        let same = |a: &str| a.trim_end_matches('/') == audience.trim_end_matches('/');
+        match self.audiences.is_empty() {
+            true => same(public_url),
+            false => self.audiences.iter().any(|a| same(a)),
+        }
+    }
 }

@@ -27,9 +27,9 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
         }
         (&Method::POST, [_]) => {
             let ask = ask(&call.body)?;
-            api.blocking(move |store, _| {
+            api.blocking(move |store, config| {
                 must_be_admin(store, &admin, "bots' trust rules")?;
-                let rule = rules::add_rule(store, ask, &Actor::Person(admin)).map_err(refused)?;
+                let rule = rules::add_rule(config, store, ask, &Actor::Person(admin)).map_err(refused)?;
                 Ok(json!({"rule": rule}))
             })
             .await

@@ -15,13 +15,16 @@ fn text(output: &std::process::Output) -> (String, String) {
     )
 }
 
-/// `words` split at spaces, `issuer` put for `ISSUER`.
-fn args(words: &str, issuer: &CiIssuer) -> Vec<String> {
+/// `words` split at spaces, `issuer` put for `ISSUER` and `env`'s own URL
+/// for `AUDIENCE`.
+fn args(words: &str, issuer: &CiIssuer, env: &Portcullis) -> Vec<String> {
     words
         .split_whitespace()
         .map(|w| {
             if w == "ISSUER" {
                 issuer.issuer.clone()
+            } else if w == "AUDIENCE" {
+                env.config.public_url.clone()
             } else {
                 w.to_string()
             }
@@ -29,7 +32,7 @@ fn args(words: &str, issuer: &CiIssuer) -> Vec<String> {
         .collect()
 }
 
-const ADD: &str = "bot trust add --bot deployer --issuer ISSUER --audience https://p.example";
+const ADD: &str = "bot trust add --bot deployer --issuer ISSUER --audience AUDIENCE";
 
 /// An issuer, portcullis with bot [`BOT`], admin ana and bob; their tokens.
 async fn with_admin() -> (CiIssuer, Portcullis, String, String) {
@@ -47,6 +50,7 @@ async fn an_admin_adds_lists_and_removes_a_bots_trust_rules_as_themselves_audite
     let add = args(
         &format!("{ADD} --claim repository=acme/shop --claim ref=refs/tags/v* --duration 30m"),
         &issuer,
+        &env,
     );
     let add: Vec<&str> = add.iter().map(String::as_str).collect();
     let (out, err) = text(&env.person_cli(&ana, &add));
@@ -59,7 +63,7 @@ async fn an_admin_adds_lists_and_removes_a_bots_trust_rules_as_themselves_audite
 
     let (out, _) = text(&env.person_cli(&ana, &["bot", "trust", "list", "--bot", BOT]));
     assert!(
-        out.contains(&rules[0].id) && out.contains("aud=https://p.example"),
+        out.contains(&rules[0].id) && out.contains(&format!("aud={}", env.config.public_url)),
         "{out}"
     );
     let (out, _) = text(&env.person_cli(&ana, &["bot", "trust", "remove", &rules[0].id]));
@@ -80,14 +84,21 @@ async fn someone_not_an_admin_is_refused_and_a_rule_must_name_a_claim() {
     let refused = env.person_cli(&bob, &["bot", "trust", "list"]);
     assert!(!refused.status.success());
     assert!(text(&refused).1.contains("not an admin"), "{}", text(&refused).1);
-    let add = args(&format!("{ADD} --claim repository=acme/shop"), &issuer);
+    let add = args(&format!("{ADD} --claim repository=acme/shop"), &issuer, &env);
     let add: Vec<&str> = add.iter().map(String::as_str).collect();
     let (_, err) = text(&env.person_cli(&bob, &add));
     assert!(err.contains("not an admin"), "{err}");
-    let bare = args(ADD, &issuer);
+    let bare = args(ADD, &issuer, &env);
     let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
     let (_, err) = text(&env.person_cli(&ana, &bare));
     assert!(err.contains("at least one --claim"), "{err}");
+    // An audience another service also takes: whoever receives such a
+    // token there must not be able to exchange it here.
+    let elsewhere = ADD.replace("AUDIENCE", "sts.amazonaws.com");
+    let elsewhere = args(&format!("{elsewhere} --claim repository=acme/shop"), &issuer, &env);
+    let elsewhere: Vec<&str> = elsewhere.iter().map(String::as_str).collect();
+    let (_, err) = text(&env.person_cli(&ana, &elsewhere));
+    assert!(err.contains("is not this portcullis's own URL"), "{err}");
     assert!(env.store.trust_rules(None).unwrap().is_empty());
 }
 
@@ -100,6 +111,7 @@ async fn the_operator_manages_trust_rules_on_the_store_and_bots_still_list_and_d
     let add = args(
         &format!("admin {ADD} --claim repository=acme/shop --max-token-age 5m"),
         &issuer,
+        &env,
     );
     let add = env.cli(&add.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(add.status.success(), "{}", text(&add).1);

@@ -119,5 +119,5 @@ pub fn trust(env: &Portcullis, issuer: &CiIssuer, claims: &[&str], duration: Opt
         duration,
         max_token_age: None,
     };
-    rules::add_rule(&env.store, ask, &Actor::Operator).unwrap()
+    rules::add_rule(&env.config, &env.store, ask, &Actor::Operator).unwrap()
 }
