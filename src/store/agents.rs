@@ -88,13 +88,16 @@ impl Store {
         })
     }
 
-    /// Disable an agent: its credentials stop working.
+    /// Disable an agent at once, and end what it holds: its credentials
+    /// and refresh tokens revoked, the grants narrowed for it revoked. An
+    /// agent session an OAuth client made ends whole, whichever door
+    /// disables it (the console, `admin agent disable`).
     pub fn disable_agent(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
-            if c.execute("UPDATE agents SET disabled = TRUE WHERE id = ?1", params![id])? == 0 {
+        self.write(|tx| {
+            if tx.execute("UPDATE agents SET disabled = TRUE WHERE id = ?1", params![id])? == 0 {
                 return Err(StoreError::NotFound(format!("agent {id}")));
             }
-            Ok(())
+            super::oauth::end_agents(tx, "SELECT id FROM agents WHERE id = ?1", id, Utc::now())
         })
     }
 }
@@ -342,6 +345,37 @@ mod tests {
                 store.backend
             );
             assert_eq!(store.list_credentials(None).unwrap(), [], "{}", store.backend);
+        }
+    }
+
+    #[test]
+    fn a_disabled_agent_keeps_no_credential_or_refresh_token() {
+        for store in testing::both() {
+            let ana = Principal::person("ana");
+            store.add_principal(&ana, false).unwrap();
+            let (agent, cred, _) = store
+                .add_agent_with_credential(&ana, "helper", &[], false, None)
+                .unwrap();
+            let until = Utc::now() + chrono::TimeDelta::hours(1);
+            store.put_refresh_token("refresh-sha", &agent.id, until).unwrap();
+            store.disable_agent(&agent.id).unwrap();
+            let listed = store.list_credentials(None).unwrap();
+            assert!(
+                listed.iter().all(|c| c.id != cred.id || c.revoked_at.is_some()),
+                "{}",
+                store.backend
+            );
+            let taken = store.take_refresh_token("refresh-sha", Utc::now()).unwrap();
+            assert!(
+                !matches!(taken, crate::store::Taken::Fresh(_)),
+                "{}: the refresh token still worked",
+                store.backend
+            );
+            assert!(
+                matches!(store.disable_agent("nobody"), Err(StoreError::NotFound(_))),
+                "{}",
+                store.backend
+            );
         }
     }
 }

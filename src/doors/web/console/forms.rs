@@ -157,13 +157,9 @@ fn revoke_agent(store: &Store, login: &str, id: &str) -> Result<Noted, Refused> 
     let Some(found) = own.iter().find(|s| s.agent.id == id) else {
         return Err(Refused::new(StatusCode::NOT_FOUND, "You have no such agent."));
     };
-    if found.client_id.is_some() {
-        // An agent session ends whole: its tokens, refresh tokens and
-        // narrowed grants with it.
-        store.end_agent_session(id).map_err(unavailable)?;
-    } else {
-        store.disable_agent(id).map_err(unavailable)?;
-    }
+    // An agent session ends whole: its tokens, refresh tokens and narrowed
+    // grants with it.
+    store.disable_agent(&found.agent.id).map_err(unavailable)?;
     Ok(Noted {
         resource: "agents",
         name: id.into(),
