@@ -67,6 +67,7 @@ impl Refused {
                 error: "temporarily_unavailable",
                 description: self.description.clone(),
                 status: 503,
+                retry_after: None,
             },
             Refusal::CredentialsUnavailable => OAuthError::unavailable(),
             _ => OAuthError::invalid_grant(&self.description),

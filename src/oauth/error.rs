@@ -16,12 +16,15 @@ pub struct OAuthError {
     /// 400, or 401 for `invalid_client`, 429 when rate-limited, 503 when
     /// the store cannot be reached.
     pub status: u16,
+    /// For a 429, the seconds to wait (sent as `Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 impl OAuthError {
     fn new(error: &'static str, status: u16, description: impl Into<String>) -> OAuthError {
         OAuthError {
             error,
+            retry_after: None,
             description: description.into(),
             status,
         }
@@ -70,7 +73,10 @@ impl OAuthError {
 
     /// `slow_down`-like refusal for a flood: 429.
     pub fn rate_limited(seconds: u64) -> OAuthError {
-        OAuthError::new("invalid_request", 429, format!("too many requests: wait {seconds} s"))
+        OAuthError {
+            retry_after: Some(seconds),
+            ..OAuthError::new("invalid_request", 429, format!("too many requests: wait {seconds} s"))
+        }
     }
 
     /// `temporarily_unavailable`: the store cannot be asked (fail closed).

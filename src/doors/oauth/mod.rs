@@ -161,6 +161,11 @@ pub(crate) fn error(error: &OAuthError) -> Response<Body> {
             HeaderValue::from_static("Basic realm=\"portcullis\""),
         );
     }
+    if let Some(seconds) = error.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
     response
 }
 

@@ -350,20 +350,28 @@ async fn registration_authorize_token_and_revocation_requests_are_rate_limited_p
         (Method::GET, authorize, &[][..], Vec::new()),
     ] {
         let mut codes = Vec::new();
+        let mut last = None;
         for _ in 0..3 {
-            codes.push(
-                client
-                    .send(method.clone(), path, headers, body.clone())
-                    .await
-                    .status
-                    .as_u16(),
-            );
+            let answer = client.send(method.clone(), path, headers, body.clone()).await;
+            codes.push(answer.status.as_u16());
+            last = Some(answer);
         }
         assert_ne!(codes[0], 429, "{path}: the first requests pass ({codes:?})");
         assert_eq!(
             codes[2], 429,
             "{path}: the third within a minute is refused ({codes:?})"
         );
+        // The JSON endpoints say when to come back, as RFC 6585 has it.
+        if path.starts_with("/oauth/authorize") {
+            continue;
+        }
+        let wait = last
+            .unwrap()
+            .headers
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        let seconds: u64 = wait.as_deref().unwrap_or_default().parse().unwrap_or(0);
+        assert!((1..=60).contains(&seconds), "{path}: Retry-After {wait:?}");
     }
     env.stop().await;
 }
