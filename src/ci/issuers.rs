@@ -3,7 +3,10 @@
 //! hour, and also when a token names a key id the cached set lacks (the
 //! issuer rotated its keys), at most once every [`KEY_REFETCH_EVERY`] per
 //! issuer, so tokens with made-up key ids cannot make portcullis hammer the
-//! issuer. Only issuers some trust rule names are ever fetched.
+//! issuer. Only issuers some trust rule names are ever fetched. One fetch
+//! runs at a time per issuer, a failed one is not tried again for 10 s,
+//! and while the issuer cannot be reached the keys fetched last serve for
+//! up to a day.
 
 use super::Refused;
 use crate::audit::refusal::Refusal;
@@ -16,20 +19,69 @@ use std::time::{Duration, Instant};
 
 /// How long fetched keys are used before they are read again.
 const KEYS_TTL: Duration = Duration::from_secs(3600);
+/// How long keys past [`KEYS_TTL`] are still used while the issuer cannot
+/// be reached: an outage of the issuer does not stop jobs whose tokens are
+/// signed with a key it published the day before.
+const STALE_KEYS_LIMIT: Duration = Duration::from_secs(24 * 3600);
+/// The least time between a failed fetch and the next: a token only has to
+/// parse to make portcullis fetch, so an issuer that is down is not asked
+/// again for every such token.
+const RETRY_FAILED_AFTER: Duration = Duration::from_secs(10);
 /// The least time between two refetches for unknown key ids.
 pub const KEY_REFETCH_EVERY: Duration = Duration::from_secs(60);
 
-#[derive(Clone)]
+/// An issuer's cache entry: its keys (none before a first fetch worked).
+#[derive(Clone, Default)]
 struct Cached {
     keys: Arc<Vec<Jwk>>,
-    fetched: Instant,
+    /// When `keys` were fetched; `None` before any fetch worked.
+    fetched: Option<Instant>,
+    /// The last refetch for an unknown key id.
     refetched: Option<Instant>,
+    /// The last fetch that failed, since the last that worked.
+    failed: Option<Instant>,
+}
+
+/// What to do for keys, from the cache as it stands.
+#[derive(Debug, PartialEq)]
+enum Plan {
+    /// Use the cached keys (fresh).
+    Use,
+    /// Fetch them.
+    Fetch,
+    /// A fetch failed a moment ago: use the stale keys if any, else refuse.
+    Failed,
+}
+
+impl Cached {
+    fn plan(&self, now: Instant) -> Plan {
+        let within = |at: Option<Instant>, span| at.is_some_and(|at| now.saturating_duration_since(at) < span);
+        if within(self.fetched, KEYS_TTL) {
+            Plan::Use
+        } else if within(self.failed, RETRY_FAILED_AFTER) {
+            Plan::Failed
+        } else {
+            Plan::Fetch
+        }
+    }
+
+    /// The keys to go on with at `now` while the issuer cannot be reached:
+    /// those fetched within [`STALE_KEYS_LIMIT`].
+    fn stale(&self, now: Instant) -> Option<Arc<Vec<Jwk>>> {
+        self.fetched
+            .is_some_and(|at| now.saturating_duration_since(at) < STALE_KEYS_LIMIT)
+            .then(|| self.keys.clone())
+    }
 }
 
 /// Every issuer's cached keys.
 pub struct Issuers {
     http: HttpClient,
     cached: Mutex<HashMap<String, Cached>>,
+    /// One fetch at a time per issuer: tokens arriving together while the
+    /// keys are missing or old wait for one fetch rather than make one
+    /// each.
+    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for Issuers {
@@ -44,6 +96,7 @@ impl Issuers {
         Issuers {
             http,
             cached: Mutex::new(HashMap::new()),
+            fetching: Mutex::new(HashMap::new()),
         }
     }
 
@@ -52,11 +105,7 @@ impl Issuers {
     /// key the cache lacks makes one refetch, unless one was made less
     /// than [`KEY_REFETCH_EVERY`] ago.
     pub async fn key(&self, issuer: &str, kid: Option<&str>) -> Result<Jwk, Refused> {
-        let cached = self.cached(issuer);
-        let keys = match &cached {
-            Some(c) if c.fetched.elapsed() < KEYS_TTL => c.keys.clone(),
-            _ => self.fetch(issuer, cached.as_ref().and_then(|c| c.refetched)).await?,
-        };
+        let keys = self.keys(issuer).await?;
         if let Some(key) = find(&keys, kid) {
             return Ok(key);
         }
@@ -64,8 +113,38 @@ impl Issuers {
             return Err(unknown_key(kid));
         }
         tracing::info!(issuer = %crate::text::Escaped(issuer), "CI token names an unknown key: fetching the issuer's keys again");
-        let keys = self.fetch(issuer, Some(Instant::now())).await?;
+        let _one = self.fetch_lock(issuer);
+        let _one = _one.lock().await;
+        let keys = self.fetch(issuer).await.map_err(unavailable)?;
         find(&keys, kid).ok_or_else(|| unknown_key(kid))
+    }
+
+    /// `issuer`'s keys: cached while fresh, else fetched (one fetch at a
+    /// time), else, while the issuer cannot be reached, the last ones for
+    /// up to [`STALE_KEYS_LIMIT`].
+    async fn keys(&self, issuer: &str) -> Result<Arc<Vec<Jwk>>, Refused> {
+        if let Some(cached) = self.cached(issuer).filter(|c| c.plan(Instant::now()) == Plan::Use) {
+            return Ok(cached.keys);
+        }
+        let one = self.fetch_lock(issuer);
+        let _one = one.lock().await;
+        // Another token may have fetched them while this one waited.
+        let cached = self.cached(issuer).unwrap_or_default();
+        let why = match cached.plan(Instant::now()) {
+            Plan::Use => return Ok(cached.keys),
+            Plan::Failed => "it could not be reached a moment ago".to_string(),
+            Plan::Fetch => match self.fetch(issuer).await {
+                Ok(keys) => return Ok(keys),
+                Err(why) => why,
+            },
+        };
+        match cached.stale(Instant::now()) {
+            Some(keys) => {
+                tracing::warn!(issuer = %crate::text::Escaped(issuer), %why, "CI token issuer unavailable: using the keys fetched last");
+                Ok(keys)
+            }
+            None => Err(unavailable(why)),
+        }
     }
 
     fn cached(&self, issuer: &str) -> Option<Cached> {
@@ -76,13 +155,16 @@ impl Issuers {
             .cloned()
     }
 
+    fn fetch_lock(&self, issuer: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut fetching = self.fetching.lock().unwrap_or_else(|p| p.into_inner());
+        fetching.entry(issuer.to_string()).or_default().clone()
+    }
+
     /// Whether a refetch may be made now; if so, it is noted at once, so
     /// that tokens arriving together make one refetch, not one each.
     fn may_refetch(&self, issuer: &str) -> bool {
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(entry) = cached.get_mut(issuer) else {
-            return true;
-        };
+        let entry = cached.entry(issuer.to_string()).or_default();
         if entry.refetched.is_some_and(|at| at.elapsed() < KEY_REFETCH_EVERY) {
             return false;
         }
@@ -90,26 +172,25 @@ impl Issuers {
         true
     }
 
-    /// Fetch `issuer`'s discovery document and key set, and cache them
-    /// with the time of the last refetch for an unknown key.
-    async fn fetch(&self, issuer: &str, refetched: Option<Instant>) -> Result<Arc<Vec<Jwk>>, Refused> {
-        let keys = Arc::new(self.fetch_keys(issuer).await.map_err(|why| {
-            tracing::warn!(issuer = %crate::text::Escaped(issuer), %why, "CI token issuer unavailable");
-            Refused::new(
-                Refusal::CiIssuerUnavailable,
-                format!("the token's issuer cannot be reached now to read its keys ({why}); try again"),
-            )
-        })?);
-        let entry = Cached {
-            keys: keys.clone(),
-            fetched: Instant::now(),
-            refetched,
-        };
-        self.cached
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(issuer.to_string(), entry);
-        Ok(keys)
+    /// Fetch `issuer`'s discovery document and key set into the cache; a
+    /// failure is noted (the keys fetched before are kept).
+    async fn fetch(&self, issuer: &str) -> Result<Arc<Vec<Jwk>>, String> {
+        let fetched = self.fetch_keys(issuer).await;
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = cached.entry(issuer.to_string()).or_default();
+        match fetched {
+            Ok(keys) => {
+                entry.keys = Arc::new(keys);
+                entry.fetched = Some(Instant::now());
+                entry.failed = None;
+                Ok(entry.keys.clone())
+            }
+            Err(why) => {
+                tracing::warn!(issuer = %crate::text::Escaped(issuer), %why, "CI token issuer unavailable");
+                entry.failed = Some(Instant::now());
+                Err(why)
+            }
+        }
     }
 
     async fn fetch_keys(&self, issuer: &str) -> Result<Vec<Jwk>, String> {
@@ -160,6 +241,13 @@ fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
     }
 }
 
+fn unavailable(why: String) -> Refused {
+    Refused::new(
+        Refusal::CiIssuerUnavailable,
+        format!("the token's issuer cannot be reached now to read its keys ({why}); try again"),
+    )
+}
+
 fn unknown_key(kid: Option<&str>) -> Refused {
     let named = kid.map_or("no key id, and the issuer has several keys".to_string(), |kid| {
         format!(
@@ -171,4 +259,32 @@ fn unknown_key(kid: Option<&str>) -> Refused {
         Refusal::CiTokenUnknownKey,
         format!("the token is signed with a key its issuer does not publish ({named})"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_used_while_fresh_fetched_again_after_and_the_last_serve_a_day_while_fetches_fail() {
+        let at = Instant::now();
+        let after = |span: Duration| at + span + Duration::from_secs(1);
+        let never = Cached::default();
+        assert_eq!(never.plan(at), Plan::Fetch);
+        assert!(never.stale(at).is_none(), "nothing to go on with before a first fetch");
+        let fetched = Cached {
+            fetched: Some(at),
+            ..Cached::default()
+        };
+        assert_eq!(fetched.plan(at + Duration::from_secs(60)), Plan::Use);
+        assert_eq!(fetched.plan(after(KEYS_TTL)), Plan::Fetch);
+        let failing = Cached {
+            failed: Some(after(KEYS_TTL)),
+            ..fetched.clone()
+        };
+        assert_eq!(failing.plan(after(KEYS_TTL)), Plan::Failed, "not asked again at once");
+        assert_eq!(failing.plan(after(KEYS_TTL) + RETRY_FAILED_AFTER), Plan::Fetch);
+        assert!(failing.stale(after(KEYS_TTL)).is_some());
+        assert!(failing.stale(after(STALE_KEYS_LIMIT)).is_none(), "a day at most");
+    }
 }

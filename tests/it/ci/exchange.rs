@@ -81,6 +81,47 @@ async fn an_es256_token_meeting_a_glob_rule_gets_that_rules_duration() {
     assert!(pods.ok(&["get", "pods", "-o", "name"]).contains("pod/"));
 }
 
+/// A token only has to parse to make portcullis read its issuer's keys:
+/// while the issuer is down, tokens arriving together wait for one fetch,
+/// and a failed fetch is not made again at once; once it is back, jobs
+/// get through again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_issuer_that_is_down_is_asked_once_for_tokens_arriving_together_and_again_once_it_is_back() {
+    // Enough token requests from this address for the polling below.
+    let ci = Ci::start_with(|config| config.oauth.requests_per_minute = 10_000).await;
+    ci.issuer.failing.store(true, Ordering::SeqCst);
+    let key = ci.issuer.key("rsa-1");
+    let tokens: Vec<String> = (0..4).map(|i| key.sign(&ci.claims(&format!("down-{i}")))).collect();
+    let answers = futures_util::future::join_all(tokens.iter().map(|t| ci.exchange(t))).await;
+    for answer in &answers {
+        assert_eq!(answer.status, 503, "{}", answer.body);
+        assert_eq!(answer.body["error"], "temporarily_unavailable");
+        assert_eq!(answer.row.refused, Refusal::CiIssuerUnavailable.as_str());
+    }
+    let again = ci.exchange(&key.sign(&ci.claims("down-4"))).await;
+    assert_eq!(again.status, 503, "{}", again.body);
+    assert_eq!(
+        ci.issuer.key_fetches.load(Ordering::SeqCst),
+        1,
+        "one fetch for the tokens together, none again at once"
+    );
+    ci.issuer.failing.store(false, Ordering::SeqCst);
+    let mut run = 0;
+    eventually("a job to get through once the issuer is back", async || {
+        run += 1;
+        let answer = ci.exchange(&key.sign(&ci.claims(&format!("back-{run}")))).await;
+        (answer.status == 200).then_some(()).ok_or(answer.body.to_string())
+    })
+    .await;
+    assert!(ci.issuer.key_fetches.load(Ordering::SeqCst) >= 2);
+    assert!(
+        ci.issuer.key_fetches.load(Ordering::SeqCst) <= 4,
+        "asked again only every 10 s while down: {}",
+        ci.issuer.key_fetches.load(Ordering::SeqCst)
+    );
+    assert_eq!(ci.credentials().len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_rotated_at_the_issuer_is_picked_up_and_unknown_key_ids_refetch_at_most_once_a_minute() {
     let ci = Ci::start().await;

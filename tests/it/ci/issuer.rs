@@ -16,7 +16,7 @@ use rsa::pkcs1::EncodeRsaPrivateKey;
 use rsa::traits::PublicKeyParts;
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A signing key: its id, algorithm, private half and public JWK.
@@ -113,8 +113,10 @@ pub struct CiIssuer {
     pub ca_file: PathBuf,
     /// The keys it publishes now.
     keys: Arc<Mutex<Vec<Key>>>,
-    /// How often its key set was fetched.
+    /// How often its key set was fetched (or asked for while failing).
     pub key_fetches: Arc<AtomicUsize>,
+    /// While set, its key set answers 503.
+    pub failing: Arc<AtomicBool>,
     _dir: tempfile::TempDir,
 }
 
@@ -136,19 +138,25 @@ impl CiIssuer {
             ca_file,
             keys: Arc::new(Mutex::new(vec![Key::rsa("rsa-1", 0), Key::ec("ec-1")])),
             key_fetches: Arc::new(AtomicUsize::new(0)),
+            failing: Arc::new(AtomicBool::new(false)),
             _dir: dir,
         };
-        let (keys, fetches) = (fake.keys.clone(), fake.key_fetches.clone());
+        let (keys, fetches, failing) = (fake.keys.clone(), fake.key_fetches.clone(), fake.failing.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (acceptor, issuer, keys, fetches) =
-                    (acceptor.clone(), issuer.clone(), keys.clone(), fetches.clone());
+                let (acceptor, issuer, keys, fetches, failing) = (
+                    acceptor.clone(),
+                    issuer.clone(),
+                    keys.clone(),
+                    fetches.clone(),
+                    failing.clone(),
+                );
                 tokio::spawn(async move {
                     let Ok(stream) = acceptor.accept(stream).await else {
                         return;
                     };
                     let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                        let body = answer(&issuer, &keys, &fetches, request.uri().path());
+                        let body = answer(&issuer, &keys, &fetches, &failing, request.uri().path());
                         async move { Ok::<_, std::convert::Infallible>(body) }
                     });
                     let io = hyper_util::rt::TokioIo::new(stream);
@@ -192,7 +200,13 @@ impl CiIssuer {
     }
 }
 
-fn answer(issuer: &str, keys: &Mutex<Vec<Key>>, fetches: &AtomicUsize, path: &str) -> http::Response<Full<Bytes>> {
+fn answer(
+    issuer: &str,
+    keys: &Mutex<Vec<Key>>,
+    fetches: &AtomicUsize,
+    failing: &AtomicBool,
+    path: &str,
+) -> http::Response<Full<Bytes>> {
     let body = match path {
         "/.well-known/openid-configuration" => json!({
             "issuer": issuer,
@@ -205,6 +219,12 @@ fn answer(issuer: &str, keys: &Mutex<Vec<Key>>, fetches: &AtomicUsize, path: &st
         }),
         "/.well-known/jwks" => {
             fetches.fetch_add(1, Ordering::SeqCst);
+            if failing.load(Ordering::SeqCst) {
+                return http::Response::builder()
+                    .status(503)
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+            }
             let keys: Vec<Value> = keys.lock().unwrap().iter().map(|k| k.jwk.clone()).collect();
             json!({ "keys": keys })
         }

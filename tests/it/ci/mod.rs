@@ -50,9 +50,18 @@ impl Answer {
 impl Ci {
     /// Set it all up.
     pub async fn start() -> Ci {
+        Ci::start_with(|_| {}).await
+    }
+
+    /// Set it all up, with `change` made to portcullis's configuration.
+    pub async fn start_with(change: impl FnOnce(&mut portcullis::config::Config) + Send + 'static) -> Ci {
         let issuer = CiIssuer::start().await;
         let ca_file = issuer.ca_file.clone();
-        let env = Portcullis::start_with(move |config| config.ci.ca_file = Some(ca_file)).await;
+        let env = Portcullis::start_with(move |config| {
+            config.ci.ca_file = Some(ca_file);
+            change(config);
+        })
+        .await;
         let bot = Principal::bot(BOT);
         env.store.add_principal(&bot, false).unwrap();
         let grant = portcullis::cli::new_grant(
