@@ -36,6 +36,27 @@ const REFUSED_SCHEMES: &[&str] = &[
     "opera-https",
     "brave",
     "intent",
+    // Handlers of the operating system or a browser's own pages, which a
+    // page reached from portcullis's origin must not open: Office and
+    // Windows search or troubleshooting (ms-msdt: "Follina"), mail,
+    // telephony, file shares, and browser internals.
+    "ms-msdt",
+    "search-ms",
+    "search",
+    "ms-officecmd",
+    "ms-word",
+    "ms-excel",
+    "ms-powerpoint",
+    "ms-settings",
+    "shell",
+    "mailto",
+    "tel",
+    "sms",
+    "smb",
+    "view-source",
+    "chrome",
+    "chrome-extension",
+    "moz-extension",
 ];
 
 /// The host names of the loopback interface a native app listens on.
@@ -79,8 +100,9 @@ pub fn acceptable(uri: &str) -> Result<(), String> {
             Some(authority) if is_loopback_host(authority.host) => Ok(()),
             _ => Err("an http redirect URI must go to localhost, 127.0.0.1 or [::1]; use https".into()),
         },
-        // RFC 8252 §7.1: an app's private-use scheme.
-        _ if parts.authority.is_none() && parts.rest.is_empty() => {
+        // RFC 8252 §7.1: an app's private-use scheme, naming where in the
+        // app (`myapp://` alone names nothing).
+        _ if parts.authority.as_ref().is_none_or(|a| a.host.is_empty()) && parts.rest.trim_matches('/').is_empty() => {
             Err("a redirect URI with a private-use scheme needs a path".into())
         }
         _ => Ok(()),
@@ -236,6 +258,11 @@ mod tests {
             "opera-https",
             "brave",
             "intent",
+            "ms-msdt",
+            "search-ms",
+            "mailto",
+            "tel",
+            "chrome-extension",
         ];
         for scheme in refused {
             for written in [scheme.to_string(), scheme.to_ascii_uppercase()] {
@@ -315,6 +342,9 @@ mod tests {
             "https://[::1/",
             "https://[zz]/",
             "cursor:",
+            "myapp://",
+            "myapp:///",
+            "myapp:/",
         ] {
             assert!(acceptable(uri).is_err(), "{uri}");
         }
