@@ -205,7 +205,8 @@ async fn login(
         Err((code, why)) => return login_page(key, code, &sent, &next, Some(why)),
     };
     row.identify(&identity);
-    start_session(approvals, &identity, &next, web.lifetime()).await
+    let previous = session::cookie_id(&sent);
+    start_session(approvals, web, &identity, &next, previous).await
 }
 
 /// Who `token` belongs to, if it is a person's own (not an agent's, not a
@@ -241,19 +242,26 @@ async fn person_behind(
 }
 
 /// Open a session in the store for `identity` and send the browser on to
-/// `next` with its cookie.
+/// `next` with its cookie; the session the browser had (`previous`) ends.
 async fn start_session(
     approvals: &Approvals,
+    web: &Web,
     identity: &Identity,
     next: &str,
-    lifetime: std::time::Duration,
+    previous: Option<String>,
 ) -> Response<Body> {
     let (store, login, credential) = (
         approvals.store.clone(),
         identity.principal.name.clone(),
         identity.credential_id.clone(),
     );
-    match tokio::task::spawn_blocking(move || session::start(&store, &login, &credential, lifetime)).await {
+    let (config, lifetime) = (web.config().clone(), web.lifetime());
+    let opened = tokio::task::spawn_blocking(move || {
+        let cookie = session::start(&store, &login, &credential, lifetime)?;
+        session::replace(&store, &config, previous.as_deref(), &cookie);
+        Ok::<_, crate::store::StoreError>(cookie)
+    });
+    match opened.await {
         Ok(Ok(cookie)) => redirect(next, Some(&session::set_cookie(&cookie, lifetime))),
         _ => unavailable(),
     }

@@ -119,6 +119,33 @@ pub fn sign_out(store: &Store, config: &crate::config::Config, session: &Session
     Ok(())
 }
 
+/// The session id in `headers`' cookie, as sent (the store not asked).
+pub fn cookie_id(headers: &http::HeaderMap) -> Option<String> {
+    cookie(headers, COOKIE)
+}
+
+/// A new session's cookie replaces `previous` (the id the browser sent):
+/// that session is signed out, so what was opened under it (its
+/// credential, `portcullis login`'s) does not outlive a cookie the person
+/// can no longer reach to sign out. Blocking (the store); a failure is a
+/// log line, as the new session is open.
+pub fn replace(store: &Store, config: &crate::config::Config, previous: Option<&str>, new: &str) {
+    let Some(id) = previous.filter(|id| *id != new) else {
+        return;
+    };
+    let Ok(Some(found)) = store.web_session(&credential::hash(id)) else {
+        return;
+    };
+    let session = Session {
+        login: found.login,
+        credential_id: found.credential_id,
+        cookie: id.to_string(),
+    };
+    if let Err(error) = sign_out(store, config, &session) {
+        tracing::warn!(login = %session.login, %error, "the session a new sign-in replaced was not ended");
+    }
+}
+
 /// After `login` signed out: their group rule grants follow the provider
 /// sessions they still have (the groups those came with, until the last
 /// ends), so a grant no other session holds ends now. Blocking (the store).

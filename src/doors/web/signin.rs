@@ -205,6 +205,7 @@ pub async fn serve(
     let query = request.uri().query().map(str::to_string);
     let query = query.as_deref();
     let attempt = session::signin_attempt(request.headers());
+    let previous = session::cookie_id(request.headers());
     drop(request);
     if page == Page::Login && query_param(query, "signed_out").is_some() {
         return html(StatusCode::OK, pages::signed_out());
@@ -228,7 +229,7 @@ pub async fn serve(
         );
     }
     match page {
-        Page::LoginCallback => callback(web, signin, approvals, key, attempt, query, row).await,
+        Page::LoginCallback => callback(web, signin, approvals, key, (attempt, previous), query, row).await,
         _ => {
             begin(
                 signin,
@@ -263,7 +264,7 @@ async fn callback(
     signin: &SignIn,
     approvals: &Approvals,
     key: &seal::Key,
-    attempt: Option<(String, String)>,
+    (attempt, previous): (Option<(String, String)>, Option<String>),
     query: Option<&str>,
     row: &mut AuditRow,
 ) -> Response<Body> {
@@ -287,6 +288,7 @@ async fn callback(
             .map_err(|e| (login.clone(), SignInError::Groups(e.to_string())))?;
         let (cookie, credential) =
             session::start_signed_in(&store, &login, lifetime, &seen.groups).map_err(|e| (login.clone(), e.into()))?;
+        session::replace(&store, &config, previous.as_deref(), &cookie);
         Ok::<_, (String, SignInError)>((login, cookie, credential, changes))
     })
     .await;

@@ -362,3 +362,54 @@ async fn device_codes_cannot_be_tried_one_after_another() {
     );
     env.stop().await;
 }
+
+/// Signing in again in the same browser (a bookmark of `/login`) ends the
+/// session its cookie named: the person can no longer reach it to sign
+/// out, so it must not keep its credential, or `portcullis login`'s under
+/// it, for the rest of its lifetime. Another browser's session stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_in_again_in_the_same_browser_ends_the_session_it_had() {
+    let (env, _idp) = pair(|_| {}).await;
+    let ana = Principal::person("ana");
+    let elsewhere = Visitor::new(&env);
+    assert_eq!(elsewhere.sign_in("ana").await.status, 200);
+    let visitor = Visitor::new(&env);
+    assert_eq!(visitor.sign_in("ana").await.status, 200);
+    let cookie = |v: &Visitor| v.cookies.lock().unwrap().get("__Host-portcullis").cloned().unwrap();
+    let first = cookie(&visitor);
+    let first_hash = portcullis::identity::credential::hash(&first);
+    let first_credential = env.store.web_session(&first_hash).unwrap().unwrap().credential_id;
+    let until = chrono::Utc::now() + chrono::TimeDelta::hours(1);
+    let (under, _) = env
+        .store
+        .issue_session_credential(&ana, "portcullis-login", until, &first_hash)
+        .unwrap();
+    assert_eq!(env.store.web_session_count("ana").unwrap(), 2);
+
+    assert_eq!(visitor.sign_in("ana").await.status, 200);
+    assert_ne!(cookie(&visitor), first);
+    assert!(
+        env.store.web_session(&first_hash).unwrap().is_none(),
+        "the first session ended"
+    );
+    let revoked = |id: &str| {
+        env.store
+            .list_credentials(Some(&ana))
+            .unwrap()
+            .into_iter()
+            .any(|c| c.id == id && c.revoked_at.is_some())
+    };
+    assert!(revoked(&first_credential), "its own credential is revoked");
+    assert!(revoked(&under.id), "the credential got under it is revoked");
+    assert_eq!(
+        env.store.web_session_count("ana").unwrap(),
+        2,
+        "the other browser's and the new one"
+    );
+    assert_eq!(
+        elsewhere.get("/approvals").await.status,
+        200,
+        "the other browser is still signed in"
+    );
+    env.stop().await;
+}
