@@ -61,6 +61,9 @@ pub enum Refusal {
     /// A Secret write carrying a redaction marker back in place of a value
     /// (the cluster would store the marker).
     SecretMarker,
+    /// `read_secret` where no grant in effect is of a role that reveals
+    /// Secrets.
+    RevealNotGranted,
     /// A binding write naming one of portcullis's identities.
     BindsIdentity,
     /// A binding write whose subjects could not be read.
@@ -224,6 +227,7 @@ impl Refusal {
             R::Unredactable => "unredactable",
             R::SecretJsonPatch => "secret_json_patch",
             R::SecretMarker => "secret_marker",
+            R::RevealNotGranted => "reveal_not_granted",
             R::BindsIdentity => "binds_identity",
             R::BindingUnreadable => "binding_unreadable",
             R::BodyTooLarge => "body_too_large",

@@ -149,6 +149,12 @@ pub enum RequestError {
     /// A Secret write from a caller who sees values hidden carries a
     /// redaction marker back in place of a value.
     SecretMarkerWritten,
+    /// `read_secret` where none of the grants in effect is of a role that
+    /// reveals Secrets (its person would see the values hidden).
+    RevealNotGranted {
+        /// The Secret's namespace.
+        namespace: String,
+    },
     /// A RoleBinding or ClusterRoleBinding write names one of portcullis's
     /// identities (`user:…`, `bot:…`, `portcullis:grant:…`, or
     /// `system:authenticated`, which the API server adds to each).
@@ -358,6 +364,15 @@ impl RequestError {
             E::SecretsTooLarge { cause } => {
                 Status::failure(502, "BadGateway", format!("{cause}: ask for fewer Secrets at a time"))
             }
+            E::RevealNotGranted { namespace } => Status::failure(
+                403,
+                "Forbidden",
+                format!(
+                    "none of the grants in effect here is of a role that reveals Secret values in {}: an agent \
+                     reads a Secret's values only as far as its person's grants would show them",
+                    crate::text::escape_control(namespace)
+                ),
+            ),
             E::SecretJsonPatch => Status::failure(
                 403,
                 "Forbidden",
@@ -470,6 +485,7 @@ impl RequestError {
             E::SecretsTimedOut { .. } | E::SecretsTooLarge { .. } | E::Unredactable { .. } => Refusal::Unredactable,
             E::SecretJsonPatch => Refusal::SecretJsonPatch,
             E::SecretMarkerWritten => Refusal::SecretMarker,
+            E::RevealNotGranted { .. } => Refusal::RevealNotGranted,
             E::BindsIdentity { .. } => Refusal::BindsIdentity,
             E::BindingUnreadable { .. } => Refusal::BindingUnreadable,
             E::UnreadableHeldBody(error) => error.into(),

@@ -34,6 +34,11 @@ pub enum Decision {
         /// for people and bots, when a grant in effect is of a role that
         /// reveals Secrets.
         reveal_secrets: bool,
+        /// Whether a grant in effect that covers the request is of a role
+        /// that reveals Secrets, whoever asks: what an agent's
+        /// `read_secret` needs, so that it never reveals what its person's
+        /// own grants would hide.
+        role_reveals: bool,
     },
 }
 
@@ -121,6 +126,7 @@ impl Policy {
             return Ok(Decision::Allow {
                 groups: Vec::new(),
                 reveal_secrets: false,
+                role_reveals: false,
             });
         }
         let grants = self.grants(&identity.principal, cluster).await?;
@@ -132,12 +138,16 @@ impl Policy {
                 .as_deref()
                 .is_none_or(|ns| !info.namespace.is_empty() && ns == info.namespace)
         };
-        let reveal_secrets = !identity.is_agent()
-            && in_effect
-                .iter()
-                .any(|g| self.revealing_roles.contains(&g.role) && covers(g));
+        let role_reveals = in_effect
+            .iter()
+            .any(|g| self.revealing_roles.contains(&g.role) && covers(g));
+        let reveal_secrets = !identity.is_agent() && role_reveals;
         let groups = in_effect.iter().map(|g| g.group()).collect();
-        Ok(Decision::Allow { groups, reveal_secrets })
+        Ok(Decision::Allow {
+            groups,
+            reveal_secrets,
+            role_reveals,
+        })
     }
 
     /// The grants of `identity` in effect now (a delegated agent is sent
@@ -266,12 +276,25 @@ impl super::Pipeline {
         trace: &mut super::Trace,
     ) -> Result<Judged, super::error::RequestError> {
         let identity = stages.identity;
-        let (groups, reveal_secrets) = match self.policy.decide(identity, &stages.upstream.name, info).await {
-            Ok(Decision::Allow { groups, reveal_secrets }) => (groups, reveal_secrets),
-            Err(e) => return Err(super::error::RequestError::GrantsUnavailable { cause: e.to_string() }),
-        };
-        // `read_secret`: one get of one Secret, recorded as a reveal.
+        let (groups, reveal_secrets, role_reveals) =
+            match self.policy.decide(identity, &stages.upstream.name, info).await {
+                Ok(Decision::Allow {
+                    groups,
+                    reveal_secrets,
+                    role_reveals,
+                }) => (groups, reveal_secrets, role_reveals),
+                Err(e) => return Err(super::error::RequestError::GrantsUnavailable { cause: e.to_string() }),
+            };
+        // `read_secret`: one get of one Secret, recorded as a reveal; only
+        // under a grant whose role reveals Secrets where it asks (a custom
+        // role that may read Secrets without revealing them hides them from
+        // its person, and so from the person's agent).
         let reveal_one = stages.reveal_secret && info.is_secrets() && info.verb == "get" && !info.name.is_empty();
+        if reveal_one && !role_reveals {
+            return Err(super::error::RequestError::RevealNotGranted {
+                namespace: info.namespace.clone(),
+            });
+        }
         trace.row.secret_revealed = reveal_one;
         let reveal_secrets = reveal_secrets || reveal_one;
         trace.row.redacted = super::redact::hides_values(info, identity, reveal_secrets);
@@ -347,6 +370,7 @@ mod tests {
         let allow = |groups: &[&str], reveal_secrets| Decision::Allow {
             groups: groups.iter().map(|g| g.to_string()).collect(),
             reveal_secrets,
+            role_reveals: reveal_secrets,
         };
         assert_eq!(
             policy.decide(&ana, "c", &pods).await.unwrap(),
@@ -458,7 +482,9 @@ mod tests {
             origin: None,
             agent: None,
         };
-        let Decision::Allow { groups, reveal_secrets } = policy.decide(&ana, "c", &pods).await.unwrap();
+        let Decision::Allow {
+            groups, reveal_secrets, ..
+        } = policy.decide(&ana, "c", &pods).await.unwrap();
         assert_eq!(groups.len(), 2);
         assert!(reveal_secrets, "secrets-reader reveals");
         let agent = Agent {
@@ -473,7 +499,9 @@ mod tests {
             agent: Some(std::sync::Arc::new(agent)),
             ..ana
         };
-        let Decision::Allow { groups, reveal_secrets } = policy.decide(&delegated, "c", &pods).await.unwrap();
+        let Decision::Allow {
+            groups, reveal_secrets, ..
+        } = policy.decide(&delegated, "c", &pods).await.unwrap();
         assert_eq!(groups, ["portcullis:grant:g1"]);
         assert!(!reveal_secrets, "an agent never sees Secret values");
         let elsewhere = classify(&http::Method::GET, "/api/v1/namespaces/payments/secrets", None);

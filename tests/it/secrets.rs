@@ -503,3 +503,33 @@ async fn secrets_listed_across_namespaces_leave_the_protected_ones_out() {
         .contains("Forbidden"));
     env.stop().await;
 }
+
+/// A custom role that may read Secrets but does not reveal them hides the
+/// values from the person holding it, and so `read_secret` by that
+/// person's agent is refused rather than reveal what the person would not
+/// see (it revealed them before); under a revealing role it still reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_secret_reveals_nothing_under_a_role_that_does_not_reveal_secrets() {
+    let env = start().await;
+    let (_, grants) = env.person_with_ttl("bo", &[(OPERATOR, Some("shop"))], Duration::from_secs(3600));
+    let token = env.agent("bo", &[&grants[0]]);
+    let client = crate::mcp::connect(&env, &token, crate::mcp::stateless()).await;
+    let ask = json!({"cluster": env.cluster, "namespace": "shop", "name": "db-credentials", "key": "password"});
+    let (text, structured) = crate::mcp::fails(&client, "read_secret", ask.clone()).await;
+    assert_hidden(&text);
+    assert!(text.contains("reveals Secret values"), "{text}");
+    assert_eq!(structured["code"], "request.refused", "{structured}");
+    let rows = crate::approvals::audit_rows(&env).await;
+    let row = rows
+        .iter()
+        .rev()
+        .find(|r| r.tool == "read_secret" && r.resource == "secrets")
+        .expect("its row");
+    assert_eq!(row.refused, "reveal_not_granted", "{row:?}");
+    assert!(!row.secret_revealed, "{row:?}");
+
+    let (_, grants) = env.person_with_ttl("cy", &[("secrets-reader", Some("shop"))], Duration::from_secs(3600));
+    let reader = crate::mcp::connect(&env, &env.agent("cy", &[&grants[0]]), crate::mcp::stateless()).await;
+    assert_eq!(crate::mcp::ok(&reader, "read_secret", ask).await, PASSWORD);
+    env.stop().await;
+}
