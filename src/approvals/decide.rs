@@ -141,10 +141,10 @@ fn decide(
     match store.decide_held(id, state, by, reason, Utc::now()) {
         Ok(true) => {}
         Ok(false) => {
-            let _ = recorded.not_made(409, "decided already");
+            let _ = recorded.not_made(409, "decided already or expired");
             return Err(DecideError::NotPending {
                 id: id.into(),
-                state: "decided",
+                state: "decided or expired",
             });
         }
         Err(error) => return Err(recorded.store_failed(error).into()),

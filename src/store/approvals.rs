@@ -308,11 +308,15 @@ impl Store {
         if !matches!(state, HeldState::Approved | HeldState::Denied) {
             return Err(StoreError::Invalid("a decision approves or denies".into()));
         }
+        // Pending and not yet expired at `at`: a write past its expiry that
+        // the expiry job has not reached (on this replica or another) is
+        // not approved only to be refused its run.
         self.with(|c| {
             // A denied write will never run: its body goes at once.
             let n = c.execute(
                 "UPDATE held_writes SET state = ?2, decided_by = ?3, decided_at = ?4, decision_reason = ?5, \
-                 body = CASE WHEN CAST(?2 AS TEXT) = 'denied' THEN NULL ELSE body END WHERE id = ?1 AND state = 'pending'",
+                 body = CASE WHEN CAST(?2 AS TEXT) = 'denied' THEN NULL ELSE body END \
+                 WHERE id = ?1 AND state = 'pending' AND expires_at > ?4",
                 params![id, state.as_str(), by, at, reason],
             )?;
             Ok(n == 1)

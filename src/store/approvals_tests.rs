@@ -277,3 +277,29 @@ fn the_migration_gives_held_writes_made_before_it_their_requester() {
         assert_eq!(store.open_held_of("bot:ci").unwrap(), 1, "{backend}");
     }
 }
+
+/// A write past its expiry that the expiry job has not reached yet is not
+/// decided: approving it would only have it refused its run.
+#[test]
+fn a_held_write_past_its_expiry_is_not_decided() {
+    for store in testing::both() {
+        let b = store.backend;
+        let mut late = held("late", "d1");
+        late.expires_at = Utc::now() - chrono::TimeDelta::seconds(1);
+        store.insert_held(&late, b"sealed").unwrap();
+        for state in [HeldState::Approved, HeldState::Denied] {
+            assert!(
+                !store.decide_held("late", state, "ana", None, Utc::now()).unwrap(),
+                "{b}"
+            );
+        }
+        assert_eq!(store.held("late").unwrap().unwrap().state, HeldState::Pending, "{b}");
+        store.insert_held(&held("due", "d2"), b"sealed").unwrap();
+        assert!(
+            store
+                .decide_held("due", HeldState::Approved, "ana", None, Utc::now())
+                .unwrap(),
+            "{b}"
+        );
+    }
+}

@@ -521,25 +521,32 @@ async fn a_write_through_a_proxy_subresource_is_held_and_never_tried_beforehand(
     let env = Portcullis::start().await;
     let (bot, _ana) = careful_bot_in(&env, "shop", "admin");
     let auth = format!("Bearer {bot}");
-    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
-    for (i, query) in ["?dryRun=All", ""].into_iter().enumerate() {
+    let asks = [
+        ("?dryRun=All", "application/json", r#"{"all":true}"#),
+        ("", "application/x-www-form-urlencoded", "all=true&confirm=yes"),
+    ];
+    for (i, (query, content_type, sent)) in asks.into_iter().enumerate() {
         let path = format!(
             "/clusters/{}/api/v1/namespaces/shop/services/web:80/proxy/admin/reset-{i}{query}",
             env.cluster
         );
+        let headers = [("authorization", auth.as_str()), ("content-type", content_type)];
         let answer = env
             .raw()
-            .send(http::Method::POST, &path, &headers, b"{}".to_vec())
+            .send(http::Method::POST, &path, &headers, sent.as_bytes().to_vec())
             .await;
         let body = String::from_utf8_lossy(&answer.body).to_string();
         let id = held_id(&body);
         let held = env.store.held(&id).unwrap().expect("the held write");
         assert_eq!(held.state, HeldState::Pending, "{query}");
-        assert!(
-            held.request.preview.current_note.contains("proxy"),
-            "{query}: {:?}",
-            held.request.preview
-        );
+        let preview = &held.request.preview;
+        assert!(preview.current_note.contains("proxy"), "{query}: {preview:?}");
+        // Shown as it will be sent: JSON as itself, anything else as text.
+        let (shown, expected) = match content_type {
+            "application/json" => (preview.result.clone(), serde_json::from_str(sent).unwrap()),
+            _ => (preview.result["body"].clone(), serde_json::Value::from(sent)),
+        };
+        assert_eq!(shown, expected, "{query}: {preview:?}");
     }
     let proxied = env
         .sim()

@@ -141,7 +141,13 @@ pub(crate) fn held_status(held: &HeldNotice, wait: std::time::Duration) -> Statu
             "Forbidden",
             format!(
                 "this write was denied by {by}{reason}: {what} (held write {id}); nothing was changed",
-                reason = held.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+                // The decider's words reach the asker's terminal: no
+                // control characters (the pages and the CLI escape them too).
+                reason = held
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(" ({})", crate::text::escape_control(r)))
+                    .unwrap_or_default(),
                 id = held.id,
             ),
         ),
@@ -177,5 +183,35 @@ fn held_write_details(id: &str) -> StatusDetails {
         group: "portcullis.dev".into(),
         kind: "heldwrites".into(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denial_reason_reaches_the_asker_without_its_control_characters() {
+        let notice = HeldNotice {
+            id: "h1".into(),
+            url: "https://p.example/approvals/h1".into(),
+            state: HeldState::Denied,
+            summary: "delete pods/web in shop (c)".into(),
+            expires_at: Utc::now(),
+            decided_by: Some("person:ana".into()),
+            reason: Some("no\u{1b}[2J\u{202e}".into()),
+            outcome: None,
+        };
+        let status = held_status(&notice, std::time::Duration::from_secs(1));
+        assert!(
+            !status.message.contains('\u{1b}') && !status.message.contains('\u{202e}'),
+            "{}",
+            status.message
+        );
+        assert!(
+            status.message.contains("denied by person:ana (no"),
+            "{}",
+            status.message
+        );
     }
 }

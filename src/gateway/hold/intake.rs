@@ -14,6 +14,24 @@ use serde_json::Value;
 /// Headers of the original request that the dry run carries too.
 const KEPT: &[header::HeaderName] = &[header::CONTENT_TYPE, header::USER_AGENT];
 
+/// A request shown as asked: its JSON body, or any other body as its
+/// text (a proxied form, say), so the person sees what will be sent.
+fn asked(request: &Buffered) -> Value {
+    if let Ok(value) = serde_json::from_slice(&request.body) {
+        return value;
+    }
+    let content_type = request
+        .parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    serde_json::json!({
+        "contentType": content_type,
+        "body": String::from_utf8_lossy(&request.body),
+    })
+}
+
 /// The most held writes one requester has waiting for a decision (or to
 /// run) at once.
 pub const MAX_OPEN_HELD: usize = 20;
@@ -50,8 +68,7 @@ impl Pipeline {
             None
         };
         let (result, current, note, created) = if let Some(note) = untried {
-            let asked = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-            (asked, None, note.to_string(), true)
+            (asked(&request), None, note.to_string(), true)
         } else {
             let (mut parts, answer) = self.dry_run(ctx, &request).await?;
             if parts.status.is_client_error() || parts.status.is_server_error() {

@@ -340,7 +340,12 @@ fn with_precondition(
         // approved, the dependents deleted).
         let parsed = match body.is_empty() {
             true => Some(Value::Object(query_delete_options(Query::parse(Some(query))))),
-            false => parse(&body)?,
+            // A `null` body is options with nothing set (the server then
+            // reads none from the query either): it takes the guard too.
+            false => match parse(&body)? {
+                Some(Value::Null) => Some(json!({})),
+                parsed => parsed,
+            },
         };
         let Some(mut options) = parsed.filter(Value::is_object) else {
             return Ok(body);
@@ -603,6 +608,12 @@ mod tests {
         assert_eq!(
             sent,
             json!({"preconditions": {"uid": "u-1"}, "propagationPolicy": "Orphan", "gracePeriodSeconds": 0, "orphanDependents": false})
+        );
+        let sent = json_of(with_precondition(&uid, "application/json", query, Bytes::from_static(b"null")).unwrap());
+        assert_eq!(
+            sent["preconditions"],
+            json!({"uid": "u-1"}),
+            "a null body gets the guard too"
         );
         // A delete with a body keeps its own options: the query is not read.
         let body = Bytes::from_static(br#"{"propagationPolicy":"Background"}"#);
