@@ -3,7 +3,8 @@
 //!
 //! - an `admin` or `cluster-admin` of the request's scope (a grant in effect
 //!   on that cluster: cluster-wide, or in the requested namespace; a
-//!   cluster-wide request needs a cluster-wide one);
+//!   cluster-wide request needs a cluster-wide one), and the new grant ends
+//!   no later than that admin grant;
 //! - for a delegated agent's request, the agent's own person, up to that
 //!   person's own roles: a grant in effect of the same role covering the
 //!   scope, and the new grant ends no later than that one, and is revoked
@@ -19,8 +20,14 @@ use chrono::{DateTime, Utc};
 /// Why a person may decide.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Authority {
-    /// Admin of the request's scope.
-    Admin,
+    /// Admin of the request's scope until `until` (the end of their admin
+    /// grant covering it that ends last): an approval never outlasts the
+    /// authority that gave it, so a passing admin grant cannot leave access
+    /// behind it for longer.
+    Admin {
+        /// The new grant ends no later than this.
+        until: DateTime<Utc>,
+    },
     /// The requesting agent's own person, holding the role (or the scope's
     /// admin) until `until`.
     AgentOwner {
@@ -90,7 +97,13 @@ pub fn authority(
     };
     if administers(decider, grants, &request.cluster, request.namespace.as_deref(), now) {
         if *decider != request.requester {
-            return Ok(Authority::Admin);
+            let until = grants
+                .iter()
+                .filter(|g| covers(g) && ADMIN_ROLES.contains(&g.role.as_str()))
+                .map(|g| g.expires_at)
+                .max()
+                .unwrap_or(now);
+            return Ok(Authority::Admin { until });
         }
         // Their own agent's request: the grant is theirs too, so deciding it
         // as admin must not outlast their own admin grant, or an admin
@@ -179,13 +192,16 @@ mod tests {
         let now = Utc::now();
         let ask = request(Principal::person("bo"), None, Some("shop"), "developer");
         let ana = Principal::person("ana");
+        let admin = grant("ana", Some("shop"), "admin", 1);
         assert_eq!(
-            authority(&ask, &ana, &[grant("ana", Some("shop"), "admin", 1)], None, now),
-            Ok(Authority::Admin)
+            authority(&ask, &ana, std::slice::from_ref(&admin), None, now),
+            Ok(Authority::Admin { until: admin.expires_at })
         );
+        // Of several admin grants covering it, the one that ends last.
+        let longer = grant("ana", None, "cluster-admin", 3);
         assert_eq!(
-            authority(&ask, &ana, &[grant("ana", None, "cluster-admin", 1)], None, now),
-            Ok(Authority::Admin)
+            authority(&ask, &ana, &[admin.clone(), longer.clone()], None, now),
+            Ok(Authority::Admin { until: longer.expires_at })
         );
         let err = authority(&ask, &ana, &[grant("ana", Some("payments"), "admin", 1)], None, now).unwrap_err();
         assert!(err.contains("not admin in namespace shop"), "{err}");
@@ -257,11 +273,12 @@ mod tests {
                 under: cluster.id.clone()
             })
         );
-        // Another admin decides it as admin, without her limit.
+        // Another admin decides it as admin, within their own limit.
         let bo = Principal::person("bo");
+        let theirs = grant("bo", None, "cluster-admin", 4);
         assert_eq!(
-            authority(&ask, &bo, &[grant("bo", None, "cluster-admin", 4)], Some(&agent), now),
-            Ok(Authority::Admin)
+            authority(&ask, &bo, std::slice::from_ref(&theirs), Some(&agent), now),
+            Ok(Authority::Admin { until: theirs.expires_at })
         );
     }
 }

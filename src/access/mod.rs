@@ -194,7 +194,10 @@ pub fn approve(
             grant.expires_at = grant.expires_at.min(until);
             Some(under)
         }
-        decide::Authority::Admin => None,
+        decide::Authority::Admin { until } => {
+            grant.expires_at = grant.expires_at.min(until);
+            None
+        }
     };
     // A delegated agent is sent only the grants it was given.
     let delegated = match &request.agent_id {
