@@ -195,13 +195,17 @@ mod tests {
         let admin = grant("ana", Some("shop"), "admin", 1);
         assert_eq!(
             authority(&ask, &ana, std::slice::from_ref(&admin), None, now),
-            Ok(Authority::Admin { until: admin.expires_at })
+            Ok(Authority::Admin {
+                until: admin.expires_at
+            })
         );
         // Of several admin grants covering it, the one that ends last.
         let longer = grant("ana", None, "cluster-admin", 3);
         assert_eq!(
             authority(&ask, &ana, &[admin.clone(), longer.clone()], None, now),
-            Ok(Authority::Admin { until: longer.expires_at })
+            Ok(Authority::Admin {
+                until: longer.expires_at
+            })
         );
         let err = authority(&ask, &ana, &[grant("ana", Some("payments"), "admin", 1)], None, now).unwrap_err();
         assert!(err.contains("not admin in namespace shop"), "{err}");
@@ -278,7 +282,9 @@ mod tests {
         let theirs = grant("bo", None, "cluster-admin", 4);
         assert_eq!(
             authority(&ask, &bo, std::slice::from_ref(&theirs), Some(&agent), now),
-            Ok(Authority::Admin { until: theirs.expires_at })
+            Ok(Authority::Admin {
+                until: theirs.expires_at
+            })
         );
     }
 }

@@ -177,6 +177,17 @@ pub fn approve(
     reason: Option<&str>,
 ) -> Result<(AccessRequest, Grant), AccessError> {
     let (request, decider, authority) = authorize(store, id, by, record::Step::Approve)?;
+    // Disabled since it asked: no grant for it (a bot re-enabled later
+    // would find it waiting).
+    let requester = Requester {
+        principal: request.requester.clone(),
+        agent_id: request.agent_id.clone(),
+    };
+    if let Err(error) = check_requester(store, &requester) {
+        let refused = Some(Refusal::RequesterDisabled);
+        record::step(store, record::Step::Approve, &decider, &request, refused)?;
+        return Err(error);
+    }
     let mut grant = crate::identity::grant::new_grant(
         config,
         request.requester.clone(),

@@ -124,8 +124,15 @@ fn an_approved_request_becomes_a_grant_of_the_requester_and_every_step_is_audite
     );
     // Two hours asked; ana's admin grant, her authority to give it, ends
     // in one: the grant ends with it.
-    let hers = env.store.grants_of(&Principal::person("ana"), "prod").unwrap().remove(0);
-    assert_eq!(grant.expires_at, hers.expires_at, "no longer than the approving admin's grant");
+    let hers = env
+        .store
+        .grants_of(&Principal::person("ana"), "prod")
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        grant.expires_at, hers.expires_at,
+        "no longer than the approving admin's grant"
+    );
     assert!(env
         .store
         .grants_of(&Principal::person("bo"), "prod")
@@ -335,7 +342,10 @@ fn an_admin_approving_their_own_agents_request_does_not_lengthen_their_own_acces
     let (_, grant) = approve(&env.store, &env.config, &again.id, "bo", None).unwrap();
     let his = env.store.grants_of(&Principal::person("bo"), "prod").unwrap().remove(0);
     assert_eq!(grant.expires_at, his.expires_at, "{grant:?}");
-    assert!(grant.expires_at > hers.expires_at + chrono::TimeDelta::hours(2), "{grant:?}");
+    assert!(
+        grant.expires_at > hers.expires_at + chrono::TimeDelta::hours(2),
+        "{grant:?}"
+    );
 }
 
 /// A grant the agent's own person approved rests on a grant of theirs:
@@ -382,5 +392,33 @@ fn a_grant_approved_by_the_agents_own_person_is_revoked_with_the_grant_it_rests_
         in_effect(),
         vec![by_admin.id],
         "hers and the grant resting on it are revoked"
+    );
+}
+
+/// A request whose requester was disabled since it asked is not approved:
+/// no grant waits for a bot that is enabled again later; the refusal is on
+/// record.
+#[test]
+fn a_request_of_a_requester_disabled_since_is_not_approved() {
+    let env = env();
+    let request = request_access(&env.store, &env.config, &bo(), &ask("developer", Some("shop"), 3600)).unwrap();
+    env.store.disable_principal(&Principal::person("bo")).unwrap();
+    let refused = approve(&env.store, &env.config, &request.id, "ana", None).unwrap_err();
+    assert!(refused.to_string().contains("person:bo is disabled"), "{refused}");
+    assert!(env
+        .store
+        .grants_of(&Principal::person("bo"), "prod")
+        .unwrap()
+        .is_empty());
+    let pending = env.store.access_request(&request.id).unwrap().unwrap();
+    assert_eq!(pending.state, AccessState::Pending);
+    let rows = SqliteAuditStore::open(env.store.path())
+        .unwrap()
+        .query(&Filter::default())
+        .unwrap();
+    assert!(
+        rows.iter()
+            .any(|r| r.row.refused == "requester_disabled" && r.row.login == "ana"),
+        "the refusal is on record"
     );
 }

@@ -105,6 +105,9 @@ pub enum Refusal {
     NotPerson,
     /// A decision by someone who may not decide it.
     NotApprover,
+    /// An access request approved whose requester (or requesting agent)
+    /// is disabled or gone since it asked.
+    RequesterDisabled,
     /// Sign-in: the identity provider could not be reached.
     ProviderUnavailable,
     /// Sign-in: the identity provider answered with an error (the person
@@ -247,6 +250,7 @@ impl Refusal {
             R::Csrf => "csrf",
             R::NotPerson => "not_person",
             R::NotApprover => "not_approver",
+            R::RequesterDisabled => "requester_disabled",
             R::ProviderUnavailable => "provider_unavailable",
             R::ProviderError => "provider_error",
             R::SignInStateMissing => "signin_state_missing",
