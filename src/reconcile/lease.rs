@@ -31,15 +31,29 @@ use std::time::{Duration, Instant};
 pub const NAME_PREFIX: &str = "portcullis-reconciler-";
 
 /// The Lease's name for the installation `instance`. Instance ids may hold
-/// '_', which object names may not: such an id is spelt with '-' and a
-/// digest of the id, so that `a_b` and `a-b` never share a Lease.
+/// '_', and dots where an object name's may not (`a..b`, `a.-b`): such an
+/// id is spelt with '-' for each and a digest of the id, so that `a_b` and
+/// `a-b` never share a Lease and every name is a DNS subdomain.
 pub fn lease_name(instance: &str) -> String {
-    if !instance.contains('_') {
-        return format!("{NAME_PREFIX}{instance}");
+    let name = format!("{NAME_PREFIX}{instance}");
+    if is_dns_subdomain(&name) {
+        return name;
     }
     let digest = Sha256::digest(instance.as_bytes());
     let short: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-    format!("{NAME_PREFIX}{}-{short}", instance.replace('_', "-"))
+    format!("{NAME_PREFIX}{}-{short}", instance.replace(['_', '.'], "-"))
+}
+
+/// Is `name` a DNS-1123 subdomain (an object name the API server takes)?
+fn is_dns_subdomain(name: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.bytes().all(|b| alnum(b) || b == b'-')
+                && label.bytes().next().is_some_and(alnum)
+                && label.bytes().last().is_some_and(alnum)
+        })
 }
 
 /// This replica's name in the Lease: the host name (a pod's name in
@@ -399,6 +413,14 @@ mod tests {
         assert_ne!(underscore, dash);
         assert!(underscore.starts_with("portcullis-reconciler-ci-42-"), "{underscore}");
         assert!(!underscore.contains('_'));
+        // Dots are kept where they make labels, else spelt as '-'.
+        assert_eq!(lease_name("prod.eu"), "portcullis-reconciler-prod.eu");
+        for odd in ["a..b", "a.-b", "a_.b", "a-.b"] {
+            let name = lease_name(odd);
+            assert!(is_dns_subdomain(&name), "{odd}: {name}");
+            assert!(crate::config::valid_instance_id(odd), "{odd} is a valid instance id");
+        }
+        assert_ne!(lease_name("a..b"), lease_name("a--b"));
     }
 
     #[test]
