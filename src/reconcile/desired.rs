@@ -374,7 +374,21 @@ pub struct Plan {
 pub fn plan(desired: &Desired, listed: &Listed, instance: &Instance) -> Plan {
     let mut out = Plan::default();
     plan_roles(desired, &listed.roles, instance, &mut out);
-    plan_bindings(desired, &listed.bindings, &mut out);
+    // A role whose ClusterRole another installation owns with other rules
+    // binds no grant of this one's: its grants would get that
+    // installation's rules, not the ones configured here. They are bound
+    // (and their bindings kept) once the definitions agree.
+    let conflicted: HashSet<&str> = out.conflicts.iter().map(|c| c.name.as_str()).collect();
+    let bindable = |o: &&Object| match o {
+        Object::ClusterRole(_) => true,
+        Object::ClusterRoleBinding(b) => !conflicted.contains(b.role_ref.name.as_str()),
+        Object::RoleBinding(b) => !conflicted.contains(b.role_ref.name.as_str()),
+    };
+    let bound = Desired {
+        objects: desired.objects.iter().filter(bindable).cloned().collect(),
+        ..Desired::default()
+    };
+    plan_bindings(&bound, &listed.bindings, &mut out);
     // Only names portcullis gives are ever deleted or released: a label
     // anyone can set must not bring a cluster's own RBAC (`system:node`)
     // into a pass, whose ServiceAccount may patch and delete any.

@@ -434,3 +434,31 @@ fn only_objects_named_as_portcullis_names_them_are_ever_deleted_or_released() {
     assert!(plan.delete.is_empty(), "{:?}", plan.delete);
     assert!(plan.release.is_empty(), "{:?}", plan.release);
 }
+
+/// A role another installation defines with other rules binds none of
+/// this installation's grants: they would get that installation's rules.
+/// A binding already made for one is taken away until the two agree.
+#[test]
+fn a_grant_of_a_role_another_installation_defines_otherwise_is_not_bound() {
+    let grants = [
+        grant("g1", Some("shop"), "viewer", 3600),
+        grant("g2", Some("shop"), "developer", 3600),
+    ];
+    let want = desired(&roles::builtin(), &[], &grants, "prod", Utc::now(), &us());
+    let binding_of = |id: &str| {
+        want.objects
+            .iter()
+            .find(|o| !matches!(o, Object::ClusterRole(_)) && o.key().to_string().contains(id))
+            .cloned()
+            .unwrap()
+    };
+    let mut theirs = viewer_marked_by(&["prod"], &["portcullis-prod"]);
+    theirs.rules = Some(Vec::new());
+    let listed_now = listed(&[Object::ClusterRole(theirs), binding_of("g1")]);
+    let plan = super::plan(&want, &listed_now, &us());
+    assert_eq!(plan.conflicts.len(), 1);
+    let (viewer, developer) = (binding_of("g1").key(), binding_of("g2").key());
+    assert!(!applied(&plan).contains(&viewer), "{:?}", applied(&plan));
+    assert!(deleted(&plan).contains(&viewer), "{:?}", deleted(&plan));
+    assert!(applied(&plan).contains(&developer), "another role's grant is bound");
+}
