@@ -192,6 +192,17 @@ pub struct Preview {
     pub diff: String,
 }
 
+/// What [`Store::insert_held_within`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inserted {
+    /// The new held write is stored.
+    New,
+    /// The same write is open already: this one, not stored again.
+    Same(Box<HeldWrite>),
+    /// The requester has the most open already: not stored.
+    AtLimit,
+}
+
 const SELECT: &str = "SELECT id, digest, state, request, created_at, expires_at, decided_by, decided_at, decision_reason, executed_at, outcome, answered FROM held_writes";
 
 impl Store {
@@ -200,27 +211,42 @@ impl Store {
         self.insert_held_within(held, sealed_body, usize::MAX).map(|_| ())
     }
 
-    /// Insert a held write unless its requester already has `open_limit`
-    /// open (false then). The count and the insert are one write
+    /// Insert a held write, unless the same write (its digest) is already
+    /// open and unanswered (that one then), or its requester already has
+    /// `open_limit` open. The checks and the insert are one write
     /// transaction (serializable on PostgreSQL), so requests racing on
-    /// several replicas, or several threads, cannot all pass a count made
-    /// before the others' inserts.
+    /// several replicas, or several threads, cannot all pass checks made
+    /// before the others' inserts: two identical calls at once wait on one
+    /// approval, not on two of which the person sees one.
     pub fn insert_held_within(
         &self,
         held: &HeldWrite,
         sealed_body: &[u8],
         open_limit: usize,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Inserted, StoreError> {
         let request = serde_json::to_string(&held.request).map_err(|e| StoreError::Invalid(e.to_string()))?;
         self.write(|tx| {
+            let same = tx
+                .query_row(
+                    &format!(
+                        "{SELECT} WHERE digest = ?1 AND NOT answered AND state IN ('pending', 'approved') \
+                         ORDER BY created_at DESC, id DESC LIMIT 1"
+                    ),
+                    params![held.digest],
+                    held_row,
+                )
+                .optional()?;
+            if let Some(same) = same {
+                return Ok(Inserted::Same(Box::new(same)));
+            }
             if open_of(tx, &held.request.requester)? >= open_limit {
-                return Ok(false);
+                return Ok(Inserted::AtLimit);
             }
             tx.execute(
                 "INSERT INTO held_writes (id, digest, state, request, body, created_at, expires_at, requester) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![held.id, held.digest, held.state.as_str(), request, sealed_body, held.created_at, held.expires_at, held.request.requester],
             )?;
-            Ok(true)
+            Ok(Inserted::New)
         })
     }
 

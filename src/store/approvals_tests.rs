@@ -225,6 +225,7 @@ fn held_writes_racing_to_the_limit_are_held_no_more_than_it() {
                         store
                             .insert_held_within(&held(&format!("h{i}"), &format!("d{i}")), b"sealed", limit)
                             .unwrap()
+                            == Inserted::New
                     })
                 })
                 .collect();
@@ -238,7 +239,11 @@ fn held_writes_racing_to_the_limit_are_held_no_more_than_it() {
         // Another requester is not counted against this one's.
         let mut other = held("o1", "d9");
         other.request.requester = "bot:other".into();
-        assert!(store.insert_held_within(&other, b"sealed", limit).unwrap(), "{b}");
+        assert_eq!(
+            store.insert_held_within(&other, b"sealed", limit).unwrap(),
+            Inserted::New,
+            "{b}"
+        );
     }
 }
 
@@ -299,6 +304,49 @@ fn a_held_write_past_its_expiry_is_not_decided() {
             store
                 .decide_held("due", HeldState::Approved, "ana", None, Utc::now())
                 .unwrap(),
+            "{b}"
+        );
+    }
+}
+
+/// Two identical calls at once (two workers of a bot, a client's retry)
+/// make one held write: the second finds the first, open and unanswered,
+/// in the insert's transaction, and waits on the same approval.
+#[test]
+fn the_same_write_asked_twice_at_once_is_held_once() {
+    for store in testing::both() {
+        let b = store.backend;
+        let start = Barrier::new(6);
+        let outcomes: Vec<Inserted> = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..6)
+                .map(|i| {
+                    let (store, start) = (&store, &start);
+                    scope.spawn(move || {
+                        start.wait();
+                        store
+                            .insert_held_within(&held(&format!("h{i}"), "same"), b"sealed", 20)
+                            .unwrap()
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let new = outcomes.iter().filter(|o| **o == Inserted::New).count();
+        assert_eq!(new, 1, "{b}: {outcomes:?}");
+        let first = store.held_by_digest("same").unwrap().unwrap();
+        for outcome in &outcomes {
+            if let Inserted::Same(same) = outcome {
+                assert_eq!(same.id, first.id, "{b}");
+            }
+        }
+        assert_eq!(store.open_held_of("bot:ci").unwrap(), 1, "{b}");
+        // Once it is answered (run, or its end told), the same write asks anew.
+        store
+            .with(|c| Ok(c.execute("UPDATE held_writes SET answered = TRUE", params![])?))
+            .unwrap();
+        assert_eq!(
+            store.insert_held_within(&held("later", "same"), b"sealed", 20).unwrap(),
+            Inserted::New,
             "{b}"
         );
     }

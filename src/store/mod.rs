@@ -48,7 +48,7 @@ mod trust;
 pub(crate) use access::pending_for_tests;
 pub use access::{AccessRequest, AccessState, Given};
 pub use apiserver_audit::{ApiserverEvent, Checked, Coverage, Sends, Sent};
-pub use approvals::{HeldRequest, HeldState, HeldWrite, Outcome, Precondition, Preview};
+pub use approvals::{HeldRequest, HeldState, HeldWrite, Inserted, Outcome, Precondition, Preview};
 pub use group_rules::{GroupRule, RuleGrantChange};
 pub use login_codes::{CliCode, DeviceDecision, DevicePoll, DeviceRequest};
 pub(crate) use migrate::migrate;

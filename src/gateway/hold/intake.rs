@@ -7,6 +7,7 @@ use crate::body::{self, Body};
 use crate::gateway::classify::{classify, RequestInfo};
 use crate::gateway::error::RequestError;
 use crate::gateway::{Pipeline, Trace};
+use crate::store::Inserted;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Response};
 use serde_json::Value;
@@ -132,9 +133,15 @@ impl Pipeline {
         let (store, stored) = (self.approvals.store.clone(), held.clone());
         // Counted again with the insert: requests racing past the first
         // count (each dry run takes a while) cannot all be held.
-        if !blocking(move || store.insert_held_within(&stored, &sealed, MAX_OPEN_HELD)).await? {
-            trace.row.held = false;
-            return Err(RequestError::TooManyHeld { limit: MAX_OPEN_HELD });
+        match blocking(move || store.insert_held_within(&stored, &sealed, MAX_OPEN_HELD)).await? {
+            Inserted::New => {}
+            // The same call, made at once beside this one, was held first:
+            // both wait on that one.
+            Inserted::Same(same) => return Err(self.answer(&same)),
+            Inserted::AtLimit => {
+                trace.row.held = false;
+                return Err(RequestError::TooManyHeld { limit: MAX_OPEN_HELD });
+            }
         }
         tracing::info!(held = %held.id, write = %crate::text::Escaped(&held.request.summary()), "write held for approval");
         Err(self.answer(&held))
