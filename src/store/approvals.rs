@@ -362,6 +362,20 @@ impl Store {
         })
     }
 
+    /// Executing → approved again: the run that claimed it sent nothing
+    /// (its body could not be opened, the audit could not record it, the
+    /// caller went away first), so the approval is not used up. False when
+    /// it was not executing.
+    pub fn unclaim_held(&self, id: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE held_writes SET state = 'approved' WHERE id = ?1 AND state = 'executing'",
+                params![id],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
     /// Executing → executed with `outcome`; the body is deleted. `told`:
     /// the caller that ran it is given the outcome now; if not (it went
     /// away, or the process that ran it ended), the same call repeated is

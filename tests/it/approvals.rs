@@ -426,26 +426,53 @@ async fn an_approved_write_whose_caller_goes_away_midway_never_stays_running() {
     let apply = ["apply", "--server-side", "-f", file.as_str()];
     let id = held_id(&bot.fails(&apply));
     person_ok(&env, &ana, &["approvals", "approve", &id]);
-    // The cluster is slow to take the real write; the caller gives up first.
+    // The cluster is slow to answer both the run's dry run (the object is
+    // created, so it is tried again) and the real write; the caller gives
+    // up first.
     env.sim().faults().add(portcullis_sim::faults::FaultRule {
         method: Some(http::Method::PATCH),
         path_prefix: "/api/v1/namespaces/shop/configmaps/flags".into(),
         times: None,
         action: portcullis_sim::faults::FaultAction::Delay(Duration::from_secs(5)),
     });
-    let mut caller = std::process::Command::new(crate::support::kubectl_path())
-        .arg("--kubeconfig")
-        .arg(bot.kubeconfig())
-        .args(apply)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let call = || {
+        std::process::Command::new(crate::support::kubectl_path())
+            .arg("--kubeconfig")
+            .arg(bot.kubeconfig())
+            .args(apply)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
     let state = || env.store.held(&id).unwrap().unwrap().state;
+    let real_writes = || {
+        env.sim()
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH" && r.path.ends_with("/configmaps/flags"))
+            .filter(|r| !r.query.as_deref().unwrap_or_default().contains("dryRun"))
+            .count()
+    };
+    // Gone while the dry run waits: nothing was sent, so the approval
+    // stands for the next call.
+    let mut caller = call();
     eventually("the repeated call to claim the approved write", async || {
         state() == HeldState::Executing
     })
     .await;
+    caller.kill().unwrap();
+    let _ = caller.wait();
+    let after = eventually("the claimed write to leave executing", async || {
+        Some(state()).filter(|s| *s != HeldState::Executing)
+    })
+    .await;
+    assert_eq!(after, HeldState::Approved, "nothing was sent: still approved");
+    assert_eq!(real_writes(), 0);
+    // Gone once the write itself was sent: it may have run, so it is
+    // finished with an unknown outcome, never run again.
+    let mut caller = call();
+    eventually("the approved write to reach the cluster", async || real_writes() == 1).await;
     caller.kill().unwrap();
     let _ = caller.wait();
     let after = eventually("the claimed write to leave executing", async || {

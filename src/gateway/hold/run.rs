@@ -77,6 +77,7 @@ impl Pipeline {
             store: self.approvals.store.clone(),
             id: held.id.clone(),
             done: false,
+            sent: false,
         };
         let body = self.approved_body(&held).await?;
         trace.row.approved = true;
@@ -99,6 +100,7 @@ impl Pipeline {
                 tracing::error!(%error, "the audit cannot commit: approved write not sent");
                 RequestError::ApprovedWriteUnrecorded
             })?;
+        unfinished.sent = true;
         let (parts, answer) = self.run_stored(ctx, &held, &request, body, trace).await?;
         // Known now, though the caller may leave before it is answered.
         trace.row.code = parts.status.as_u16();
@@ -270,13 +272,16 @@ fn stored_headers(held: &HeldWrite, request: &Buffered) -> Vec<(http::HeaderName
     headers
 }
 
-/// A claimed write whose run did not reach its recorded outcome. On drop it
-/// is finished with an unknown outcome: it may or may not have reached the
-/// cluster, so it is never run again, and whoever asks is told to look.
+/// A claimed write whose run did not reach its recorded outcome. On drop,
+/// if the write may have been sent, it is finished with an unknown
+/// outcome: it may or may not have reached the cluster, so it is never run
+/// again, and whoever asks is told to look. If nothing was sent, it is
+/// approved again, so that "try again" is true.
 struct Unfinished {
     store: crate::store::Store,
     id: String,
     done: bool,
+    sent: bool,
 }
 
 impl Drop for Unfinished {
@@ -284,10 +289,14 @@ impl Drop for Unfinished {
         if self.done {
             return;
         }
-        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
+        let (store, id, sent) = (self.store.clone(), std::mem::take(&mut self.id), self.sent);
         let outcome = Outcome::interrupted();
         let finish = move || {
-            if let Err(error) = store.finish_held(&id, &outcome, chrono::Utc::now(), false) {
+            let ended = match sent {
+                true => store.finish_held(&id, &outcome, chrono::Utc::now(), false),
+                false => store.unclaim_held(&id),
+            };
+            if let Err(error) = ended {
                 tracing::error!(%error, held = %id, "an interrupted approved write stays executing");
             }
         };
