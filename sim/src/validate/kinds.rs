@@ -38,6 +38,19 @@ pub(super) fn update_errors(group: &str, kind: &str, old: &Value, new: &Value) -
     let mut errors = label_errors(new);
     match (group, kind) {
         ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => errors.extend(rule_errors(new)),
+        // A binding's role never changes: the value is the internal
+        // rbac.RoleRef as JSON, with Go's field names.
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") if old["roleRef"] != new["roleRef"] => {
+            let field = |f: &str| new["roleRef"][f].as_str().unwrap_or_default().to_string();
+            let value =
+                serde_json::json!({"APIGroup": field("apiGroup"), "Kind": field("kind"), "Name": field("name")});
+            errors.push(FieldError::new(
+                ErrorType::Invalid,
+                "roleRef",
+                value.to_string(),
+                "field is immutable",
+            ));
+        }
         ("", "Secret") => {
             let (old_type, new_type) = (secret_type(old), secret_type(new));
             if old_type != new_type {

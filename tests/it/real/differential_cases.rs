@@ -169,6 +169,12 @@ pub const CASES: &[Case] = &[
             "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"{ns}-pod-reader"},
             "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"reader"}]}"#,
     ),
+    patch(
+        "rbac-rolebinding-roleref-change",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/pod-readers",
+        MERGE,
+        r#"{"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-reader"}}"#,
+    ),
     send(
         "rbac-role-without-verbs",
         "POST",
