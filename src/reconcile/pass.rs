@@ -95,6 +95,7 @@ async fn reconcile(
     let plan = plan(&want, &listed, instance);
     outcome.roles_wanted = want.roles;
     outcome.bindings_wanted = want.bindings;
+    delete_strays(client, &plan.replace, &mut outcome).await;
     let (roles_failed, bindings_failed) = apply_missing(client, instance, &plan.apply, &mut outcome).await;
     delete_strays(client, &plan.delete, &mut outcome).await;
     release_unused(client, instance, &plan.release, &mut outcome).await;

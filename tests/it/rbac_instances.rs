@@ -259,3 +259,30 @@ async fn cluster_status_shows_the_instance_id_made_by_the_store_or_configured() 
     named.stop().await;
     env.stop().await;
 }
+
+/// A grant's binding deleted and made again bound to another role (a
+/// namespace's admin may) is put back: `roleRef` cannot change, so the
+/// pass deletes it and makes it anew rather than fail on every pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_made_again_bound_to_another_role_is_put_back() {
+    let env = Portcullis::start().await;
+    let id = stored_grant(&env, "viewer");
+    env.reconcile().await;
+    let api: Api<RoleBinding> = Api::namespaced(
+        crate::support::kube_client(env.sim(), env.sim().admin_token()).await,
+        "shop",
+    );
+    let name = format!("portcullis-grant-{id}");
+    let mut swapped = api.get(&name).await.unwrap();
+    assert_eq!(swapped.role_ref.name, "portcullis:viewer");
+    api.delete(&name, &Default::default()).await.unwrap();
+    swapped.role_ref.name = "portcullis:admin".into();
+    swapped.metadata.resource_version = None;
+    swapped.metadata.uid = None;
+    swapped.metadata.managed_fields = None;
+    api.create(&Default::default(), &swapped).await.unwrap();
+    let report = env.reconcile().await;
+    assert!(report.outcome.errors.is_empty(), "{:?}", report.outcome.errors);
+    assert_eq!(api.get(&name).await.unwrap().role_ref.name, "portcullis:viewer");
+    env.stop().await;
+}
