@@ -115,12 +115,21 @@ pub fn request_access(
     // Every console view and agent write reads the pending requests: one
     // requester has only so many waiting at once (counted with the insert).
     let request = pending_request(config, requester, ask, reason)?;
-    if !store.insert_access_request_within(&request, MAX_PENDING)? {
-        return Err(AccessError::Invalid(format!(
-            "you have {MAX_PENDING} access requests waiting for a decision: wait for those, or until they expire"
-        )));
+    // On record before it can be decided (see `crate::audit::Recorded`).
+    let recorded = record::begin(store, record::Step::Request, &requester.principal, &request)?;
+    match store.insert_access_request_within(&request, MAX_PENDING) {
+        Ok(true) => {}
+        Ok(false) => {
+            let why = format!(
+                "you have {MAX_PENDING} access requests waiting for a decision: wait for those, or until they expire"
+            );
+            let _ = recorded.not_made(403, &why);
+            return Err(AccessError::Invalid(why));
+        }
+        Err(error) => return Err(recorded.store_failed(error).into()),
     }
-    record::step(store, record::Step::Request, &requester.principal, &request, None)?;
+    let row = record::row(record::Step::Request, &requester.principal, &request, None, None);
+    recorded.done(row, Vec::new())?;
     Ok(request)
 }
 
@@ -262,18 +271,26 @@ pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<A
 pub fn expire_pending(store: &Store) -> Result<Vec<AccessRequest>, AccessError> {
     let now = Utc::now();
     let mut expired = Vec::new();
-    for request in store.list_access_requests()? {
-        if request.state == AccessState::Pending
-            && request.expires_at <= now
-            && store.close_access_request(&request.id, AccessState::Expired, None, None, now)?
-        {
-            let closed = AccessRequest {
-                state: AccessState::Expired,
-                decided_at: Some(now),
-                ..request
-            };
-            record::step(store, record::Step::Expire, &closed.requester, &closed, None)?;
-            expired.push(closed);
+    let overdue = store.list_access_requests()?.into_iter();
+    for request in overdue.filter(|r| r.state == AccessState::Pending && r.expires_at <= now) {
+        // Its row's intent first: a store that fails after the close
+        // leaves the row on record as an unknown outcome, not missing.
+        let recorded = record::begin(store, record::Step::Expire, &request.requester, &request)?;
+        match store.close_access_request(&request.id, AccessState::Expired, None, None, now) {
+            // Another process (or a decision) closed it first: its row is
+            // theirs, this one says so.
+            Ok(false) => recorded.not_made(409, "closed already")?,
+            Ok(true) => {
+                let closed = AccessRequest {
+                    state: AccessState::Expired,
+                    decided_at: Some(now),
+                    ..request
+                };
+                let row = record::row(record::Step::Expire, &closed.requester, &closed, None, None);
+                recorded.done(row, Vec::new())?;
+                expired.push(closed);
+            }
+            Err(error) => return Err(recorded.store_failed(error).into()),
         }
     }
     Ok(expired)

@@ -238,6 +238,9 @@ fn a_requester_has_at_most_twenty_requests_pending() {
         refused.to_string().contains("you have 20 access requests waiting"),
         "{refused}"
     );
+    // The refused request is on record too, as asked and not made.
+    let verbs = audit_verbs(&env.store);
+    assert_eq!(verbs.last(), Some(&("request".into(), "bo".into(), 403)), "{verbs:?}");
     assert_eq!(env.store.list_access_requests().unwrap().len(), 2 * MAX_PENDING + 5);
     // Others are not held to bo's.
     request_access(
