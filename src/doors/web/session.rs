@@ -29,6 +29,7 @@
 use crate::approvals::seal::Key;
 use crate::identity::{credential, Principal};
 use crate::store::{Store, StoreError, WebSession};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::Utc;
 use std::time::Duration;
@@ -177,24 +178,45 @@ pub fn signin_cookie(attempt: &str, next: &str) -> String {
     let (value, max_age) = if attempt.is_empty() {
         (String::new(), 0)
     } else {
-        (format!("{attempt}.{}", hex(next.as_bytes())), SIGNIN_SECS)
+        let encoded = |next: &str| format!("{attempt}~{}", URL_SAFE_NO_PAD.encode(next.as_bytes()));
+        let mut value = encoded(next);
+        // A browser drops a cookie past 4 KiB without a word, and the
+        // callback would then find no sign-in begun (an OAuth client's
+        // long authorization request is `next`): sign in, and go to the
+        // approvals page instead.
+        if value.len() > MAX_SIGNIN_COOKIE {
+            tracing::warn!(
+                bytes = next.len(),
+                "a page to return to after sign-in is too long to keep: not kept"
+            );
+            value = encoded("/approvals");
+        }
+        (value, SIGNIN_SECS)
     };
     format!("{SIGNIN_COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age={max_age}")
 }
 
-/// The sign-in attempt in `headers`' cookie, and where to go after it.
+/// The longest sign-in cookie value kept: with its name and attributes,
+/// under the 4096 bytes browsers keep.
+const MAX_SIGNIN_COOKIE: usize = 3900;
+
+/// The sign-in attempt in `headers`' cookie, and where to go after it
+/// (base64url after `~`; the previous release's hex after `.`, for a
+/// sign-in begun before an upgrade).
 pub fn signin_attempt(headers: &http::HeaderMap) -> Option<(String, String)> {
     let value = cookie(headers, SIGNIN_COOKIE)?;
-    let (attempt, next) = value.split_once('.')?;
-    let next = (0..next.len())
-        .step_by(2)
-        .map(|i| next.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-        .collect::<Option<Vec<u8>>>()?;
+    let (attempt, next) = match value.split_once('~') {
+        Some((attempt, next)) => (attempt, URL_SAFE_NO_PAD.decode(next).ok()?),
+        None => {
+            let (attempt, next) = value.split_once('.')?;
+            let next = (0..next.len())
+                .step_by(2)
+                .map(|i| next.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+                .collect::<Option<Vec<u8>>>()?;
+            (attempt, next)
+        }
+    };
     Some((attempt.to_string(), String::from_utf8(next).ok()?))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The session of `headers`' cookie, if the store has it unexpired and its
@@ -313,7 +335,7 @@ mod tests {
     #[test]
     fn the_sign_in_attempt_cookie_is_same_site_lax_and_carries_where_to_go() {
         let set = signin_cookie("attempt1", "/approvals/0190");
-        assert!(set.starts_with(&format!("{SIGNIN_COOKIE}=attempt1.")), "{set}");
+        assert!(set.starts_with(&format!("{SIGNIN_COOKIE}=attempt1~")), "{set}");
         assert!(
             set.ends_with("Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=600"),
             "{set}"
@@ -322,6 +344,21 @@ mod tests {
         let back = signin_attempt(&headers(value)).unwrap();
         assert_eq!(back, ("attempt1".to_string(), "/approvals/0190".to_string()));
         assert!(signin_attempt(&headers(&format!("{SIGNIN_COOKIE}=attempt1.zz"))).is_none());
+        assert!(signin_attempt(&headers(&format!("{SIGNIN_COOKIE}=attempt1~*"))).is_none());
+        // One the previous release set (hex) still reads.
+        let before = headers(&format!("{SIGNIN_COOKIE}=attempt1.2f6f61757468"));
+        assert_eq!(signin_attempt(&before).unwrap().1, "/oauth");
+        // An OAuth client's long authorization request fits (base64, not
+        // hex); one past what a browser keeps falls back to the approvals.
+        let long = format!("/oauth/authorize?state={}", "s".repeat(2500));
+        let set = signin_cookie("attempt1", &long);
+        assert!(set.len() < 4096, "{}", set.len());
+        let value = set.split(';').next().unwrap();
+        assert_eq!(signin_attempt(&headers(value)).unwrap().1, long);
+        let set = signin_cookie("attempt1", &format!("/oauth/authorize?state={}", "s".repeat(3500)));
+        assert!(set.len() < 4096, "{}", set.len());
+        let value = set.split(';').next().unwrap();
+        assert_eq!(signin_attempt(&headers(value)).unwrap().1, "/approvals");
         assert!(
             signin_cookie("", "").ends_with("Max-Age=0"),
             "an attempt is cleared once used"
