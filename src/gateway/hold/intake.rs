@@ -33,6 +33,31 @@ fn asked(request: &Buffered) -> Value {
     })
 }
 
+/// `request` with a YAML body as its JSON (JSON is YAML, so the media
+/// type stays); any other body as it is.
+fn as_json(request: Buffered) -> Buffered {
+    let content_type = request
+        .parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if !content_type.contains("yaml") {
+        return request;
+    }
+    match super::run::parse_body(&content_type, &request.body) {
+        Ok(Some(value)) if !request.body.is_empty() => match serde_json::to_vec(&value) {
+            Ok(json) => Buffered {
+                parts: request.parts,
+                body: Bytes::from(json),
+            },
+            Err(_) => request,
+        },
+        _ => request,
+    }
+}
+
 /// The most held writes one requester has waiting for a decision (or to
 /// run) at once.
 pub const MAX_OPEN_HELD: usize = 20;
@@ -67,6 +92,15 @@ impl Pipeline {
             Some("a request through a proxy cannot be tried beforehand (it would run where it goes): shown as asked")
         } else {
             None
+        };
+        // A YAML body is read here once, and its JSON is what is tried,
+        // kept and run: the run adds its preconditions to JSON, and the
+        // YAML tried as sent could read otherwise on the API server (YAML
+        // 1.1's `yes`, `010`) than the JSON that then runs. What is not
+        // tried goes on as sent (a proxied body is not the API server's).
+        let request = match untried {
+            None => as_json(request),
+            Some(_) => request,
         };
         let (result, current, note, created) = if let Some(note) = untried {
             (asked(&request), None, note.to_string(), true)
@@ -351,6 +385,44 @@ mod tests {
 
     fn object(resource_version: &str, uid: &str) -> Value {
         json!({"metadata": {"resourceVersion": resource_version, "uid": uid}})
+    }
+
+    fn buffered(content_type: &str, body: &str) -> Buffered {
+        let (parts, ()) = http::Request::builder()
+            .method(Method::PATCH)
+            .uri("/api/v1/namespaces/shop/configmaps/flags")
+            .header(header::CONTENT_TYPE, content_type)
+            .body(())
+            .unwrap()
+            .into_parts();
+        Buffered {
+            parts,
+            body: Bytes::from(body.to_string()),
+        }
+    }
+
+    /// The held write's YAML is read once, and its JSON tried, kept and
+    /// run: the dry run and the run send the same document.
+    #[test]
+    fn a_yaml_body_is_tried_and_kept_as_the_json_it_reads_as() {
+        let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\ndata:\n  enabled: yes\n  mode: '010'\n";
+        for content_type in ["application/apply-patch+yaml", "application/YAML"] {
+            let read = as_json(buffered(content_type, yaml));
+            let sent: Value = serde_json::from_slice(&read.body).unwrap();
+            assert_eq!(sent["data"], json!({"enabled": "yes", "mode": "010"}), "{content_type}");
+            assert_eq!(read.parts.headers[header::CONTENT_TYPE], content_type, "JSON is YAML");
+        }
+        for (content_type, body) in [
+            ("application/merge-patch+json", "{\"data\": {\"a\": \"b\"}}"),
+            ("application/vnd.kubernetes.protobuf", "k8s\u{0}"),
+            ("application/apply-patch+yaml", ""),
+        ] {
+            assert_eq!(
+                as_json(buffered(content_type, body)).body,
+                body.as_bytes(),
+                "{content_type}"
+            );
+        }
     }
 
     #[test]
