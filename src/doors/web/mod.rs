@@ -99,6 +99,14 @@ pub async fn serve(
     }
     if let Some(signin) = web.provider() {
         match (page, &method, &session) {
+            // Signed in already: on to where the link goes. A sign-in begun
+            // here would end the session this browser has (and what was
+            // opened under it), and any page can link to `/login`, which a
+            // provider with single sign-on finishes without a click.
+            (Page::Login, &Method::GET, Some(_)) => {
+                let next = query_param(request.uri().query(), "next").unwrap_or_default();
+                return redirect(&safe_next(&next), None);
+            }
             (Page::Login | Page::LoginCallback, _, _) => {
                 return signin::serve(web, signin, approvals, key, page, request, row).await
             }
@@ -206,7 +214,7 @@ async fn login(
     };
     row.identify(&identity);
     let previous = session::cookie_id(&sent);
-    start_session(approvals, web, &identity, &next, previous).await
+    start_session(approvals, web, &identity, &next, (previous, &row.client)).await
 }
 
 /// Who `token` belongs to, if it is a person's own (not an agent's, not a
@@ -248,7 +256,7 @@ async fn start_session(
     web: &Web,
     identity: &Identity,
     next: &str,
-    previous: Option<String>,
+    (previous, client): (Option<String>, &str),
 ) -> Response<Body> {
     let (store, login, credential) = (
         approvals.store.clone(),
@@ -256,9 +264,10 @@ async fn start_session(
         identity.credential_id.clone(),
     );
     let (config, lifetime) = (web.config().clone(), web.lifetime());
+    let client = client.to_string();
     let opened = tokio::task::spawn_blocking(move || {
         let cookie = session::start(&store, &login, &credential, lifetime)?;
-        session::replace(&store, &config, previous.as_deref(), &cookie);
+        session::replace(&store, &config, previous.as_deref(), &cookie, &client);
         Ok::<_, crate::store::StoreError>(cookie)
     });
     match opened.await {

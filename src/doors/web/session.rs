@@ -130,7 +130,7 @@ pub fn cookie_id(headers: &http::HeaderMap) -> Option<String> {
 /// credential, `portcullis login`'s) does not outlive a cookie the person
 /// can no longer reach to sign out. Blocking (the store); a failure is a
 /// log line, as the new session is open.
-pub fn replace(store: &Store, config: &crate::config::Config, previous: Option<&str>, new: &str) {
+pub fn replace(store: &Store, config: &crate::config::Config, previous: Option<&str>, new: &str, client: &str) {
     let Some(id) = previous.filter(|id| *id != new) else {
         return;
     };
@@ -142,7 +142,24 @@ pub fn replace(store: &Store, config: &crate::config::Config, previous: Option<&
         credential_id: found.credential_id,
         cookie: id.to_string(),
     };
-    if let Err(error) = sign_out(store, config, &session) {
+    // Every sign-out is an audit row: this one happens inside another
+    // request (the sign-in), so it is a row of its own.
+    let mut row = crate::audit::row::AuditRow::new(crate::audit::id::new(), Utc::now());
+    row.principal_kind = "person".into();
+    row.login = session.login.clone();
+    row.credential_id = session.credential_id.clone();
+    row.client = client.into();
+    row.method = "POST".into();
+    row.path = "/logout".into();
+    super::signin::mark(&mut row, "signout");
+    let ended = sign_out(store, config, &session);
+    row.code = if ended.is_ok() { 200 } else { 500 };
+    row.reason = "replaced by a new sign-in in the same browser".into();
+    row.finish(Utc::now());
+    if let Err(error) = crate::audit::commit_event(store, row) {
+        tracing::error!(login = %session.login, %error, "the sign-out of a replaced session is not on record");
+    }
+    if let Err(error) = ended {
         tracing::warn!(login = %session.login, %error, "the session a new sign-in replaced was not ended");
     }
 }

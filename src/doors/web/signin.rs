@@ -278,6 +278,7 @@ async fn callback(
         Err(error) => return forget_attempt(refused(&error, row)),
     };
     let (store, create, lifetime) = (approvals.store.clone(), signin.create_people(), web.lifetime);
+    let client = row.client.clone();
     let config = web.config.clone();
     let opened = tokio::task::spawn_blocking(move || {
         let login = crate::signin::admit(&store, &seen, create).map_err(|e| (seen.login.clone(), e))?;
@@ -288,7 +289,7 @@ async fn callback(
             .map_err(|e| (login.clone(), SignInError::Groups(e.to_string())))?;
         let (cookie, credential) =
             session::start_signed_in(&store, &login, lifetime, &seen.groups).map_err(|e| (login.clone(), e.into()))?;
-        session::replace(&store, &config, previous.as_deref(), &cookie);
+        session::replace(&store, &config, previous.as_deref(), &cookie, &client);
         Ok::<_, (String, SignInError)>((login, cookie, credential, changes))
     })
     .await;

@@ -363,20 +363,39 @@ async fn device_codes_cannot_be_tried_one_after_another() {
     env.stop().await;
 }
 
-/// Signing in again in the same browser (a bookmark of `/login`) ends the
-/// session its cookie named: the person can no longer reach it to sign
-/// out, so it must not keep its credential, or `portcullis login`'s under
-/// it, for the rest of its lifetime. Another browser's session stays.
+/// A browser signed in already is sent on by `/login` (any page can link
+/// there, and a provider with single sign-on finishes without a click):
+/// its session stays. A sign-in that finishes in a browser whose cookie
+/// names a live session anyway (begun in another tab before that one
+/// signed in) ends that session: the person can no longer reach it to
+/// sign out, so it must not keep its credential, or `portcullis login`'s
+/// under it, for the rest of its lifetime. Another browser's session stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signing_in_again_in_the_same_browser_ends_the_session_it_had() {
     let (env, _idp) = pair(|_| {}).await;
     let ana = Principal::person("ana");
     let elsewhere = Visitor::new(&env);
     assert_eq!(elsewhere.sign_in("ana").await.status, 200);
+    // A second tab begins a sign-in, then the first signs in.
     let visitor = Visitor::new(&env);
-    assert_eq!(visitor.sign_in("ana").await.status, 200);
+    let begun = visitor.to_callback("ana").await;
+    let first_tab = Visitor::new(&env);
+    assert_eq!(first_tab.sign_in("ana").await.status, 200);
     let cookie = |v: &Visitor| v.cookies.lock().unwrap().get("__Host-portcullis").cloned().unwrap();
-    let first = cookie(&visitor);
+    let first = cookie(&first_tab);
+    visitor
+        .cookies
+        .lock()
+        .unwrap()
+        .insert("__Host-portcullis".into(), first.clone());
+    // Signed in: `/login` sends the browser on, and nothing ends.
+    let again = visitor.get("/login?next=/console").await;
+    assert_eq!(again.status, 303, "{again:?}");
+    assert!(
+        again.location.as_deref().is_some_and(|l| l.ends_with("/console")),
+        "{again:?}"
+    );
+    assert_eq!(env.store.web_session_count("ana").unwrap(), 2);
     let first_hash = portcullis::identity::credential::hash(&first);
     let first_credential = env.store.web_session(&first_hash).unwrap().unwrap().credential_id;
     let until = chrono::Utc::now() + chrono::TimeDelta::hours(1);
@@ -384,9 +403,9 @@ async fn signing_in_again_in_the_same_browser_ends_the_session_it_had() {
         .store
         .issue_session_credential(&ana, "portcullis-login", until, &first_hash)
         .unwrap();
-    assert_eq!(env.store.web_session_count("ana").unwrap(), 2);
 
-    assert_eq!(visitor.sign_in("ana").await.status, 200);
+    // The other tab's sign-in finishes: the session it replaces ends.
+    assert_eq!(visitor.get(&begun).await.status, 200);
     assert_ne!(cookie(&visitor), first);
     assert!(
         env.store.web_session(&first_hash).unwrap().is_none(),
@@ -410,6 +429,13 @@ async fn signing_in_again_in_the_same_browser_ends_the_session_it_had() {
         elsewhere.get("/approvals").await.status,
         200,
         "the other browser is still signed in"
+    );
+    // The ended session's sign-out is on record.
+    let rows = crate::approvals::audit_rows(&env).await;
+    assert!(
+        rows.iter()
+            .any(|r| r.verb == "signout" && r.credential_id == first_credential),
+        "{rows:?}"
     );
     env.stop().await;
 }
