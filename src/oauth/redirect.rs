@@ -57,6 +57,14 @@ const REFUSED_SCHEMES: &[&str] = &[
     "chrome",
     "chrome-extension",
     "moz-extension",
+    "ms-cxh",
+    "ms-cxh-full",
+    "ms-appinstaller",
+    "ms-search",
+    "itms-services",
+    "callto",
+    "facetime",
+    "skype",
 ];
 
 /// The host names of the loopback interface a native app listens on.

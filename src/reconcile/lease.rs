@@ -41,7 +41,13 @@ pub fn lease_name(instance: &str) -> String {
     }
     let digest = Sha256::digest(instance.as_bytes());
     let short: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-    format!("{NAME_PREFIX}{}-{short}", instance.replace(['_', '.'], "-"))
+    // '_' spelt '-' as the previous release did (its replicas hold the
+    // same Lease during an upgrade); dots too only where that is no name.
+    let spelt = format!("{NAME_PREFIX}{}-{short}", instance.replace('_', "-"));
+    match is_dns_subdomain(&spelt) {
+        true => spelt,
+        false => format!("{NAME_PREFIX}{}-{short}", instance.replace(['_', '.'], "-")),
+    }
 }
 
 /// Is `name` a DNS-1123 subdomain (an object name the API server takes)?
@@ -421,6 +427,12 @@ mod tests {
             assert!(crate::config::valid_instance_id(odd), "{odd} is a valid instance id");
         }
         assert_ne!(lease_name("a..b"), lease_name("a--b"));
+        // An id with '_' and dots keeps the name the previous release gave.
+        assert!(
+            lease_name("a_b.c").starts_with("portcullis-reconciler-a-b.c-"),
+            "{}",
+            lease_name("a_b.c")
+        );
     }
 
     #[test]

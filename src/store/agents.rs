@@ -122,9 +122,6 @@ fn only_own_grants(c: &dyn Db, owner: &Principal, grant_ids: &[String]) -> Resul
     Ok(())
 }
 
-/// Insert the agent and its grants, in the caller's transaction. A name
-/// taken is told without a failed statement, which would end a PostgreSQL
-/// transaction.
 /// The record of a new agent, checked for what needs no store.
 fn new_agent(
     owner: &Principal,
@@ -154,7 +151,9 @@ fn credential_name(agent: &Agent) -> String {
     format!("agent:{}", agent.name)
 }
 
-/// Insert `agent`, whose owner must exist and own every one of `grant_ids`.
+/// Insert `agent` and its grants, in the caller's transaction: its owner
+/// must exist and own every one of `grant_ids`. A name taken is told
+/// without a failed statement, which would end a PostgreSQL transaction.
 fn insert_agent(tx: &dyn Db, agent: &Agent, grant_ids: &[String]) -> Result<(), StoreError> {
     let owner = &agent.principal;
     exists(tx, owner)?;
