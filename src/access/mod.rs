@@ -192,10 +192,15 @@ pub fn approve(
         principal: request.requester.clone(),
         agent_id: request.agent_id.clone(),
     };
-    if let Err(error) = check_requester(store, &requester) {
-        let refused = Some(Refusal::RequesterDisabled);
-        record::step(store, record::Step::Approve, &decider, &request, refused)?;
-        return Err(error);
+    match check_requester(store, &requester) {
+        Ok(()) => {}
+        // The store could not say: no refusal to record, the error.
+        Err(error @ AccessError::Store(_)) => return Err(error),
+        Err(error) => {
+            let refused = Some(Refusal::RequesterDisabled);
+            record::step(store, record::Step::Approve, &decider, &request, refused)?;
+            return Err(error);
+        }
     }
     let mut grant = crate::identity::grant::new_grant(
         config,

@@ -178,6 +178,27 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.write(|tx| {
+            // Disabled since the caller checked: no grant for it (a
+            // serializable write, so a disable racing it is seen or comes
+            // after and revokes as it does).
+            let disabled: Option<bool> = tx
+                .query_row(
+                    "SELECT disabled FROM principals WHERE kind = ?1 AND name = ?2",
+                    params![grant.subject.kind.as_str(), grant.subject.name],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if disabled != Some(false) {
+                return Err(StoreError::Invalid(format!("{} is disabled or gone", grant.subject)));
+            }
+            if let Some(agent) = given.agent_id {
+                let off: Option<bool> = tx
+                    .query_row("SELECT disabled FROM agents WHERE id = ?1", params![agent], |r| r.get(0))
+                    .optional()?;
+                if off != Some(false) {
+                    return Err(StoreError::Invalid(format!("agent {agent} is disabled or gone")));
+                }
+            }
             let parent = match given.parent {
                 Some(parent) => Some(root_of(tx, parent)?),
                 None => None,
@@ -347,6 +368,28 @@ mod tests {
             });
             assert_eq!(kept, limit, "{b}");
             assert_eq!(store.list_access_requests().unwrap().len(), limit + 1, "{b}");
+        }
+    }
+
+    /// The requester disabled after the caller's check, before the
+    /// approval's transaction: no grant (checked inside it).
+    #[test]
+    fn a_request_of_a_requester_disabled_meanwhile_makes_no_grant() {
+        for store in testing::both() {
+            let b = store.backend;
+            let bo = Principal::person("bo");
+            store.add_principal(&bo, false).unwrap();
+            store.insert_access_request(&request("r1", &bo, None)).unwrap();
+            store.disable_principal(&bo).unwrap();
+            let given = Given {
+                parent: None,
+                agent_id: None,
+            };
+            let refused = store.approve_access_request("r1", &grant("g1", &bo), given, "ana", None, Utc::now());
+            assert!(matches!(refused, Err(StoreError::Invalid(_))), "{b}: {refused:?}");
+            assert!(store.grants_of(&bo, "c").unwrap().is_empty(), "{b}");
+            let pending = store.access_request("r1").unwrap().unwrap();
+            assert_eq!(pending.state, crate::access::AccessState::Pending, "{b}");
         }
     }
 
