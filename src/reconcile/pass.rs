@@ -167,7 +167,23 @@ async fn apply_missing(
 ) -> (HashSet<String>, usize) {
     let (mut roles_failed, mut bindings_failed) = (HashSet::new(), 0);
     for apply in applies {
-        match client.apply(apply, instance).await {
+        let mut applied = client.apply(apply, instance).await;
+        // A binding of a grant's name bound to another role, and not
+        // labelled as ours (so the plan did not see it to replace): its
+        // roleRef cannot change, so it is deleted and made again.
+        if let Err(kube::Error::Api(status)) = &applied {
+            let binding = !matches!(apply.object.key(), ObjectKey::ClusterRole(_));
+            if binding && status.code == 422 && status.message.contains("roleRef") {
+                let deletion = Deletion {
+                    key: apply.object.key(),
+                    resource_version: None,
+                };
+                if client.delete(&deletion).await.is_ok() {
+                    applied = client.apply(apply, instance).await;
+                }
+            }
+        }
+        match applied {
             Ok(()) => outcome.applied += 1,
             Err(e) => {
                 if let ObjectKey::ClusterRole(name) = apply.object.key() {

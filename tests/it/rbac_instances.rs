@@ -284,5 +284,17 @@ async fn a_binding_made_again_bound_to_another_role_is_put_back() {
     let report = env.reconcile().await;
     assert!(report.outcome.errors.is_empty(), "{:?}", report.outcome.errors);
     assert_eq!(api.get(&name).await.unwrap().role_ref.name, "portcullis:viewer");
+    // Made again without portcullis's labels, so no list of its own finds it.
+    let mut unlabelled = api.get(&name).await.unwrap();
+    api.delete(&name, &Default::default()).await.unwrap();
+    unlabelled.role_ref.name = "portcullis:admin".into();
+    unlabelled.metadata.labels = None;
+    unlabelled.metadata.resource_version = None;
+    unlabelled.metadata.uid = None;
+    unlabelled.metadata.managed_fields = None;
+    api.create(&Default::default(), &unlabelled).await.unwrap();
+    let report = env.reconcile().await;
+    assert!(report.outcome.errors.is_empty(), "{:?}", report.outcome.errors);
+    assert_eq!(api.get(&name).await.unwrap().role_ref.name, "portcullis:viewer");
     env.stop().await;
 }
