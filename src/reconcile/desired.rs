@@ -371,6 +371,8 @@ pub struct Plan {
     pub replace: Vec<Deletion>,
     /// Roles another installation defines otherwise: reported.
     pub conflicts: Vec<RoleConflict>,
+    /// Bindings wanted but left unbound, as their role is in conflict.
+    pub unbound: usize,
 }
 
 /// Compare `desired` with what was `listed` from the cluster. An object
@@ -392,6 +394,7 @@ pub fn plan(desired: &Desired, listed: &Listed, instance: &Instance) -> Plan {
         objects: desired.objects.iter().filter(bindable).cloned().collect(),
         ..Desired::default()
     };
+    out.unbound = desired.objects.len() - bound.objects.len();
     plan_bindings(&bound, &listed.bindings, &mut out);
     // Only names portcullis gives are ever deleted or released: a label
     // anyone can set must not bring a cluster's own RBAC (`system:node`)

@@ -461,6 +461,7 @@ fn a_grant_of_a_role_another_installation_defines_otherwise_is_not_bound() {
     assert!(!applied(&plan).contains(&viewer), "{:?}", applied(&plan));
     assert!(deleted(&plan).contains(&viewer), "{:?}", deleted(&plan));
     assert!(applied(&plan).contains(&developer), "another role's grant is bound");
+    assert_eq!(plan.unbound, 1, "counted out of step");
 }
 
 /// A binding made again bound to another role (a namespace's admin may

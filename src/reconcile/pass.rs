@@ -103,7 +103,7 @@ async fn reconcile(
     let mut out_of_step = roles_failed;
     out_of_step.extend(plan.conflicts.iter().map(|c| c.name.clone()));
     outcome.roles_in_step = want.roles.saturating_sub(out_of_step.len());
-    outcome.bindings_in_step = want.bindings - bindings_failed;
+    outcome.bindings_in_step = want.bindings.saturating_sub(bindings_failed + plan.unbound);
     (outcome, want.next_expiry)
 }
 
