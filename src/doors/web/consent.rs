@@ -210,7 +210,18 @@ async fn show(
         web.config().clone(),
         Principal::person(&s.login),
     );
-    match tokio::task::spawn_blocking(move || consent::offers(&store, &config, &person)).await {
+    let client_id = ask.client.client_id.clone();
+    let offered = tokio::task::spawn_blocking(move || {
+        // Shown to a signed-in person: the client is in use, not one of a
+        // flood of registrations no one signs in for, so the bound on
+        // unused clients does not sweep it mid-consent. (Naming a client,
+        // which anyone may, does not count.)
+        if let Err(error) = store.touch_oauth_client(&client_id, chrono::Utc::now()) {
+            tracing::warn!(%error, "cannot note an OAuth client's use");
+        }
+        consent::offers(&store, &config, &person)
+    });
+    match offered.await {
         Ok(Ok(offers)) => {
             let page = consent_page::View {
                 login: &s.login,

@@ -393,5 +393,16 @@ async fn signed_out_a_good_authorization_request_goes_to_sign_in_with_its_query_
         .into_owned()
         .collect();
     assert_eq!(back, setup.params(PRESENTED), "every parameter comes back unchanged");
+    // Named, signed out, the registered client is not in use; shown to a
+    // signed-in person, it is (the bound on unused clients spares it).
+    let client = || setup.env.store.find_oauth_client(&setup.client_id).unwrap().unwrap();
+    assert_eq!(client().last_used_at, client().created_at, "naming it is not its use");
+    let visitor = Visitor::new(&setup.env);
+    assert_eq!(visitor.sign_in("ana").await.status, 200);
+    consent_page(&visitor, &setup.params(PRESENTED)).await;
+    assert!(
+        client().last_used_at > client().created_at,
+        "shown to a person, it is in use"
+    );
     setup.stop().await;
 }
