@@ -389,7 +389,7 @@ mod tests {
             assert!(matches!(refused, Err(StoreError::Invalid(_))), "{b}: {refused:?}");
             assert!(store.grants_of(&bo, "c").unwrap().is_empty(), "{b}");
             let pending = store.access_request("r1").unwrap().unwrap();
-            assert_eq!(pending.state, crate::access::AccessState::Pending, "{b}");
+            assert_eq!(pending.state, AccessState::Pending, "{b}");
         }
     }
 
