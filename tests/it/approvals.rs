@@ -538,6 +538,44 @@ async fn a_token_request_with_dry_run_is_held_as_the_real_write_it_is_and_its_ru
     env.stop().await;
 }
 
+/// A held write's YAML is read once, at intake, and its JSON is what the
+/// dry run sends and what runs once approved: both send the same bytes
+/// (a YAML 1.1 reader, the API server's, would read some plain scalars
+/// otherwise than the JSON that runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_yaml_write_is_tried_and_run_as_the_same_json() {
+    let env = Portcullis::start().await;
+    let (bot, ana) = careful_bot_in(&env, "shop", "developer");
+    let auth = format!("Bearer {bot}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/yaml")];
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  enabled: yes\n";
+    let path = format!("/clusters/{}/api/v1/namespaces/shop/configmaps", env.cluster);
+    let send = async || {
+        env.raw()
+            .send(http::Method::POST, &path, &headers, yaml.as_bytes().to_vec())
+            .await
+    };
+    let id = held_id(&String::from_utf8_lossy(&send().await.body));
+    let json = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-yaml"}, "data": {"enabled": "yes"}
+    });
+    let length = serde_json::to_vec(&json).unwrap().len().to_string();
+    let sent = |dry: bool| -> Vec<String> {
+        env.sim()
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/namespaces/shop/configmaps"))
+            .filter(|r| r.query.as_deref().unwrap_or_default().contains("dryRun") == dry)
+            .map(|r| r.header("content-length").unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(sent(true), std::slice::from_ref(&length), "the dry run sent the JSON");
+    assert!(person_ok(&env, &ana, &["approvals", "approve", &id]).contains("approved"));
+    assert_eq!(send().await.status, 201);
+    assert_eq!(sent(false), [length], "the run sent the same JSON");
+    env.stop().await;
+}
+
 /// kube-apiserver hands a request through a pod's, service's or node's
 /// `proxy` subresource on to what runs there, `dryRun=All` and all: such a
 /// write is a real one, held for a careful bot with or without `dryRun`,

@@ -33,9 +33,15 @@ fn asked(request: &Buffered) -> Value {
     })
 }
 
+/// Is a write of `info` tried beforehand (a dry run), its YAML read as
+/// JSON? Not a TokenRequest or a proxied request (see `intake`).
+pub(super) fn is_tried(info: &RequestInfo) -> bool {
+    !info.is_token_request() && !info.is_proxy_subresource()
+}
+
 /// `request` with a YAML body as its JSON (JSON is YAML, so the media
 /// type stays); any other body as it is.
-fn as_json(request: Buffered) -> Buffered {
+pub(super) fn as_json(request: Buffered) -> Buffered {
     let content_type = request
         .parts
         .headers

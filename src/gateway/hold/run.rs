@@ -44,6 +44,12 @@ impl Pipeline {
             // The wait may have lasted minutes: what let this call through
             // must still hold before the write runs under it.
             self.still_let_through(ctx, &request).await?;
+            // Its checks' dry runs send the body as intake read it: a YAML
+            // body as its JSON, as it was tried and is kept.
+            let request = match super::intake::is_tried(ctx.info) {
+                true => super::intake::as_json(request),
+                false => request,
+            };
             let id = held.id.clone();
             let store2 = store.clone();
             if blocking(move || store2.claim_held(&id, chrono::Utc::now())).await? {
