@@ -234,9 +234,13 @@ pub fn approve(
         agent_id: delegated,
     };
     let recorded = record::begin(store, record::Step::Approve, &decider, &request)?;
-    // Invalid (a 409 in the row): decided or expired since it was read.
+    // Invalid (a 409 in the row): decided or expired since it was read, or
+    // its requester disabled since: the caller's error, not an outage.
     if let Err(error) = store.approve_access_request(&request.id, &grant, given, by, reason, Utc::now()) {
-        return Err(recorded.store_failed(error).into());
+        return Err(match recorded.store_failed(error) {
+            StoreError::Invalid(why) => AccessError::Invalid(why),
+            other => other.into(),
+        });
     }
     let row = record::row(record::Step::Approve, &decider, &request, Some(&grant.id), None);
     recorded.done(row, Vec::new())?;
@@ -271,13 +275,23 @@ pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<A
     Ok(denied)
 }
 
-/// Mark pending requests past their expiry as expired (each recorded once,
-/// by whichever process notices first); returns them.
+/// Mark pending requests past their expiry as expired (each recorded by
+/// whichever process closes it; one that loses a race in the moment
+/// between its read and its close records that as a 409 row); returns
+/// them.
 pub fn expire_pending(store: &Store) -> Result<Vec<AccessRequest>, AccessError> {
     let now = Utc::now();
     let mut expired = Vec::new();
     let overdue = store.list_access_requests()?.into_iter();
     for request in overdue.filter(|r| r.state == AccessState::Pending && r.expires_at <= now) {
+        // Read again: another process may have closed it since the list
+        // (each such loss of a race would be a 409 row of its own).
+        if store
+            .access_request(&request.id)?
+            .is_none_or(|r| r.state != AccessState::Pending)
+        {
+            continue;
+        }
         // Its row's intent first: a store that fails after the close
         // leaves the row on record as an unknown outcome, not missing.
         let recorded = record::begin(store, record::Step::Expire, &request.requester, &request)?;

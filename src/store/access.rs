@@ -191,7 +191,12 @@ impl Store {
             if disabled != Some(false) {
                 return Err(StoreError::Invalid(format!("{} is disabled or gone", grant.subject)));
             }
-            if let Some(agent) = given.agent_id {
+            // The agent that asked, delegated or not.
+            let asker: Option<String> = tx
+                .query_row("SELECT agent_id FROM access_requests WHERE id = ?1", params![id], |r| r.get(0))
+                .optional()?
+                .flatten();
+            if let Some(agent) = asker {
                 let off: Option<bool> = tx
                     .query_row("SELECT disabled FROM agents WHERE id = ?1", params![agent], |r| r.get(0))
                     .optional()?;
@@ -390,6 +395,21 @@ mod tests {
             assert!(store.grants_of(&bo, "c").unwrap().is_empty(), "{b}");
             let pending = store.access_request("r1").unwrap().unwrap();
             assert_eq!(pending.state, AccessState::Pending, "{b}");
+            // The agent that asked, disabled meanwhile, whether it is handed
+            // the grant or not.
+            let cy = Principal::person("cy");
+            store.add_principal(&cy, false).unwrap();
+            let agent = store.add_agent(&cy, "helper", &[], false).unwrap();
+            store
+                .insert_access_request(&request("r2", &cy, Some(&agent.id)))
+                .unwrap();
+            store.disable_agent(&agent.id).unwrap();
+            let given = Given {
+                parent: None,
+                agent_id: None,
+            };
+            let refused = store.approve_access_request("r2", &grant("g2", &cy), given, "ana", None, Utc::now());
+            assert!(matches!(refused, Err(StoreError::Invalid(_))), "{b}: {refused:?}");
         }
     }
 
