@@ -143,24 +143,36 @@ pub fn replace(store: &Store, config: &crate::config::Config, previous: Option<&
         cookie: id.to_string(),
     };
     // Every sign-out is an audit row: this one happens inside another
-    // request (the sign-in), so it is a row of its own.
+    // request (the sign-in), so it is an event of its own, on record
+    // before the session ends (see `crate::audit::Recorded`).
     let mut row = crate::audit::row::AuditRow::new(crate::audit::id::new(), Utc::now());
     row.principal_kind = "person".into();
     row.login = session.login.clone();
     row.credential_id = session.credential_id.clone();
     row.client = client.into();
-    row.method = "POST".into();
-    row.path = "/logout".into();
+    row.path = "/login/callback".into();
     super::signin::mark(&mut row, "signout");
-    let ended = sign_out(store, config, &session);
-    row.code = if ended.is_ok() { 200 } else { 500 };
-    row.reason = "replaced by a new sign-in in the same browser".into();
-    row.finish(Utc::now());
-    if let Err(error) = crate::audit::commit_event(store, row) {
-        tracing::error!(login = %session.login, %error, "the sign-out of a replaced session is not on record");
-    }
-    if let Err(error) = ended {
-        tracing::warn!(login = %session.login, %error, "the session a new sign-in replaced was not ended");
+    row.code = 200;
+    let recorded = match crate::audit::begin_event(store, row.clone()) {
+        Ok(recorded) => recorded,
+        Err(error) => {
+            // Not on record: not ended either; it expires as it would.
+            tracing::error!(login = %session.login, %error, "the session a new sign-in replaced was not ended: the audit cannot record it");
+            return;
+        }
+    };
+    let settled = match sign_out(store, config, &session) {
+        Ok(()) => {
+            row.finish(Utc::now());
+            recorded.done(row, Vec::new())
+        }
+        Err(error) => {
+            tracing::warn!(login = %session.login, %error, "the session a new sign-in replaced was not ended");
+            recorded.not_made(500, &error.to_string())
+        }
+    };
+    if let Err(error) = settled {
+        tracing::error!(login = %session.login, %error, "the sign-out of a replaced session is not settled on record");
     }
 }
 
