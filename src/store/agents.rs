@@ -244,14 +244,21 @@ mod tests {
         }
     }
 
+    /// People ana and bob, each with a grant of their own (`g-ana`,
+    /// `g-bob`).
+    fn ana_and_bob(store: &Store) -> (Principal, Principal) {
+        let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
+        store.add_principal(&ana, false).unwrap();
+        store.add_principal(&bob, false).unwrap();
+        store.add_grant(&grant("g-ana", &ana)).unwrap();
+        store.add_grant(&grant("g-bob", &bob)).unwrap();
+        (ana, bob)
+    }
+
     #[test]
     fn a_delegated_agent_gets_only_its_persons_grants() {
         for store in testing::both() {
-            let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
-            store.add_principal(&ana, false).unwrap();
-            store.add_principal(&bob, false).unwrap();
-            store.add_grant(&grant("g-ana", &ana)).unwrap();
-            store.add_grant(&grant("g-bob", &bob)).unwrap();
+            let (ana, _) = ana_and_bob(&store);
             let err = store.add_agent(&ana, "helper", &["g-bob".into()], false).unwrap_err();
             assert!(err.to_string().contains("not person:ana's"), "{}: {err}", store.backend);
             let agent = store.add_agent(&ana, "helper", &["g-ana".into()], true).unwrap();
@@ -303,11 +310,7 @@ mod tests {
     #[test]
     fn an_agent_and_its_first_credential_are_added_together_or_not_at_all() {
         for store in testing::both() {
-            let (ana, bob) = (Principal::person("ana"), Principal::person("bob"));
-            store.add_principal(&ana, false).unwrap();
-            store.add_principal(&bob, false).unwrap();
-            store.add_grant(&grant("g-ana", &ana)).unwrap();
-            store.add_grant(&grant("g-bob", &bob)).unwrap();
+            let (ana, _) = ana_and_bob(&store);
             let (agent, cred, token) = store
                 .add_agent_with_credential(&ana, "helper", &["g-ana".into()], true, None)
                 .unwrap();

@@ -58,24 +58,11 @@ pub(super) fn body(info: &RequestInfo, request: &Buffered) -> Bytes {
 mod tests {
     use super::*;
     use crate::gateway::classify::classify;
+    use crate::gateway::hold::buffered;
     use http::Method;
     use serde_json::json;
 
     const CM: &str = "/api/v1/namespaces/shop/configmaps/flags";
-
-    fn buffered(method: Method, content_type: &str, body: &'static [u8]) -> Buffered {
-        let (parts, ()) = Request::builder()
-            .method(method)
-            .uri(CM)
-            .header(header::CONTENT_TYPE, content_type)
-            .body(())
-            .unwrap()
-            .into_parts();
-        Buffered {
-            parts,
-            body: Bytes::from_static(body),
-        }
-    }
 
     #[test]
     fn a_delete_whose_body_the_server_reads_is_no_dry_run_whatever_its_query_says() {

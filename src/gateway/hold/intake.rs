@@ -386,25 +386,12 @@ pub(super) fn listed_uids(list: &Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::buffered;
     use super::*;
     use serde_json::json;
 
     fn object(resource_version: &str, uid: &str) -> Value {
         json!({"metadata": {"resourceVersion": resource_version, "uid": uid}})
-    }
-
-    fn buffered(content_type: &str, body: &str) -> Buffered {
-        let (parts, ()) = http::Request::builder()
-            .method(Method::PATCH)
-            .uri("/api/v1/namespaces/shop/configmaps/flags")
-            .header(header::CONTENT_TYPE, content_type)
-            .body(())
-            .unwrap()
-            .into_parts();
-        Buffered {
-            parts,
-            body: Bytes::from(body.to_string()),
-        }
     }
 
     /// The held write's YAML is read once, and its JSON tried, kept and
@@ -413,7 +400,7 @@ mod tests {
     fn a_yaml_body_is_tried_and_kept_as_the_json_it_reads_as() {
         let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\ndata:\n  enabled: yes\n  mode: '010'\n";
         for content_type in ["application/apply-patch+yaml", "application/YAML"] {
-            let read = as_json(buffered(content_type, yaml));
+            let read = as_json(buffered(Method::PATCH, content_type, yaml.as_bytes()));
             let sent: Value = serde_json::from_slice(&read.body).unwrap();
             assert_eq!(sent["data"], json!({"enabled": "yes", "mode": "010"}), "{content_type}");
             assert_eq!(read.parts.headers[header::CONTENT_TYPE], content_type, "JSON is YAML");
@@ -424,7 +411,7 @@ mod tests {
             ("application/apply-patch+yaml", ""),
         ] {
             assert_eq!(
-                as_json(buffered(content_type, body)).body,
+                as_json(buffered(Method::PATCH, content_type, body.as_bytes())).body,
                 body.as_bytes(),
                 "{content_type}"
             );

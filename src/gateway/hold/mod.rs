@@ -442,6 +442,23 @@ pub(super) async fn read_limited(mut body: Body, limit: usize) -> Option<Bytes> 
     Some(out.freeze())
 }
 
+/// A buffered `method` on ConfigMap `flags` in `shop` with `body`: the
+/// tests' request.
+#[cfg(test)]
+pub(super) fn buffered(method: http::Method, content_type: &str, body: &[u8]) -> Buffered {
+    let (parts, ()) = http::Request::builder()
+        .method(method)
+        .uri("/api/v1/namespaces/shop/configmaps/flags")
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(())
+        .unwrap()
+        .into_parts();
+    Buffered {
+        parts,
+        body: Bytes::copy_from_slice(body),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
