@@ -102,19 +102,25 @@ mod tests {
         let info = classify(&Method::DELETE, CM, None);
         let options = buffered(
             Method::DELETE,
+            CM,
             "application/json",
             br#"{"propagationPolicy":"Background"}"#,
         );
         let sent: Value = serde_json::from_slice(&body(&info, &options)).unwrap();
         assert_eq!(sent, json!({"propagationPolicy": "Background", "dryRun": ["All"]}));
-        let yaml = buffered(Method::DELETE, "application/yaml", b"gracePeriodSeconds: 0\n");
+        let yaml = buffered(Method::DELETE, CM, "application/yaml", b"gracePeriodSeconds: 0\n");
         let sent: Value = serde_json::from_slice(&body(&info, &yaml)).unwrap();
         assert_eq!(sent, json!({"gracePeriodSeconds": 0, "dryRun": ["All"]}));
-        let protobuf = buffered(Method::DELETE, "application/vnd.kubernetes.protobuf", b"k8s\x00\x0a");
+        let protobuf = buffered(
+            Method::DELETE,
+            CM,
+            "application/vnd.kubernetes.protobuf",
+            b"k8s\x00\x0a",
+        );
         assert!(body(&info, &protobuf).is_empty(), "unreadable options are left out");
-        let none = buffered(Method::DELETE, "", b"");
+        let none = buffered(Method::DELETE, CM, "", b"");
         assert!(body(&info, &none).is_empty());
-        let patch = buffered(Method::PATCH, "application/merge-patch+json", br#"{"data":{}}"#);
+        let patch = buffered(Method::PATCH, CM, "application/merge-patch+json", br#"{"data":{}}"#);
         let info = classify(&Method::PATCH, CM, None);
         assert_eq!(
             body(&info, &patch),

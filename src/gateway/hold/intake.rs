@@ -400,7 +400,12 @@ mod tests {
     fn a_yaml_body_is_tried_and_kept_as_the_json_it_reads_as() {
         let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\ndata:\n  enabled: yes\n  mode: '010'\n";
         for content_type in ["application/apply-patch+yaml", "application/YAML"] {
-            let read = as_json(buffered(Method::PATCH, content_type, yaml.as_bytes()));
+            let read = as_json(buffered(
+                Method::PATCH,
+                "/api/v1/namespaces/shop/configmaps/flags",
+                content_type,
+                yaml.as_bytes(),
+            ));
             let sent: Value = serde_json::from_slice(&read.body).unwrap();
             assert_eq!(sent["data"], json!({"enabled": "yes", "mode": "010"}), "{content_type}");
             assert_eq!(read.parts.headers[header::CONTENT_TYPE], content_type, "JSON is YAML");
@@ -411,7 +416,13 @@ mod tests {
             ("application/apply-patch+yaml", ""),
         ] {
             assert_eq!(
-                as_json(buffered(Method::PATCH, content_type, body.as_bytes())).body,
+                as_json(buffered(
+                    Method::PATCH,
+                    "/api/v1/namespaces/shop/configmaps/flags",
+                    content_type,
+                    body.as_bytes()
+                ))
+                .body,
                 body.as_bytes(),
                 "{content_type}"
             );

@@ -442,20 +442,19 @@ pub(super) async fn read_limited(mut body: Body, limit: usize) -> Option<Bytes> 
     Some(out.freeze())
 }
 
-/// A buffered `method` on ConfigMap `flags` in `shop` with `body`: the
-/// tests' request.
+/// A buffered `method` on `uri` with `body`: the tests' request.
 #[cfg(test)]
-pub(super) fn buffered(method: http::Method, content_type: &str, body: &[u8]) -> Buffered {
+pub(super) fn buffered(method: http::Method, uri: &str, content_type: &str, body: impl AsRef<[u8]>) -> Buffered {
     let (parts, ()) = http::Request::builder()
         .method(method)
-        .uri("/api/v1/namespaces/shop/configmaps/flags")
+        .uri(uri)
         .header(http::header::CONTENT_TYPE, content_type)
         .body(())
         .unwrap()
         .into_parts();
     Buffered {
         parts,
-        body: Bytes::copy_from_slice(body),
+        body: Bytes::copy_from_slice(body.as_ref()),
     }
 }
 
@@ -480,20 +479,6 @@ mod tests {
             reveal_secrets: false,
             audit_id: uuid::Uuid::now_v7(),
             limits: f.pipeline.limits(),
-        }
-    }
-
-    fn buffered(method: Method, uri: &str, content_type: &str, body: &str) -> Buffered {
-        let (parts, ()) = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(http::header::CONTENT_TYPE, content_type)
-            .body(())
-            .unwrap()
-            .into_parts();
-        Buffered {
-            parts,
-            body: Bytes::copy_from_slice(body.as_bytes()),
         }
     }
 
@@ -606,7 +591,7 @@ mod tests {
         ] {
             assert_ne!(restart(other), first, "{other}");
         }
-        let put = buffered(Method::PUT, path, "application/json", &at("2026-12-07T13:00:00Z"));
+        let put = buffered(Method::PUT, path, "application/json", at("2026-12-07T13:00:00Z"));
         assert_ne!(digest(&ctx, &put), first, "only a patch");
     }
 }
