@@ -354,23 +354,12 @@ mod tests {
             let mut expired = request("old", &ana, None);
             expired.expires_at = Utc::now() - chrono::TimeDelta::minutes(1);
             store.insert_access_request(&expired).unwrap();
-            let (limit, start) = (3, std::sync::Barrier::new(8));
-            let kept = std::thread::scope(|scope| {
-                let racers: Vec<_> = (0..8)
-                    .map(|i| {
-                        let (store, start, ana) = (&store, &start, &ana);
-                        scope.spawn(move || {
-                            start.wait();
-                            let ask = request(&format!("r{i}"), ana, None);
-                            store.insert_access_request_within(&ask, limit).unwrap()
-                        })
-                    })
-                    .collect();
-                racers
-                    .into_iter()
-                    .filter_map(|r| r.join().unwrap().then_some(()))
-                    .count()
+            let limit = 3;
+            let kept = testing::race(8, |i| {
+                let ask = request(&format!("r{i}"), &ana, None);
+                store.insert_access_request_within(&ask, limit).unwrap()
             });
+            let kept = kept.into_iter().filter(|&yes| yes).count();
             assert_eq!(kept, limit, "{b}");
             assert_eq!(store.list_access_requests().unwrap().len(), limit + 1, "{b}");
         }

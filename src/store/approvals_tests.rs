@@ -1,7 +1,6 @@
 use super::*;
 use crate::identity::Principal;
 use crate::store::testing;
-use std::sync::Barrier;
 
 fn held(id: &str, digest: &str) -> HeldWrite {
     let now = Utc::now();
@@ -42,21 +41,13 @@ fn held(id: &str, digest: &str) -> HeldWrite {
 
 /// Runs `f` on `n` threads released at the same moment; how many said yes.
 fn racing(n: usize, f: impl Fn() -> bool + Sync) -> usize {
-    let start = Barrier::new(n);
-    std::thread::scope(|s| {
-        let runs: Vec<_> = (0..n)
-            .map(|_| {
-                s.spawn(|| {
-                    start.wait();
-                    f()
-                })
-            })
-            .collect();
-        runs.into_iter()
-            .map(|run| run.join().unwrap())
-            .filter(|&yes| yes)
-            .count()
-    })
+    racing_with(n, |_| f())
+}
+
+/// Runs `f(i)` for `i` in `0..n` on `n` threads released at the same
+/// moment; how many said yes.
+fn racing_with(n: usize, f: impl Fn(usize) -> bool + Sync) -> usize {
+    testing::race(n, f).into_iter().filter(|&yes| yes).count()
 }
 
 #[test]
@@ -215,24 +206,10 @@ fn a_requesters_held_writes_are_counted_open_and_listed_newest_first() {
 fn held_writes_racing_to_the_limit_are_held_no_more_than_it() {
     for store in testing::both() {
         let b = store.backend;
-        let (limit, start) = (3, Barrier::new(8));
-        let held_ones = std::thread::scope(|scope| {
-            let racers: Vec<_> = (0..8)
-                .map(|i| {
-                    let (store, start) = (&store, &start);
-                    scope.spawn(move || {
-                        start.wait();
-                        store
-                            .insert_held_within(&held(&format!("h{i}"), &format!("d{i}")), b"sealed", limit)
-                            .unwrap()
-                            == Inserted::New
-                    })
-                })
-                .collect();
-            racers
-                .into_iter()
-                .filter_map(|r| r.join().unwrap().then_some(()))
-                .count()
+        let limit = 3;
+        let held_ones = racing_with(8, |i| {
+            let write = held(&format!("h{i}"), &format!("d{i}"));
+            store.insert_held_within(&write, b"sealed", limit).unwrap() == Inserted::New
         });
         assert_eq!(held_ones, limit, "{b}");
         assert_eq!(store.open_held_of("bot:ci").unwrap(), limit, "{b}");
@@ -316,20 +293,10 @@ fn a_held_write_past_its_expiry_is_not_decided() {
 fn the_same_write_asked_twice_at_once_is_held_once() {
     for store in testing::both() {
         let b = store.backend;
-        let start = Barrier::new(6);
-        let outcomes: Vec<Inserted> = std::thread::scope(|scope| {
-            let racers: Vec<_> = (0..6)
-                .map(|i| {
-                    let (store, start) = (&store, &start);
-                    scope.spawn(move || {
-                        start.wait();
-                        store
-                            .insert_held_within(&held(&format!("h{i}"), "same"), b"sealed", 20)
-                            .unwrap()
-                    })
-                })
-                .collect();
-            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        let outcomes = testing::race(6, |i| {
+            store
+                .insert_held_within(&held(&format!("h{i}"), "same"), b"sealed", 20)
+                .unwrap()
         });
         let new = outcomes.iter().filter(|o| **o == Inserted::New).count();
         assert_eq!(new, 1, "{b}: {outcomes:?}");

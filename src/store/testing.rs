@@ -45,6 +45,25 @@ pub(crate) fn postgres() -> TestStore {
     }
 }
 
+/// Runs `f(i)` for `i` in `0..n` on `n` threads released at the same
+/// moment (on PostgreSQL each takes a connection of its own, as replicas
+/// do); their answers, in order.
+pub(crate) fn race<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let start = std::sync::Barrier::new(n);
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..n)
+            .map(|i| {
+                let (start, f) = (&start, &f);
+                s.spawn(move || {
+                    start.wait();
+                    f(i)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    })
+}
+
 /// A fresh store of each backend, for a test to run on both.
 pub(crate) fn both() -> [TestStore; 2] {
     [sqlite(), postgres()]
