@@ -273,28 +273,26 @@ async fn a_binding_made_again_bound_to_another_role_is_put_back() {
         "shop",
     );
     let name = format!("portcullis-grant-{id}");
-    let mut swapped = api.get(&name).await.unwrap();
-    assert_eq!(swapped.role_ref.name, "portcullis:viewer");
-    api.delete(&name, &Default::default()).await.unwrap();
-    swapped.role_ref.name = "portcullis:admin".into();
-    swapped.metadata.resource_version = None;
-    swapped.metadata.uid = None;
-    swapped.metadata.managed_fields = None;
-    api.create(&Default::default(), &swapped).await.unwrap();
-    let report = env.reconcile().await;
-    assert!(report.outcome.errors.is_empty(), "{:?}", report.outcome.errors);
     assert_eq!(api.get(&name).await.unwrap().role_ref.name, "portcullis:viewer");
-    // Made again without portcullis's labels, so no list of its own finds it.
-    let mut unlabelled = api.get(&name).await.unwrap();
-    api.delete(&name, &Default::default()).await.unwrap();
-    unlabelled.role_ref.name = "portcullis:admin".into();
-    unlabelled.metadata.labels = None;
-    unlabelled.metadata.resource_version = None;
-    unlabelled.metadata.uid = None;
-    unlabelled.metadata.managed_fields = None;
-    api.create(&Default::default(), &unlabelled).await.unwrap();
-    let report = env.reconcile().await;
-    assert!(report.outcome.errors.is_empty(), "{:?}", report.outcome.errors);
-    assert_eq!(api.get(&name).await.unwrap().role_ref.name, "portcullis:viewer");
+    // Made again bound to admin: with portcullis's labels, then without
+    // them, so that no list of its own finds it.
+    for keep_labels in [true, false] {
+        let mut remade = api.get(&name).await.unwrap();
+        api.delete(&name, &Default::default()).await.unwrap();
+        remade.role_ref.name = "portcullis:admin".into();
+        if !keep_labels {
+            remade.metadata.labels = None;
+        }
+        (remade.metadata.resource_version, remade.metadata.uid) = (None, None);
+        remade.metadata.managed_fields = None;
+        api.create(&Default::default(), &remade).await.unwrap();
+        let report = env.reconcile().await;
+        assert!(report.outcome.errors.is_empty(), "{:?}", report.outcome.errors);
+        assert_eq!(
+            api.get(&name).await.unwrap().role_ref.name,
+            "portcullis:viewer",
+            "{keep_labels}"
+        );
+    }
     env.stop().await;
 }
