@@ -365,10 +365,6 @@ pub struct Plan {
     /// ClusterRoles this installation stopped using that others still use:
     /// it gives up its mark and its fields (an empty apply).
     pub release: Vec<String>,
-    /// Bindings whose `roleRef` is not the one wanted: a binding's
-    /// `roleRef` cannot be changed, so each is deleted before `apply`
-    /// makes it again.
-    pub replace: Vec<Deletion>,
     /// Roles another installation defines otherwise: reported.
     pub conflicts: Vec<RoleConflict>,
     /// Bindings wanted but left unbound, as their role is in conflict.
@@ -400,7 +396,6 @@ pub fn plan(desired: &Desired, listed: &Listed, instance: &Instance) -> Plan {
     // anyone can set must not bring a cluster's own RBAC (`system:node`)
     // into a pass, whose ServiceAccount may patch and delete any.
     out.delete.retain(|d| named_ours(&d.key));
-    out.replace.retain(|d| named_ours(&d.key));
     out.release.retain(|name| name.starts_with(ROLE_PREFIX));
     // Bindings first: a ClusterRole is removed after what binds it.
     out.delete.sort_by_key(|d| matches!(d.key, ObjectKey::ClusterRole(_)));
@@ -411,19 +406,10 @@ fn plan_bindings(desired: &Desired, actual: &[Object], out: &mut Plan) {
     let is_binding = |o: &&Object| !matches!(o, Object::ClusterRole(_));
     let have: HashMap<ObjectKey, &Object> = actual.iter().filter(is_binding).map(|o| (o.key(), o)).collect();
     for want in desired.objects.iter().filter(is_binding) {
-        let had = have.get(&want.key());
-        if had.is_none_or(|h| !want.in_step_with(h)) {
+        if have.get(&want.key()).is_none_or(|h| !want.in_step_with(h)) {
             out.apply.push(Apply {
                 object: want.clone(),
                 force: true,
-            });
-        }
-        // Someone deleted it and made it again bound to another role (a
-        // namespace's admin may): no apply can change that back.
-        if let Some(had) = had.filter(|h| role_ref(h) != role_ref(want)) {
-            out.replace.push(Deletion {
-                key: want.key(),
-                resource_version: meta_of(had).resource_version.clone(),
             });
         }
     }
@@ -557,15 +543,6 @@ fn uses(role: &ClusterRole, instance: &Instance) -> bool {
             .iter()
             .flatten()
             .any(|e| e.manager.as_deref() == Some(manager.as_str()))
-}
-
-/// A binding's `roleRef` (none for a ClusterRole).
-fn role_ref(object: &Object) -> Option<&k8s_openapi::api::rbac::v1::RoleRef> {
-    match object {
-        Object::ClusterRole(_) => None,
-        Object::ClusterRoleBinding(b) => Some(&b.role_ref),
-        Object::RoleBinding(b) => Some(&b.role_ref),
-    }
 }
 
 fn meta_of(object: &Object) -> &ObjectMeta {

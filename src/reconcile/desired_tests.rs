@@ -463,35 +463,3 @@ fn a_grant_of_a_role_another_installation_defines_otherwise_is_not_bound() {
     assert!(applied(&plan).contains(&developer), "another role's grant is bound");
     assert_eq!(plan.unbound, 1, "counted out of step");
 }
-
-/// A binding made again bound to another role (a namespace's admin may
-/// delete and recreate it) cannot be put back by an apply, as `roleRef`
-/// never changes: it is deleted, at the version listed, and made anew.
-#[test]
-fn a_binding_bound_to_another_role_is_deleted_and_made_again() {
-    let grants = [grant("g1", Some("shop"), "viewer", 3600)];
-    let want = desired(&roles::builtin(), &[], &grants, "prod", Utc::now(), &us());
-    let binding = want
-        .objects
-        .iter()
-        .find(|o| matches!(o, Object::RoleBinding(_)))
-        .cloned()
-        .unwrap();
-    let Object::RoleBinding(mut swapped) = binding.clone() else {
-        panic!()
-    };
-    swapped.role_ref.name = "portcullis:admin".into();
-    swapped.metadata.resource_version = Some("41".into());
-    let plan = super::plan(&want, &listed(&[Object::RoleBinding(swapped)]), &us());
-    assert_eq!(
-        plan.replace,
-        [Deletion {
-            key: binding.key(),
-            resource_version: Some("41".into())
-        }]
-    );
-    assert!(applied(&plan).contains(&binding.key()));
-    // In step: nothing to replace.
-    let plan = super::plan(&want, &listed(&[binding]), &us());
-    assert!(plan.replace.is_empty());
-}

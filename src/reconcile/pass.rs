@@ -95,7 +95,6 @@ async fn reconcile(
     let plan = plan(&want, &listed, instance);
     outcome.roles_wanted = want.roles;
     outcome.bindings_wanted = want.bindings;
-    delete_strays(client, &plan.replace, &mut outcome).await;
     let (roles_failed, bindings_failed) = apply_missing(client, instance, &plan.apply, &mut outcome).await;
     delete_strays(client, &plan.delete, &mut outcome).await;
     release_unused(client, instance, &plan.release, &mut outcome).await;
@@ -168,9 +167,9 @@ async fn apply_missing(
     let (mut roles_failed, mut bindings_failed) = (HashSet::new(), 0);
     for apply in applies {
         let mut applied = client.apply(apply, instance).await;
-        // A binding of a grant's name bound to another role, and not
-        // labelled as ours (so the plan did not see it to replace): its
-        // roleRef cannot change, so it is deleted and made again.
+        // A binding of a grant's name made again bound to another role (a
+        // namespace's admin may; labelled as ours or not): its roleRef
+        // cannot change, so it is deleted and made again.
         if let Err(kube::Error::Api(status)) = &applied {
             let binding = !matches!(apply.object.key(), ObjectKey::ClusterRole(_));
             if binding && status.code == 422 && status.message.contains("roleRef") {
