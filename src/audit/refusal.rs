@@ -88,6 +88,9 @@ pub enum Refusal {
     BodyNotYaml,
     /// A request body that is not JSON.
     BodyNotJson,
+    /// A write to hold in a body its run's precondition cannot be
+    /// written into (protobuf, CBOR).
+    UnguardableHeldBody,
     /// The approval id names no held write of the caller's.
     ApprovalUnknown,
     /// The approval id names a held write for another write.
@@ -242,6 +245,7 @@ impl Refusal {
             R::BodyYamlTag => "body_yaml_tag",
             R::BodyNotYaml => "body_not_yaml",
             R::BodyNotJson => "body_not_json",
+            R::UnguardableHeldBody => "held_body_unguardable",
             R::ApprovalUnknown => "approval_unknown",
             R::ApprovalMismatch => "approval_mismatch",
             R::NotAgent => "not_agent",

@@ -216,6 +216,12 @@ pub enum RequestError {
     UnreadableHeldBody(DocumentError),
     /// The stored body of an approved write is refused by the parser.
     HeldBodyRefused(DocumentError),
+    /// A write to hold whose body portcullis cannot write its run's
+    /// precondition into (protobuf, CBOR): it would run unguarded.
+    UnguardableHeldBody {
+        /// The body's media type, as sent.
+        content_type: String,
+    },
     /// The approved write's body is no longer stored.
     HeldBodyGone,
     /// The dry run tried again before an approved write was refused by the
@@ -432,6 +438,16 @@ impl RequestError {
                 "this write waits for a person's approval, so portcullis reads its body, and the request body {error}"
             )),
             E::HeldBodyRefused(error) => Status::bad_request(format!("the held request body {error}")),
+            E::UnguardableHeldBody { content_type } => Status::failure(
+                415,
+                "UnsupportedMediaType",
+                format!(
+                    "this write waits for a person's approval, and once approved portcullis runs it only on the \
+                     object that was approved, with a precondition it writes into the body; it cannot write one \
+                     into a body of type '{}': send this write as application/json (kubectl does)",
+                    crate::text::Escaped(content_type)
+                ),
+            ),
             E::HeldBodyGone => Status::internal("the held write's body is gone"),
             E::ChangedSinceApproval { message } => Status::failure(409, "Conflict", *message),
             E::DryRunAgainRefused { code } => Status::failure(
@@ -489,6 +505,7 @@ impl RequestError {
             E::BindsIdentity { .. } => Refusal::BindsIdentity,
             E::BindingUnreadable { .. } => Refusal::BindingUnreadable,
             E::UnreadableHeldBody(error) => error.into(),
+            E::UnguardableHeldBody { .. } => Refusal::UnguardableHeldBody,
             E::Approval(ApprovalRefusal::Unknown { .. }) => Refusal::ApprovalUnknown,
             E::Approval(ApprovalRefusal::Mismatch { .. }) => Refusal::ApprovalMismatch,
             _ => return None,

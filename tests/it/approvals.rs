@@ -627,6 +627,79 @@ async fn a_write_through_a_proxy_subresource_is_held_and_never_tried_beforehand(
     env.stop().await;
 }
 
+/// Protobuf field `number` holding `bytes` (length-delimited, each length
+/// under 128 so in one byte).
+fn pb(number: u8, bytes: &[u8]) -> Vec<u8> {
+    let length = u8::try_from(bytes.len())
+        .ok()
+        .filter(|l| *l < 128)
+        .expect("a short field");
+    [&[number << 3 | 2, length][..], bytes].concat()
+}
+
+/// `k8s\0` and `runtime.Unknown{typeMeta, raw}`, as a typed client-go
+/// client configured for protobuf sends a body.
+fn protobuf_body(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let type_meta = [pb(1, api_version.as_bytes()), pb(2, kind.as_bytes())].concat();
+    [b"k8s\0".to_vec(), pb(1, &type_meta), pb(2, raw)].concat()
+}
+
+/// A held write runs later only on the object approved, by a precondition
+/// written into its body: a protobuf update or delete cannot take one, so
+/// it is refused when asked, not approved and then run on whatever the
+/// object has become. kubectl's own protobuf writes are creates, which
+/// need none, and are held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_write_whose_protobuf_body_cannot_carry_its_guard_is_refused_and_a_protobuf_create_is_held() {
+    let env = Portcullis::start().await;
+    let (bot, ana_token) = careful_bot_in(&env, "shop", "developer");
+    let ana = env.kubectl(&ana_token, "shop");
+    ana.ok(&["create", "configmap", "flags", "--from-literal=checkout=off"]);
+    let auth = format!("Bearer {bot}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/vnd.kubernetes.protobuf"),
+    ];
+    let path = format!("/clusters/{}/api/v1/namespaces/shop/configmaps/flags", env.cluster);
+    // ConfigMap{metadata{name, namespace}, data{checkout: on}}.
+    let meta = [pb(1, b"flags"), pb(3, b"shop")].concat();
+    let entry = [pb(1, b"checkout"), pb(2, b"on")].concat();
+    let update = protobuf_body("v1", "ConfigMap", &[pb(1, &meta), pb(2, &entry)].concat());
+    // DeleteOptions{propagationPolicy: Orphan}.
+    let delete = protobuf_body("v1", "DeleteOptions", &pb(4, b"Orphan"));
+    for (method, body) in [(http::Method::PUT, update), (http::Method::DELETE, delete)] {
+        let refused = env.raw().send(method.clone(), &path, &headers, body).await;
+        let status = refused.json();
+        assert_eq!(refused.status, 415, "{method}: {status}");
+        assert_eq!(status["reason"], "UnsupportedMediaType", "{method}: {status}");
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(message.contains("send this write as application/json"), "{message}");
+    }
+    assert!(env.store.list_held().unwrap().is_empty(), "nothing held");
+    assert_eq!(real_writes(&env, "bot:deployer", "update"), 0);
+    assert_eq!(real_writes(&env, "bot:deployer", "delete"), 0);
+    let checkout = ana.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.checkout}"]);
+    assert_eq!(checkout, "off");
+    let rows = audit_rows(&env).await;
+    let refused: Vec<_> = rows.iter().filter(|r| r.refused == "held_body_unguardable").collect();
+    assert_eq!(refused.len(), 2, "{rows:?}");
+    assert!(
+        refused
+            .iter()
+            .all(|r| r.code == 415 && !r.held && r.login == "deployer"),
+        "{refused:?}"
+    );
+
+    let out = env
+        .kubectl(&bot, "shop")
+        .fails(&["create", "configmap", "fresh", "--from-literal=a=b"]);
+    assert!(out.contains("waits for a person's approval"), "{out}");
+    let held = env.store.list_held().unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].request.content_type, "application/vnd.kubernetes.protobuf");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_the_api_server_would_not_read_past_go_s_query_limit_is_refused_not_passed_unheld() {
     let env = Portcullis::start().await;

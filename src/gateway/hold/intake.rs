@@ -146,6 +146,20 @@ impl Pipeline {
             Some(_) => Precondition::default(),
             None => precondition(ctx.info, current.as_ref(), &result, created),
         };
+        // The run writes the precondition into the body: one that cannot
+        // take it is refused now, before a person is asked, rather than
+        // approved and then refused, or run unguarded.
+        let content_type = request
+            .parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let query = request.parts.uri.query().unwrap_or_default();
+        if let Err(error) = super::run::with_precondition(&precondition, content_type, query, request.body.clone()) {
+            trace.row.held = false;
+            return Err(error);
+        }
         let write = preview::Write {
             secret: ctx.info.is_secrets(),
             deleting,

@@ -331,9 +331,12 @@ fn outcome(code: u16, answer: &[u8], hidden: Option<Target>) -> Outcome {
 
 /// The stored body with the dry run's preconditions: `resourceVersion` in
 /// the object (apply, update, merge and strategic patches) or a JSON patch
-/// `test`, the `uid` in DeleteOptions. A body that is not JSON or YAML
-/// (protobuf) is sent as it is; one that [`parse_body`] refuses is not sent.
-fn with_precondition(
+/// `test`, the `uid` in DeleteOptions. A body that needs one and cannot
+/// take it (protobuf, CBOR, a shape with no place for it) is refused, not
+/// sent unguarded: the approved write would then run on whatever the
+/// object has become. The intake asks the same of the body before it holds
+/// it, so only a write held by an older release meets this at its run.
+pub(super) fn with_precondition(
     precondition: &Precondition,
     content_type: &str,
     query: &str,
@@ -343,6 +346,9 @@ fn with_precondition(
         resource_version, uid, ..
     } = precondition;
     let parse = |body: &[u8]| parse_body(content_type, body).map_err(RequestError::HeldBodyRefused);
+    let unguardable = || RequestError::UnguardableHeldBody {
+        content_type: content_type.to_string(),
+    };
     let encoded = |value: Value| {
         serde_json::to_vec(&value)
             .map(Bytes::from)
@@ -363,19 +369,16 @@ fn with_precondition(
             },
         };
         let Some(mut options) = parsed.filter(Value::is_object) else {
-            return Ok(body);
+            return Err(unguardable());
         };
         return match set(&mut options, "preconditions", "uid", uid) {
             true => encoded(options),
-            false => Ok(body),
+            false => Err(unguardable()),
         };
     }
     let Some(rv) = resource_version else {
         return Ok(body);
     };
-    if content_type.starts_with("application/vnd.kubernetes.protobuf") {
-        return Ok(body);
-    }
     match parse(&body)? {
         Some(Value::Array(mut ops)) if content_type.starts_with("application/json-patch") => {
             ops.insert(
@@ -386,9 +389,9 @@ fn with_precondition(
         }
         Some(mut object) => match set(&mut object, "metadata", "resourceVersion", rv) {
             true => encoded(object),
-            false => Ok(body),
+            false => Err(unguardable()),
         },
-        None => Ok(body),
+        None => Err(unguardable()),
     }
 }
 
@@ -649,15 +652,43 @@ mod tests {
         assert!(refused.message.contains("anchors or aliases"), "{}", refused.message);
     }
 
+    /// A guard that cannot be written is a refusal, never a write sent
+    /// without it; a body that needs none goes as it is.
     #[test]
-    fn bodies_that_cannot_carry_a_precondition_pass_unchanged() {
+    fn a_body_that_cannot_carry_its_precondition_is_refused_not_sent_unguarded() {
         let proto = Bytes::from_static(b"k8s\x00\x01");
-        let sent = with_precondition(&rv("1"), "application/vnd.kubernetes.protobuf", "", proto.clone()).unwrap();
-        assert_eq!(sent, proto);
-        let odd = Bytes::from_static(br#"{"metadata":"x"}"#);
-        assert_eq!(
-            with_precondition(&rv("1"), "application/merge-patch+json", "", odd.clone()).unwrap(),
-            odd
-        );
+        let uid = Precondition {
+            uid: Some("u-1".into()),
+            ..Precondition::default()
+        };
+        for (precondition, content_type, body) in [
+            (rv("1"), "application/vnd.kubernetes.protobuf", proto.clone()),
+            (rv("1"), "Application/Vnd.Kubernetes.Protobuf", proto.clone()),
+            (rv("1"), "application/cbor", Bytes::from_static(b"\xa1\x61a\x01")),
+            (
+                rv("1"),
+                "application/merge-patch+json",
+                Bytes::from_static(br#"{"metadata":"x"}"#),
+            ),
+            (uid.clone(), "application/vnd.kubernetes.protobuf", proto.clone()),
+            (
+                uid.clone(),
+                "application/json",
+                Bytes::from_static(br#"{"preconditions":7}"#),
+            ),
+        ] {
+            let refused = with_precondition(&precondition, content_type, "", body)
+                .unwrap_err()
+                .status();
+            assert_eq!(
+                (refused.code, refused.reason.as_str()),
+                (415, "UnsupportedMediaType"),
+                "{content_type}"
+            );
+            assert!(refused.message.contains("application/json"), "{}", refused.message);
+        }
+        let create = Precondition::default();
+        let sent = with_precondition(&create, "application/vnd.kubernetes.protobuf", "", proto.clone()).unwrap();
+        assert_eq!(sent, proto, "a create needs no guard");
     }
 }
