@@ -10,8 +10,8 @@
 //! may have been an attacker's).
 
 use super::error::OAuthError;
-use crate::identity::{credential, Agent, Audience, Origin, Principal};
-use crate::store::{SessionPlan, Store, StoreError, Taken};
+use crate::identity::{credential, Agent, Audience, Credential, Origin, Principal};
+use crate::store::{NewTokens, Refreshed, SessionPlan, Store, StoreError, Taken};
 use base64::Engine;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
@@ -112,29 +112,27 @@ pub fn issue_code(store: &Store, consent: &Consent) -> Result<String, OAuthError
 }
 
 /// Exchange a code for the session's first tokens. Its checks run before
-/// the code is spent (a wrong verifier does not burn it), and its use and
-/// the session it makes are one write (a second exchange, however close,
-/// sees the session and ends it).
+/// the code is spent (a wrong verifier does not burn it), and its use, the
+/// session it makes and the tokens are one write (a second exchange,
+/// however close, sees the session and ends it; a failure spends nothing).
 pub fn exchange_code(store: &Store, ask: CodeExchange<'_>) -> Result<Issued, OAuthError> {
     let hash = credential::hash(ask.code);
-    let mut consent = None;
+    let (tokens, refresh_token) = new_tokens(ask.client_id);
     // Judged with the skew allowed: another replica's clock may run ahead.
-    let taken = store.exchange_code(&hash, Utc::now() - SKEW, |kept| {
+    let taken = store.exchange_code(&hash, Utc::now() - SKEW, &tokens, |kept| {
         let kept = serde_json::from_str::<Consent>(kept).map_err(|_| OAuthError::unavailable())?;
         check_exchange(&kept, &ask)?;
-        let plan = SessionPlan {
+        Ok(SessionPlan {
             person: Principal::person(&kept.login),
-            client_id: kept.client_id.clone(),
-            client_name: kept.client_name.clone(),
-            grants: kept.grants.clone(),
+            client_id: kept.client_id,
+            client_name: kept.client_name,
+            grants: kept.grants,
             until: kept.until,
             writes_need_approval: kept.writes_need_approval,
-            consented_with: Some(kept.signed_in_with.clone()).filter(|c| !c.is_empty()),
-        };
-        consent = Some(kept);
-        Ok(plan)
+            consented_with: Some(kept.signed_in_with).filter(|c| !c.is_empty()),
+        })
     });
-    let made = match taken {
+    let (agent, clusters, access) = match taken {
         Ok(Taken::Fresh(made)) => made?,
         Ok(Taken::Reused(session)) => {
             if let Some(session) = session {
@@ -148,9 +146,7 @@ pub fn exchange_code(store: &Store, ask: CodeExchange<'_>) -> Result<Issued, OAu
         Err(StoreError::Invalid(why)) => return Err(OAuthError::invalid_grant(why)),
         Err(other) => return Err(store_error(other)),
     };
-    let (agent, clusters) = made;
-    let consent = consent.ok_or_else(OAuthError::unavailable)?;
-    let mut issued = tokens(store, agent, &consent.client_id, consent.until)?;
+    let mut issued = issued(store, agent, &access, &tokens.access, refresh_token, ask.client_id);
     issued.clusters = clusters;
     Ok(issued)
 }
@@ -202,77 +198,73 @@ pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
             == 0
 }
 
-/// Use a refresh token: new tokens, the old one spent. A spent one ends
-/// the session.
+/// Use a refresh token: new tokens, the old one spent, in one write. A
+/// spent one, or one another client sends, ends the session.
 pub fn refresh(store: &Store, refresh_token: &str, client_id: &str) -> Result<Issued, OAuthError> {
     let hash = credential::hash(refresh_token);
-    let (agent_id, until) = match store
-        .take_refresh_token(&hash, Utc::now() - SKEW)
-        .map_err(store_error)?
-    {
-        Taken::Fresh(found) => found,
-        Taken::Reused(session) => {
-            if let Some(session) = session {
-                store.end_agent_session(&session).map_err(store_error)?;
-            }
-            return Err(OAuthError::invalid_grant(
-                "this refresh token was already used: the agent session has been ended",
-            ));
-        }
-        Taken::Unknown => return Err(OAuthError::invalid_grant("unknown or expired refresh token")),
-    };
-    let session = store
-        .agent_sessions_of_agent(&agent_id)
-        .map_err(store_error)?
-        .ok_or_else(|| OAuthError::invalid_grant("the agent session is gone"))?;
-    if session.client_id.as_deref() != Some(client_id) {
-        // Not the session's client: a stolen token. End the session.
-        store.end_agent_session(&agent_id).map_err(store_error)?;
-        return Err(OAuthError::invalid_grant(
-            "the refresh token was issued to another client",
-        ));
-    }
-    if session.agent.disabled {
-        return Err(OAuthError::invalid_grant("the agent session was revoked"));
-    }
-    tokens(store, session.agent, client_id, until)
-}
-
-/// A new access token and refresh token for `agent`.
-fn tokens(store: &Store, agent: Agent, client_id: &str, until: DateTime<Utc>) -> Result<Issued, OAuthError> {
-    let now = Utc::now();
-    let expires = (now + ACCESS_LIFETIME).min(until);
-    if expires <= now {
-        return Err(OAuthError::invalid_grant("the consent has ended"));
-    }
-    let origin = Origin {
-        audience: Some(Audience::Mcp),
-        via: format!("oauth client={}", crate::text::escape_control(client_id)),
-    };
-    let (_, access_token) = store
-        .issue_agent_credential_with(&agent, Some(expires), &origin)
+    let (tokens, next) = new_tokens(client_id);
+    let refreshed = store
+        .refresh_tokens(&hash, Utc::now() - SKEW, client_id, &tokens)
         .map_err(|error| match error {
+            StoreError::Invalid(why) => OAuthError::invalid_grant(why),
             // Disabled since it was read: its session was revoked.
             StoreError::NotFound(_) => OAuthError::invalid_grant("the agent session was revoked"),
             error => store_error(error),
         })?;
-    let refresh_token = credential::mint().token;
-    store
-        .put_refresh_token(&credential::hash(&refresh_token), &agent.id, until)
-        .map_err(store_error)?;
+    match refreshed {
+        Refreshed::Fresh(agent, access, _until) => Ok(issued(store, agent, &access, &tokens.access, next, client_id)),
+        Refreshed::Reused(_) => Err(OAuthError::invalid_grant(
+            "this refresh token was already used: the agent session has been ended",
+        )),
+        // Not the session's client: a stolen token; the session is ended.
+        Refreshed::OtherClient => Err(OAuthError::invalid_grant(
+            "the refresh token was issued to another client",
+        )),
+        Refreshed::Revoked => Err(OAuthError::invalid_grant("the agent session was revoked")),
+        Refreshed::Unknown => Err(OAuthError::invalid_grant("unknown or expired refresh token")),
+    }
+}
+
+/// A new access token (for `/mcp` only, naming its client) and refresh
+/// token, to keep with the exchange or refresh; and the refresh token.
+fn new_tokens(client_id: &str) -> (NewTokens, String) {
+    let refresh = credential::mint();
+    let tokens = NewTokens {
+        access: credential::mint(),
+        access_lifetime: ACCESS_LIFETIME,
+        origin: Origin {
+            audience: Some(Audience::Mcp),
+            via: format!("oauth client={}", crate::text::escape_control(client_id)),
+        },
+        refresh_sha256: refresh.hash,
+    };
+    (tokens, refresh.token)
+}
+
+/// The token endpoint's answer for tokens kept.
+fn issued(
+    store: &Store,
+    agent: Agent,
+    access: &Credential,
+    minted: &credential::NewToken,
+    refresh_token: String,
+    client_id: &str,
+) -> Issued {
+    let now = Utc::now();
     // A registered client in use is not swept as unused (a metadata
     // document's client has no row: nothing changes). Its tokens are
     // issued: a failure to note it costs no more than a log line.
     if let Err(error) = store.touch_oauth_client(client_id, now) {
         tracing::warn!(%error, "cannot note an OAuth client's use");
     }
-    Ok(Issued {
-        access_token,
-        expires_in: (expires - now).num_seconds(),
+    let expires_in = access.expires_at.map_or(0, |end| (end - now).num_seconds().max(0));
+    Issued {
+        access_token: minted.token.clone(),
+        expires_in,
         refresh_token,
         agent,
         clusters: Vec::new(),
-    })
+    }
 }
 
 /// The agent session a code or refresh token belongs to, if any: after a

@@ -147,7 +147,7 @@ fn new_agent(
 }
 
 /// The name an agent's credentials go by in lists.
-fn credential_name(agent: &Agent) -> String {
+pub(super) fn credential_name(agent: &Agent) -> String {
     format!("agent:{}", agent.name)
 }
 

@@ -52,7 +52,7 @@ pub use approvals::{HeldRequest, HeldState, HeldWrite, Inserted, Outcome, Precon
 pub use group_rules::{GroupRule, RuleGrantChange};
 pub use login_codes::{CliCode, DeviceDecision, DevicePoll, DeviceRequest};
 pub(crate) use migrate::migrate;
-pub use oauth::{AgentSession, SessionPlan, Taken};
+pub use oauth::{AgentSession, NewTokens, Refreshed, SessionPlan, Taken};
 pub use oauth_clients::RegisteredClient;
 pub use people::{ProviderPerson, SignInPerson};
 pub use principals::PrincipalRecord;

@@ -4,10 +4,11 @@
 //! as their SHA-256; each is taken once, atomically, so a second use is
 //! seen as a reuse.
 
+use super::credentials::{insert_credential, new_credential, Tie};
 use super::sql::{params, Db, OptionalExt, Params};
 use super::{Store, StoreError};
-use crate::identity::{Agent, Principal, PrincipalKind};
-use chrono::{DateTime, Utc};
+use crate::identity::{credential, Agent, Credential, Origin, Principal, PrincipalKind};
+use chrono::{DateTime, TimeDelta, Utc};
 
 /// What a person's consent hands to an agent session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,8 +61,43 @@ type SessionRow = (
     Option<DateTime<Utc>>,
 );
 
-/// A new agent session: its agent, and the clusters whose bindings changed.
-pub type MadeSession = (Agent, Vec<String>);
+/// A new agent session: its agent, the clusters whose bindings changed,
+/// and its first access token's record.
+pub type MadeSession = (Agent, Vec<String>, Credential);
+
+/// The tokens a code's exchange or a refresh hands out, minted before its
+/// transaction and kept in it, with the code or refresh token spent: a
+/// failure between the two would leave one spent without its tokens, and
+/// the client's retry would read as a reuse and end the session.
+#[derive(Debug)]
+pub struct NewTokens {
+    /// The access token.
+    pub access: credential::NewToken,
+    /// How long an access token lasts at most; the consent's end is the
+    /// latest.
+    pub access_lifetime: TimeDelta,
+    /// Where the access token is accepted and what issued it.
+    pub origin: Origin,
+    /// The refresh token's SHA-256.
+    pub refresh_sha256: String,
+}
+
+/// What a refresh token's use came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refreshed {
+    /// New tokens kept, the refresh token spent: the agent, the access
+    /// token's record, and the consent's end (the new refresh token's).
+    Fresh(Agent, Credential, DateTime<Utc>),
+    /// Used before: the agent session it belongs to, now ended.
+    Reused(Option<String>),
+    /// Sent by another client than its session's (a stolen token): the
+    /// session is ended.
+    OtherClient,
+    /// Its agent session was revoked.
+    Revoked,
+    /// Never issued, expired, or its session is gone.
+    Unknown,
+}
 
 /// A code's columns: its consent, end, use and the session it made.
 type CodeRow = (String, DateTime<Utc>, Option<DateTime<Utc>>, Option<String>);
@@ -97,6 +133,7 @@ impl Store {
         &self,
         code_sha256: &str,
         now: DateTime<Utc>,
+        tokens: &NewTokens,
         check: impl FnOnce(&str) -> Result<SessionPlan, E>,
     ) -> Result<Taken<Result<MadeSession, E>>, StoreError> {
         let found: Option<CodeRow> = self.with(|c| {
@@ -134,7 +171,50 @@ impl Store {
                 "UPDATE oauth_codes SET agent_id = ?2 WHERE code_sha256 = ?1",
                 params![code_sha256, agent.id],
             )?;
-            Ok(Taken::Fresh(Ok((agent, clusters))))
+            let access = keep_tokens(tx, &agent, tokens, plan.until)?;
+            Ok(Taken::Fresh(Ok((agent, clusters, access))))
+        })
+    }
+
+    /// Use a refresh token in one write transaction: spent, and `tokens`
+    /// kept in its place, together. Used before, or sent by another client
+    /// than its session's, it ends the session in the same transaction.
+    pub fn refresh_tokens(
+        &self,
+        sha256: &str,
+        now: DateTime<Utc>,
+        client_id: &str,
+        tokens: &NewTokens,
+    ) -> Result<Refreshed, StoreError> {
+        self.write(|tx| {
+            let (agent_id, until) = match spend_refresh_token(tx, sha256, now)? {
+                Taken::Fresh(found) => found,
+                Taken::Reused(session) => {
+                    if let Some(session) = &session {
+                        end_agents(tx, "SELECT id FROM agents WHERE id = ?1", session, Utc::now())?;
+                    }
+                    return Ok(Refreshed::Reused(session));
+                }
+                Taken::Unknown => return Ok(Refreshed::Unknown),
+            };
+            let client: Option<String> = tx
+                .query_row("SELECT client_id FROM agents WHERE id = ?1", params![agent_id], |r| {
+                    r.get(0)
+                })
+                .optional()?
+                .flatten();
+            let Some(agent) = super::agents::load(tx, &agent_id)? else {
+                return Ok(Refreshed::Unknown);
+            };
+            if client.as_deref() != Some(client_id) {
+                end_agents(tx, "SELECT id FROM agents WHERE id = ?1", &agent_id, Utc::now())?;
+                return Ok(Refreshed::OtherClient);
+            }
+            if agent.disabled {
+                return Ok(Refreshed::Revoked);
+            }
+            let access = keep_tokens(tx, &agent, tokens, until)?;
+            Ok(Refreshed::Fresh(agent, access, until))
         })
     }
 
@@ -230,30 +310,7 @@ impl Store {
         sha256: &str,
         now: DateTime<Utc>,
     ) -> Result<Taken<(String, DateTime<Utc>)>, StoreError> {
-        self.with(|c| {
-            let fresh: Option<(String, DateTime<Utc>)> = c
-                .query_row(
-                    "UPDATE oauth_refresh_tokens SET used_at = ?2 WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2 \
-                     RETURNING agent_id, expires_at",
-                    params![sha256, now],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            if let Some(fresh) = fresh {
-                return Ok(Taken::Fresh(fresh));
-            }
-            let used: Option<(Option<DateTime<Utc>>, String)> = c
-                .query_row(
-                    "SELECT used_at, agent_id FROM oauth_refresh_tokens WHERE token_sha256 = ?1",
-                    params![sha256],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            Ok(match used {
-                Some((Some(_), agent)) => Taken::Reused(Some(agent)),
-                _ => Taken::Unknown,
-            })
-        })
+        self.with(|c| spend_refresh_token(c, sha256, now))
     }
 
     /// The agent session a refresh token belongs to, without taking it
@@ -282,6 +339,58 @@ impl Store {
     pub fn agent(&self, id: &str) -> Result<Option<Agent>, StoreError> {
         self.with(|c| super::agents::load(c, id))
     }
+}
+
+/// Spend a refresh token: the first time, its agent session and the
+/// consent's end; after that, its session.
+fn spend_refresh_token(
+    c: &dyn Db,
+    sha256: &str,
+    now: DateTime<Utc>,
+) -> Result<Taken<(String, DateTime<Utc>)>, StoreError> {
+    let fresh: Option<(String, DateTime<Utc>)> = c
+        .query_row(
+            "UPDATE oauth_refresh_tokens SET used_at = ?2 WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2 \
+             RETURNING agent_id, expires_at",
+            params![sha256, now],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    if let Some(fresh) = fresh {
+        return Ok(Taken::Fresh(fresh));
+    }
+    let used: Option<(Option<DateTime<Utc>>, String)> = c
+        .query_row(
+            "SELECT used_at, agent_id FROM oauth_refresh_tokens WHERE token_sha256 = ?1",
+            params![sha256],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match used {
+        Some((Some(_), agent)) => Taken::Reused(Some(agent)),
+        _ => Taken::Unknown,
+    })
+}
+
+/// Keep `tokens` for `agent`, in `tx`: the access token, ending within
+/// its lifetime and by `until`, and the refresh token, ending at `until`.
+/// The access token's record.
+fn keep_tokens(tx: &dyn Db, agent: &Agent, tokens: &NewTokens, until: DateTime<Utc>) -> Result<Credential, StoreError> {
+    let now = Utc::now();
+    let expires = (now + tokens.access_lifetime).min(until);
+    if expires <= now {
+        return Err(StoreError::Invalid("the consent has ended".into()));
+    }
+    let tie = Tie::Agent(&agent.id);
+    tie.still_there(tx)?;
+    let name = super::agents::credential_name(agent);
+    let access = new_credential(&agent.principal, &name, Some(expires), &tokens.access);
+    insert_credential(tx, &access, &tokens.access, &tokens.origin, &tie)?;
+    tx.execute(
+        "INSERT INTO oauth_refresh_tokens (token_sha256, agent_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
+        params![tokens.refresh_sha256, agent.id, now, until],
+    )?;
+    Ok(access)
 }
 
 /// Insert the agent session `plan` describes, in `tx`; the agent and the

@@ -40,6 +40,16 @@ fn plan(ana: &Principal, grants: &[(&str, &str)]) -> SessionPlan {
     }
 }
 
+/// Tokens to keep, the refresh token's hash `refresh`.
+fn tokens(refresh: &str) -> NewTokens {
+    NewTokens {
+        access: credential::mint(),
+        access_lifetime: TimeDelta::hours(1),
+        origin: Origin::default(),
+        refresh_sha256: refresh.into(),
+    }
+}
+
 #[test]
 fn a_narrowed_role_is_a_derived_grant_that_ends_with_its_parent_and_at_the_consents_end() {
     for (store, ana) in stores_with_ana() {
@@ -93,10 +103,12 @@ fn a_code_is_exchanged_once_and_a_second_exchange_names_the_session_it_made() {
         grant(&store, "g-dev", &ana, "developer");
         let now = Utc::now();
         let made = |store: &Store, hash: &str| {
-            store.exchange_code(hash, now, |_| Ok::<_, ()>(plan(&ana, &[("g-dev", "viewer")])))
+            store.exchange_code(hash, now, &tokens(&format!("r-{hash}")), |_| {
+                Ok::<_, ()>(plan(&ana, &[("g-dev", "viewer")]))
+            })
         };
         store.put_code("h1", "{}", now + TimeDelta::minutes(10)).unwrap();
-        let Taken::Fresh(Ok((agent, _))) = made(&store, "h1").unwrap() else {
+        let Taken::Fresh(Ok((agent, _, _))) = made(&store, "h1").unwrap() else {
             panic!("{b}: the first exchange makes the session")
         };
         assert_eq!(store.code_session("h1").unwrap(), Some(agent.id.clone()), "{b}");
@@ -106,7 +118,7 @@ fn a_code_is_exchanged_once_and_a_second_exchange_names_the_session_it_made() {
         assert_eq!(made(&store, "nope").unwrap(), Taken::Unknown, "{b}");
         store.put_code("h3", "{}", now + TimeDelta::minutes(10)).unwrap();
         let refused = store
-            .exchange_code("h3", now, |_| Err::<SessionPlan, _>("wrong verifier"))
+            .exchange_code("h3", now, &tokens("r-h3"), |_| Err::<SessionPlan, _>("wrong verifier"))
             .unwrap();
         assert_eq!(refused, Taken::Fresh(Err("wrong verifier")), "{b}");
         assert!(
@@ -128,7 +140,9 @@ fn of_concurrent_exchanges_of_one_code_one_makes_a_session_and_the_others_name_i
                 .map(|_| {
                     scope.spawn(|| {
                         store
-                            .exchange_code("h", now, |_| Ok::<_, ()>(plan(&ana, &[("g-dev", "viewer")])))
+                            .exchange_code("h", now, &tokens(&uuid::Uuid::new_v4().to_string()), |_| {
+                                Ok::<_, ()>(plan(&ana, &[("g-dev", "viewer")]))
+                            })
                             .unwrap()
                     })
                 })
@@ -138,7 +152,7 @@ fn of_concurrent_exchanges_of_one_code_one_makes_a_session_and_the_others_name_i
         let made: Vec<_> = outcomes
             .iter()
             .filter_map(|taken| match taken {
-                Taken::Fresh(Ok((agent, _))) => Some(agent.id.clone()),
+                Taken::Fresh(Ok((agent, _, _))) => Some(agent.id.clone()),
                 _ => None,
             })
             .collect();
@@ -177,6 +191,85 @@ fn of_concurrent_uses_of_one_refresh_token_one_is_fresh_and_the_others_reuses() 
             "{b}: {outcomes:?}"
         );
         assert_eq!(store.refresh_token_session("r").unwrap(), Some(agent.id.clone()), "{b}");
+    }
+}
+
+/// A code's exchange and a refresh spend what they use and keep their
+/// tokens in one transaction: tokens that cannot be kept (here a refresh
+/// token hash already taken) spend nothing, and the client's retry works
+/// rather than reading as a reuse that ends the session.
+#[test]
+fn an_exchange_or_a_refresh_whose_tokens_are_not_kept_spends_nothing() {
+    for (store, ana) in stores_with_ana() {
+        let b = store.backend;
+        grant(&store, "g-dev", &ana, "developer");
+        let now = Utc::now();
+        store.put_code("h", "{}", now + TimeDelta::minutes(10)).unwrap();
+        let exchange = |tokens: &NewTokens| {
+            store.exchange_code("h", now, tokens, |_| Ok::<_, ()>(plan(&ana, &[("g-dev", "viewer")])))
+        };
+        let (taken, _) = store.add_agent_session(&plan(&ana, &[("g-dev", "viewer")])).unwrap();
+        store
+            .put_refresh_token("taken", &taken.id, now + TimeDelta::hours(1))
+            .unwrap();
+        assert!(exchange(&tokens("taken")).is_err(), "{b}");
+        assert_eq!(store.code_session("h").unwrap(), None, "{b}: the code is unspent");
+        let Taken::Fresh(Ok((agent, _, access))) = exchange(&tokens("r1")).unwrap() else {
+            panic!("{b}: the retry makes the session")
+        };
+        assert_eq!(access.principal, ana, "{b}");
+        assert!(
+            access
+                .expires_at
+                .is_some_and(|end| end <= now + TimeDelta::hours(1) + TimeDelta::seconds(5)),
+            "{b}"
+        );
+        let ours = store.agent_of_credential(&access.id).unwrap().map(|a| a.id);
+        assert_eq!(ours, Some(agent.id.clone()), "{b}: the access token is the agent's");
+        assert_eq!(
+            store.refresh_token_session("r1").unwrap(),
+            Some(agent.id.clone()),
+            "{b}"
+        );
+
+        let client = "https://client.example/meta.json";
+        let refresh = |tokens: &NewTokens| store.refresh_tokens("r1", Utc::now(), client, tokens);
+        assert!(refresh(&tokens("taken")).is_err(), "{b}");
+        let Refreshed::Fresh(again, _, _) = refresh(&tokens("r2")).unwrap() else {
+            panic!("{b}: the retry refreshes")
+        };
+        assert_eq!(again.id, agent.id, "{b}");
+        assert!(
+            !store.agent(&agent.id).unwrap().unwrap().disabled,
+            "{b}: the session goes on"
+        );
+        assert_eq!(
+            refresh(&tokens("r3")).unwrap(),
+            Refreshed::Reused(Some(agent.id.clone())),
+            "{b}"
+        );
+        assert!(
+            store.agent(&agent.id).unwrap().unwrap().disabled,
+            "{b}: a reuse ends it"
+        );
+    }
+}
+
+/// A refresh token sent by another client than its session's ends the
+/// session with the refresh, in one transaction.
+#[test]
+fn a_refresh_token_another_client_sends_ends_its_session() {
+    for (store, ana) in stores_with_ana() {
+        let b = store.backend;
+        grant(&store, "g-dev", &ana, "developer");
+        let (agent, _) = store.add_agent_session(&plan(&ana, &[("g-dev", "viewer")])).unwrap();
+        store
+            .put_refresh_token("r", &agent.id, Utc::now() + TimeDelta::hours(1))
+            .unwrap();
+        let other = store.refresh_tokens("r", Utc::now(), "https://thief.example/meta.json", &tokens("r2"));
+        assert_eq!(other.unwrap(), Refreshed::OtherClient, "{b}");
+        assert!(store.agent(&agent.id).unwrap().unwrap().disabled, "{b}");
+        assert_eq!(store.refresh_token_session("r2").unwrap(), None, "{b}: nothing kept");
     }
 }
 
