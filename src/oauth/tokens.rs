@@ -212,7 +212,10 @@ pub fn refresh(store: &Store, refresh_token: &str, client_id: &str) -> Result<Is
             error => store_error(error),
         })?;
     match refreshed {
-        Refreshed::Fresh(agent, access, _until) => Ok(issued(store, agent, &access, &tokens.access, next, client_id)),
+        Refreshed::Fresh(fresh) => {
+            let (agent, access) = *fresh;
+            Ok(issued(store, agent, &access, &tokens.access, next, client_id))
+        }
         Refreshed::Reused(_) => Err(OAuthError::invalid_grant(
             "this refresh token was already used: the agent session has been ended",
         )),

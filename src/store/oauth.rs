@@ -85,9 +85,9 @@ pub struct NewTokens {
 /// What a refresh token's use came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refreshed {
-    /// New tokens kept, the refresh token spent: the agent, the access
-    /// token's record, and the consent's end (the new refresh token's).
-    Fresh(Agent, Credential, DateTime<Utc>),
+    /// New tokens kept, the refresh token spent: the agent and the access
+    /// token's record.
+    Fresh(Box<(Agent, Credential)>),
     /// Used before: the agent session it belongs to, now ended.
     Reused(Option<String>),
     /// Sent by another client than its session's (a stolen token): the
@@ -214,7 +214,7 @@ impl Store {
                 return Ok(Refreshed::Revoked);
             }
             let access = keep_tokens(tx, &agent, tokens, until)?;
-            Ok(Refreshed::Fresh(agent, access, until))
+            Ok(Refreshed::Fresh(Box::new((agent, access))))
         })
     }
 

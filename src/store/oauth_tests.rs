@@ -235,10 +235,10 @@ fn an_exchange_or_a_refresh_whose_tokens_are_not_kept_spends_nothing() {
         let client = "https://client.example/meta.json";
         let refresh = |tokens: &NewTokens| store.refresh_tokens("r1", Utc::now(), client, tokens);
         assert!(refresh(&tokens("taken")).is_err(), "{b}");
-        let Refreshed::Fresh(again, _, _) = refresh(&tokens("r2")).unwrap() else {
+        let Refreshed::Fresh(again) = refresh(&tokens("r2")).unwrap() else {
             panic!("{b}: the retry refreshes")
         };
-        assert_eq!(again.id, agent.id, "{b}");
+        assert_eq!(again.0.id, agent.id, "{b}");
         assert!(
             !store.agent(&agent.id).unwrap().unwrap().disabled,
             "{b}: the session goes on"
