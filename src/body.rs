@@ -31,6 +31,39 @@ where
     StreamBody::new(stream.map(|chunk| chunk.map(http_body::Frame::data))).boxed_unsync()
 }
 
+/// How long a small request body (a form, an OAuth or person API call)
+/// may take to arrive whole.
+pub const SMALL_BODY_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Why a request body was not read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadError {
+    /// It is over the limit.
+    TooLarge,
+    /// It did not arrive whole within the time allowed.
+    TimedOut,
+    /// It broke off (the client went away, or sent a malformed frame).
+    Cut,
+}
+
+/// A request body read whole: at most `limit` bytes, within `within`. A
+/// client that sends all but its last byte, or a byte a minute, must not
+/// hold the buffer, and its connection, for ever.
+pub async fn read_whole<B>(body: B, limit: usize, within: std::time::Duration) -> Result<Bytes, ReadError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    match tokio::time::timeout(within, http_body_util::Limited::new(body, limit).collect()).await {
+        Err(_) => Err(ReadError::TimedOut),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            Err(ReadError::TooLarge)
+        }
+        Ok(Err(_)) => Err(ReadError::Cut),
+    }
+}
+
 /// Box any compatible body.
 pub fn boxed<B>(body: B) -> Body
 where
@@ -89,5 +122,34 @@ impl<B: http_body::Body, G: Guard> http_body::Body for Guarded<B, G> {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A body of `chunk`, then breaking off with an error or never ending.
+    fn body_of(chunk: &'static [u8], then_error: bool) -> Body {
+        use futures_util::StreamExt;
+        let data = futures_util::stream::once(async move { Ok::<_, BoxError>(Bytes::from_static(chunk)) });
+        let end = match then_error {
+            true => futures_util::stream::once(async { Err::<Bytes, BoxError>("reset".into()) }).boxed(),
+            false => futures_util::stream::pending().boxed(),
+        };
+        from_stream(data.chain(end))
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_whole_within_its_limit_and_time_or_says_why_not() {
+        let within = Duration::from_millis(200);
+        assert_eq!(read_whole(full("{}"), 2, within).await, Ok(Bytes::from_static(b"{}")));
+        assert_eq!(read_whole(full("{}"), 1, within).await, Err(ReadError::TooLarge));
+        assert_eq!(
+            read_whole(body_of(b"{", false), 10, within).await,
+            Err(ReadError::TimedOut)
+        );
+        assert_eq!(read_whole(body_of(b"{", true), 10, within).await, Err(ReadError::Cut));
     }
 }

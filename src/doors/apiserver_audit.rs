@@ -16,12 +16,12 @@ use crate::audit::apiserver::{self, BatchError};
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
 use crate::body::Body;
+use crate::body::ReadError;
 use crate::config::{ClusterConfig, Config};
 use crate::status::{Status, StatusDetails};
 use crate::store::Store;
 use crate::tls::PeerCertificates;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Limited};
 use prometheus_client::metrics::counter::Counter;
 use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::UnixTime;
@@ -121,14 +121,19 @@ impl Webhook {
         let presented = request.extensions().get::<PeerCertificates>();
         let config = self.authenticate(cluster, request.headers(), presented).await?;
         self.spend(cluster)?;
-        let body = Limited::new(request.into_body(), MAX_BODY)
-            .collect()
+        let body = crate::body::read_whole(request.into_body(), MAX_BODY, crate::body::SMALL_BODY_WITHIN)
             .await
-            .map_err(|_| {
-                let message = format!("an audit batch is at most {MAX_BODY} bytes");
-                (Status::too_large(message), Some(Refusal::BodyTooLarge))
+            .map_err(|error| match error {
+                ReadError::TooLarge => {
+                    let message = format!("an audit batch is at most {MAX_BODY} bytes");
+                    (Status::too_large(message), Some(Refusal::BodyTooLarge))
+                }
+                ReadError::TimedOut => {
+                    let status = Status::failure(408, "Timeout", "the audit batch did not arrive in time");
+                    (status, Some(Refusal::BodyTimedOut))
+                }
+                ReadError::Cut => (Status::bad_request("the audit batch broke off"), None),
             })?;
-        let body = body.to_bytes();
         row.bytes_in = body.len() as u64;
         let events = apiserver::parse_batch(&body).map_err(refused_batch)?;
         let store = self.store.clone();

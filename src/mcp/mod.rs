@@ -47,7 +47,7 @@ pub mod write_tools;
 
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
-use crate::body::{self, Body};
+use crate::body::{self, Body, ReadError};
 use crate::config::Config;
 use crate::document::DocumentError;
 use crate::gateway::Pipeline;
@@ -56,7 +56,7 @@ use crate::status::Status;
 use crate::store::Store;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -82,6 +82,7 @@ pub struct Endpoint {
     service: StreamableHttpService<server::Tools, LocalSessionManager>,
     limiter: crate::ratelimit::RateLimiter,
     body_limit: u64,
+    body_within: std::time::Duration,
     challenge: String,
     owners: sessions::Owners,
 }
@@ -113,6 +114,7 @@ impl Endpoint {
             service: StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), rmcp_config),
             limiter: crate::ratelimit::RateLimiter::new(config.mcp.requests_per_minute, config.mcp.burst),
             body_limit: config.limits.request_body_bytes,
+            body_within: config.limits.request_timeout,
             challenge: format!(
                 "Bearer resource_metadata=\"{}\"",
                 crate::oauth::metadata::Issuer::new(&config.public_url).resource_metadata_url()
@@ -235,20 +237,26 @@ impl Endpoint {
     /// any) in the audit row.
     async fn read_body(&self, incoming: Incoming, row: &mut AuditRow) -> Result<Bytes, Box<Response<Body>>> {
         let limit = usize::try_from(self.body_limit).unwrap_or(usize::MAX);
-        let Ok(collected) = Limited::new(incoming, limit).collect().await else {
-            row.refuse(Refusal::BodyTooLarge);
-            let message = format!(
-                "the request body is larger than {} bytes, or was cut short",
-                self.body_limit
-            );
-            return Err(Box::new(refusal(
-                413,
-                "request.too_large",
-                &message,
-                json!({"limit": self.body_limit}),
-            )));
+        let bytes = match crate::body::read_whole(incoming, limit, self.body_within).await {
+            Ok(bytes) => bytes,
+            Err(ReadError::TooLarge) => {
+                row.refuse(Refusal::BodyTooLarge);
+                let message = format!("the request body is larger than {} bytes", self.body_limit);
+                let params = json!({"limit": self.body_limit});
+                return Err(Box::new(refusal(413, "request.too_large", &message, params)));
+            }
+            Err(ReadError::TimedOut) => {
+                row.refuse(Refusal::BodyTimedOut);
+                let seconds = self.body_within.as_secs();
+                let message = format!("the request body did not arrive whole within {seconds} s");
+                let params = json!({"timeout_seconds": seconds});
+                return Err(Box::new(refusal(408, "request.timed_out", &message, params)));
+            }
+            Err(ReadError::Cut) => {
+                let message = "the request body broke off";
+                return Err(Box::new(refusal(400, "request.cut_short", message, json!({}))));
+            }
         };
-        let bytes = collected.to_bytes();
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
             row.refuse(Refusal::Batch);
             let message = "JSON-RPC batches are not accepted: send one message per request";

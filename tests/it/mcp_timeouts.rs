@@ -63,3 +63,27 @@ async fn get_logs_returns_at_once_and_never_asks_to_follow() {
         .all(|r| !r.query.as_deref().unwrap_or("").contains("follow=true")));
     env.stop().await;
 }
+
+/// A `/mcp` body that stops short of its length is answered 408 once the
+/// request timeout passes, not held open with its buffer for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_body_that_never_arrives_whole_is_answered_408_at_the_request_timeout() {
+    let env = Portcullis::start_with(|c| c.limits.request_timeout = Duration::from_millis(800)).await;
+    let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
+    let agent = env.agent("ana", &[&grants[0]]);
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {agent}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: 1000\r\n\r\n{{\"jsonrpc\":"
+    );
+    let answer = crate::proxy_upgrades::http1(env.addr, &env.ca_pem, &request).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request.timed_out"), "{answer}");
+    let rows = crate::approvals::audit_rows(&env).await;
+    assert!(
+        rows.iter()
+            .any(|r| r.path == "/mcp" && r.code == 408 && r.refused == "body_timed_out"),
+        "{rows:?}"
+    );
+    env.stop().await;
+}

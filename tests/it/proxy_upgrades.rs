@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Send `request` over a fresh HTTP/1.1 TLS connection and return the
 /// answer: the head of an upgrade, or the head and the whole body.
-async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> String {
+pub(crate) async fn http1(addr: std::net::SocketAddr, ca_pem: &str, request: &str) -> String {
     let mut tls = connected(addr, ca_pem, b"http/1.1").await.unwrap();
     tls.write_all(request.as_bytes()).await.unwrap();
     let mut received = Vec::new();

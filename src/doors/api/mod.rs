@@ -38,15 +38,14 @@ mod trust;
 
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
+use crate::body::ReadError;
 use crate::body::{self, Body};
 use crate::config::Config;
 use crate::identity::authenticate::Authenticator;
 use crate::identity::{Identity, PrincipalKind};
 use crate::reconcile::Reconciler;
 use crate::store::Store;
-use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{json, Value};
 use std::sync::{Arc, OnceLock};
@@ -241,11 +240,15 @@ async fn person(
 }
 
 async fn read_json(request: Request<Incoming>) -> Result<Value, ApiError> {
-    let bytes: Bytes = Limited::new(request.into_body(), BODY_LIMIT)
-        .collect()
+    let bytes = crate::body::read_whole(request.into_body(), BODY_LIMIT, crate::body::SMALL_BODY_WITHIN)
         .await
-        .map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"))?
-        .to_bytes();
+        .map_err(|error| match error {
+            ReadError::TooLarge => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
+            ReadError::TimedOut => {
+                ApiError::new(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time")
+            }
+            ReadError::Cut => ApiError::new(StatusCode::BAD_REQUEST, "the request body broke off"),
+        })?;
     if bytes.is_empty() {
         return Ok(Value::Null);
     }

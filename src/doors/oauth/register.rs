@@ -4,13 +4,13 @@
 
 use crate::audit::refusal::Refusal;
 use crate::audit::row::AuditRow;
+use crate::body::ReadError;
 use crate::body::{self, Body};
 use crate::oauth::client::Clients;
 use crate::oauth::error::OAuthError;
 use crate::oauth::register::{self, MAX_BODY};
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 
 /// Register the client the request describes: 201 with its client
@@ -66,10 +66,14 @@ async fn read(request: Request<Incoming>) -> Result<Bytes, (Refusal, OAuthError)
     if declared.is_some_and(|length| length > MAX_BODY as u64) {
         return Err(too_large());
     }
-    match Limited::new(request.into_body(), MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Err(_) => Err((
+    match crate::body::read_whole(request.into_body(), MAX_BODY, crate::body::SMALL_BODY_WITHIN).await {
+        Ok(bytes) => Ok(bytes),
+        Err(ReadError::TooLarge) => Err(too_large()),
+        Err(ReadError::TimedOut) => Err((
+            Refusal::BodyTimedOut,
+            OAuthError::invalid_request("the registration request did not arrive in time"),
+        )),
+        Err(ReadError::Cut) => Err((
             Refusal::OAuthRegistrationRefused,
             OAuthError::invalid_request("the registration request broke off"),
         )),

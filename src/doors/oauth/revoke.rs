@@ -10,7 +10,6 @@ use crate::identity::credential;
 use crate::oauth::error::OAuthError;
 use crate::oauth::tokens::{self, Revoked};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
 /// Revoke the token the form names.
@@ -25,12 +24,12 @@ pub async fn serve(
     if request.method() != Method::POST {
         return error(&OAuthError::invalid_request("revoke with POST"));
     }
-    let Ok(body) = Limited::new(request.into_body(), 16 * 1024).collect().await else {
+    let within = crate::body::SMALL_BODY_WITHIN;
+    let Ok(bytes) = crate::body::read_whole(request.into_body(), 16 * 1024, within).await else {
         return error(&OAuthError::invalid_request(
-            "the request is too large or was cut short",
+            "the request is too large, too slow or was cut short",
         ));
     };
-    let bytes = body.to_bytes();
     let Some(token) = form_urlencoded::parse(&bytes)
         .find(|(name, _)| name == "token")
         .map(|(_, value)| value.into_owned())

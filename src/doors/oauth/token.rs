@@ -13,9 +13,7 @@ use crate::doors::web;
 use crate::identity::authenticate::Authenticator;
 use crate::oauth::error::OAuthError;
 use crate::oauth::tokens::{self, CodeExchange, Issued};
-use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::collections::HashMap;
 
@@ -207,11 +205,9 @@ async fn read(request: Request<Incoming>) -> Result<HashMap<String, String>, OAu
             "send the parameters as application/x-www-form-urlencoded",
         ));
     }
-    let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT)
-        .collect()
+    let bytes = crate::body::read_whole(request.into_body(), FORM_LIMIT, crate::body::SMALL_BODY_WITHIN)
         .await
-        .map_err(|_| OAuthError::invalid_request("the request is too large or was cut short"))?
-        .to_bytes();
+        .map_err(|_| OAuthError::invalid_request("the request is too large, too slow or was cut short"))?;
     let mut form = HashMap::new();
     for (name, value) in form_urlencoded::parse(&bytes) {
         if form.insert(name.to_string(), value.into_owned()).is_some() {

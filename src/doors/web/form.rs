@@ -8,7 +8,6 @@ use crate::audit::row::AuditRow;
 use crate::body::Body;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::collections::HashMap;
 
@@ -67,11 +66,10 @@ pub(super) async fn read_form(request: Request<Incoming>) -> Option<Form> {
 /// The fields a request posts, in order, or `None` when it is too large or
 /// unreadable.
 async fn read_fields(request: Request<Incoming>) -> Option<Vec<(String, String)>> {
-    let bytes: Bytes = Limited::new(request.into_body(), FORM_LIMIT)
-        .collect()
+    let within = crate::body::SMALL_BODY_WITHIN;
+    let bytes: Bytes = crate::body::read_whole(request.into_body(), FORM_LIMIT, within)
         .await
-        .ok()?
-        .to_bytes();
+        .ok()?;
     Some(form_urlencoded::parse(&bytes).into_owned().collect())
 }
 
