@@ -318,6 +318,12 @@ fn forwarded_records_are_kept_once_and_committed_names_only_ids_with_a_row() {
     assert_eq!(kinds, [("a1".into(), "request".into()), ("s1".into(), "system".into())]);
     let asked = [done.id.clone(), intent.id.clone(), "nothing".to_string()];
     assert_eq!(store.committed(&asked).unwrap(), HashSet::from([done.id]));
+    // A bypass alert under a request's id does not make its row committed.
+    let mut alert = row("ana", "watch", 200);
+    alert.id = "a1".into();
+    alert.kind = crate::audit::bypass::ALERT.into();
+    store.commit(&[], &[alert]).unwrap();
+    assert!(store.committed(&["a1".to_string()]).unwrap().is_empty());
 }
 
 #[test]

@@ -244,10 +244,12 @@ impl AuditStore for SqliteAuditStore {
     }
 
     fn committed(&mut self, ids: &[String]) -> Result<HashSet<String>, AuditError> {
-        // Not the unknown outcome recovery gave an intent (see the trait).
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT 1 FROM audit WHERE id = ?1 AND NOT (code = 0 AND reason = ?2) LIMIT 1")?;
+        // Not the unknown outcome recovery gave an intent (see the trait),
+        // nor a bypass alert, which carries the id of the request it is
+        // about (and is committed directly, never through the writer).
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT 1 FROM audit WHERE id = ?1 AND NOT (code = 0 AND reason = ?2) AND kind <> 'alert' LIMIT 1",
+        )?;
         let mut found = HashSet::new();
         for id in ids {
             if stmt.exists(params![id, RECOVERED_REASON])? {

@@ -482,3 +482,20 @@ fn a_sweep_during_verification_is_no_break() {
     assert_eq!(verify(&mut swept).unwrap(), VerifyReport::intact(1));
     assert!(swept.swept, "the sweep ran during the walk");
 }
+
+/// A bypass alert carries the audit id of the request it is about: the
+/// request's own row, finished later, is not taken as committed by it (the
+/// recheck of a failed commit and a spool's recovery would drop it).
+#[test]
+fn an_alert_under_a_requests_id_does_not_make_the_request_committed() {
+    let (_dir, mut store) = open();
+    let request = row("ana", "watch", 200);
+    let mut alert = row("ana", "watch", 200);
+    alert.id = request.id.clone();
+    alert.kind = crate::audit::bypass::ALERT.into();
+    store.commit(&[], &[alert]).unwrap();
+    let asked = [request.id.clone()];
+    assert!(store.committed(&asked).unwrap().is_empty());
+    store.commit(&[], std::slice::from_ref(&request)).unwrap();
+    assert_eq!(store.committed(&asked).unwrap(), HashSet::from([request.id]));
+}
