@@ -124,19 +124,24 @@ pub struct ChainedRow {
 /// and a bound on what a client can make portcullis store.
 pub const MAX_TEXT: usize = 2048;
 
-/// Query parameters whose values could be credentials: their values are
-/// replaced, the parameter names kept.
-const HIDDEN_PARAMS: &[&str] = &[
-    "access_token",
+/// Words that mark a query parameter whose value could be a credential:
+/// its value is replaced, its name kept. Matched anywhere in the name,
+/// whatever its case, so `api_key`, `X-Amz-Signature`, `id_token`,
+/// `user_code` and `client_assertion` are hidden with `token`. None is part
+/// of a Kubernetes parameter's name (`labelSelector`, `resourceVersion`,
+/// `dryRun`, `container`, `command`, …), whose values stay readable.
+const HIDDEN_WORDS: &[&str] = &[
     "token",
-    "password",
+    "key",
     "secret",
+    "pass",
+    "auth",
+    "sig",
+    "credential",
+    "assertion",
+    "session",
     "code",
-    "device_code",
-    "refresh_token",
-    "subject_token",
-    "code_verifier",
-    "client_secret",
+    "jwt",
 ];
 
 impl AuditRow {
@@ -189,8 +194,10 @@ pub fn clean_query(query: &str) -> String {
 
 /// Is a query parameter's raw name one whose value is never recorded?
 fn is_hidden(raw_name: &str) -> bool {
-    let name = percent_encoding::percent_decode_str(raw_name).decode_utf8_lossy();
-    HIDDEN_PARAMS.iter().any(|h| name.eq_ignore_ascii_case(h))
+    let name = percent_encoding::percent_decode_str(raw_name)
+        .decode_utf8_lossy()
+        .to_ascii_lowercase();
+    HIDDEN_WORDS.iter().any(|word| name.contains(word))
 }
 
 /// Is a non-resource `path` discovery (what clients fetch to learn the API)?
@@ -222,6 +229,35 @@ mod tests {
             "grant_type=x&subject%5Ftoken=<hidden>&%74oken=<hidden>&%E9=1",
             "a name is compared percent-decoded"
         );
+        for name in [
+            "api_key",
+            "apikey",
+            "id_token",
+            "auth_token",
+            "jwt",
+            "client_assertion",
+            "X-Amz-Signature",
+            "X-Amz-Security-Token",
+            "sig",
+            "private_token",
+            "user_code",
+            "sessionid",
+            "passwd",
+            "Authorization",
+        ] {
+            assert_eq!(
+                clean_query(&format!("{name}=v&limit=1")),
+                format!("{name}=<hidden>&limit=1")
+            );
+        }
+        // Kubernetes' own parameters stay readable.
+        let kube = "labelSelector=a%3Db&fieldSelector=x&resourceVersion=5&resourceVersionMatch=NotOlderThan&watch=1\
+                    &allowWatchBookmarks=true&sendInitialEvents=true&timeoutSeconds=5&limit=500&continue=c&dryRun=All\
+                    &fieldManager=m&fieldValidation=Strict&force=true&propagationPolicy=Orphan&gracePeriodSeconds=0\
+                    &orphanDependents=false&pretty=true&container=c&command=ls&stdin=true&stdout=true&stderr=true\
+                    &tty=false&follow=true&previous=false&sinceSeconds=1&sinceTime=t&tailLines=1&timestamps=true\
+                    &limitBytes=1&insecureSkipTLSVerifyBackend=true&ports=80&path=/x";
+        assert_eq!(clean_query(kube), kube);
     }
 
     #[test]
