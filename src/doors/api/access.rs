@@ -1,7 +1,7 @@
 //! Access requests through the person API: ask, list, approve, deny, as
 //! the authenticated person ([`crate::access`] decides who may).
 
-use super::{optional_field, required_field, text_field, Api, ApiError, Call};
+use super::{decision_reason, only_fields, optional_field, required_field, Api, ApiError, Call};
 use crate::access::{self, decide, AccessAsk, AccessError, AccessRequest, AccessState, Requester};
 use crate::identity::{Identity, Principal};
 use crate::store::Store;
@@ -25,11 +25,11 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
             .await
         }
         (&Method::POST, [_, id, "approve"]) => {
-            let reason = text_field(&call.body, "reason").map(str::to_string);
+            let reason = decision_reason(&call.body)?;
             approve(api, person, id.to_string(), reason).await
         }
         (&Method::POST, [_, id, "deny"]) => {
-            let (id, reason) = (id.to_string(), text_field(&call.body, "reason").map(str::to_string));
+            let (id, reason) = (id.to_string(), decision_reason(&call.body)?);
             api.blocking(move |store, _| {
                 let request = access::deny(store, &id, &person.name, reason.as_deref()).map_err(refused)?;
                 Ok(json!({"request": request}))
@@ -65,6 +65,7 @@ async fn approve(api: &Api, person: Principal, id: String, reason: Option<String
 
 /// The request's fields from a JSON body.
 fn ask(body: &serde_json::Value) -> Result<AccessAsk, ApiError> {
+    only_fields(body, &["cluster", "role", "namespace", "duration_seconds", "reason"])?;
     let field = |name| required_field(body, name);
     let seconds = body
         .get("duration_seconds")

@@ -2,7 +2,7 @@
 //! as the approval pages (`crate::doors::web`), as the authenticated
 //! person and their credential ([`crate::approvals::decide`]).
 
-use super::{query_param, text_field, Api, ApiError, Call};
+use super::{decision_reason, query_param, Api, ApiError, Call};
 use crate::approvals::decide::{self, DecideError};
 use crate::approvals::{rfc3339, text, wait, HeldState, HeldWrite};
 use crate::audit::refusal::Refusal;
@@ -26,7 +26,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
         }
         (&Method::POST, [_, id, verb @ ("approve" | "deny")]) => {
             let (id, approve) = (id.to_string(), *verb == "approve");
-            let reason = text_field(&call.body, "reason").map(str::to_string);
+            let reason = decision_reason(&call.body)?;
             api.blocking(move |store, _| {
                 let (by, credential, reason) = (&person.name, Some(credential.as_str()), reason.as_deref());
                 let held = if approve {

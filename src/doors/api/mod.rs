@@ -261,6 +261,61 @@ fn text_field<'v>(body: &'v Value, name: &str) -> Option<&'v str> {
     body.get(name).and_then(Value::as_str).filter(|s| !s.trim().is_empty())
 }
 
+/// The body is a JSON object of no fields but `allowed` (or none at all):
+/// a field misspelt is refused, never dropped, as a `namspace` dropped
+/// would widen a rule or a request to the whole cluster.
+fn only_fields(body: &Value, allowed: &[&str]) -> Result<(), ApiError> {
+    let fields = match body {
+        Value::Null => return Ok(()),
+        Value::Object(fields) => fields,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "the request body must be a JSON object",
+            ))
+        }
+    };
+    match fields.keys().find(|name| !allowed.contains(&name.as_str())) {
+        None => Ok(()),
+        Some(name) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            match allowed {
+                [] => format!(
+                    "this call takes no fields, and `{}` was sent",
+                    crate::text::Escaped(name)
+                ),
+                _ => format!(
+                    "`{}` is not a field of this call, which takes {}",
+                    crate::text::Escaped(name),
+                    allowed.join(", ")
+                ),
+            },
+        )),
+    }
+}
+
+/// The longest reason a person gives for a decision.
+const MAX_REASON: usize = 1000;
+
+/// A decision's body: `{reason?}`, a text of at most [`MAX_REASON`]
+/// characters without control characters but line breaks and tabs.
+fn decision_reason(body: &Value) -> Result<Option<String>, ApiError> {
+    only_fields(body, &["reason"])?;
+    let bad = |why: &str| ApiError::new(StatusCode::BAD_REQUEST, format!("`reason` {why}"));
+    match body.get("reason") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+        Some(Value::String(text)) if text.chars().count() > MAX_REASON => {
+            Err(bad(&format!("is longer than {MAX_REASON} characters")))
+        }
+        Some(Value::String(text)) if text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') => {
+            Err(bad("holds control characters"))
+        }
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(bad("must be a text")),
+    }
+}
+
 /// The text field `name` of a JSON body that may be left out (or null):
 /// given, it must be a text that is not blank. A blank namespace read as
 /// "left out" would have widened a grant to the whole cluster.
@@ -325,6 +380,44 @@ mod tests {
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
         assert_eq!(text_field(&json!({"reason": "  "}), "reason"), None);
         assert_eq!(text_field(&json!({"reason": "why"}), "reason"), Some("why"));
+    }
+
+    /// A misspelt field is refused: `namspace` dropped would have asked
+    /// for the whole cluster.
+    #[test]
+    fn a_field_a_call_does_not_take_is_refused_not_dropped() {
+        let access = ["cluster", "role", "namespace", "duration_seconds", "reason"];
+        assert!(only_fields(&json!({"cluster": "c", "namespace": "shop"}), &access).is_ok());
+        assert!(only_fields(&Value::Null, &access).is_ok());
+        let refused = only_fields(&json!({"cluster": "c", "namspace": "shop"}), &access).unwrap_err();
+        assert_eq!(refused.code, StatusCode::BAD_REQUEST);
+        assert!(
+            refused.message.contains("`namspace` is not a field"),
+            "{}",
+            refused.message
+        );
+        assert!(only_fields(&json!(["cluster"]), &access).is_err(), "not an object");
+        assert!(only_fields(&json!({"x": 1}), &[])
+            .unwrap_err()
+            .message
+            .contains("takes no fields"));
+    }
+
+    #[test]
+    fn a_decisions_reason_is_a_bounded_text_without_control_characters() {
+        let reason = |body: Value| decision_reason(&body).map_err(|e| e.message);
+        assert_eq!(reason(json!({})), Ok(None));
+        assert_eq!(reason(json!({"reason": "  "})), Ok(None));
+        assert_eq!(reason(json!({"reason": "ok\nfor now"})), Ok(Some("ok\nfor now".into())));
+        assert!(reason(json!({"reason": 5})).unwrap_err().contains("must be a text"));
+        assert!(reason(json!({"reason": "a\u{1b}[31m"}))
+            .unwrap_err()
+            .contains("control"));
+        assert!(reason(json!({"reason": "é".repeat(1001)}))
+            .unwrap_err()
+            .contains("1000"));
+        assert!(reason(json!({"reason": "é".repeat(1000)})).is_ok());
+        assert!(reason(json!({"reason": "x", "approve": true})).is_err());
     }
 
     #[test]

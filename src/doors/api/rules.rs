@@ -2,7 +2,7 @@
 //! only, as the authenticated admin ([`crate::signin::groups`] audits each
 //! change). Anyone else is refused (403, `not_admin` in the audit).
 
-use super::{must_be_admin, optional_field, required_field, Api, ApiError, Call};
+use super::{must_be_admin, only_fields, optional_field, required_field, Api, ApiError, Call};
 use crate::identity::Identity;
 use crate::signin::groups::{self, Actor, RuleAsk, RuleError};
 use crate::store::StoreError;
@@ -44,6 +44,7 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
 }
 
 fn ask(body: &Value) -> Result<RuleAsk, ApiError> {
+    only_fields(body, &["group", "cluster", "role", "namespace"])?;
     let field = |name| required_field(body, name);
     Ok(RuleAsk {
         group: field("group")?,

@@ -3,7 +3,7 @@
 //! ([`crate::ci::rules`] audits each change). Anyone else is refused (403,
 //! `not_admin` in the audit).
 
-use super::{must_be_admin, required_field, Api, ApiError, Call};
+use super::{must_be_admin, only_fields, required_field, Api, ApiError, Call};
 use crate::ci::rules::{self, TrustAsk, TrustError};
 use crate::identity::Identity;
 use crate::signin::groups::Actor;
@@ -50,6 +50,15 @@ pub(super) async fn serve(api: &Api, identity: &Identity, call: &Call<'_>) -> Re
 /// `{bot, issuer, audience, claims: ["name=value", …], duration_seconds?,
 /// max_token_age_seconds?}`.
 fn ask(body: &Value) -> Result<TrustAsk, ApiError> {
+    let fields = [
+        "bot",
+        "issuer",
+        "audience",
+        "claims",
+        "duration_seconds",
+        "max_token_age_seconds",
+    ];
+    only_fields(body, &fields)?;
     let field = |name| required_field(body, name);
     // A field given in another shape is refused, never dropped: a claim
     // condition left out would widen the rule, a duration left out would
