@@ -396,19 +396,25 @@ impl Store {
     /// if portcullis never sent it.
     pub fn portcullis_sent(&self, audit_id: &str, cluster: &str) -> Result<(Sent, Option<Sends>), StoreError> {
         self.with(|c| {
-            let row: Option<(String, String, bool, i64)> = c
+            let row: Option<(String, String, bool, i64, String)> = c
                 .query_row(
                     &format!(
-                        "SELECT principal_kind, login, is_write, duration_ms FROM audit a \
+                        "SELECT principal_kind, login, is_write, duration_ms, subresource FROM audit a \
                          WHERE id = ?1 AND cluster = ?2 AND {SENT} \
                          ORDER BY CASE WHEN code = 0 AND reason = 'Unknown' THEN 1 ELSE 0 END, seq LIMIT 1"
                     ),
                     params![audit_id, cluster],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )
                 .optional()?;
-            if let Some((kind, login, write, took)) = row {
-                let sends = match write {
+            if let Some((kind, login, write, took, subresource)) = row {
+                // A held write's stages send more than one request under
+                // its id, within the time it took. A stream (exec, attach,
+                // port-forward) or a request through a proxy is a POST,
+                // so a write, and sends one however long it lasts: its
+                // hours are no window for a reuse to hide in.
+                let one = matches!(subresource.as_str(), "exec" | "attach" | "portforward" | "proxy");
+                let sends = match write && !one {
                     true => Sends::Within(took.max(0) as u64),
                     false => Sends::One,
                 };

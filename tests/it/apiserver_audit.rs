@@ -329,6 +329,36 @@ async fn a_later_request_under_an_audit_id_portcullis_used_becomes_an_alert_thou
     assert_eq!(alerts(&env).len(), 1, "portcullis's own request is no alert");
 }
 
+/// A request through a `proxy` subresource (as an exec or a port-forward)
+/// is a POST, so a write, and yet one request however long it lasts: a
+/// second request under its id a second later is a reuse, not one of a
+/// held write's stages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_under_the_audit_id_of_a_proxied_post_becomes_an_alert() {
+    let (env, _token_dir) = start().await;
+    let ana = env.person("ana", &[("developer", Some("shop"))]);
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/services/web:80/proxy/reset");
+    let auth = format!("Bearer {ana}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let sent = audit_id(&env.raw().send(Method::POST, &path, &headers, b"{}".to_vec()).await);
+    let own_row = row(&env, &sent).await;
+    assert!(own_row.write && own_row.subresource == "proxy", "{own_row:?}");
+    let own = as_anas(&env, vec![event(&sent, "ResponseComplete", Some("user:ana"))]).remove(0);
+    let mut again = own.clone();
+    again["requestReceivedTimestamp"] = json!("2026-01-02T03:04:06.000001Z");
+    again["stageTimestamp"] = json!("2026-01-02T03:04:06.100000Z");
+    assert_eq!(
+        post(&env, Some(WEBHOOK_TOKEN), batch(vec![own, again])).await.status,
+        200
+    );
+    let raised = eventually("an alert row", async || alerts(&env).pop()).await;
+    assert_eq!(
+        (raised.id.as_str(), raised.reason.as_str()),
+        (sent.as_str(), "ReusedAuditID")
+    );
+    assert_eq!(alerts(&env).len(), 1, "portcullis's own request is no alert");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coverage_counts_matched_events_alerts_and_requests_whose_event_never_came() {
     let (env, _token_dir) = start().await;
