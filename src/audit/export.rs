@@ -353,11 +353,16 @@ impl Exporter {
     }
 }
 
+/// The export file, made readable by its owner and group only, in a
+/// directory made the same way (rows name people and what they did, as
+/// the spool's do; a log shipper reads them through the group). A file or
+/// directory already there keeps the mode it has.
 fn append_to(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir)?;
     }
-    OpenOptions::new().create(true).append(true).open(path)
+    OpenOptions::new().create(true).append(true).mode(0o640).open(path)
 }
 
 #[cfg(test)]
@@ -365,6 +370,19 @@ mod tests {
     use super::*;
     use crate::audit::chain::{append, Anchor};
     use crate::audit::row::AuditRow;
+
+    /// An export file made here is not readable by every user of the
+    /// host, nor is a directory made for it.
+    #[test]
+    fn an_export_file_and_its_directory_are_made_for_their_owner_and_group() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("made").join("audit.jsonl");
+        drop(append_to(&path).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path) & 0o007, 0, "{:o}", mode(&path));
+        assert_eq!(mode(path.parent().unwrap()) & 0o007, 0);
+    }
 
     /// The rows of the export file at `path`, one JSON line each.
     fn exported_rows(path: &Path) -> Vec<ChainedRow> {
