@@ -22,6 +22,7 @@ pub mod groups;
 pub mod http;
 pub mod login;
 pub mod provider;
+pub mod revoke;
 
 use crate::audit::refusal::Refusal;
 use crate::store::{ProviderPerson, SignInPerson, Store, StoreError};

@@ -2,6 +2,7 @@
 
 use super::{Api, ApiError, Call};
 use crate::identity::{Credential, Identity};
+use crate::signin::revoke::RevokeError;
 use crate::store::Store;
 use chrono::Utc;
 use http::{Method, StatusCode};
@@ -56,12 +57,15 @@ pub(super) async fn credentials(api: &Api, identity: &Identity, call: &Call<'_>)
         (&Method::POST, [_, id, "revoke"]) => {
             let id = id.to_string();
             let revoked = api
-                .blocking(move |store, _| {
-                    let found = own(store, &person, &id)?
-                        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("you have no credential {id}")))?;
-                    store.revoke_credential(&found.id).map_err(ApiError::unavailable)?;
-                    Ok(found.id)
-                })
+                .blocking(
+                    move |store, _| match crate::signin::revoke::own_credential(store, &person, &id) {
+                        Ok(()) => Ok(id),
+                        Err(error @ RevokeError::NotYours { .. }) => {
+                            Err(ApiError::new(StatusCode::NOT_FOUND, error.to_string()))
+                        }
+                        Err(error) => Err(ApiError::unavailable(error)),
+                    },
+                )
                 .await?;
             // Refused at once by this process; by others within the cache's life.
             call.authenticator.forget(&revoked);

@@ -9,6 +9,7 @@ use crate::audit::row::AuditRow;
 use crate::body::Body;
 use crate::config::Config;
 use crate::identity::Principal;
+use crate::signin::revoke::RevokeError;
 use crate::store::Store;
 use http::{Response, StatusCode};
 
@@ -134,14 +135,21 @@ fn decide(store: &Store, config: &Config, login: &str, id: &str, form: &Form) ->
     Ok(Noted::default())
 }
 
-fn revoke_credential(store: &Store, login: &str, id: &str) -> Result<Noted, Refused> {
-    let person = Principal::person(login);
-    let unavailable = |_| Refused::new(StatusCode::SERVICE_UNAVAILABLE, "portcullis cannot read its store now.");
-    let own = store.list_credentials(Some(&person)).map_err(unavailable)?;
-    if !own.iter().any(|c| c.id == id) {
-        return Err(Refused::new(StatusCode::NOT_FOUND, "You have no such credential."));
+fn revoke_refused(error: RevokeError) -> Refused {
+    match error {
+        RevokeError::NotYours { what, .. } => Refused::new(StatusCode::NOT_FOUND, format!("You have no such {what}.")),
+        RevokeError::Store(_) | RevokeError::Audit(_) => {
+            tracing::error!(%error, "a person's revocation failed");
+            Refused::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "portcullis cannot revoke it now: nothing was changed.",
+            )
+        }
     }
-    store.revoke_credential(id).map_err(unavailable)?;
+}
+
+fn revoke_credential(store: &Store, login: &str, id: &str) -> Result<Noted, Refused> {
+    crate::signin::revoke::own_credential(store, &Principal::person(login), id).map_err(revoke_refused)?;
     Ok(Noted {
         resource: "credentials",
         name: id.into(),
@@ -150,16 +158,10 @@ fn revoke_credential(store: &Store, login: &str, id: &str) -> Result<Noted, Refu
     })
 }
 
+/// An agent session ends whole: its tokens, refresh tokens and narrowed
+/// grants with it.
 fn revoke_agent(store: &Store, login: &str, id: &str) -> Result<Noted, Refused> {
-    let person = Principal::person(login);
-    let unavailable = |_| Refused::new(StatusCode::SERVICE_UNAVAILABLE, "portcullis cannot read its store now.");
-    let own = store.agent_sessions_of(&person).map_err(unavailable)?;
-    let Some(found) = own.iter().find(|s| s.agent.id == id) else {
-        return Err(Refused::new(StatusCode::NOT_FOUND, "You have no such agent."));
-    };
-    // An agent session ends whole: its tokens, refresh tokens and narrowed
-    // grants with it.
-    store.disable_agent(&found.agent.id).map_err(unavailable)?;
+    crate::signin::revoke::own_agent(store, &Principal::person(login), id).map_err(revoke_refused)?;
     Ok(Noted {
         resource: "agents",
         name: id.into(),
