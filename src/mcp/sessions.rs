@@ -35,6 +35,10 @@ use std::time::{Duration, Instant};
 /// A session unused this long is forgotten: its client initializes anew.
 pub const UNUSED_FOR: Duration = Duration::from_secs(24 * 3600);
 
+/// The most sessions one agent keeps: beginning another forgets its least
+/// recently used (each IDE window or agent run is one).
+pub const SESSIONS_PER_AGENT: usize = 100;
+
 /// rmcp's session store over the portcullis store.
 #[derive(Debug, Clone)]
 pub struct StoredSessions {
@@ -225,7 +229,7 @@ impl Owners {
     /// `initialize` is answered, so the client's next request finds it).
     pub async fn record(&self, session_id: &str, agent_id: &str) -> Result<(), StoreError> {
         let (store, id, agent) = (self.store.clone(), credential::hash(session_id), agent_id.to_string());
-        tokio::task::spawn_blocking(move || store.own_mcp_session(&id, &agent))
+        tokio::task::spawn_blocking(move || store.own_mcp_session(&id, &agent, SESSIONS_PER_AGENT))
             .await
             .map_err(|_| StoreError::Invalid("recording the session stopped".into()))?
     }

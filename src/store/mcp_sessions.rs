@@ -71,13 +71,35 @@ impl Store {
     }
 
     /// Note that agent `agent_id` began the session whose id hashes to
-    /// `id_sha256` (the first to say so keeps it).
-    pub fn own_mcp_session(&self, id_sha256: &str, agent_id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
+    /// `id_sha256` (the first to say so keeps it). An agent keeps at most
+    /// `most` sessions: beginning another forgets its least recently used,
+    /// so no agent fills the store with sessions it never ends.
+    pub fn own_mcp_session(&self, id_sha256: &str, agent_id: &str, most: usize) -> Result<(), StoreError> {
+        self.write(|c| {
             c.execute(
                 "INSERT INTO mcp_session_owners (id_sha256, agent_id, created_at) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                 params![id_sha256, agent_id, Utc::now()],
             )?;
+            let kept: i64 = c.query_row(
+                "SELECT COUNT(*) FROM mcp_session_owners WHERE agent_id = ?1",
+                params![agent_id],
+                |r| r.get(0),
+            )?;
+            let over = usize::try_from(kept).unwrap_or(0).saturating_sub(most);
+            if over == 0 {
+                return Ok(());
+            }
+            let oldest: Vec<String> = c.query_map(
+                "SELECT o.id_sha256 FROM mcp_session_owners o LEFT JOIN mcp_sessions s ON s.id_sha256 = o.id_sha256 \
+                 WHERE o.agent_id = ?1 AND o.id_sha256 <> ?2 \
+                 ORDER BY COALESCE(s.last_used_at, o.created_at), o.id_sha256 LIMIT ?3",
+                params![agent_id, id_sha256, i64::try_from(over).unwrap_or(i64::MAX)],
+                |r| r.get(0),
+            )?;
+            for id in oldest {
+                c.execute("DELETE FROM mcp_sessions WHERE id_sha256 = ?1", params![id])?;
+                c.execute("DELETE FROM mcp_session_owners WHERE id_sha256 = ?1", params![id])?;
+            }
             Ok(())
         })
     }
@@ -171,12 +193,50 @@ mod tests {
         }
     }
 
+    /// An agent keeps at most so many sessions: the one it begins stays,
+    /// its least recently used goes, and another agent's are untouched.
+    #[test]
+    fn an_agent_past_its_sessions_forgets_its_least_recently_used() {
+        for store in testing::both() {
+            let b = store.backend;
+            store.save_mcp_session("other", "{}").unwrap();
+            store.own_mcp_session("other", "agent-2", 2).unwrap();
+            for id in ["s1", "s2", "s3"] {
+                store.save_mcp_session(id, "{}").unwrap();
+                store.own_mcp_session(id, "agent-1", 2).unwrap();
+                if id == "s2" {
+                    // s1 used after s2 began: s2 is then the least recent.
+                    let later = Utc::now() + TimeDelta::seconds(1);
+                    store
+                        .with(|c| {
+                            c.execute(
+                                "UPDATE mcp_sessions SET last_used_at = ?1 WHERE id_sha256 = 's1'",
+                                params![later],
+                            )?;
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+            }
+            let owner = |id| store.mcp_session_owner(id).unwrap();
+            assert_eq!(owner("s2"), None, "{b}");
+            assert_eq!(
+                store.mcp_session("s2", Utc::now() - TimeDelta::days(1)).unwrap(),
+                None,
+                "{b}"
+            );
+            assert_eq!(owner("s1").as_deref(), Some("agent-1"), "{b}");
+            assert_eq!(owner("s3").as_deref(), Some("agent-1"), "{b}: the new one stays");
+            assert_eq!(owner("other").as_deref(), Some("agent-2"), "{b}");
+        }
+    }
+
     #[test]
     fn an_ended_or_never_kept_session_leaves_no_owner_behind() {
         for store in testing::both() {
             let b = store.backend;
             store.save_mcp_session("a", "{}").unwrap();
-            store.own_mcp_session("a", "agent-1").unwrap();
+            store.own_mcp_session("a", "agent-1", 100).unwrap();
             store.delete_mcp_session("a").unwrap();
             assert_eq!(
                 store.mcp_session_owner("a").unwrap(),
@@ -184,7 +244,7 @@ mod tests {
                 "{b}: ended with its session"
             );
             // rmcp goes on when its store fails: an owner without a session.
-            store.own_mcp_session("lost", "agent-1").unwrap();
+            store.own_mcp_session("lost", "agent-1", 100).unwrap();
             let day_ago = Utc::now() - TimeDelta::days(1);
             store.sweep_mcp_sessions(day_ago).unwrap();
             assert!(
@@ -205,7 +265,7 @@ mod tests {
         for store in testing::both() {
             let b = store.backend;
             store.save_mcp_session("busy", "{}").unwrap();
-            store.own_mcp_session("busy", "agent-1").unwrap();
+            store.own_mcp_session("busy", "agent-1", 100).unwrap();
             store
                 .set_mcp_sessions_last_used(Utc::now() - TimeDelta::days(2))
                 .unwrap();
@@ -254,8 +314,8 @@ mod tests {
         for store in testing::both() {
             let b = store.backend;
             store.save_mcp_session("a", "{}").unwrap();
-            store.own_mcp_session("a", "agent-1").unwrap();
-            store.own_mcp_session("a", "agent-2").unwrap();
+            store.own_mcp_session("a", "agent-1", 100).unwrap();
+            store.own_mcp_session("a", "agent-2", 100).unwrap();
             assert_eq!(store.mcp_session_owner("a").unwrap().as_deref(), Some("agent-1"), "{b}");
             store.sweep_mcp_sessions(Utc::now() + TimeDelta::seconds(1)).unwrap();
             assert_eq!(

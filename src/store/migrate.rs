@@ -44,6 +44,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0021_session_credentials.sql"),
     include_str!("migrations/0022_consent_and_apiserver_requests.sql"),
     include_str!("migrations/0023_held_writes_requester.sql"),
+    include_str!("migrations/0024_mcp_sessions_by_agent.sql"),
 ];
 
 /// The same versions for PostgreSQL.
@@ -71,6 +72,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     include_str!("migrations/postgres/0021_session_credentials.sql"),
     include_str!("migrations/postgres/0022_consent_and_apiserver_requests.sql"),
     include_str!("migrations/postgres/0023_held_writes_requester.sql"),
+    include_str!("migrations/postgres/0024_mcp_sessions_by_agent.sql"),
 ];
 
 /// The schema version this release knows.
