@@ -278,7 +278,17 @@ impl Endpoint {
             Err(_) => None,
         };
         if let Some(message) = message {
-            if message["method"] == "tools/call" {
+            // A session keeps its `initialize` for a day, to restore it:
+            // one the size of any body would let an agent fill the store.
+            if message["method"] == "initialize" && bytes.len() > MAX_INITIALIZE {
+                row.refuse(Refusal::BodyTooLarge);
+                let message = format!("an initialize message is at most {MAX_INITIALIZE} bytes");
+                let params = json!({"limit": MAX_INITIALIZE});
+                return Err(Box::new(refusal(413, "request.too_large", &message, params)));
+            }
+            // A notification (no id) calls no tool.
+            let request = message.get("id").is_some_and(|id| !id.is_null());
+            if message["method"] == "tools/call" && request {
                 row.tool = message["params"]["name"]
                     .as_str()
                     .unwrap_or_default()
@@ -290,6 +300,10 @@ impl Endpoint {
         Ok(bytes)
     }
 }
+
+/// The largest `initialize` message taken: client info and capabilities
+/// are a few hundred bytes.
+pub const MAX_INITIALIZE: usize = 16 * 1024;
 
 /// An HTTP-level refusal: a JSON-RPC error without an id (the body was not
 /// read, or is not acceptable), whose `data` has the same shape as a tool's

@@ -293,6 +293,38 @@ async fn batches_non_agent_credentials_and_oversized_bodies_are_refused() {
     env.stop().await;
 }
 
+/// A session keeps its `initialize` for a day: one larger than a client's
+/// info and capabilities ever are is refused, not stored. A notification
+/// naming a tool is no tool call in the audit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_initialize_is_refused_and_a_notification_names_no_tool() {
+    let env = Portcullis::start().await;
+    let token = ana_and_agent(&env);
+    let initialize = |padding: usize| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"experimental": {"padding": {"x": "a".repeat(padding)}}},
+            "clientInfo": {"name": "big", "version": "1"}}})
+        .to_string()
+    };
+    let response = post(&env, Some(&token), &initialize(20_000)).await;
+    assert_eq!(response.status, 413, "{:?}", response.json());
+    assert_eq!(response.json()["error"]["data"]["code"], "request.too_large");
+    assert_eq!(response.json()["error"]["data"]["params"]["limit"], 16384);
+    assert!(response.headers.get("mcp-session-id").is_none());
+    let response = post(&env, Some(&token), &initialize(100)).await;
+    assert_eq!(response.status, 200, "{:?}", String::from_utf8_lossy(&response.body));
+    let notification = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_secret","arguments":{}}}"#;
+    let response = post(&env, Some(&token), notification).await;
+    let rows = crate::approvals::audit_rows(&env).await;
+    assert!(
+        rows.iter().filter(|r| r.path == "/mcp").all(|r| r.tool.is_empty()),
+        "{}: {rows:?}",
+        response.status
+    );
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_over_its_rate_is_refused_before_its_body_is_read_whichever_of_its_credentials_it_uses() {
     let env = Portcullis::start_with(|c| {
