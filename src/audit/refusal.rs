@@ -38,6 +38,9 @@ pub enum Refusal {
     OAuthToken,
     /// An MCP request named a session another agent began.
     McpSessionForeign,
+    /// An MCP request named a session not kept (never begun, ended, or
+    /// forgotten unused).
+    McpSessionUnknown,
     /// The store did not answer: credentials, or an MCP session's owner,
     /// could not be checked or kept.
     CredentialsUnavailable,
@@ -223,6 +226,7 @@ impl Refusal {
             R::TooManyFailures => "too_many_failures",
             R::OAuthToken => "oauth_token",
             R::McpSessionForeign => "mcp_session_foreign",
+            R::McpSessionUnknown => "mcp_session_unknown",
             R::CredentialsUnavailable => "store_unavailable",
             R::NotAdmin => "not_admin",
             R::AuditUnavailable => "audit_unavailable",

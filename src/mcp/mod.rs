@@ -217,9 +217,15 @@ impl Endpoint {
     /// does not exist.
     async fn owned(&self, session: &str, agent: &str, row: &mut AuditRow) -> Result<(), Box<Response<Body>>> {
         match self.owners.allows(session, agent).await {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                row.refuse(Refusal::McpSessionForeign);
+            Ok(sessions::Use::Own) => Ok(()),
+            // One answer for both, so another's session ids are not
+            // confirmed; the audit tells a stale session (a client back
+            // after a day) from someone else's.
+            Ok(refused) => {
+                row.refuse(match refused {
+                    sessions::Use::Foreign => Refusal::McpSessionForeign,
+                    _ => Refusal::McpSessionUnknown,
+                });
                 let message = "no such session: initialize a new one";
                 Err(Box::new(refusal(404, "session.not_found", message, json!({}))))
             }

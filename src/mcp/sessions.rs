@@ -149,6 +149,18 @@ struct Owner {
     touched: Instant,
 }
 
+/// Whether an agent may use a session it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// It began it.
+    Own,
+    /// Another agent began it.
+    Foreign,
+    /// No such session is kept: never begun, ended, forgotten unused, or
+    /// its agent's oldest.
+    Unknown,
+}
+
 /// The cache holds at most this many owners; past it, the store answers.
 const OWNERS_CACHED: usize = 100_000;
 
@@ -167,22 +179,22 @@ impl Owners {
 
     /// May agent `agent_id` use session `session_id`? Only if it began it;
     /// `Err` when the store cannot say (fail closed).
-    pub async fn allows(&self, session_id: &str, agent_id: &str) -> Result<bool, StoreError> {
+    pub async fn allows(&self, session_id: &str, agent_id: &str) -> Result<Use, StoreError> {
         self.allows_touching(session_id, agent_id, TOUCH_EVERY).await
     }
 
-    async fn allows_touching(&self, session_id: &str, agent_id: &str, every: Duration) -> Result<bool, StoreError> {
+    async fn allows_touching(&self, session_id: &str, agent_id: &str, every: Duration) -> Result<Use, StoreError> {
         let id = credential::hash(session_id);
         if let Some(mut owner) = self.cache.get_mut(&id) {
             if owner.agent != agent_id {
-                return Ok(false);
+                return Ok(Use::Foreign);
             }
             if owner.touched.elapsed() >= every {
                 owner.touched = Instant::now();
                 drop(owner);
                 self.touch(id);
             }
-            return Ok(true);
+            return Ok(Use::Own);
         }
         let store = self.store.clone();
         let key = id.clone();
@@ -190,10 +202,10 @@ impl Owners {
             .await
             .map_err(|_| StoreError::Invalid("the session lookup stopped".into()))??;
         let Some((owner, used)) = owner else {
-            return Ok(false);
+            return Ok(Use::Unknown);
         };
         if owner != agent_id {
-            return Ok(false);
+            return Ok(Use::Foreign);
         }
         if self.cache.len() < OWNERS_CACHED {
             let touched = Instant::now();
@@ -205,7 +217,7 @@ impl Owners {
         if used.is_some_and(|used| Utc::now().signed_duration_since(used) >= every) {
             self.touch(id);
         }
-        Ok(true)
+        Ok(Use::Own)
     }
 
     /// Note the session's use in the store, in the background: a failure
@@ -269,22 +281,19 @@ mod tests {
             let id = credential::hash("s");
             store.save_mcp_session(&id, "{}").unwrap();
             owners.record("s", "agent-1").await.unwrap();
-            assert!(!owners.allows("s", "agent-2").await.unwrap(), "{b}");
+            assert_eq!(owners.allows("s", "agent-2").await.unwrap(), Use::Foreign, "{b}");
+            assert_eq!(owners.allows("t", "agent-1").await.unwrap(), Use::Unknown, "{b}");
             // First use in this process: looked up, and noted.
             age(&store);
-            assert!(owners.allows("s", "agent-1").await.unwrap(), "{b}");
+            assert_eq!(owners.allows("s", "agent-1").await.unwrap(), Use::Own, "{b}");
             used_within_a_day(&store, &id).await;
             // Served from the cache: noted once its interval has passed.
             age(&store);
-            assert!(
-                owners.allows_touching("s", "agent-1", Duration::ZERO).await.unwrap(),
-                "{b}"
-            );
+            let used = owners.allows_touching("s", "agent-1", Duration::ZERO).await.unwrap();
+            assert_eq!(used, Use::Own, "{b}");
             used_within_a_day(&store, &id).await;
-            assert!(
-                !owners.allows("s", "agent-2").await.unwrap(),
-                "{b}: cached, still its owner's"
-            );
+            let foreign = owners.allows("s", "agent-2").await.unwrap();
+            assert_eq!(foreign, Use::Foreign, "{b}: cached, still its owner's");
         }
     }
 }

@@ -111,6 +111,15 @@ async fn a_session_id_that_was_never_issued_gets_404() {
     initialize(&env, &token).await;
     let response = whoami(&env, &token, "f0f0f0f0-0000-4000-8000-000000000000").await;
     assert_eq!(response.status, 404, "{}", String::from_utf8_lossy(&response.body));
+    // Unknown, not another agent's: the audit keeps the word for a
+    // hijack attempt for hijack attempts.
+    let rows = crate::approvals::audit_rows(&env).await;
+    let refused: Vec<_> = rows
+        .iter()
+        .filter(|r| r.code == 404)
+        .map(|r| r.refused.as_str())
+        .collect();
+    assert_eq!(refused, ["mcp_session_unknown"]);
     env.stop().await;
 }
 
@@ -151,6 +160,16 @@ async fn another_agent_naming_a_session_finds_none_and_cannot_end_it_before_or_a
         assert_eq!(ended.status, 404, "restarted: {restarted}");
         let text = whoami_text(&env, &token, &session).await;
         assert!(text.contains("agent \"helper\""), "{text}");
+        let rows = crate::approvals::audit_rows(&env).await;
+        let refused: Vec<_> = rows
+            .iter()
+            .filter(|r| r.code == 404)
+            .map(|r| r.refused.as_str())
+            .collect();
+        assert!(
+            !refused.is_empty() && refused.iter().all(|r| *r == "mcp_session_foreign"),
+            "{refused:?}"
+        );
         env.restart().await;
     }
     env.stop().await;
