@@ -32,8 +32,7 @@ pub enum RevokeError {
 /// `person` revokes their credential `id`: its web sessions, and what was
 /// signed in with it, end with it.
 pub fn own_credential(store: &Store, person: &Principal, id: &str) -> Result<(), RevokeError> {
-    let own = store.list_credentials(Some(person))?;
-    if !own.iter().any(|c| c.id == id) {
+    if store.credential_of(person, id)?.is_none() {
         return Err(RevokeError::NotYours {
             what: "credential",
             id: id.into(),

@@ -212,6 +212,20 @@ impl Store {
         })
     }
 
+    /// `owner`'s credential `id`, if it is theirs: one row, for the
+    /// checks made on every page (a person's credentials grow with each
+    /// sign-in and each refreshed agent token).
+    pub fn credential_of(&self, owner: &Principal, id: &str) -> Result<Option<Credential>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                &format!("{CREDENTIAL_SELECT} WHERE c.id = ?1 AND c.kind = ?2 AND c.owner = ?3"),
+                params![id, owner.kind.as_str(), owner.name],
+                credential_row,
+            )
+            .optional()?)
+        })
+    }
+
     /// Revoke a credential at once.
     ///
     /// What was opened with it goes with it: the web sessions signed in

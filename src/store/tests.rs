@@ -15,6 +15,16 @@ fn an_issued_credential_is_found_by_its_hash_only() {
         assert!(found.origin.is_none(), "{}", store.backend);
         let other = store.lookup_credential(&credential::hash("pcl_other")).unwrap();
         assert!(other.is_none(), "{}", store.backend);
+        // By id, only as its owner's.
+        assert_eq!(
+            store.credential_of(&ana, &cred.id).unwrap(),
+            Some(cred.clone()),
+            "{}",
+            store.backend
+        );
+        let bob = Principal::person("bob");
+        assert_eq!(store.credential_of(&bob, &cred.id).unwrap(), None, "{}", store.backend);
+        assert_eq!(store.credential_of(&Principal::bot("ana"), &cred.id).unwrap(), None);
     }
 }
 

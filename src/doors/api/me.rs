@@ -112,6 +112,5 @@ fn agent_sessions(
 
 /// `person`'s credential `id`, if it is theirs.
 fn own(store: &Store, person: &crate::identity::Principal, id: &str) -> Result<Option<Credential>, ApiError> {
-    let mine = store.list_credentials(Some(person)).map_err(ApiError::unavailable)?;
-    Ok(mine.into_iter().find(|c| c.id == id))
+    store.credential_of(person, id).map_err(ApiError::unavailable)
 }

@@ -319,11 +319,9 @@ fn credential_works(store: &Store, login: &str, credential_id: &str) -> bool {
         return false;
     }
     let now = Utc::now();
-    store.list_credentials(Some(&person)).is_ok_and(|credentials| {
-        credentials
-            .iter()
-            .any(|c| c.id == credential_id && c.revoked_at.is_none() && c.expires_at.is_none_or(|e| e > now))
-    })
+    store
+        .credential_of(&person, credential_id)
+        .is_ok_and(|found| found.is_some_and(|c| c.revoked_at.is_none() && c.expires_at.is_none_or(|e| e > now)))
 }
 
 #[cfg(test)]
