@@ -258,6 +258,31 @@ pub fn alert_row(event: &ApiserverEvent, reason: &str) -> AuditRow {
     row
 }
 
+/// The reason of the alert a writer commits when the chain ends before a
+/// row it committed itself.
+pub const CUT_SHORT: &str = "AuditChainCutShort";
+
+/// The alert for a chain whose head, `head`, is behind `committed`, a row
+/// this process committed: rows were deleted from its end (which no hash
+/// shows: the chain goes on from the row before them, and `verify` finds
+/// it whole), or the store was restored from an older copy. Committed as
+/// the next row, so the chain itself says so.
+pub fn cut_short_row(head: i64, committed: i64) -> AuditRow {
+    tracing::error!(
+        head,
+        committed,
+        "the audit chain ends at row {head}, but this process committed row {committed}: rows were deleted from \
+         its end, or the store was restored from an older copy"
+    );
+    let now = Utc::now();
+    let mut row = AuditRow::new(crate::audit::id::new(), now);
+    row.kind = ALERT.into();
+    row.reason = CUT_SHORT.into();
+    row.query = format!("head={head}&committed={committed}");
+    row.finish(now);
+    row
+}
+
 /// Check every so often (a fraction of the grace time, 5 s at most), and
 /// sweep what the audit's retention lets go once an hour; on one replica
 /// at a time, so an unknown request is one alert however many replicas

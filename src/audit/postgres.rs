@@ -71,6 +71,9 @@ pub struct PostgresAuditStore {
     forwarded: Vec<Forwarded>,
     /// This store's replica, once it has recorded an intent.
     replica: Option<Replica>,
+    /// The last row this store committed: the chain's head is never
+    /// behind it, unless rows were deleted from its end.
+    committed_seq: i64,
 }
 
 impl std::fmt::Debug for PostgresAuditStore {
@@ -117,6 +120,7 @@ impl PostgresAuditStore {
             intents: intents.into_iter().collect(),
             forwarded: Vec::new(),
             replica: None,
+            committed_seq: 0,
         })
     }
 
@@ -206,10 +210,11 @@ impl AuditStore for PostgresAuditStore {
             .map(|row| row.row().id.as_str())
             .filter(|id| self.intents.contains(*id) || fresh.contains(id))
             .collect();
+        let committed = self.committed_seq;
         let links = self.transaction(!rows.is_empty(), |db| {
             insert_forwarded(db, &self.forwarded)?;
             insert_intents(db, replica, intents)?;
-            let links = append(db, rows)?;
+            let links = append(db, rows, committed)?;
             settle(db, &settled)?;
             Ok(links)
         });
@@ -218,6 +223,9 @@ impl AuditStore for PostgresAuditStore {
         // settles its intents either way.
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
         let links = links?;
+        if let Some(last) = links.last() {
+            self.committed_seq = last.seq;
+        }
         self.forwarded.clear();
         // Reads have no intent: most commits hash no id here.
         if !self.intents.is_empty() {
@@ -252,7 +260,7 @@ impl AuditStore for PostgresAuditStore {
             }
             let ids: Vec<&str> = rows.iter().map(|row| row.row().id.as_str()).collect();
             settle(db, &ids)?;
-            let links = append(db, &rows)?;
+            let links = append(db, &rows, 0)?;
             Ok(chain::chained(links, rows.into_iter().map(Encoded::into_row)))
         })?;
         for row in &chained {
@@ -349,7 +357,7 @@ fn head_of(db: &dyn Db) -> Result<Anchor, SqlError> {
 
 /// Append `rows` after the chain's head, in one statement. The caller holds
 /// the chain's lock.
-fn append(db: &dyn Db, rows: &[Encoded]) -> Result<Vec<Link>, AuditError> {
+fn append(db: &dyn Db, rows: &[Encoded], committed: i64) -> Result<Vec<Link>, AuditError> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -359,6 +367,14 @@ fn append(db: &dyn Db, rows: &[Encoded]) -> Result<Vec<Link>, AuditError> {
     // JSON (every key it can add, the longest values).
     let mut records = Vec::with_capacity(rows.iter().map(|row| row.json().len() + 400).sum::<usize>() + 2);
     records.push(b'[');
+    // Rows this store committed are gone from the chain's end: an alert
+    // goes first (not among the rows' links).
+    if prev.seq < committed {
+        let alert = Encoded::new(super::bypass::cut_short_row(prev.seq, committed));
+        let link = chain::next(&mut prev, &alert);
+        json::record(&mut records, &link, &alert)?;
+        records.push(b',');
+    }
     for row in rows {
         let link = chain::next(&mut prev, row);
         if !links.is_empty() {

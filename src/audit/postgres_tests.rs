@@ -469,3 +469,31 @@ fn rows_a_replicas_sink_failed_are_exported_at_a_later_turn_not_skipped() {
         "every row once, in chain order"
     );
 }
+
+/// Rows deleted from the chain's end are named by an alert before this
+/// store's next rows, in the chain, on PostgreSQL too.
+#[test]
+fn rows_deleted_from_the_end_are_named_by_an_alert_in_the_chain() {
+    let (db, mut store) = open();
+    store
+        .commit(
+            &[],
+            &[
+                row("ana", "get", 200),
+                row("ana", "delete", 200),
+                row("ana", "get", 200),
+            ],
+        )
+        .unwrap();
+    tamper(&db, "DELETE FROM audit WHERE seq > 1");
+    let next = row("ben", "get", 200);
+    let chained = store.commit(&[], std::slice::from_ref(&next)).unwrap();
+    assert_eq!(chained.len(), 1);
+    assert_eq!((chained[0].seq, chained[0].row.id.as_str()), (3, next.id.as_str()));
+    let read = store.query(&Filter::default()).unwrap();
+    assert_eq!(read.len(), 3);
+    assert_eq!(read[1].row.kind, crate::audit::bypass::ALERT);
+    assert_eq!(read[1].row.reason, crate::audit::bypass::CUT_SHORT);
+    assert_eq!(read[1].row.query, "head=1&committed=3");
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(3));
+}

@@ -35,6 +35,9 @@ pub struct SqliteAuditStore {
     forwarded: Vec<Forwarded>,
     /// How many wait on a commit ([`AuditStore::yield_while_unwaited`]).
     waited_on: Option<Arc<AtomicUsize>>,
+    /// The last row this store committed: the chain's head is never
+    /// behind it, unless rows were deleted from its end.
+    committed_seq: i64,
 }
 
 impl std::fmt::Debug for SqliteAuditStore {
@@ -72,6 +75,7 @@ impl SqliteAuditStore {
             intents,
             forwarded: Vec::new(),
             waited_on: None,
+            committed_seq: 0,
         })
     }
 
@@ -112,6 +116,10 @@ impl AuditStore for SqliteAuditStore {
                 ])?;
             }
             let mut prev = Self::last(&tx)?;
+            if prev.seq < self.committed_seq {
+                let alert = Encoded::new(super::bypass::cut_short_row(prev.seq, self.committed_seq));
+                insert::rows(&tx, &mut prev, std::slice::from_ref(&alert), &mut Vec::new(), None)?;
+            }
             insert::rows(&tx, &mut prev, rows, &mut links, self.waited_on.as_deref())?;
             let mut settle = tx.prepare_cached("DELETE FROM audit_intents WHERE id = ?1")?;
             let fresh: HashSet<&str> = intents.iter().map(|row| row.id.as_str()).collect();
@@ -122,6 +130,9 @@ impl AuditStore for SqliteAuditStore {
             }
         }
         tx.commit()?;
+        if let Some(last) = links.last() {
+            self.committed_seq = last.seq;
+        }
         self.forwarded.clear();
         self.intents.extend(intents.iter().map(|row| row.id.clone()));
         // Reads have no intent: most commits hash no id here.

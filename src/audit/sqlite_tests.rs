@@ -48,6 +48,7 @@ fn filters_select_exactly_the_matching_rows() {
             left_by_a_crash: HashSet::new(),
             forwarded: Vec::new(),
             waited_on: None,
+            committed_seq: 0,
         };
         s.query(&filter).unwrap().into_iter().map(|r| r.row.id).collect()
     };
@@ -498,4 +499,37 @@ fn an_alert_under_a_requests_id_does_not_make_the_request_committed() {
     assert!(store.committed(&asked).unwrap().is_empty());
     store.commit(&[], std::slice::from_ref(&request)).unwrap();
     assert_eq!(store.committed(&asked).unwrap(), HashSet::from([request.id]));
+}
+
+/// Rows deleted from the chain's end leave no broken hash: the chain goes
+/// on from the row before them. The writer, which committed them, says so
+/// in the chain with an alert before its next rows.
+#[test]
+fn rows_deleted_from_the_end_are_named_by_an_alert_in_the_chain() {
+    let (_dir, mut store) = open();
+    store
+        .commit(
+            &[],
+            &[
+                row("ana", "get", 200),
+                row("ana", "delete", 200),
+                row("ana", "get", 200),
+            ],
+        )
+        .unwrap();
+    store.conn.execute("DELETE FROM audit WHERE seq > 1", []).unwrap();
+    let next = row("ben", "get", 200);
+    store.commit(&[], std::slice::from_ref(&next)).unwrap();
+    let read = store.query(&Filter::default()).unwrap();
+    let kinds: Vec<(i64, &str, &str)> = read
+        .iter()
+        .map(|r| (r.seq, r.row.kind.as_str(), r.row.reason.as_str()))
+        .collect();
+    assert_eq!(kinds[1], (2, "alert", crate::audit::bypass::CUT_SHORT), "{kinds:?}");
+    assert_eq!(read[1].row.query, "head=1&committed=3");
+    assert_eq!(read[2].row.id, next.id);
+    assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(3));
+    // Said once: the next commit follows on.
+    store.commit(&[], &[row("ben", "get", 200)]).unwrap();
+    assert_eq!(store.query(&Filter::default()).unwrap().len(), 4);
 }
