@@ -62,9 +62,16 @@ pub async fn serve(audit: &Audit, identity: &Identity, query: Option<&str>) -> R
         lines.push(b'\n');
     }
     let mut response = Response::new(body::full(lines));
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/jsonl"),
+    );
+    // Who did what: never kept by a cache on the way, never sniffed.
+    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        http::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
     );
     Ok(response)
 }

@@ -117,6 +117,8 @@ async fn the_audit_endpoint_serves_filtered_json_lines_to_admins_only() {
     let answer = env.raw().get("/audit?outcome=denied&login=ana", &sec).await;
     assert_eq!(answer.status, 200);
     assert_eq!(answer.headers["content-type"], "application/jsonl");
+    assert_eq!(answer.headers["cache-control"], "no-store");
+    assert_eq!(answer.headers["x-content-type-options"], "nosniff");
     let lines: Vec<ChainedRow> = String::from_utf8_lossy(&answer.body)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

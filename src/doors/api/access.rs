@@ -48,15 +48,26 @@ async fn approve(api: &Api, person: Principal, id: String, reason: Option<String
             access::approve(store, config, &id, &person.name, reason.as_deref()).map_err(refused)
         })
         .await?;
+    // What the pass met (other people's grants, the cluster's address) is
+    // the operator's to read in the log, not the approver's.
+    let pending = || {
+        format!(
+            "binding pending on cluster {}: the server's reconciler retries",
+            grant.cluster
+        )
+    };
     let binding = match api.reconciler.get() {
         Some(reconciler) => match reconciler.pass_now(&grant.cluster).await {
             Ok(report) if report.outcome.ok() => format!("cluster {} in step: the grant is bound", grant.cluster),
-            Ok(report) => format!(
-                "binding pending on cluster {}: {}; the server's reconciler retries",
-                grant.cluster,
-                report.outcome.errors.join("; ")
-            ),
-            Err(e) => format!("binding pending: {e}"),
+            Ok(report) => {
+                let errors = report.outcome.errors.join("; ");
+                tracing::warn!(cluster = %grant.cluster, %errors, "a pass after an approval did not bind everything");
+                pending()
+            }
+            Err(error) => {
+                tracing::warn!(cluster = %grant.cluster, %error, "a pass after an approval failed");
+                pending()
+            }
         },
         None => "binding pending: the server's reconciler binds it".into(),
     };

@@ -213,7 +213,11 @@ fn waiting(view: &View) -> String {
 /// Who asked: the person, and their agent when an agent asked (an agent
 /// steered by what it read must not pass for its person).
 fn requester(view: &View, r: &AccessRequest) -> String {
-    let person = format!("<b>{}</b>", escape(&r.requester.name));
+    // A bot named as a person is: `bot:ana` is not ana.
+    let person = match r.requester.kind {
+        crate::identity::PrincipalKind::Person => format!("<b>{}</b>", escape(&r.requester.name)),
+        _ => format!("<b>{}</b>", escape(&r.requester.to_string())),
+    };
     match &r.agent_id {
         None => person,
         Some(agent) => {
@@ -377,5 +381,23 @@ mod tests {
         );
         let mine = my_requests(&view);
         assert!(mine.contains(" by your agent deploy-helper · "), "{mine}");
+    }
+
+    /// A bot's request (made through its agent's `request_access`) does not
+    /// pass for the request of a person of the same name.
+    #[test]
+    fn a_bots_access_request_names_it_a_bot() {
+        let bots = AccessRequest {
+            role: "admin".into(),
+            reason: "deploy".into(),
+            ..crate::store::pending_for_tests("r3", &Principal::bot("carol"), None)
+        };
+        let view = View {
+            now: Utc::now(),
+            to_decide: vec![bots],
+            ..View::default()
+        };
+        let page = waiting(&view);
+        assert!(page.contains("<li><b>bot:carol</b> asks for <b>admin</b>"), "{page}");
     }
 }
