@@ -154,7 +154,16 @@ async fn apply(ctx: &ToolContext, args: Apply, repeat: &Repeat) -> Result<String
     };
     let resource = ctx.shared.kinds.resolve(ctx, &kind, Some(&api_version)).await?;
     let namespace = field(&["metadata", "namespace"]);
-    let namespace = namespace_of(&resource, namespace.as_deref())?;
+    // apply has no namespace argument: the manifest names its namespace.
+    let namespace = namespace_of(&resource, namespace.as_deref()).map_err(|_| {
+        ToolError::invalid(
+            "manifest",
+            format!(
+                "{} are namespaced: set metadata.namespace in the manifest",
+                resource.plural
+            ),
+        )
+    })?;
     let force = if args.force == Some(true) { "&force=true" } else { "" };
     let path = format!(
         "{}?fieldManager={FIELD_MANAGER}{force}",

@@ -131,6 +131,12 @@ async fn arguments_of_the_wrong_type_or_missing_are_invalid_argument_errors_nami
             "{text}"
         );
     }
+    // apply takes no namespace argument: the manifest must name it.
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\n";
+    let (text, structured) = fails(&client, "apply", json!({"cluster": C, "manifest": manifest})).await;
+    assert_eq!(structured["code"], "tool.invalid_argument", "{text}");
+    assert_eq!(structured["params"]["argument"], "manifest", "{text}");
+    assert!(text.contains("set metadata.namespace"), "{text}");
     env.stop().await;
 }
 
