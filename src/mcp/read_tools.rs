@@ -385,9 +385,23 @@ async fn read_secret(ctx: &ToolContext, args: ReadSecret) -> Result<String, Tool
             }
         },
         None => Ok(render::cut(
-            data.iter().map(|(k, v)| format!("{k}: {}\n", decode(v))).collect(),
+            data.iter()
+                .map(|(k, v)| format!("{k}: {}\n", one_line(&decode(v))))
+                .collect(),
             "ask for one key",
         )),
+    }
+}
+
+/// A Secret's value on its key's line: as it is, or as a JSON string when
+/// read raw it could end the line or pass for another key's (a line
+/// break, a control character, a quote or space at either end).
+fn one_line(value: &str) -> String {
+    let plain =
+        !value.chars().any(char::is_control) && !value.starts_with(['"', ' ', '\t']) && !value.ends_with([' ', '\t']);
+    match plain {
+        true => value.to_string(),
+        false => serde_json::Value::from(value).to_string(),
     }
 }
 
@@ -419,6 +433,16 @@ pub fn json(body: &[u8]) -> Result<Value, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value a workload wrote cannot pass for another key's line.
+    #[test]
+    fn a_secret_value_that_could_read_as_another_line_is_quoted() {
+        assert_eq!(one_line("s3cr3t-Pa55w0rd"), "s3cr3t-Pa55w0rd");
+        assert_eq!(one_line("x\nadmin: true"), "\"x\\nadmin: true\"");
+        assert_eq!(one_line(" padded"), "\" padded\"");
+        assert_eq!(one_line("\"quoted\""), "\"\\\"quoted\\\"\"");
+        assert_eq!(one_line("a b"), "a b");
+    }
 
     fn args(namespace: Option<&str>, selector: &str, token: Option<&str>) -> ListResources {
         ListResources {
