@@ -164,6 +164,30 @@ pub fn waiting_on(store: &Store, person: &Principal) -> Result<Vec<HeldWrite>, D
         .collect())
 }
 
+/// `change` to `held`, by `actor`, on record before it is made: its row's
+/// intent committed first, the row after; a change another process made
+/// first (`Ok(false)`) leaves the intent's row as not made.
+pub fn recorded_change(
+    store: &Store,
+    verb: &str,
+    actor: &Principal,
+    held: &HeldWrite,
+    change: impl FnOnce() -> Result<bool, crate::store::StoreError>,
+) -> Result<bool, DecideError> {
+    let recorded = crate::audit::begin_event(store, row(verb, actor, held, None))?;
+    match change() {
+        Ok(true) => {
+            recorded.done(row(verb, actor, held, None), Vec::new())?;
+            Ok(true)
+        }
+        Ok(false) => {
+            let _ = recorded.not_made(409, "another call recorded it first");
+            Ok(false)
+        }
+        Err(error) => Err(recorded.store_failed(error).into()),
+    }
+}
+
 /// Commit the audit row of `verb` by `actor` on `held`; `refused` when the
 /// actor was not allowed (code 403).
 pub fn record(

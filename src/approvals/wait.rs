@@ -34,9 +34,12 @@ pub fn expire_overdue(store: &Store) -> Result<Vec<HeldWrite>, DecideError> {
             .principal()
             .unwrap_or_else(|| crate::identity::Principal::bot("-"))
     };
+    // Each on record before it takes effect, as a decision is.
     for held in store.list_open_held()? {
-        if held.overdue(now) && store.expire_held(&held.id)? {
-            super::decide::record(store, "expire", &actor(&held), &held, None)?;
+        if !held.overdue(now) {
+            continue;
+        }
+        if super::decide::recorded_change(store, "expire", &actor(&held), &held, || store.expire_held(&held.id))? {
             expired.push(HeldWrite {
                 state: HeldState::Expired,
                 ..held
@@ -45,9 +48,9 @@ pub fn expire_overdue(store: &Store) -> Result<Vec<HeldWrite>, DecideError> {
     }
     for held in store.stranded_held(now - super::RUN_BOUND)? {
         let outcome = crate::store::Outcome::interrupted();
-        if store.finish_held(&held.id, &outcome, now, false)? {
+        let finish = || store.finish_held(&held.id, &outcome, now, false);
+        if super::decide::recorded_change(store, "interrupted", &actor(&held), &held, finish)? {
             tracing::warn!(held = %held.id, "an approved write left running by a process that ended is finished, its outcome unknown");
-            super::decide::record(store, "interrupted", &actor(&held), &held, None)?;
             expired.push(HeldWrite {
                 state: HeldState::Executed,
                 outcome: Some(outcome),
@@ -177,6 +180,33 @@ mod tests {
             outcome: None,
             answered: false,
         }
+    }
+
+    /// An expiry is on record before it takes effect: one the store fails
+    /// to make still leaves its row (not made), never nothing.
+    #[test]
+    fn an_expiry_is_on_record_before_it_is_made() {
+        let store = testing::sqlite();
+        store.insert_held(&pending("late"), b"sealed").unwrap();
+        let set = |sql: &str| store.with(|c| Ok(c.execute(sql, crate::store::sql::params![])?)).unwrap();
+        set("UPDATE held_writes SET expires_at = '2000-01-01T00:00:00.000000Z'");
+        set("CREATE TRIGGER refuse BEFORE UPDATE ON held_writes BEGIN SELECT RAISE(ABORT, 'refused'); END");
+        assert!(expire_overdue(&store).is_err());
+        let rows = crate::audit::open(&store)
+            .unwrap()
+            .query(&crate::audit::query::Filter::default())
+            .unwrap();
+        let expire: Vec<_> = rows.iter().map(|r| &r.row).filter(|r| r.verb == "expire").collect();
+        assert_eq!(expire.len(), 1, "{expire:?}");
+        assert_eq!((expire[0].code, expire[0].write), (500, false), "{expire:?}");
+        set("DROP TRIGGER refuse");
+        assert_eq!(expire_overdue(&store).unwrap().len(), 1);
+        let rows = crate::audit::open(&store)
+            .unwrap()
+            .query(&crate::audit::query::Filter::default())
+            .unwrap();
+        let made = rows.iter().map(|r| &r.row).filter(|r| r.verb == "expire" && r.code == 200).count();
+        assert_eq!(made, 1);
     }
 
     /// A process that ended while it ran an approved write (SIGKILL, the
