@@ -188,7 +188,11 @@ mod tests {
     fn an_expiry_is_on_record_before_it_is_made() {
         let store = testing::sqlite();
         store.insert_held(&pending("late"), b"sealed").unwrap();
-        let set = |sql: &str| store.with(|c| Ok(c.execute(sql, crate::store::sql::params![])?)).unwrap();
+        let set = |sql: &str| {
+            store
+                .with(|c| Ok(c.execute(sql, crate::store::sql::params![])?))
+                .unwrap()
+        };
         set("UPDATE held_writes SET expires_at = '2000-01-01T00:00:00.000000Z'");
         set("CREATE TRIGGER refuse BEFORE UPDATE ON held_writes BEGIN SELECT RAISE(ABORT, 'refused'); END");
         assert!(expire_overdue(&store).is_err());
@@ -205,7 +209,11 @@ mod tests {
             .unwrap()
             .query(&crate::audit::query::Filter::default())
             .unwrap();
-        let made = rows.iter().map(|r| &r.row).filter(|r| r.verb == "expire" && r.code == 200).count();
+        let made = rows
+            .iter()
+            .map(|r| &r.row)
+            .filter(|r| r.verb == "expire" && r.code == 200)
+            .count();
         assert_eq!(made, 1);
     }
 

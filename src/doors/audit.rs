@@ -24,7 +24,7 @@ struct Joined<'a> {
     row: Option<&'a ChainedRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
-    apiserver: &'a [ApiserverEvent],
+    apiserver: Vec<&'a ApiserverEvent>,
 }
 
 /// Answer `GET /audit?query` for an authenticated `identity`.
@@ -41,10 +41,12 @@ pub async fn serve(audit: &Audit, identity: &Identity, query: Option<&str>) -> R
     let unavailable = |e: serde_json::Error| AuditReadError::Unavailable(e.to_string());
     for row in &rows {
         if id.is_some() {
+            // An id is the client's to choose: another cluster's request
+            // under the same id is not this row's.
             let joined = Joined {
                 row: Some(row),
                 id: None,
-                apiserver: &events,
+                apiserver: events.iter().filter(|event| event.cluster == row.row.cluster).collect(),
             };
             serde_json::to_writer(&mut lines, &joined).map_err(unavailable)?;
         } else {
@@ -56,7 +58,7 @@ pub async fn serve(audit: &Audit, identity: &Identity, query: Option<&str>) -> R
         let joined = Joined {
             row: None,
             id: id.as_deref(),
-            apiserver: &events,
+            apiserver: events.iter().collect(),
         };
         serde_json::to_writer(&mut lines, &joined).map_err(unavailable)?;
         lines.push(b'\n');

@@ -211,6 +211,17 @@ async fn the_audit_endpoint_shows_the_api_servers_stages_and_rbac_reason_beside_
         event(&id, "ResponseComplete", Some("user:ana")),
     ];
     assert_eq!(post(&env, Some(WEBHOOK_TOKEN), batch(events)).await.status, 200);
+    // Another cluster's request under the same id (a client may send any
+    // Audit-ID) is not this row's.
+    let elsewhere = portcullis::store::ApiserverEvent {
+        audit_id: id.clone(),
+        stage: "ResponseComplete".into(),
+        cluster: "elsewhere".into(),
+        received_at: chrono::Utc::now(),
+        stage_at: chrono::Utc::now(),
+        ..Default::default()
+    };
+    env.store.store_apiserver_events(&[elsewhere]).unwrap();
     let admin = env.person("root", &[]);
     env.store.set_admin(&Principal::person("root"), true).unwrap();
     let read = env.raw().get(&format!("/audit?id={id}"), &admin).await;

@@ -149,7 +149,10 @@ async fn find(audit: &Audit, identity: &Identity, search: &Search) -> Result<Fou
     rows.reverse();
     let mut found = Found::default();
     for chained in rows {
-        let events = audit.apiserver_events(&chained.row.id).await?;
+        // An id is the client's to choose: another cluster's request under
+        // the same id is not this row's.
+        let mut events = audit.apiserver_events(&chained.row.id).await?;
+        events.retain(|event| event.cluster == chained.row.cluster);
         found.rows.push((chained.row, events));
     }
     if found.rows.is_empty() && !search.id.is_empty() {
