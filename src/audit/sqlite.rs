@@ -116,7 +116,9 @@ impl AuditStore for SqliteAuditStore {
                 ])?;
             }
             let mut prev = Self::last(&tx)?;
-            if prev.seq < self.committed_seq {
+            // With rows only, as on PostgreSQL: an intent committed alone
+            // moves no head, and the alert goes before the rows it explains.
+            if prev.seq < self.committed_seq && !rows.is_empty() {
                 let alert = Encoded::new(super::bypass::cut_short_row(prev.seq, self.committed_seq));
                 insert::rows(&tx, &mut prev, std::slice::from_ref(&alert), &mut Vec::new(), None)?;
             }

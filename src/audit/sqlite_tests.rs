@@ -518,6 +518,10 @@ fn rows_deleted_from_the_end_are_named_by_an_alert_in_the_chain() {
         )
         .unwrap();
     store.conn.execute("DELETE FROM audit WHERE seq > 1", []).unwrap();
+    // An intent committed alone (a write about to be forwarded) adds no
+    // row: the alert goes with the next rows, once.
+    let intent = row("ben", "create", 201);
+    store.commit(std::slice::from_ref(&intent), &[]).unwrap();
     let next = row("ben", "get", 200);
     store.commit(&[], std::slice::from_ref(&next)).unwrap();
     let read = store.query(&Filter::default()).unwrap();

@@ -119,16 +119,17 @@ pub fn alerts(store: &Store, json: bool, out: &mut dyn Write) -> Result<(), CliE
     }
     writeln!(
         out,
-        "{:<20} {:<38} {:<10} {:<8} {:<40} FROM",
-        "TIME", "AUDIT ID", "CLUSTER", "VERB", "URI"
+        "{:<20} {:<18} {:<38} {:<10} {:<8} {:<40} FROM",
+        "TIME", "REASON", "AUDIT ID", "CLUSTER", "VERB", "URI"
     )
     .map_err(io)?;
     for chained in &rows {
         let row = &chained.row;
         writeln!(
             out,
-            "{:<20} {:<38} {:<10} {:<8} {:<40} {}",
+            "{:<20} {:<18} {:<38} {:<10} {:<8} {:<40} {}",
             row.started_at.format("%Y-%m-%dT%H:%M:%SZ"),
+            esc(&row.reason),
             esc(&row.id),
             esc(&row.cluster),
             esc(&row.verb),

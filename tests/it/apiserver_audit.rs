@@ -271,7 +271,7 @@ async fn a_request_made_as_portcullis_that_it_never_sent_becomes_an_alert_after_
     let listed = env.cli(&["admin", "audit", "alerts"]);
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(
-        listed.contains("leaked-1") && listed.contains("curl%2F8.5.0"),
+        listed.contains("leaked-1") && listed.contains("curl%2F8.5.0") && listed.contains("Bypass"),
         "{listed}"
     );
 }
