@@ -153,6 +153,9 @@ pub struct RolloutRestart {
 
 /// Arguments of `request_access`.
 #[derive(Debug, Deserialize, JsonSchema)]
+// A field misspelt is refused, not dropped: `namspace` dropped would ask
+// for the whole cluster.
+#[serde(deny_unknown_fields)]
 pub struct RequestAccess {
     /// The cluster, a name from `list_clusters`.
     pub cluster: String,

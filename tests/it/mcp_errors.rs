@@ -122,6 +122,12 @@ async fn arguments_of_the_wrong_type_or_missing_are_invalid_argument_errors_nami
             json!({"cluster": C, "kind": "deployments", "name": "web", "namespace": "shop", "replicas": "3"}),
             "replicas",
         ),
+        // Misspelt, not dropped: the request would be for the whole cluster.
+        (
+            "request_access",
+            json!({"cluster": C, "role": "developer", "namspace": "shop", "duration": "1h", "reason": "x"}),
+            "namspace",
+        ),
     ] {
         let (text, structured) = fails(&client, tool, arguments).await;
         assert_eq!(structured["code"], "tool.invalid_argument", "{tool}: {text}");
