@@ -64,7 +64,14 @@ fn recorded(
     let row = event("revoke", resource, &Actor::Person(person.clone()), "", None, id);
     let recorded = crate::audit::begin_event(store, row.clone())?;
     match change() {
-        Ok(()) => Ok(recorded.done(row, Vec::new())?),
+        Ok(()) => {
+            // Revoked, and its intent on record (recovery records it as of
+            // unknown outcome): the person is told it is done, as it is.
+            if let Err(error) = recorded.done(row, Vec::new()) {
+                tracing::error!(%error, "a person's revocation is made, its row not yet on record");
+            }
+            Ok(())
+        }
         Err(error) => Err(recorded.store_failed(error).into()),
     }
 }
