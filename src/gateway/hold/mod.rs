@@ -21,6 +21,7 @@
 pub(super) mod answer;
 mod dry;
 mod intake;
+mod protobuf;
 mod run;
 
 pub use answer::{ApprovalRefusal, ApprovedRun, HeldNotice};

@@ -331,8 +331,9 @@ fn outcome(code: u16, answer: &[u8], hidden: Option<Target>) -> Outcome {
 
 /// The stored body with the dry run's preconditions: `resourceVersion` in
 /// the object (apply, update, merge and strategic patches) or a JSON patch
-/// `test`, the `uid` in DeleteOptions. A body that needs one and cannot
-/// take it (protobuf, CBOR, a shape with no place for it) is refused, not
+/// `test`, the `uid` in DeleteOptions; in a protobuf body, a field of its
+/// own appended (see [`super::protobuf`]). A body that needs one and
+/// cannot take it (CBOR, a shape with no place for it) is refused, not
 /// sent unguarded: the approved write would then run on whatever the
 /// object has become. The intake asks the same of the body before it holds
 /// it, so only a write held by an older release meets this at its run.
@@ -349,6 +350,19 @@ pub(super) fn with_precondition(
     let unguardable = || RequestError::UnguardableHeldBody {
         content_type: content_type.to_string(),
     };
+    let protobuf = content_type
+        .to_ascii_lowercase()
+        .starts_with("application/vnd.kubernetes.protobuf");
+    if protobuf && !body.is_empty() {
+        let addition = match (uid, resource_version) {
+            (Some(uid), _) => super::protobuf::uid_precondition(uid),
+            (None, Some(rv)) => super::protobuf::resource_version(rv),
+            (None, None) => return Ok(body),
+        };
+        return super::protobuf::with_appended(&body, &addition)
+            .map(Bytes::from)
+            .ok_or_else(unguardable);
+    }
     let encoded = |value: Value| {
         serde_json::to_vec(&value)
             .map(Bytes::from)
@@ -661,6 +675,9 @@ mod tests {
             uid: Some("u-1".into()),
             ..Precondition::default()
         };
+        // `proto` is no envelope: a protobuf body that is one takes its
+        // guard (`protobuf`'s tests, and the approvals tests through the
+        // simulated cluster).
         for (precondition, content_type, body) in [
             (rv("1"), "application/vnd.kubernetes.protobuf", proto.clone()),
             (rv("1"), "Application/Vnd.Kubernetes.Protobuf", proto.clone()),

@@ -89,6 +89,7 @@ pub(super) const fn with(
 pub(super) type Hdrs = &'static [(&'static str, &'static str)];
 
 pub(super) const JSON: Hdrs = &[("content-type", "application/json")];
+pub(super) const PROTOBUF_BODY: Hdrs = &[("content-type", "application/vnd.kubernetes.protobuf")];
 pub(super) const TABLE: Hdrs = &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
 pub(super) const PARTIAL: Hdrs = &[("accept", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io")];
 pub(super) const PARTIAL_LIST: Hdrs = &[(
@@ -313,6 +314,19 @@ pub const CASES: &[Case] = &[
         "PUT",
         "/api/v1/namespaces/{ns}/configmaps/cm-a",
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-a","resourceVersion":"1"},"data":{"k":"v3"}}"#,
+    ),
+    // A held write's guard in a protobuf body is a field appended to the
+    // object (portcullis's gateway::hold::protobuf): the API server merges
+    // it into the metadata, so this stale version, after the body's own
+    // name, is a conflict. ConfigMap{metadata{name}, data{k: v4}} and then
+    // metadata{resourceVersion: "1"}; every byte ASCII.
+    with(
+        "cm-update-protobuf-appended-stale-resource-version",
+        "PUT",
+        "/api/v1/namespaces/{ns}/configmaps/cm-a",
+        PROTOBUF_BODY,
+        "k8s\0\n\x0f\n\x02v1\x12\tConfigMap\x12\x16\n\x06\n\x04cm-a\x12\x07\n\x01k\x12\x02v4\n\x032\x011",
+        Read::Values,
     ),
     send(
         "cm-update-bad-resource-version",
