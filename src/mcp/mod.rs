@@ -284,8 +284,9 @@ impl Endpoint {
             Err(_) => None,
         };
         if let Some(message) = message {
-            // A session keeps its `initialize` for a day, to restore it:
-            // one the size of any body would let an agent fill the store.
+            // A session keeps its `initialize` while it is used: one the
+            // size of any body would let an agent fill memory (and what is
+            // stored of it is bounded again, see `sessions`).
             if message["method"] == "initialize" && bytes.len() > MAX_INITIALIZE {
                 row.refuse(Refusal::BodyTooLarge);
                 let message = format!("an initialize message is at most {MAX_INITIALIZE} bytes");
@@ -308,8 +309,9 @@ impl Endpoint {
 }
 
 /// The largest `initialize` message taken: client info and capabilities
-/// are a few hundred bytes.
-pub const MAX_INITIALIZE: usize = 16 * 1024;
+/// are a few hundred bytes, an icon sent inline as a `data:` URI some tens
+/// of KiB. rmcp keeps each session's in memory while it is used.
+pub const MAX_INITIALIZE: usize = 64 * 1024;
 
 /// An HTTP-level refusal: a JSON-RPC error without an id (the body was not
 /// read, or is not acceptable), whose `data` has the same shape as a tool's

@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 /// A session unused this long is forgotten: its client initializes anew.
 pub const UNUSED_FOR: Duration = Duration::from_secs(24 * 3600);
 
+/// The largest session state kept in the store.
+pub const MAX_STORED: usize = 16 * 1024;
+
 /// The most sessions one agent keeps: beginning another forgets its least
 /// recently used (each IDE window or agent run is one).
 pub const SESSIONS_PER_AGENT: usize = 100;
@@ -100,11 +103,19 @@ impl SessionStore for StoredSessions {
     {
         let id = credential::hash(session_id);
         let mut params = state.initialize_params.clone();
-        // Per-request metadata, free-form: not needed to replay the handshake.
+        // Per-request metadata, free-form, and the client's icons (inline
+        // images): not needed to replay the handshake.
         params.meta = None;
+        params.client_info.icons = None;
         let json = serde_json::to_string(&SessionState::new(params));
         Box::pin(async move {
             let json = json?;
+            // Kept a day: a state larger than any client's info is not kept
+            // (rmcp goes on; the session is not restored elsewhere).
+            if json.len() > MAX_STORED {
+                tracing::warn!(bytes = json.len(), "an MCP session's state is too large to keep");
+                return Err(format!("an MCP session's state is over {MAX_STORED} bytes").into());
+            }
             // Sweeping as sessions begin keeps the table as small as the
             // number of sessions in use, without a task of its own.
             self.blocking(move |store| {

@@ -293,27 +293,48 @@ async fn batches_non_agent_credentials_and_oversized_bodies_are_refused() {
     env.stop().await;
 }
 
-/// A session keeps its `initialize` for a day: one larger than a client's
-/// info and capabilities ever are is refused, not stored. A notification
-/// naming a tool is no tool call in the audit.
+/// A session keeps its `initialize` while it is used: one larger than a
+/// client's info, capabilities and an inline icon ever are is refused. What
+/// is stored to restore it leaves the icons out and is bounded again. A
+/// notification naming a tool is no tool call in the audit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_initialize_is_refused_and_a_notification_names_no_tool() {
     let env = Portcullis::start().await;
     let token = ana_and_agent(&env);
-    let initialize = |padding: usize| {
+    let initialize = |padding: usize, icon: usize| {
+        let icon = format!("data:image/png;base64,{}", "A".repeat(icon));
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25",
             "capabilities": {"experimental": {"padding": {"x": "a".repeat(padding)}}},
-            "clientInfo": {"name": "big", "version": "1"}}})
+            "clientInfo": {"name": "big", "version": "1", "icons": [{"src": icon}]}}})
         .to_string()
     };
-    let response = post(&env, Some(&token), &initialize(20_000)).await;
+    let stored = || {
+        let db = rusqlite::Connection::open(env.store.path()).unwrap();
+        let states: Vec<String> = db
+            .prepare("SELECT state FROM mcp_sessions")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        states
+    };
+    let response = post(&env, Some(&token), &initialize(70_000, 10)).await;
     assert_eq!(response.status, 413, "{:?}", response.json());
     assert_eq!(response.json()["error"]["data"]["code"], "request.too_large");
-    assert_eq!(response.json()["error"]["data"]["params"]["limit"], 16384);
+    assert_eq!(response.json()["error"]["data"]["params"]["limit"], 65536);
     assert!(response.headers.get("mcp-session-id").is_none());
-    let response = post(&env, Some(&token), &initialize(100)).await;
+    // A 40 KB icon is taken, and not kept.
+    let response = post(&env, Some(&token), &initialize(100, 40_000)).await;
     assert_eq!(response.status, 200, "{:?}", String::from_utf8_lossy(&response.body));
+    let kept = stored();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].len() < 2_000 && !kept[0].contains("data:image"), "{}", kept[0]);
+    // A state still too large to keep is not kept; the session answers.
+    let response = post(&env, Some(&token), &initialize(30_000, 10)).await;
+    assert_eq!(response.status, 200, "{:?}", String::from_utf8_lossy(&response.body));
+    assert_eq!(stored().len(), 1);
     let notification = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_secret","arguments":{}}}"#;
     let response = post(&env, Some(&token), notification).await;
     let rows = crate::approvals::audit_rows(&env).await;
