@@ -35,6 +35,25 @@ pub fn escape_control_lines(text: &str) -> Cow<'_, str> {
     Cow::Owned(lines.join("\n"))
 }
 
+/// The longest reason a person gives for a decision.
+pub const MAX_REASON: usize = 1000;
+
+/// A decision's reason as kept: trimmed, `None` when blank; refused when
+/// longer than [`MAX_REASON`] characters or holding control characters
+/// other than line breaks and tabs (the asker reads it on a terminal).
+pub fn checked_reason(reason: Option<&str>) -> Result<Option<&str>, String> {
+    let Some(reason) = reason.map(str::trim).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    if reason.chars().count() > MAX_REASON {
+        return Err(format!("a reason is at most {MAX_REASON} characters"));
+    }
+    if reason.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Err("a reason holds no control characters but line breaks and tabs".into());
+    }
+    Ok(Some(reason))
+}
+
 /// Escapes as it formats, for log fields (`path = %Escaped(&path)`): nothing
 /// is allocated unless the line is written.
 #[derive(Debug, Clone, Copy)]
@@ -116,6 +135,18 @@ pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The web pages pass a decision's reason as typed: the decision
+    /// itself bounds it.
+    #[test]
+    fn a_decisions_reason_is_trimmed_bounded_and_without_control_characters() {
+        assert_eq!(checked_reason(None), Ok(None));
+        assert_eq!(checked_reason(Some("  ")), Ok(None));
+        assert_eq!(checked_reason(Some(" ok\n\tfine ")), Ok(Some("ok\n\tfine")));
+        assert!(checked_reason(Some("\u{1b}[2J")).is_err());
+        assert!(checked_reason(Some(&"é".repeat(MAX_REASON + 1))).is_err());
+        assert!(checked_reason(Some(&"é".repeat(MAX_REASON))).is_ok());
+    }
 
     #[test]
     fn a_byte_limit_falls_on_a_character_boundary_before_or_after_it() {

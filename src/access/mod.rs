@@ -185,6 +185,7 @@ pub fn approve(
     by: &str,
     reason: Option<&str>,
 ) -> Result<(AccessRequest, Grant), AccessError> {
+    let reason = crate::text::checked_reason(reason).map_err(AccessError::Invalid)?;
     let (request, decider, authority) = authorize(store, id, by, record::Step::Approve)?;
     // Disabled since it asked: no grant for it (a bot re-enabled later
     // would find it waiting).
@@ -252,6 +253,7 @@ pub fn approve(
 
 /// Deny request `id` as person `by`, with an optional reason.
 pub fn deny(store: &Store, id: &str, by: &str, reason: Option<&str>) -> Result<AccessRequest, AccessError> {
+    let reason = crate::text::checked_reason(reason).map_err(AccessError::Invalid)?;
     let (request, decider, _) = authorize(store, id, by, record::Step::Deny)?;
     let recorded = record::begin(store, record::Step::Deny, &decider, &request)?;
     match store.close_access_request(&request.id, AccessState::Denied, Some(by), reason, Utc::now()) {

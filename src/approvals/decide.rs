@@ -37,6 +37,9 @@ pub enum DecideError {
     /// This person may not decide it.
     #[error("not allowed: {0}")]
     NotAllowed(String),
+    /// The decision is malformed (its reason).
+    #[error("{0}")]
+    Invalid(String),
     /// The decision could not be written to the audit.
     #[error("the audit could not record this decision: {0}")]
     Audit(#[from] crate::audit::AuditError),
@@ -116,6 +119,7 @@ fn decide(
     reason: Option<&str>,
     state: HeldState,
 ) -> Result<HeldWrite, DecideError> {
+    let reason = crate::text::checked_reason(reason).map_err(DecideError::Invalid)?;
     super::wait::expire_overdue(store)?;
     let held = store.held(id)?.ok_or_else(|| DecideError::NotFound(id.into()))?;
     let verb = if state == HeldState::Approved {
@@ -134,7 +138,6 @@ fn decide(
             state: held.state.as_str(),
         });
     }
-    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
     // The decision's row is on record before the decision is (see
     // `crate::audit::Recorded`).
     let recorded = crate::audit::begin_event(store, row(verb, &decider, &held, None))?;

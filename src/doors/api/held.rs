@@ -101,6 +101,7 @@ fn refused(error: DecideError) -> ApiError {
         DecideError::NotAllowed(_) => ApiError::refused(StatusCode::FORBIDDEN, error.to_string(), Refusal::NotApprover),
         DecideError::NotPending { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         DecideError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, error.to_string()),
+        DecideError::Invalid(_) => ApiError::new(StatusCode::BAD_REQUEST, error.to_string()),
         DecideError::Store(_) | DecideError::Audit(_) => ApiError::unavailable(error),
     }
 }

@@ -294,25 +294,17 @@ fn only_fields(body: &Value, allowed: &[&str]) -> Result<(), ApiError> {
     }
 }
 
-/// The longest reason a person gives for a decision.
-const MAX_REASON: usize = 1000;
-
-/// A decision's body: `{reason?}`, a text of at most [`MAX_REASON`]
-/// characters without control characters but line breaks and tabs.
+/// A decision's body: `{reason?}`, a text (see [`crate::text::checked_reason`],
+/// which the decision checks again).
 fn decision_reason(body: &Value) -> Result<Option<String>, ApiError> {
     only_fields(body, &["reason"])?;
-    let bad = |why: &str| ApiError::new(StatusCode::BAD_REQUEST, format!("`reason` {why}"));
+    let bad = |why: String| ApiError::new(StatusCode::BAD_REQUEST, format!("`reason`: {why}"));
     match body.get("reason") {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
-        Some(Value::String(text)) if text.chars().count() > MAX_REASON => {
-            Err(bad(&format!("is longer than {MAX_REASON} characters")))
-        }
-        Some(Value::String(text)) if text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') => {
-            Err(bad("holds control characters"))
-        }
-        Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(_) => Err(bad("must be a text")),
+        Some(Value::String(text)) => Ok(crate::text::checked_reason(Some(text))
+            .map_err(bad)?
+            .map(str::to_string)),
+        Some(_) => Err(bad("must be a text".into())),
     }
 }
 
@@ -408,7 +400,10 @@ mod tests {
         let reason = |body: Value| decision_reason(&body).map_err(|e| e.message);
         assert_eq!(reason(json!({})), Ok(None));
         assert_eq!(reason(json!({"reason": "  "})), Ok(None));
-        assert_eq!(reason(json!({"reason": "ok\nfor now"})), Ok(Some("ok\nfor now".into())));
+        assert_eq!(
+            reason(json!({"reason": " ok\nfor now "})),
+            Ok(Some("ok\nfor now".into()))
+        );
         assert!(reason(json!({"reason": 5})).unwrap_err().contains("must be a text"));
         assert!(reason(json!({"reason": "a\u{1b}[31m"}))
             .unwrap_err()

@@ -442,6 +442,7 @@ fn decided_page(
         Ok(Err(error @ (DecideError::NotPending { .. } | DecideError::NotFound(_)))) => {
             html(StatusCode::CONFLICT, pages::message("Not decided", &error.to_string()))
         }
+        Ok(Err(DecideError::Invalid(why))) => html(StatusCode::BAD_REQUEST, pages::message("Not decided", &why)),
         _ => unavailable(),
     }
 }
