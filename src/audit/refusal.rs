@@ -76,6 +76,9 @@ pub enum Refusal {
     /// A request body read whole that did not arrive within the request
     /// timeout.
     BodyTimedOut,
+    /// A request body that broke off before its end (the client went
+    /// away, or sent a malformed frame).
+    BodyCutShort,
     /// A long-running request past the caller's `[limits]
     /// streams_per_caller` on its cluster.
     TooManyStreams,
@@ -242,6 +245,7 @@ impl Refusal {
             R::BindingUnreadable => "binding_unreadable",
             R::BodyTooLarge => "body_too_large",
             R::BodyTimedOut => "body_timed_out",
+            R::BodyCutShort => "body_cut_short",
             R::TooManyStreams => "too_many_streams",
             R::BodyTooDeep => "body_too_deep",
             R::BodyTooManyNodes => "body_too_many_nodes",

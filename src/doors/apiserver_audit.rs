@@ -132,7 +132,10 @@ impl Webhook {
                     let status = Status::failure(408, "Timeout", "the audit batch did not arrive in time");
                     (status, Some(Refusal::BodyTimedOut))
                 }
-                ReadError::Cut => (Status::bad_request("the audit batch broke off"), None),
+                ReadError::Cut => (
+                    Status::bad_request("the audit batch broke off"),
+                    Some(Refusal::BodyCutShort),
+                ),
             })?;
         row.bytes_in = body.len() as u64;
         let events = apiserver::parse_batch(&body).map_err(refused_batch)?;

@@ -259,6 +259,7 @@ impl Endpoint {
                 return Err(Box::new(refusal(408, "request.timed_out", &message, params)));
             }
             Err(ReadError::Cut) => {
+                row.refuse(Refusal::BodyCutShort);
                 let message = "the request body broke off";
                 return Err(Box::new(refusal(400, "request.cut_short", message, json!({}))));
             }

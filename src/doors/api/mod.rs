@@ -243,11 +243,21 @@ async fn read_json(request: Request<Incoming>) -> Result<Value, ApiError> {
     let bytes = crate::body::read_whole(request.into_body(), BODY_LIMIT, crate::body::SMALL_BODY_WITHIN)
         .await
         .map_err(|error| match error {
-            ReadError::TooLarge => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
-            ReadError::TimedOut => {
-                ApiError::new(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time")
-            }
-            ReadError::Cut => ApiError::new(StatusCode::BAD_REQUEST, "the request body broke off"),
+            ReadError::TooLarge => ApiError::refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is too large",
+                Refusal::BodyTooLarge,
+            ),
+            ReadError::TimedOut => ApiError::refused(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+                Refusal::BodyTimedOut,
+            ),
+            ReadError::Cut => ApiError::refused(
+                StatusCode::BAD_REQUEST,
+                "the request body broke off",
+                Refusal::BodyCutShort,
+            ),
         })?;
     if bytes.is_empty() {
         return Ok(Value::Null);
