@@ -369,9 +369,7 @@ fn enabled(store: &Store, principal: &Principal) -> Result<(), AccessError> {
 
 fn agent(store: &Store, id: &str) -> Result<Agent, AccessError> {
     store
-        .list_agents()?
-        .into_iter()
-        .find(|a| a.id == id)
+        .agent(id)?
         .ok_or_else(|| AccessError::Invalid(format!("agent {id} does not exist")))
 }
 

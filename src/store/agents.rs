@@ -79,6 +79,11 @@ impl Store {
         })
     }
 
+    /// Every agent's id and name, in one query (the pages name agents).
+    pub fn agent_names(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.with(|c| Ok(c.query_map("SELECT id, name FROM agents", params![], |r| Ok((r.get(0)?, r.get(1)?)))?))
+    }
+
     /// All agents.
     pub fn list_agents(&self) -> Result<Vec<Agent>, StoreError> {
         self.with(|c| {

@@ -212,6 +212,22 @@ impl Store {
         })
     }
 
+    /// `owner`'s credentials neither revoked nor expired at `now`, oldest
+    /// first (what the console lists: the ended ones grow with every
+    /// refreshed agent token).
+    pub fn live_credentials_of(&self, owner: &Principal, now: DateTime<Utc>) -> Result<Vec<Credential>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_map(
+                &format!(
+                    "{CREDENTIAL_SELECT} WHERE c.kind = ?1 AND c.owner = ?2 AND c.revoked_at IS NULL \
+                     AND (c.expires_at IS NULL OR c.expires_at > ?3) ORDER BY c.created_at, c.id"
+                ),
+                params![owner.kind.as_str(), owner.name, now],
+                credential_row,
+            )?)
+        })
+    }
+
     /// `owner`'s credential `id`, if it is theirs: one row, for the
     /// checks made on every page (a person's credentials grow with each
     /// sign-in and each refreshed agent token).

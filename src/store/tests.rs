@@ -25,6 +25,17 @@ fn an_issued_credential_is_found_by_its_hash_only() {
         let bob = Principal::person("bob");
         assert_eq!(store.credential_of(&bob, &cred.id).unwrap(), None, "{}", store.backend);
         assert_eq!(store.credential_of(&Principal::bot("ana"), &cred.id).unwrap(), None);
+        // Live ones only: not the revoked, not the expired, not another's.
+        let (gone, _) = store.issue_credential(&ana, "old", None).unwrap();
+        store.revoke_credential(&gone.id).unwrap();
+        let past = Utc::now() - chrono::TimeDelta::minutes(1);
+        store.issue_credential(&ana, "expired", Some(past)).unwrap();
+        store.add_principal(&bob, false).unwrap();
+        store.issue_credential(&bob, "laptop", None).unwrap();
+        let live = store.live_credentials_of(&ana, Utc::now()).unwrap();
+        assert_eq!(live, vec![cred.clone()], "{}", store.backend);
+        let agent = store.add_agent(&ana, "helper", &[], false).unwrap();
+        assert_eq!(store.agent_names().unwrap(), vec![(agent.id, "helper".to_string())]);
     }
 }
 

@@ -117,11 +117,7 @@ fn may_decide(
         .grants_of(person, &request.cluster)
         .map_err(ApiError::unavailable)?;
     let agent = match &request.agent_id {
-        Some(id) => store
-            .list_agents()
-            .map_err(ApiError::unavailable)?
-            .into_iter()
-            .find(|a| &a.id == id),
+        Some(id) => store.agent(id).map_err(ApiError::unavailable)?,
         None => None,
     };
     Ok(decide::authority(request, person, &grants, agent.as_ref(), now).is_ok())

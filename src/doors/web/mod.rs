@@ -325,8 +325,7 @@ async fn list(approvals: &Approvals, s: &Session) -> Response<Body> {
 /// Agents' names by id (empty if the store cannot say: the pages then
 /// say the agent was removed rather than fail). Blocking (the store).
 fn agent_names(store: &crate::store::Store) -> pages::AgentNames {
-    let agents = store.list_agents().unwrap_or_default();
-    agents.into_iter().map(|a| (a.id, a.name)).collect()
+    store.agent_names().unwrap_or_default().into_iter().collect()
 }
 
 async fn show(approvals: &Approvals, s: &Session, id: &str) -> Response<Body> {

@@ -113,12 +113,7 @@ fn view(store: &Store, config: &Config, s: &Session) -> Result<View, String> {
 }
 
 fn own_credentials(store: &Store, person: &Principal) -> Result<Vec<crate::identity::Credential>, String> {
-    let all = store.list_credentials(Some(person)).map_err(|e| e.to_string())?;
-    let now = Utc::now();
-    Ok(all
-        .into_iter()
-        .filter(|c| c.revoked_at.is_none() && c.expires_at.is_none_or(|e| e > now))
-        .collect())
+    store.live_credentials_of(person, Utc::now()).map_err(|e| e.to_string())
 }
 
 /// May `person` decide `request`, by their grants in effect?
@@ -126,10 +121,7 @@ fn may_decide(store: &Store, request: &AccessRequest, person: &Principal, now: c
     let Ok(grants) = store.grants_of(person, &request.cluster) else {
         return false;
     };
-    let agent = request
-        .agent_id
-        .as_ref()
-        .and_then(|id| store.list_agents().ok()?.into_iter().find(|a| &a.id == id));
+    let agent = request.agent_id.as_ref().and_then(|id| store.agent(id).ok().flatten());
     access_decide::authority(request, person, &grants, agent.as_ref(), now).is_ok()
 }
 
