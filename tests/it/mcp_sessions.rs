@@ -77,6 +77,12 @@ async fn whoami_text(env: &Portcullis, token: &str, session: &str) -> String {
 }
 
 /// The `state` column of every stored session.
+/// The refusal of each 404 row in the audit.
+async fn refused_404s(env: &Portcullis) -> Vec<String> {
+    let rows = crate::approvals::audit_rows(env).await;
+    rows.into_iter().filter(|r| r.code == 404).map(|r| r.refused).collect()
+}
+
 fn stored_states(env: &Portcullis) -> Vec<String> {
     let db = rusqlite::Connection::open(env.store.path()).unwrap();
     let mut stmt = db.prepare("SELECT state FROM mcp_sessions").unwrap();
@@ -113,13 +119,7 @@ async fn a_session_id_that_was_never_issued_gets_404() {
     assert_eq!(response.status, 404, "{}", String::from_utf8_lossy(&response.body));
     // Unknown, not another agent's: the audit keeps the word for a
     // hijack attempt for hijack attempts.
-    let rows = crate::approvals::audit_rows(&env).await;
-    let refused: Vec<_> = rows
-        .iter()
-        .filter(|r| r.code == 404)
-        .map(|r| r.refused.as_str())
-        .collect();
-    assert_eq!(refused, ["mcp_session_unknown"]);
+    assert_eq!(refused_404s(&env).await, ["mcp_session_unknown"]);
     env.stop().await;
 }
 
@@ -160,12 +160,7 @@ async fn another_agent_naming_a_session_finds_none_and_cannot_end_it_before_or_a
         assert_eq!(ended.status, 404, "restarted: {restarted}");
         let text = whoami_text(&env, &token, &session).await;
         assert!(text.contains("agent \"helper\""), "{text}");
-        let rows = crate::approvals::audit_rows(&env).await;
-        let refused: Vec<_> = rows
-            .iter()
-            .filter(|r| r.code == 404)
-            .map(|r| r.refused.as_str())
-            .collect();
+        let refused = refused_404s(&env).await;
         assert!(
             !refused.is_empty() && refused.iter().all(|r| *r == "mcp_session_foreign"),
             "{refused:?}"

@@ -39,13 +39,7 @@ pub(super) fn body(info: &RequestInfo, request: &Buffered) -> Bytes {
     if !deletes(info) || body.is_empty() {
         return body.clone();
     }
-    let content_type = request
-        .parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    match super::run::parse_body(content_type, body) {
+    match super::run::parse_body(request.content_type(), body) {
         Ok(Some(Value::Object(mut options))) => {
             options.insert("dryRun".into(), Value::from(vec!["All"]));
             serde_json::to_vec(&options).map(Bytes::from).unwrap_or_default()

@@ -42,13 +42,7 @@ pub(super) fn is_tried(info: &RequestInfo) -> bool {
 /// `request` with a YAML body as its JSON (JSON is YAML, so the media
 /// type stays); any other body as it is.
 pub(super) fn as_json(request: Buffered) -> Buffered {
-    let content_type = request
-        .parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_ascii_lowercase();
+    let content_type = request.content_type().to_ascii_lowercase();
     if !content_type.contains("yaml") {
         return request;
     }
@@ -149,14 +143,9 @@ impl Pipeline {
         // The run writes the precondition into the body: one that cannot
         // take it is refused now, before a person is asked, rather than
         // approved and then refused, or run unguarded.
-        let content_type = request
-            .parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
         let query = request.parts.uri.query().unwrap_or_default();
-        if let Err(error) = super::run::with_precondition(&precondition, content_type, query, request.body.clone()) {
+        let (content_type, body) = (request.content_type(), request.body.clone());
+        if let Err(error) = super::run::with_precondition(&precondition, content_type, query, body) {
             trace.row.held = false;
             return Err(error);
         }
@@ -285,12 +274,7 @@ fn held_request(
     trace: &Trace,
 ) -> HeldRequest {
     let info = ctx.info;
-    let content_type = request
-        .parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let content_type = request.content_type();
     let resource = if info.subresource.is_empty() {
         info.resource.clone()
     } else {

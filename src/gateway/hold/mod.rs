@@ -93,6 +93,17 @@ pub(super) struct Buffered {
     pub body: Bytes,
 }
 
+impl Buffered {
+    /// The body's media type as sent (empty when none, or not text).
+    pub fn content_type(&self) -> &str {
+        self.parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+}
+
 impl Pipeline {
     /// The hold stage: pass the request on, or answer it here.
     pub(super) async fn hold<B>(
@@ -291,11 +302,7 @@ impl Pipeline {
 /// same first call gets the same digest, so the same held write.
 fn digest(ctx: &HoldCtx<'_>, request: &Buffered) -> String {
     let parts = &request.parts;
-    let content_type = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let content_type = request.content_type();
     let agent = ctx.identity.agent.as_ref().map(|a| a.id.as_str()).unwrap_or_default();
     let mut hash = Sha256::new();
     for field in [
@@ -347,11 +354,7 @@ fn restart_without_time(parts: &http::request::Parts, body: &[u8]) -> Option<&'s
 fn differences(ctx: &HoldCtx<'_>, request: &Buffered, digest: &str, held: &HeldWrite) -> Vec<&'static str> {
     let parts = &request.parts;
     let stored = &held.request;
-    let content_type = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let content_type = request.content_type();
     let mut differs = Vec::new();
     for (field, now, then) in [
         ("method", parts.method.as_str(), stored.method.as_str()),
@@ -400,13 +403,7 @@ fn request_with(
 /// preconditions): one it would refuse then (YAML anchors or aliases, too
 /// deep) is refused now, before the dry run and before a person is asked.
 fn refuse_unreadable_body(request: &Buffered) -> Result<(), RequestError> {
-    let content_type = request
-        .parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    run::parse_body(content_type, &request.body)
+    run::parse_body(request.content_type(), &request.body)
         .map(drop)
         .map_err(RequestError::UnreadableHeldBody)
 }
