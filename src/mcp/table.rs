@@ -46,8 +46,10 @@ enum Cell<'a> {
 /// not JSON.
 pub fn text(body: &[u8], what: &str, advice: &str) -> Result<String, ToolError> {
     let (text, whole) = match typed(body) {
-        Some(table) => table.render(what),
-        None => Table::from_value(&super::read_tools::json(body)?).render(what),
+        // A Table has its columns whatever its rows: one without is some
+        // other answer (an aggregated API that ignores `as=Table`).
+        Some(table) if !table.columns.is_empty() => table.render(what),
+        _ => Table::from_value(&super::read_tools::json(body)?).render(what),
     };
     Ok(super::render::cut_made(text, whole, advice))
 }
@@ -66,6 +68,11 @@ impl<'a> Table<'a> {
     /// Any JSON document read as a Table: a field missing or of another
     /// type counts as absent.
     pub fn from_value(document: &'a Value) -> Table<'a> {
+        if document["kind"] != "Table" {
+            if let Some(items) = document["items"].as_array() {
+                return Table::of_items(document, items);
+            }
+        }
         let columns = document["columnDefinitions"]
             .as_array()
             .into_iter()
@@ -94,6 +101,27 @@ impl<'a> Table<'a> {
         let metadata = &document["metadata"];
         Table {
             columns,
+            rows,
+            continue_token: metadata["continue"].as_str().map(Cow::Borrowed),
+            remaining: metadata["remainingItemCount"].as_u64(),
+        }
+        .without_empty_token()
+    }
+
+    /// A list the server did not answer as a Table: its objects by name,
+    /// rather than "none found".
+    fn of_items(document: &'a Value, items: &'a [Value]) -> Table<'a> {
+        let text = |v: &'a Value| Cow::Borrowed(v.as_str().unwrap_or_default());
+        let rows = items
+            .iter()
+            .map(|item| Row {
+                namespace: text(&item["metadata"]["namespace"]),
+                cells: vec![Cell::Text(text(&item["metadata"]["name"]))],
+            })
+            .collect();
+        let metadata = &document["metadata"];
+        Table {
+            columns: vec![(0, "NAME".into())],
             rows,
             continue_token: metadata["continue"].as_str().map(Cow::Borrowed),
             remaining: metadata["remainingItemCount"].as_u64(),

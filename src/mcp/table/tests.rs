@@ -319,3 +319,30 @@ fn the_typed_read_gives_the_former_text_for_every_seeded_kind_s_table() {
     }
     assert!(tables >= 30, "only {tables} Tables: the seed lost its kinds");
 }
+
+/// An aggregated API may ignore `as=Table` and answer its list: its
+/// objects are listed by name, not reported as none found.
+#[test]
+fn a_list_answered_as_a_plain_list_names_its_objects() {
+    let list = json!({
+        "kind": "FooList", "apiVersion": "example.com/v1",
+        "metadata": {"continue": "x"},
+        "items": [
+            {"metadata": {"name": "a", "namespace": "shop"}},
+            {"metadata": {"name": "b", "namespace": "lab"}},
+        ],
+    });
+    let shown = text(list.to_string().as_bytes(), "foos", "narrow").unwrap();
+    assert!(!shown.contains("No foos found"), "{shown}");
+    let lines: Vec<&str> = shown.lines().map(str::trim_end).collect();
+    assert_eq!(
+        lines,
+        ["NAMESPACE  NAME", "shop       a", "lab        b", "continue: x"],
+        "{shown}"
+    );
+    let empty = json!({"kind": "FooList", "metadata": {}, "items": []});
+    assert_eq!(
+        text(empty.to_string().as_bytes(), "foos", "narrow").unwrap(),
+        "No foos found.\n"
+    );
+}
