@@ -304,7 +304,15 @@ impl Doors {
         if let Some(agent) = &identity.agent {
             trace.row.session = agent.id.clone();
         }
-        Ok(self.mcp.serve(request, identity, &mut trace.row).await)
+        // Refused before its body is read (not an agent, over its rate, a
+        // session not its own, too large): the rest is read and dropped,
+        // so the client reads the refusal and its connection stays usable.
+        let (request, unread) = unread::lend(request);
+        let response = self.mcp.serve(request, identity, &mut trace.row).await;
+        if !trace.row.refused.is_empty() {
+            self.drain(unread).await;
+        }
+        Ok(response)
     }
 
     /// After a refusal made before the request's body was read: read and

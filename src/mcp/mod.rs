@@ -57,7 +57,6 @@ use crate::store::Store;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use hyper::body::Incoming;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
@@ -148,7 +147,11 @@ impl Endpoint {
     }
 
     /// Serve one authenticated `/mcp` request; `row` is its audit row.
-    pub async fn serve(&self, request: Request<Incoming>, identity: Identity, row: &mut AuditRow) -> Response<Body> {
+    pub async fn serve<B>(&self, request: Request<B>, identity: Identity, row: &mut AuditRow) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<crate::body::BoxError>,
+    {
         if !identity.is_agent() {
             row.refuse(Refusal::NotAgent);
             let message = "/mcp takes an agent's credential: create one with `portcullis agent add`";
@@ -241,7 +244,11 @@ impl Endpoint {
     /// The whole body, under the limit; a batch, and JSON nested deeper than
     /// [`crate::document::MAX_DEPTH`], are refused. Notes the tool called (if
     /// any) in the audit row.
-    async fn read_body(&self, incoming: Incoming, row: &mut AuditRow) -> Result<Bytes, Box<Response<Body>>> {
+    async fn read_body<B>(&self, incoming: B, row: &mut AuditRow) -> Result<Bytes, Box<Response<Body>>>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<crate::body::BoxError>,
+    {
         let limit = usize::try_from(self.body_limit).unwrap_or(usize::MAX);
         let bytes = match crate::body::read_whole(incoming, limit, self.body_within).await {
             Ok(bytes) => bytes,

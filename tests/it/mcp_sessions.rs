@@ -169,3 +169,59 @@ async fn another_agent_naming_a_session_finds_none_and_cannot_end_it_before_or_a
     }
     env.stop().await;
 }
+
+/// A request refused before its body is read (here, naming a session that
+/// is not kept) has the rest of its body read through: over HTTP/1.1 the
+/// connection stays usable, and the client's next request on it (an SDK
+/// initializes again at once) is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_mcp_request_leaves_its_http1_connection_usable() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let env = Portcullis::start().await;
+    let token = ana_and_agent(&env);
+    // A megabyte: more than hyper reads through on its own.
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"x":"{}"}}}}"#,
+        "a".repeat(1 << 20)
+    );
+    let refused = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Mcp-Session-Id: f0f0f0f0-0000-4000-8000-000000000000\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let tls = crate::proxy_upgrades::connected(env.addr, &env.ca_pem, b"http/1.1")
+        .await
+        .unwrap();
+    let (mut reading, mut writing) = tokio::io::split(tls);
+    let sending = tokio::spawn(async move {
+        // A write refused by a closed connection is what the test finds.
+        let _ = writing.write_all(refused.as_bytes()).await;
+        let _ = writing
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await;
+        writing
+    });
+    let mut received = Vec::new();
+    let mut buf = [0u8; 8192];
+    let answered = async {
+        while String::from_utf8_lossy(&received).matches("HTTP/1.1 ").count() < 2 {
+            match reading.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(crate::support::EVENTUALLY, answered)
+        .await
+        .expect("answers");
+    drop(sending.await);
+    let text = String::from_utf8_lossy(&received);
+    let statuses: Vec<&str> = text
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .map(|answer| answer.get(..3).unwrap_or_default())
+        .collect();
+    assert_eq!(statuses, ["404", "200"], "{text}");
+    env.stop().await;
+}

@@ -220,7 +220,7 @@ async fn ordinary_requests_time_out_and_long_running_ones_do_not() {
 
 /// A TLS connection to portcullis at `addr` offering `alpn`, that has sent
 /// nothing yet, or the handshake's error.
-async fn connected(
+pub(crate) async fn connected(
     addr: std::net::SocketAddr,
     ca_pem: &str,
     alpn: &[u8],
