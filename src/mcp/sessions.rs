@@ -151,6 +151,15 @@ impl SessionStore for StoredSessions {
 pub struct Owners {
     store: Store,
     cache: dashmap::DashMap<String, Owner>,
+    /// The most owners cached ([`OWNERS_CACHED`]), and how long unused an
+    /// owner is forgotten when the cache is full ([`UNUSED_FOR`]) and how
+    /// often (a minute): tests make them small.
+    capacity: usize,
+    forget_after: Duration,
+    sweep_every: Duration,
+    /// When the cache last forgot the owners of sessions unused for
+    /// [`UNUSED_FOR`] (the store has forgotten those sessions).
+    swept: std::sync::Mutex<Instant>,
 }
 
 #[derive(Debug)]
@@ -182,10 +191,32 @@ const TOUCH_EVERY: Duration = Duration::from_secs(3600);
 impl Owners {
     /// Owners kept in `store`.
     pub fn new(store: Store) -> Owners {
+        Owners::holding(store, OWNERS_CACHED, UNUSED_FOR, Duration::from_secs(60))
+    }
+
+    fn holding(store: Store, capacity: usize, forget_after: Duration, sweep_every: Duration) -> Owners {
         Owners {
             store,
             cache: dashmap::DashMap::new(),
+            capacity,
+            forget_after,
+            sweep_every,
+            swept: std::sync::Mutex::new(Instant::now()),
         }
+    }
+
+    /// A full cache forgets what the store has forgotten (sessions unused
+    /// for [`UNUSED_FOR`]), at most once a minute: else, once full, every
+    /// new session is looked up in the store for good.
+    fn make_room(&self) {
+        let mut swept = self.swept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if swept.elapsed() < self.sweep_every {
+            return;
+        }
+        *swept = Instant::now();
+        drop(swept);
+        self.cache
+            .retain(|_, owner| owner.touched.elapsed() < self.forget_after);
     }
 
     /// May agent `agent_id` use session `session_id`? Only if it began it;
@@ -218,7 +249,10 @@ impl Owners {
         if owner != agent_id {
             return Ok(Use::Foreign);
         }
-        if self.cache.len() < OWNERS_CACHED {
+        if self.cache.len() >= self.capacity {
+            self.make_room();
+        }
+        if self.cache.len() < self.capacity {
             let touched = Instant::now();
             self.cache.insert(id.clone(), Owner { agent: owner, touched });
         }
@@ -282,6 +316,31 @@ mod tests {
         store
             .set_mcp_sessions_last_used(Utc::now() - chrono::TimeDelta::days(2))
             .unwrap();
+    }
+
+    /// A full cache forgets the owners of sessions unused for a day, so
+    /// new sessions are cached again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_owner_cache_forgets_sessions_unused_for_a_day() {
+        let store = testing::sqlite();
+        let day = Duration::from_secs(1);
+        let owners = Owners::holding(store.clone(), 1, day, Duration::ZERO);
+        for session in ["old", "new"] {
+            store.save_mcp_session(&credential::hash(session), "{}").unwrap();
+            owners.record(session, "agent-1").await.unwrap();
+        }
+        assert_eq!(owners.allows("old", "agent-1").await.unwrap(), Use::Own);
+        assert_eq!(owners.allows("new", "agent-1").await.unwrap(), Use::Own);
+        assert!(owners.cache.contains_key(&credential::hash("old")) && owners.cache.len() == 1);
+        assert!(!owners.cache.contains_key(&credential::hash("new")), "full: not cached");
+        // "old" unused for longer than this cache's day.
+        let long_ago = Instant::now()
+            .checked_sub(2 * day)
+            .expect("a machine up for two seconds");
+        owners.cache.get_mut(&credential::hash("old")).unwrap().touched = long_ago;
+        assert_eq!(owners.allows("new", "agent-1").await.unwrap(), Use::Own);
+        assert!(owners.cache.contains_key(&credential::hash("new")), "cached again");
+        assert!(!owners.cache.contains_key(&credential::hash("old")));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
