@@ -177,7 +177,7 @@ pub enum Use {
     /// Another agent began it.
     Foreign,
     /// No such session is kept: never begun, ended, forgotten unused, or
-    /// its agent's oldest.
+    /// forgotten as its agent's least recently used.
     Unknown,
 }
 
