@@ -275,6 +275,12 @@ impl AuditStore for PostgresAuditStore {
         let mut bound: Vec<&dyn ToSql> = args.iter().map(|arg| arg as &dyn ToSql).collect();
         match &limit {
             None => self.select(&format!("{clause} ORDER BY seq"), &bound),
+            // A page forward: the oldest after the place given.
+            Some(limit) if filter.after.is_some() => {
+                bound.push(limit);
+                let tail = format!("{clause} ORDER BY seq LIMIT ?{}", bound.len());
+                self.select(&tail, &bound)
+            }
             Some(limit) => {
                 bound.push(limit);
                 let tail = format!("{clause} ORDER BY seq DESC LIMIT ?{}", bound.len());
@@ -499,6 +505,8 @@ fn render(conditions: &[Condition]) -> (String, Vec<String>) {
             Condition::Outcome(Outcome::Write) => "is_write".into(),
             Condition::NotDiscovery => "NOT discovery".into(),
             Condition::OfAKind => "kind <> ''".into(),
+            // The arguments are texts: the place is cast to the column's type.
+            Condition::After(seq) => format!("seq > CAST(CAST({} AS TEXT) AS BIGINT)", arg(seq.to_string())),
         })
         .collect();
     if clauses.is_empty() {

@@ -497,3 +497,22 @@ fn rows_deleted_from_the_end_are_named_by_an_alert_in_the_chain() {
     assert_eq!(read[1].row.query, "head=1&committed=3");
     assert_eq!(verify(&mut store).unwrap(), VerifyReport::intact(3));
 }
+
+/// `after` pages forward on PostgreSQL too (its arguments are texts).
+#[test]
+fn after_pages_forward_from_a_place_in_the_chain() {
+    let (_db, mut store) = open();
+    let rows: Vec<AuditRow> = (0..5).map(|_| row("ana", "get", 200)).collect();
+    store.commit(&[], &rows).unwrap();
+    let mut seqs = |after, limit| -> Vec<i64> {
+        let filter = Filter {
+            after,
+            limit,
+            ..Filter::default()
+        };
+        store.query(&filter).unwrap().iter().map(|r| r.seq).collect()
+    };
+    assert_eq!(seqs(Some(1), Some(2)), [2, 3]);
+    assert_eq!(seqs(Some(3), None), [4, 5]);
+    assert_eq!(seqs(None, Some(2)), [4, 5]);
+}

@@ -40,8 +40,12 @@ pub struct Filter {
     /// Include discovery requests (hidden by default: every kubectl command
     /// makes several).
     pub discovery: bool,
-    /// At most this many rows: the newest ones, still listed oldest first.
+    /// At most this many rows: the newest ones, still listed oldest first;
+    /// with `after`, the oldest ones after it (a page forward).
     pub limit: Option<usize>,
+    /// Rows after this place in the chain (`seq`): to page forward from
+    /// the last row read.
+    pub after: Option<i64>,
 }
 
 /// A coarse outcome to filter on.
@@ -75,6 +79,8 @@ pub enum Condition {
     Outcome(Outcome),
     /// Not a discovery request.
     NotDiscovery,
+    /// `seq > value`: after a place in the chain.
+    After(i64),
     /// A row of a kind (`kind <> ''`: not a request's): what the index by
     /// kind holds, said beside a kind's `Equals` so that the stores use it.
     OfAKind,
@@ -84,7 +90,7 @@ pub enum Condition {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
     /// An unknown parameter name.
-    #[error("unknown filter {0:?}: use since, until, login, credential, cluster, namespace, verb, resource, outcome, session, tool, id, kind, discovery, limit")]
+    #[error("unknown filter {0:?}: use since, until, login, credential, cluster, namespace, verb, resource, outcome, session, tool, id, kind, discovery, limit, after")]
     Unknown(String),
     /// A value that does not parse.
     #[error("filter {name}: {message}")]
@@ -132,6 +138,7 @@ impl Filter {
                 }
                 "discovery" => filter.discovery = matches!(&*value, "" | "1" | "true"),
                 "limit" => filter.limit = Some(value.parse().map_err(|_| bad("not a number".into()))?),
+                "after" => filter.after = Some(value.parse().map_err(|_| bad("not a row's seq".into()))?),
                 other => return Err(FilterError::Unknown(other.to_string())),
             }
         }
@@ -173,6 +180,7 @@ impl Filter {
         if !self.discovery && self.id.is_none() {
             out.push(Condition::NotDiscovery);
         }
+        out.extend(self.after.map(Condition::After));
         out
     }
 
@@ -190,6 +198,8 @@ impl Filter {
             Condition::Outcome(Outcome::Error) => !row.denied() && (row.code >= 400 || row.code == 0),
             Condition::Outcome(Outcome::Write) => row.write,
             Condition::NotDiscovery => !row.discovery,
+            // A place in the chain is the store's, not the row's.
+            Condition::After(_) => true,
             Condition::OfAKind => !row.kind.is_empty(),
         })
     }

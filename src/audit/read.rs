@@ -43,6 +43,16 @@ impl Audit {
     /// The rows `query` (a URL query of filters) selects, for an
     /// authenticated `identity` that must be an admin person.
     pub async fn read_as(&self, identity: &Identity, query: Option<&str>) -> Result<Vec<ChainedRow>, AuditReadError> {
+        Ok(self.page_as(identity, query).await?.0)
+    }
+
+    /// [`Audit::read_as`], and whether the rows reached their limit (more
+    /// may match: page with `after`).
+    pub async fn page_as(
+        &self,
+        identity: &Identity,
+        query: Option<&str>,
+    ) -> Result<(Vec<ChainedRow>, bool), AuditReadError> {
         if !self.is_admin(identity).await? {
             let who = match &identity.agent {
                 Some(agent) => format!("{}'s agent {}", identity.principal, agent.name),
@@ -51,10 +61,14 @@ impl Audit {
             return Err(AuditReadError::NotAdmin(who));
         }
         let mut filter = Filter::from_query(query.unwrap_or(""), chrono::Utc::now())?;
-        filter.limit = Some(filter.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
-        self.query(filter)
+        let limit = filter.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+        filter.limit = Some(limit);
+        let rows = self
+            .query(filter)
             .await
-            .map_err(|e| AuditReadError::Unavailable(e.to_string()))
+            .map_err(|e| AuditReadError::Unavailable(e.to_string()))?;
+        let full = rows.len() >= limit;
+        Ok((rows, full))
     }
 
     async fn is_admin(&self, identity: &Identity) -> Result<bool, AuditReadError> {

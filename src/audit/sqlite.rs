@@ -178,6 +178,11 @@ impl AuditStore for SqliteAuditStore {
         let (clause, mut args) = render(&filter.conditions());
         match filter.limit {
             None => self.select(&format!("{clause} ORDER BY seq"), args),
+            // A page forward: the oldest after the place given.
+            Some(limit) if filter.after.is_some() => {
+                args.push(Value::Integer(limit.min(i64::MAX as usize) as i64));
+                self.select(&format!("{clause} ORDER BY seq LIMIT ?"), args)
+            }
             Some(limit) => {
                 args.push(Value::Integer(limit.min(i64::MAX as usize) as i64));
                 let mut rows = self.select(&format!("{clause} ORDER BY seq DESC LIMIT ?"), args)?;
@@ -391,6 +396,10 @@ fn render(conditions: &[Condition]) -> (String, Vec<Value>) {
             Condition::Outcome(Outcome::Error) => clauses.push(format!("NOT {DENIED} AND (code >= 400 OR code = 0)")),
             Condition::Outcome(Outcome::Write) => clauses.push("is_write = 1".into()),
             Condition::NotDiscovery => clauses.push("discovery = 0".into()),
+            Condition::After(seq) => {
+                clauses.push("seq > ?".into());
+                args.push(Value::Integer(*seq));
+            }
             Condition::OfAKind => clauses.push("kind <> ''".into()),
         }
     }

@@ -537,3 +537,22 @@ fn rows_deleted_from_the_end_are_named_by_an_alert_in_the_chain() {
     store.commit(&[], &[row("ben", "get", 200)]).unwrap();
     assert_eq!(store.query(&Filter::default()).unwrap().len(), 4);
 }
+
+/// `after` pages forward: the oldest rows after a place in the chain, as
+/// many as the limit; without it the limit keeps the newest.
+#[test]
+fn after_pages_forward_from_a_place_in_the_chain() {
+    let (_dir, mut store) = open();
+    let rows: Vec<AuditRow> = (0..5).map(|_| row("ana", "get", 200)).collect();
+    store.commit(&[], &rows).unwrap();
+    let mut seqs = |filter: Filter| -> Vec<i64> { store.query(&filter).unwrap().iter().map(|r| r.seq).collect() };
+    let page = |after, limit| Filter {
+        after,
+        limit,
+        ..Filter::default()
+    };
+    assert_eq!(seqs(page(Some(1), Some(2))), [2, 3]);
+    assert_eq!(seqs(page(Some(3), Some(10))), [4, 5]);
+    assert_eq!(seqs(page(Some(3), None)), [4, 5]);
+    assert_eq!(seqs(page(None, Some(2))), [4, 5]);
+}

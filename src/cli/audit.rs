@@ -147,6 +147,7 @@ impl FilterArgs {
             kind: None,
             discovery: self.discovery,
             limit: self.limit,
+            after: None,
         })
     }
 }

@@ -29,7 +29,7 @@ struct Joined<'a> {
 
 /// Answer `GET /audit?query` for an authenticated `identity`.
 pub async fn serve(audit: &Audit, identity: &Identity, query: Option<&str>) -> Result<Response<Body>, AuditReadError> {
-    let rows = audit.read_as(identity, query).await?;
+    let (rows, full) = audit.page_as(identity, query).await?;
     let id = form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .find(|(name, value)| name == "id" && !value.is_empty())
         .map(|(_, value)| value.into_owned());
@@ -69,6 +69,11 @@ pub async fn serve(audit: &Audit, identity: &Identity, query: Option<&str>) -> R
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/jsonl"),
     );
+    // Rows past the limit are not dropped in silence: the reader pages on
+    // with `after=<the last row's seq>`.
+    if full {
+        headers.insert("portcullis-more-rows", HeaderValue::from_static("true"));
+    }
     // Who did what: never kept by a cache on the way, never sniffed.
     headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
