@@ -52,16 +52,33 @@ pub enum ReadError {
 pub async fn read_whole<B>(body: B, limit: usize, within: std::time::Duration) -> Result<Bytes, ReadError>
 where
     B: http_body::Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
 {
-    match tokio::time::timeout(within, http_body_util::Limited::new(body, limit).collect()).await {
-        Err(_) => Err(ReadError::TimedOut),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(error)) if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            Err(ReadError::TooLarge)
+    tokio::time::timeout(within, read_limited(body, limit))
+        .await
+        .unwrap_or(Err(ReadError::TimedOut))
+}
+
+/// `body` read whole, at most `limit` bytes, however long it takes (the
+/// caller bounds the time). By hand: `http_body_util::Limited` over a
+/// boxed error trips a higher-ranked lifetime check in async code.
+pub async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, ReadError>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut out = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Err(ReadError::Cut);
+        };
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > limit {
+                return Err(ReadError::TooLarge);
+            }
+            out.extend_from_slice(&data);
         }
-        Ok(Err(_)) => Err(ReadError::Cut),
     }
+    Ok(out.freeze())
 }
 
 /// Box any compatible body.

@@ -150,7 +150,6 @@ impl Endpoint {
     pub async fn serve<B>(&self, request: Request<B>, identity: Identity, row: &mut AuditRow) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes>,
-        B::Error: Into<crate::body::BoxError>,
     {
         if !identity.is_agent() {
             row.refuse(Refusal::NotAgent);
@@ -247,7 +246,6 @@ impl Endpoint {
     async fn read_body<B>(&self, incoming: B, row: &mut AuditRow) -> Result<Bytes, Box<Response<Body>>>
     where
         B: http_body::Body<Data = Bytes>,
-        B::Error: Into<crate::body::BoxError>,
     {
         let limit = usize::try_from(self.body_limit).unwrap_or(usize::MAX);
         let bytes = match crate::body::read_whole(incoming, limit, self.body_within).await {

@@ -37,7 +37,6 @@ use crate::config::Limits;
 use crate::identity::{Identity, PrincipalKind};
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
@@ -413,31 +412,21 @@ fn refuse_unreadable_body(request: &Buffered) -> Result<(), RequestError> {
 /// sends all but its last byte must not hold its buffer for ever.
 pub(super) async fn read_within(body: Body, limits: &Limits) -> Result<Bytes, RequestError> {
     let limit = usize::try_from(limits.request_body_bytes).unwrap_or(usize::MAX);
-    match tokio::time::timeout(limits.request_timeout, read_limited(body, limit)).await {
-        Ok(Some(bytes)) => Ok(bytes),
-        Ok(None) => Err(RequestError::RequestTooLarge {
+    match crate::body::read_whole(body, limit, limits.request_timeout).await {
+        Ok(bytes) => Ok(bytes),
+        // A body broken off is answered as before: as one not taken whole.
+        Err(crate::body::ReadError::TooLarge | crate::body::ReadError::Cut) => Err(RequestError::RequestTooLarge {
             limit: limits.request_body_bytes,
         }),
-        Err(_) => Err(RequestError::BodyTimedOut {
+        Err(crate::body::ReadError::TimedOut) => Err(RequestError::BodyTimedOut {
             timeout: limits.request_timeout,
         }),
     }
 }
 
-/// Read `body` whole; `None` past `limit` bytes or on an error. (By hand:
-/// `http_body_util::Limited` over a boxed error trips a higher-ranked
-/// lifetime check in async code.)
-pub(super) async fn read_limited(mut body: Body, limit: usize) -> Option<Bytes> {
-    let mut out = bytes::BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame.ok()?.into_data() {
-            if out.len() + data.len() > limit {
-                return None;
-            }
-            out.extend_from_slice(&data);
-        }
-    }
-    Some(out.freeze())
+/// Read `body` whole; `None` past `limit` bytes or on an error.
+pub(super) async fn read_limited(body: Body, limit: usize) -> Option<Bytes> {
+    crate::body::read_limited(body, limit).await.ok()
 }
 
 /// A buffered `method` on `uri` with `body`: the tests' request.
