@@ -97,10 +97,10 @@ pub fn request_access(
     requester: &Requester,
     ask: &AccessAsk,
 ) -> Result<AccessRequest, AccessError> {
-    let reason = ask.reason.trim();
-    if reason.is_empty() || reason.len() > 1000 {
-        return Err(AccessError::Invalid("give a reason (1 to 1000 characters)".into()));
-    }
+    // The same bound as a decision's reason, and required.
+    let reason = crate::text::checked_reason(Some(&ask.reason))
+        .map_err(AccessError::Invalid)?
+        .ok_or_else(|| AccessError::Invalid("give a reason (1 to 1000 characters)".into()))?;
     check_requester(store, requester)?;
     crate::identity::grant::new_grant(
         config,

@@ -43,8 +43,7 @@ pub fn own_credential(store: &Store, person: &Principal, id: &str) -> Result<(),
 
 /// `person` ends their agent session `id`, whole.
 pub fn own_agent(store: &Store, person: &Principal, id: &str) -> Result<(), RevokeError> {
-    let own = store.agent_sessions_of(person)?;
-    if !own.iter().any(|s| s.agent.id == id) {
+    if !store.agent(id)?.is_some_and(|agent| agent.principal == *person) {
         return Err(RevokeError::NotYours {
             what: "agent",
             id: id.into(),
