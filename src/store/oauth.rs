@@ -304,8 +304,10 @@ impl Store {
     }
 
     /// Take a refresh token: the first time, its agent session and the
-    /// consent's end; after that, its session (which a reuse ends).
-    pub fn take_refresh_token(
+    /// consent's end; after that, its session. Tests look at a token's
+    /// state with it; a refresh is [`Store::refresh_tokens`].
+    #[cfg(test)]
+    pub(crate) fn take_refresh_token(
         &self,
         sha256: &str,
         now: DateTime<Utc>,

@@ -176,14 +176,21 @@ fn of_concurrent_uses_of_one_refresh_token_one_is_fresh_and_the_others_reuses() 
         store
             .put_refresh_token("r", &agent.id, Utc::now() + TimeDelta::hours(1))
             .unwrap();
+        let client = "https://client.example/meta.json";
         let outcomes: Vec<_> = std::thread::scope(|scope| {
             let racers: Vec<_> = (0..6)
-                .map(|_| scope.spawn(|| store.take_refresh_token("r", Utc::now()).unwrap()))
+                .map(|i| {
+                    let (store, next) = (&store, tokens(&format!("r{i}")));
+                    scope.spawn(move || store.refresh_tokens("r", Utc::now(), client, &next).unwrap())
+                })
                 .collect();
             racers.into_iter().map(|racer| racer.join().unwrap()).collect()
         });
-        let fresh = outcomes.iter().filter(|taken| matches!(taken, Taken::Fresh(_))).count();
-        let reused = Taken::Reused(Some(agent.id.clone()));
+        let fresh = outcomes
+            .iter()
+            .filter(|taken| matches!(taken, Refreshed::Fresh(_)))
+            .count();
+        let reused = Refreshed::Reused(Some(agent.id.clone()));
         assert_eq!(fresh, 1, "{b}: {outcomes:?}");
         assert_eq!(
             outcomes.iter().filter(|taken| **taken == reused).count(),
