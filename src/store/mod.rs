@@ -128,7 +128,19 @@ enum Backend {
 
 /// How many times a PostgreSQL write transaction that lost a race to
 /// another replica's is run again.
-const WRITE_ATTEMPTS: usize = 8;
+const WRITE_ATTEMPTS: u32 = 12;
+
+/// The pause before running a lost transaction again: random, so racers
+/// that all lost do not meet again at once, and growing, so a crowd
+/// thins out (run again at once, eight racers could each lose eight
+/// times, as CI once saw).
+fn retry_pause(attempt: u32) -> std::time::Duration {
+    let ceiling_ms = (2u64 << attempt.min(16)).min(RETRY_PAUSE_MAX_MS);
+    std::time::Duration::from_micros(rand::random_range(0..ceiling_ms * 1000))
+}
+
+/// The longest pause between two runs of a lost transaction.
+const RETRY_PAUSE_MAX_MS: u64 = 100;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -227,7 +239,10 @@ impl Store {
                 let mut attempt = 1;
                 loop {
                     match pg_transaction(&mut client, &mut f) {
-                        Err(e) if e.must_retry() && attempt < WRITE_ATTEMPTS => attempt += 1,
+                        Err(e) if e.must_retry() && attempt < WRITE_ATTEMPTS => {
+                            std::thread::sleep(retry_pause(attempt));
+                            attempt += 1;
+                        }
                         done => return done,
                     }
                 }

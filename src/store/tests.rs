@@ -271,3 +271,22 @@ fn disabling_a_person_ends_their_agents_and_spends_their_refresh_tokens() {
         assert!(matches!(taken, crate::store::Taken::Reused(_)), "{backend}: {taken:?}");
     }
 }
+
+/// Racers that lost pause before running again: never past the bound, a
+/// short pause first and longer ones later, and not all alike.
+#[test]
+fn a_lost_transaction_waits_a_random_growing_bounded_pause_before_it_runs_again() {
+    let first: Vec<_> = (0..200).map(|_| retry_pause(1)).collect();
+    let late: Vec<_> = (0..200).map(|_| retry_pause(WRITE_ATTEMPTS)).collect();
+    assert!(
+        first.iter().all(|p| *p < std::time::Duration::from_millis(4)),
+        "{first:?}"
+    );
+    let bound = std::time::Duration::from_millis(RETRY_PAUSE_MAX_MS);
+    assert!(late.iter().all(|p| *p < bound), "{late:?}");
+    assert!(
+        late.iter().any(|p| *p > std::time::Duration::from_millis(4)),
+        "{late:?}"
+    );
+    assert!(first.iter().any(|p| *p != first[0]), "{first:?}");
+}
