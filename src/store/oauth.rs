@@ -463,21 +463,24 @@ fn insert_session(tx: &dyn Db, plan: &SessionPlan) -> Result<(Agent, Vec<String>
 /// spent (so no refresh mints an access token again) and the grants
 /// derived for it revoked.
 pub(super) fn end_agents(tx: &dyn Db, agents: &str, arg: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    // Only rows not ended yet are written: a transaction that ends what
+    // another has just ended (racing refreshes of one token) then writes
+    // nothing, and does not lose to it again when run again.
     tx.execute(
-        &format!("UPDATE agents SET disabled = TRUE WHERE id IN ({agents})"),
+        &format!("UPDATE agents SET disabled = TRUE WHERE id IN ({agents}) AND NOT disabled"),
         params![arg],
     )?;
     tx.execute(
-        &format!("UPDATE credentials SET revoked_at = COALESCE(revoked_at, ?2) WHERE agent_id IN ({agents})"),
+        &format!("UPDATE credentials SET revoked_at = ?2 WHERE agent_id IN ({agents}) AND revoked_at IS NULL"),
         params![arg, now],
     )?;
     tx.execute(
-        &format!("UPDATE oauth_refresh_tokens SET used_at = COALESCE(used_at, ?2) WHERE agent_id IN ({agents})"),
+        &format!("UPDATE oauth_refresh_tokens SET used_at = ?2 WHERE agent_id IN ({agents}) AND used_at IS NULL"),
         params![arg, now],
     )?;
     tx.execute(
         &format!(
-            "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE parent_id IS NOT NULL \
+            "UPDATE grants SET revoked_at = ?2 WHERE parent_id IS NOT NULL AND revoked_at IS NULL \
              AND id IN (SELECT grant_id FROM agent_grants WHERE agent_id IN ({agents}))"
         ),
         params![arg, now],
