@@ -5,8 +5,12 @@
 //! `PORTCULLIS_CLUSTERS__0__TOKEN_FILE` (`__` separates levels, a number
 //! indexes an array, names are lower-cased). Values are read as TOML
 //! (`8388608`, `true`, `["a"]`) and otherwise taken as strings.
-//! `PORTCULLIS_CONFIG` and `PORTCULLIS_LOG` belong to the command line, and
-//! any other unknown name is refused like an unknown field. Nothing
+//! `PORTCULLIS_CONFIG`, `PORTCULLIS_LOG`, `PORTCULLIS_SERVER`,
+//! `PORTCULLIS_TOKEN` and `PORTCULLIS_CA_FILE` belong to the command line,
+//! the variables Kubernetes gives a pod for each Service of its namespace
+//! (`PORTCULLIS_SERVICE_HOST`, `PORTCULLIS_PORT_443_TCP`, … for a Service
+//! named `portcullis`) are not portcullis's, and any other unknown name is
+//! refused like an unknown field. Nothing
 //! reads the environment after start: [`Config::from_sources`] takes the
 //! variables as an argument so parsing is testable.
 //!
@@ -255,7 +259,8 @@ impl Config {
         for (key, value) in env {
             match key.strip_prefix("PORTCULLIS_") {
                 // The command line's own variables, not configuration fields.
-                Some("CONFIG" | "LOG") | None => {}
+                Some("CONFIG" | "LOG" | "SERVER" | "TOKEN" | "CA_FILE") | None => {}
+                Some(path) if service_link(path) => {}
                 Some(path) => overlay(&mut tree, path, &value)?,
             }
         }
@@ -372,6 +377,32 @@ pub fn valid_cluster_name(name: &str) -> bool {
 }
 
 /// Set `path` (like `LIMITS__RESPONSE_BYTES`) in `tree` to `value`.
+/// Is `PORTCULLIS_<path>` one of the variables the kubelet sets for a
+/// Service whose name starts `portcullis` (unless the pod turns service
+/// links off)? `<S>_SERVICE_HOST`, `<S>_SERVICE_PORT`,
+/// `<S>_SERVICE_PORT_<NAME>`, `<S>_PORT` and `<S>_PORT_<N>_<PROTOCOL>`
+/// with `_PROTO`, `_PORT` or `_ADDR`, where `<S>` is the rest of the
+/// Service's name (empty for `portcullis` itself). Refused as unknown
+/// fields, they kept portcullis from starting beside its own Service. No
+/// configuration field is named so, and a field's path below the top
+/// level has `__`, which these never have.
+fn service_link(path: &str) -> bool {
+    if path.is_empty() || path.contains("__") || path.starts_with('_') || path.ends_with('_') {
+        return false;
+    }
+    let words: Vec<&str> = path.split('_').collect();
+    let protocol_port = |(i, w): (usize, &[&str])| {
+        w[0] == "PORT"
+            && w[1].parse::<u16>().is_ok()
+            && matches!(w[2], "TCP" | "UDP" | "SCTP")
+            && matches!(words[i + 3..], [] | ["PROTO" | "PORT" | "ADDR"])
+    };
+    words.ends_with(&["SERVICE", "HOST"])
+        || words.ends_with(&["PORT"])
+        || words.windows(2).any(|w| w == ["SERVICE", "PORT"])
+        || words.windows(3).enumerate().any(protocol_port)
+}
+
 fn overlay(tree: &mut toml::Value, path: &str, value: &str) -> Result<(), ConfigError> {
     let keys: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
     let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
@@ -533,6 +564,45 @@ token_file = "token"
         assert_eq!(config.limits.request_timeout, Duration::from_secs(5));
         assert_eq!(config.clusters[0].token_file, PathBuf::from("/var/run/token"));
         assert_eq!(config.protected_namespaces, ["kube-system"]);
+    }
+
+    /// What the kubelet sets in a pod beside Services named `portcullis`
+    /// and `portcullis-metrics` (service links), and the command line's
+    /// own variables, are not configuration; a misspelt field still is
+    /// refused.
+    #[test]
+    fn service_link_and_command_line_variables_are_not_configuration() {
+        let kubelet = [
+            ("PORTCULLIS_SERVICE_HOST", "10.96.0.12"),
+            ("PORTCULLIS_SERVICE_PORT", "443"),
+            ("PORTCULLIS_SERVICE_PORT_HTTPS", "443"),
+            ("PORTCULLIS_PORT", "tcp://10.96.0.12:443"),
+            ("PORTCULLIS_PORT_443_TCP", "tcp://10.96.0.12:443"),
+            ("PORTCULLIS_PORT_443_TCP_PROTO", "tcp"),
+            ("PORTCULLIS_PORT_443_TCP_PORT", "443"),
+            ("PORTCULLIS_PORT_443_TCP_ADDR", "10.96.0.12"),
+            ("PORTCULLIS_METRICS_SERVICE_HOST", "10.96.0.13"),
+            ("PORTCULLIS_METRICS_SERVICE_PORT_HTTP_METRICS", "9090"),
+            ("PORTCULLIS_METRICS_PORT_9090_UDP_ADDR", "10.96.0.13"),
+            ("PORTCULLIS_SERVER", "https://portcullis.example"),
+            ("PORTCULLIS_TOKEN", "pcl_x"),
+            ("PORTCULLIS_CA_FILE", "/etc/ca.pem"),
+            ("PORTCULLIS_LISTEN", "0.0.0.0:9443"),
+        ];
+        let config = Config::from_sources(BASE, env(&kubelet)).unwrap();
+        assert_eq!(config.listen, "0.0.0.0:9443");
+        for misspelt in [
+            "PORTCULLIS_LISTN",
+            "PORTCULLIS_SERVICE",
+            "PORTCULLIS_PORT_X_TCP",
+            "PORTCULLIS_PORT_443_TCP_X",
+        ] {
+            let refused = Config::from_sources(BASE, env(&[(misspelt, "1")]));
+            assert!(
+                matches!(refused, Err(ConfigError::Field { .. })),
+                "{misspelt}: {refused:?}"
+            );
+        }
     }
 
     #[test]

@@ -278,14 +278,15 @@ fn the_plain_manifests_configure_and_run_portcullis_as_the_charts_defaults_do() 
         deployment.expect("a Deployment")["spec"]["template"]["spec"].clone()
     };
     let (plain_pod, chart_pod) = (pod(&plain), pod(&chart));
-    for field in ["securityContext", "terminationGracePeriodSeconds"] {
+    for field in ["securityContext", "terminationGracePeriodSeconds", "enableServiceLinks"] {
         assert_eq!(plain_pod[field], chart_pod[field], "{field}");
     }
     let (plain_container, chart_container) = (&plain_pod["containers"][0], &chart_pod["containers"][0]);
     for field in ["args", "env", "securityContext", "resources", "lifecycle"] {
         assert_eq!(plain_container[field], chart_container[field], "{field}");
     }
-    for probe in ["readinessProbe", "livenessProbe"] {
+    for probe in ["startupProbe", "readinessProbe", "livenessProbe"] {
+        assert!(chart_container[probe]["httpGet"].is_mapping(), "{probe}");
         assert_eq!(
             plain_container[probe]["httpGet"], chart_container[probe]["httpGet"],
             "{probe}"
@@ -294,6 +295,65 @@ fn the_plain_manifests_configure_and_run_portcullis_as_the_charts_defaults_do() 
     let mut mounts = [mount_paths(&plain), mount_paths(&chart)];
     mounts.iter_mut().for_each(|m| m.sort());
     assert_eq!(mounts[0], mounts[1]);
+}
+
+/// The variables a kubelet with service links on gives a pod for
+/// `services`, as Kubernetes names them.
+fn service_links(services: &[&Value]) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for service in services {
+        let name = str_at(service, &["metadata", "name"]).to_uppercase().replace('-', "_");
+        let ports = service["spec"]["ports"].as_sequence().cloned().unwrap_or_default();
+        let address = "10.96.0.12";
+        for (i, port) in ports.iter().enumerate() {
+            let number = port["port"].as_u64().expect("a port number");
+            let protocol = port["protocol"].as_str().unwrap_or("TCP");
+            let url = format!("{}://{address}:{number}", protocol.to_lowercase());
+            if i == 0 {
+                env.push((format!("{name}_SERVICE_HOST"), address.to_string()));
+                env.push((format!("{name}_SERVICE_PORT"), number.to_string()));
+                env.push((format!("{name}_PORT"), url.clone()));
+            }
+            if let Some(port_name) = port["name"].as_str() {
+                let port_name = port_name.to_uppercase().replace('-', "_");
+                env.push((format!("{name}_SERVICE_PORT_{port_name}"), number.to_string()));
+            }
+            let at = format!("{name}_PORT_{number}_{protocol}");
+            env.push((format!("{at}_PROTO"), protocol.to_lowercase()));
+            env.push((format!("{at}_PORT"), number.to_string()));
+            env.push((format!("{at}_ADDR"), address.to_string()));
+            env.push((at, url));
+        }
+    }
+    env
+}
+
+/// Kubernetes gives a pod variables for its namespace's Services, and the
+/// chart's own is named `portcullis`: its pod turns them off, and were
+/// they on (the plain manifests copied without that line), portcullis,
+/// which reads `PORTCULLIS_*` as configuration, still starts.
+#[test]
+fn portcullis_starts_beside_its_own_service_with_service_links_on_or_off() {
+    let chart = render("portcullis", "portcullis", &[]);
+    let services: Vec<&Value> = chart.iter().filter(|o| str_at(o, &["kind"]) == "Service").collect();
+    let links = service_links(&services);
+    assert!(
+        links.iter().any(|(name, _)| name == "PORTCULLIS_SERVICE_HOST"),
+        "{links:?}"
+    );
+    let deployment = chart.iter().find(|o| str_at(o, &["kind"]) == "Deployment").unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["enableServiceLinks"].as_bool(), Some(false));
+    let own: Vec<(String, String)> = pod["containers"][0]["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|v| Some((v["name"].as_str()?.to_string(), v["value"].as_str()?.to_string())))
+        .collect();
+    let configmap = chart.iter().find(|o| str_at(o, &["kind"]) == "ConfigMap").unwrap();
+    let toml = str_at(configmap, &["data", "portcullis.toml"]);
+    let loaded = Config::from_sources(toml, own.into_iter().chain(links));
+    assert!(loaded.is_ok(), "{loaded:?}");
 }
 
 /// Who portcullis is to a remote API server is not guessed: guessed
