@@ -334,6 +334,9 @@ impl Config {
                 "must be above 0s and at most 5m (watches, exec, logs -f and proxied requests have none)".into(),
             ));
         }
+        if self.store.cache_ttl > store::MAX_CACHE_TTL {
+            return Err(field("store.cache_ttl", "must be at most 5m".into()));
+        }
         self.reconcile
             .validate()
             .map_err(|(name, message)| field(name, message))?;
@@ -602,6 +605,20 @@ token_file = "token"
                 matches!(refused, Err(ConfigError::Field { .. })),
                 "{misspelt}: {refused:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_caches_life_is_two_seconds_unless_set_and_at_most_five_minutes() {
+        let with = |ttl: &[(&str, &str)]| Config::from_sources(BASE, env(ttl)).map(|c| c.store.cache_ttl);
+        assert_eq!(with(&[]).unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            with(&[("PORTCULLIS_STORE__CACHE_TTL", "5m")]).unwrap(),
+            store::MAX_CACHE_TTL
+        );
+        match with(&[("PORTCULLIS_STORE__CACHE_TTL", "6m")]) {
+            Err(ConfigError::Field { field, .. }) => assert_eq!(field, "store.cache_ttl"),
+            other => panic!("{other:?}"),
         }
     }
 

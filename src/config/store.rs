@@ -4,9 +4,14 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// The longest [`StoreConfig::cache_ttl`]: a change whose word from the
+/// store is missed applies within it.
+pub const MAX_CACHE_TTL: Duration = Duration::from_secs(300);
 
 /// `[store]`: the database.
-#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// `postgres://user@host:5432/portcullis?sslmode=disable`; unset: the
@@ -23,6 +28,24 @@ pub struct StoreConfig {
     /// the system's, for a private CA; TLS itself is the URL's `sslmode`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// How long a credential looked up and a principal's grants are kept
+    /// in memory. A change made through any replica of a PostgreSQL store
+    /// drops them at once (its notification); this bounds how long one
+    /// whose word is missed, or one an `admin` command makes on an SQLite
+    /// store, takes to apply. 2 s; at most 5 min.
+    #[serde(with = "super::humantime_serde")]
+    pub cache_ttl: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: None,
+            password_file: None,
+            ca_file: None,
+            cache_ttl: Duration::from_secs(2),
+        }
+    }
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -32,6 +55,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("url", &self.url.as_ref().map(|_| "<set>"))
             .field("password_file", &self.password_file)
             .field("ca_file", &self.ca_file)
+            .field("cache_ttl", &self.cache_ttl)
             .finish()
     }
 }
@@ -93,6 +117,7 @@ mod tests {
             url: Some("postgres://portcullis@db.internal:5433/p".into()),
             password_file: Some(file),
             ca_file: None,
+            ..StoreConfig::default()
         };
         let pg = config.postgres().unwrap().unwrap();
         assert_eq!(pg.get_password(), Some(&b"s3cret"[..]));
@@ -106,6 +131,7 @@ mod tests {
             url: Some("postgres://portcullis:hunter2@db/p".into()),
             password_file: None,
             ca_file: None,
+            ..StoreConfig::default()
         };
         assert!(!format!("{with_password:?}").contains("hunter2"));
         assert!(
@@ -127,6 +153,7 @@ mod tests {
             url: Some("mysql://x:pw@y/z".into()),
             password_file: None,
             ca_file: None,
+            ..StoreConfig::default()
         };
         let err = bad.postgres().unwrap_err();
         assert!(err.starts_with("[store] url"), "{err}");

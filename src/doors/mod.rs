@@ -83,7 +83,8 @@ impl Doors {
             mcp: crate::mcp::Endpoint::new(pipeline.clone(), config, store.clone()),
             pipeline,
             authenticator: Authenticator::new(store.clone())
-                .limiting_failures(config.limits.failed_authentications_per_minute),
+                .limiting_failures(config.limits.failed_authentications_per_minute)
+                .keeping_lookups_for(config.store.cache_ttl),
             trusted_proxies: config.trusted_proxies.clone(),
             web: web::Web::new(config, store.clone(), clients)?,
             api: api::Api::new(config, store.clone()),

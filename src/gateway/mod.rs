@@ -147,7 +147,8 @@ impl Pipeline {
         let mut tool_limits = config.limits.clone();
         tool_limits.request_timeout = tool_limits.request_timeout.min(TOOL_REQUEST_TIMEOUT);
         let roles = crate::identity::roles::all(config);
-        let policy = Policy::new(store, config.protected_namespaces.iter().cloned(), &roles);
+        let policy = Policy::new(store, config.protected_namespaces.iter().cloned(), &roles)
+            .keeping_grants_for(config.store.cache_ttl);
         Ok(Pipeline {
             clusters,
             policy,

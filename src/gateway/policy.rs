@@ -7,8 +7,8 @@
 //! cache); the cache only spares the store. It is dropped when the store
 //! tells of a change (PostgreSQL's notifications; the server calls
 //! [`Policy::forget`]), and a lookup under way then is not cached; it lasts
-//! two seconds, so a grant revoked without that word (on SQLite, or when
-//! the word is missed) stops applying within that time.
+//! two seconds (`[store] cache_ttl`), so a grant revoked without that word
+//! (on SQLite, or when the word is missed) stops applying within that time.
 
 use super::classify::RequestInfo;
 pub use crate::identity::clock::GrantClock;
@@ -21,6 +21,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long grants read are kept, unless `[store] cache_ttl` says
+/// otherwise.
 const CACHE_TTL: Duration = Duration::from_secs(2);
 
 /// What policy decided.
@@ -80,6 +82,8 @@ pub struct Policy {
     /// not cached after it (see `grants`).
     generation: std::sync::atomic::AtomicU64,
     clock: GrantClock,
+    /// How long grants read are kept.
+    ttl: Duration,
 }
 
 /// A subject's grants on one cluster, and when they were read.
@@ -107,7 +111,13 @@ impl Policy {
             cache: DashMap::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
             clock: GrantClock::default(),
+            ttl: CACHE_TTL,
         }
+    }
+
+    /// Keep grants read for `ttl` (`[store] cache_ttl`).
+    pub fn keeping_grants_for(self, ttl: Duration) -> Self {
+        Policy { ttl, ..self }
     }
 
     /// The clock grants are judged by.
@@ -204,7 +214,7 @@ impl Policy {
             .as_ref()
             .and_then(|clusters| clusters.get(cluster))
         {
-            if entry.1.elapsed() < CACHE_TTL {
+            if entry.1.elapsed() < self.ttl {
                 return Ok(entry.0.clone());
             }
         }
@@ -348,6 +358,28 @@ mod tests {
         policy.forget();
         policy.keep(&ana, "c", &grants, began);
         assert!(!cached(&policy), "read before the forget, cached after it");
+    }
+
+    /// The configured life of the cache: a grant added in the store, with
+    /// no word of it, is seen at the next look with none, and not within a
+    /// long one until the cache is forgotten.
+    #[tokio::test]
+    async fn grants_read_are_kept_for_the_configured_life() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        let ana = Principal::person("ana");
+        store.add_principal(&ana, false).unwrap();
+        let roles = crate::identity::roles::builtin();
+        let uncached = Policy::new(store.clone(), [], &roles).keeping_grants_for(Duration::ZERO);
+        let kept = Policy::new(store.clone(), [], &roles).keeping_grants_for(Duration::from_secs(3600));
+        for policy in [&uncached, &kept] {
+            assert!(policy.grants(&ana, "c").await.unwrap().is_empty());
+        }
+        store.add_grant(&grant("g1", Some("shop"), 3600)).unwrap();
+        assert_eq!(uncached.grants(&ana, "c").await.unwrap().len(), 1);
+        assert!(kept.grants(&ana, "c").await.unwrap().is_empty(), "kept for the hour");
+        kept.forget();
+        assert_eq!(kept.grants(&ana, "c").await.unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a cached credential is trusted without asking the store again.
+/// How long a cached credential is trusted without asking the store
+/// again, unless `[store] cache_ttl` says otherwise.
 pub const CACHE_TTL: Duration = Duration::from_secs(2);
 /// Token digests kept as known to the store before `worked` starts again
 /// (3 MiB of digests).
@@ -187,6 +188,8 @@ pub struct Authenticator {
     /// comes meanwhile waits for it rather than asking the store (and the
     /// failure limit) again, as a client's many first requests do.
     inflight: DashMap<[u8; 32], Arc<Lookup>, foldhash::fast::RandomState>,
+    /// How long a lookup is kept ([`CACHE_TTL`] unless configured).
+    ttl: Duration,
 }
 
 /// One store lookup, shared by the requests in flight with its token: what
@@ -216,7 +219,13 @@ impl Authenticator {
             failures: None,
             worked: DashSet::default(),
             inflight: DashMap::default(),
+            ttl: CACHE_TTL,
         }
+    }
+
+    /// Keep lookups for `ttl` (`[store] cache_ttl`).
+    pub fn keeping_lookups_for(self, ttl: Duration) -> Self {
+        Authenticator { ttl, ..self }
     }
 
     /// Hold back an address past `per_minute` unknown tokens (a burst of
@@ -337,7 +346,7 @@ impl Authenticator {
     /// is looked up only if it authenticated here before.
     async fn lookup(&self, digest: [u8; 32], from: Option<&str>) -> Result<Option<Found>, Refused> {
         if let Some(cached) = self.cache.get(&digest) {
-            if cached.fetched.elapsed() < CACHE_TTL {
+            if cached.fetched.elapsed() < self.ttl {
                 return Ok(Some(cached.found.clone()));
             }
         }
@@ -574,6 +583,27 @@ mod tests {
         fn touch(&self, _: &str, _: DateTime<Utc>) -> Result<(), SourceError> {
             Ok(())
         }
+    }
+
+    /// The configured life of the cache: with none, each request asks the
+    /// store; within a long one, a credential revoked untold still passes
+    /// until the cache is forgotten.
+    #[tokio::test]
+    async fn a_credential_looked_up_is_kept_for_the_configured_life() {
+        let token = credential::mint().token;
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        let store = Arc::new(SlowStore::default());
+        let uncached = Authenticator::new(Slow(store.clone())).keeping_lookups_for(Duration::ZERO);
+        let kept = Authenticator::new(Slow(store.clone())).keeping_lookups_for(Duration::from_secs(3600));
+        for authenticator in [&uncached, &kept] {
+            assert!(authenticator.authenticate(&headers, "").await.is_ok());
+        }
+        store.revoked.store(true, Ordering::SeqCst);
+        assert!(uncached.authenticate(&headers, "").await.is_err(), "asked again");
+        assert!(kept.authenticate(&headers, "").await.is_ok(), "kept for the hour");
+        kept.forget_all();
+        assert!(kept.authenticate(&headers, "").await.is_err());
     }
 
     /// A client's many first requests with one token (a controller's

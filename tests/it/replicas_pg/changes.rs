@@ -4,7 +4,7 @@
 //! just let them through, a new grant and an approved access request are
 //! honoured by one that had just refused.
 
-use super::{by, on_postgres, Replica, WITHIN};
+use super::{by, on_postgres, Replica, CACHE_TTL, WITHIN};
 use crate::harness::{Portcullis, CLUSTER};
 use crate::rbac::bound;
 use crate::serve::configmaps;
@@ -37,7 +37,7 @@ async fn answers(replica: &Replica, token: &str, expected: StatusCode, committed
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_credential_revoked_or_a_person_disabled_through_one_replica_is_refused_at_once_by_another_that_had_just_let_it_in(
 ) {
-    let mut env = on_postgres(|_| {}).await;
+    let mut env = on_postgres(|c| c.store.cache_ttl = CACHE_TTL).await;
     let ana = env.person("ana", &[("viewer", Some("shop"))]);
     let bo = env.person("bo", &[("viewer", Some("shop"))]);
     let (laptop, laptop_token) = env
@@ -117,7 +117,7 @@ fn store_viewer_grant(env: &Portcullis, login: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_grant_stops_and_a_new_grant_or_an_approved_access_request_starts_applying_at_once_on_another_replica(
 ) {
-    let mut env = on_postgres(|_| {}).await;
+    let mut env = on_postgres(|c| c.store.cache_ttl = CACHE_TTL).await;
     let watcher = env.person("watcher", &[("viewer", Some("shop"))]);
     let (ana, ana_grants) = env.person_with_ttl("ana", &[("admin", Some("shop"))], Duration::from_secs(3600));
     let cy = env.person("cy", &[]);
