@@ -81,6 +81,8 @@ pub struct Metrics {
     pub bypass_alerts: Counter,
     /// API server audit events of other users, counted and not kept.
     pub apiserver_audit_ignored: Counter,
+    /// Calls waiting now for a person's decision on their held write.
+    pub held_writes_waiting: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -137,7 +139,14 @@ impl Default for Metrics {
             "API server audit events of other users, counted and not kept",
             Counter::clone(&apiserver_audit_ignored),
         );
+        let held_writes_waiting = Gauge::default();
+        registry.register(
+            "held_writes_waiting",
+            "Calls waiting now for a person's decision on their held write",
+            held_writes_waiting.clone(),
+        );
         Metrics {
+            held_writes_waiting,
             bypass_alerts,
             apiserver_audit_ignored,
             registry,

@@ -20,6 +20,27 @@ use serde_json::{json, Value};
 /// A kept outcome's body is cut here: it is a reminder, not the object.
 const OUTCOME_LIMIT: usize = 64 * 1024;
 
+/// A call counted as waiting for a decision while this lives (also when
+/// its caller goes away meanwhile and the call is dropped).
+struct Waiting<'a>(Option<&'a prometheus_client::metrics::gauge::Gauge>);
+
+impl<'a> Waiting<'a> {
+    fn on(gauge: &'a prometheus_client::metrics::gauge::Gauge, waits: bool) -> Self {
+        Waiting(waits.then(|| {
+            gauge.inc();
+            gauge
+        }))
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(gauge) = self.0 {
+            gauge.dec();
+        }
+    }
+}
+
 impl Pipeline {
     /// Wait (if asked to) for the decision on `held`, then answer it or run it.
     pub(super) async fn resume(
@@ -36,10 +57,12 @@ impl Pipeline {
         } else {
             std::time::Duration::ZERO
         };
+        let waiting = Waiting::on(&self.metrics.held_writes_waiting, waits);
         let held = crate::approvals::wait::until_decided(&store, &held.id, wait)
             .await
             .map_err(|e| RequestError::WaitFailed { cause: e.to_string() })?
             .unwrap_or(held);
+        drop(waiting);
         if held.state == HeldState::Approved {
             // The wait may have lasted minutes: what let this call through
             // must still hold before the write runs under it.

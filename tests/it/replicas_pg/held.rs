@@ -5,7 +5,7 @@
 use super::{audit_rows, on_postgres, Replica};
 use crate::audit::audit_id;
 use crate::harness::{Portcullis, CLUSTER};
-use crate::support::kube_client;
+use crate::support::{eventually, kube_client};
 use http::Method;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
@@ -120,6 +120,16 @@ async fn a_write_held_on_one_replica_and_approved_on_another_runs_once_for_calls
     let at_a = tokio::spawn(create_flags(a.serve.raw.clone(), agent.clone()));
     let at_b = tokio::spawn(create_flags(b.serve.raw.clone(), agent.clone()));
     assert_eq!(listed(&a, &ana).await, pending);
+    for replica in [&a, &b] {
+        eventually("the call waits for the decision", async || {
+            let metrics = replica.serve.raw.get("/metrics", "").await;
+            let text = String::from_utf8_lossy(&metrics.body);
+            text.lines()
+                .any(|l| l == "portcullis_held_writes_waiting 1")
+                .then_some(())
+        })
+        .await;
+    }
     let approved = tokio::task::block_in_place(|| b.person_cli(&env, &ana, &["approvals", "approve", &id]));
     let said = String::from_utf8_lossy(&approved.stdout);
     assert!(
@@ -129,6 +139,11 @@ async fn a_write_held_on_one_replica_and_approved_on_another_runs_once_for_calls
     );
     let (at_a, at_b) = (at_a.await.unwrap(), at_b.await.unwrap());
     ran_once(&env, &at_a, &at_b).await;
+    for replica in [&a, &b] {
+        let metrics = replica.serve.raw.get("/metrics", "").await;
+        let text = String::from_utf8_lossy(&metrics.body);
+        assert!(text.lines().any(|l| l == "portcullis_held_writes_waiting 0"), "{text}");
+    }
 
     let executed = listed(&a, &ana).await;
     assert_eq!(executed[0]["state"], "executed", "{executed}");
