@@ -355,8 +355,22 @@ mod tests {
     async fn a_connection_is_taken_again_by_the_thread_that_put_it_back_and_not_by_another() {
         let pool = Arc::new(pool(4, Duration::from_secs(90)));
         let _server = put_ready(&pool, "here").await;
-        let elsewhere = pool.clone();
-        let taken_elsewhere = std::thread::spawn(move || elsewhere.take().is_some()).join().unwrap();
+        let here = thread_slot() % LISTS;
+        // A thread whose list is another: threads are numbered as they
+        // first use a pool, so one may share this thread's list when other
+        // tests' threads took numbers meanwhile.
+        let taken_elsewhere = loop {
+            let elsewhere = pool.clone();
+            let (slot, taken) = std::thread::spawn(move || {
+                let slot = thread_slot() % LISTS;
+                (slot, slot != here && elsewhere.take().is_some())
+            })
+            .join()
+            .unwrap();
+            if slot != here {
+                break taken;
+            }
+        };
         assert!(!taken_elsewhere, "another thread takes from its own list");
         assert_eq!(pool.kept(), 1);
         assert_eq!(&answer(&mut pool.take().unwrap()).await[..], b"here");

@@ -323,7 +323,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_full_owner_cache_forgets_sessions_unused_for_a_day() {
         let store = testing::sqlite();
-        let day = Duration::from_secs(1);
+        // Long enough that no stall of a loaded machine ages "old" early.
+        let day = Duration::from_secs(60);
         let owners = Owners::holding(store.clone(), 1, day, Duration::ZERO);
         for session in ["old", "new"] {
             store.save_mcp_session(&credential::hash(session), "{}").unwrap();
@@ -336,7 +337,7 @@ mod tests {
         // "old" unused for longer than this cache's day.
         let long_ago = Instant::now()
             .checked_sub(2 * day)
-            .expect("a machine up for two seconds");
+            .expect("a machine up for two minutes");
         owners.cache.get_mut(&credential::hash("old")).unwrap().touched = long_ago;
         assert_eq!(owners.allows("new", "agent-1").await.unwrap(), Use::Own);
         assert!(owners.cache.contains_key(&credential::hash("new")), "cached again");

@@ -5,9 +5,9 @@ mod harness;
 /// unit tests.
 #[path = "../support/postgres.rs"]
 mod pg_fixture;
-/// Ports for the servers tests start, shared with the benchmark driver.
-#[path = "../support/port.rs"]
-mod port;
+/// Ports for the servers tests start, shared with the benchmark driver and
+/// PostgreSQL's (one counter of the ports handed out).
+use pg_fixture::port;
 mod support;
 
 mod apiserver_audit;

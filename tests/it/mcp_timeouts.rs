@@ -10,7 +10,8 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_cluster_answer_is_a_timeout_tool_error() {
-    let env = Portcullis::start_with(|c| c.limits.request_timeout = Duration::from_millis(800)).await;
+    // Long enough for the first call (and its discovery) on a loaded machine.
+    let env = Portcullis::start_with(|c| c.limits.request_timeout = Duration::from_secs(3)).await;
     let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
     let agent = env.agent("ana", &[&grants[0]]);
     let client = connect(&env, &agent, stateless()).await;
@@ -20,7 +21,7 @@ async fn a_slow_cluster_answer_is_a_timeout_tool_error() {
         method: None,
         path_prefix: "/api/v1/namespaces/shop/configmaps".into(),
         times: None,
-        action: FaultAction::Delay(Duration::from_millis(2500)),
+        action: FaultAction::Delay(Duration::from_secs(10)),
     });
     let (text, structured) = fails(&client, "get_resource", args).await;
     assert_eq!(structured["code"], "cluster.timeout", "{text} {structured}");
@@ -68,7 +69,8 @@ async fn get_logs_returns_at_once_and_never_asks_to_follow() {
 /// request timeout passes, not held open with its buffer for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_body_that_never_arrives_whole_is_answered_408_at_the_request_timeout() {
-    let env = Portcullis::start_with(|c| c.limits.request_timeout = Duration::from_millis(800)).await;
+    // Long enough for the first call (and its discovery) on a loaded machine.
+    let env = Portcullis::start_with(|c| c.limits.request_timeout = Duration::from_secs(3)).await;
     let (_, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
     let agent = env.agent("ana", &[&grants[0]]);
     let request = format!(

@@ -158,13 +158,17 @@ async fn a_binding_deleted_by_hand_comes_back_at_the_next_resync() {
     let env = Portcullis::start_with(|c| c.reconcile.resync = Duration::from_secs(1)).await;
     let (token, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
     let id = grants[0].id.clone();
-    bindings(&env, "shop")
-        .await
-        .delete(&format!("portcullis-grant-{id}"), &DeleteParams::default())
-        .await
-        .unwrap();
-    assert!(!bound(&env, "shop", &id).await);
-    eventually("the binding is back", || async { bound(&env, "shop", &id).await }).await;
+    let api = bindings(&env, "shop").await;
+    let name = format!("portcullis-grant-{id}");
+    let uid = |binding: Option<RoleBinding>| binding.and_then(|b| b.metadata.uid);
+    let deleted = uid(api.get_opt(&name).await.unwrap()).expect("bound at the grant");
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    // A resync may put it back before a look after the delete: the binding
+    // back is one the reconciler made again, not the one deleted.
+    eventually("the binding is back", || async {
+        uid(api.get_opt(&name).await.unwrap()).is_some_and(|now| now != deleted)
+    })
+    .await;
     env.kubectl(&token, "shop").ok(&["get", "pods"]);
     env.stop().await;
 }

@@ -173,8 +173,8 @@ async fn a_request_approved_on_the_console_is_bound_before_the_answer_and_works_
     let can_create = || async {
         String::from_utf8_lossy(&kubectl.run(&["auth", "can-i", "create", "deployments.apps"]).stdout).trim() == "yes"
     };
-    let started = std::time::Instant::now();
-    eventually("bo may create deployments", can_create).await;
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    // The first look, not a poll: bound before the answer, and no grants
+    // of bo's cached from before it.
+    assert!(can_create().await, "bo may create deployments at once");
     env.stop().await;
 }

@@ -21,8 +21,12 @@
 
 #![allow(dead_code)]
 
+/// Ports for the servers tests start: one counter for the whole process,
+/// so the integration tests take theirs from here too.
+#[path = "port.rs"]
+pub mod port;
+
 use std::io;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -380,8 +384,11 @@ fn checked(out: io::Result<Output>, what: &str) -> io::Result<Output> {
     )))
 }
 
+/// A port below the ephemeral range: a server stopped and started again
+/// on it (`start_again`) would otherwise find it taken meanwhile as some
+/// connection's local port.
 fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(port::free_port())
 }
 
 /// A new folder in the temporary directory, which the `postgres` user can

@@ -12,8 +12,10 @@ use portcullis::config::Config;
 use portcullis::identity::Principal;
 use std::time::Duration;
 
-/// Short, so that the test sees a takeover quickly.
-const LEASE_DURATION: Duration = Duration::from_secs(3);
+/// Short, so that the test sees a takeover soon; long enough that a
+/// loaded machine does not miss renewals (a stall of a third of it let the
+/// follower take the Lease from a holder still running).
+const LEASE_DURATION: Duration = Duration::from_secs(6);
 
 fn short_lease(config: &mut Config) {
     config.reconcile.lease_duration = LEASE_DURATION;
