@@ -107,13 +107,18 @@ fn write_event(event: &ApiserverEvent, out: &mut dyn Write) -> Result<(), CliErr
     writeln!(out, "  at:           {}", event.stage_at.to_rfc3339()).map_err(io)
 }
 
-/// `audit alerts`: every bypass alert, oldest first.
+/// `audit alerts`: the newest bypass alerts (up to
+/// [`super::audit::DEFAULT_LIMIT`]), oldest first.
 pub fn alerts(store: &Store, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let filter = Filter {
         kind: Some(ALERT.into()),
+        limit: Some(super::audit::DEFAULT_LIMIT),
         ..Filter::default()
     };
     let rows = rows(store, &filter)?;
+    if Some(rows.len()) == filter.limit {
+        eprintln!("the newest {} alerts; older ones are not listed", rows.len());
+    }
     if json {
         return super::audit::json_lines(out, &rows);
     }

@@ -118,10 +118,15 @@ pub struct FilterArgs {
     /// Include discovery requests.
     #[arg(long)]
     pub discovery: bool,
-    /// Only the newest N rows.
-    #[arg(long)]
-    pub limit: Option<usize>,
+    /// Only the newest N rows (listed oldest first). A store holds
+    /// months of rows: all of them at once would fill the memory of the
+    /// container the command runs in, beside the server.
+    #[arg(long, default_value_t = DEFAULT_LIMIT)]
+    pub limit: usize,
 }
+
+/// Rows `admin audit` lists unless `--limit` says otherwise.
+pub const DEFAULT_LIMIT: usize = 1000;
 
 impl FilterArgs {
     /// The filter these flags describe.
@@ -146,7 +151,7 @@ impl FilterArgs {
             id: self.id,
             kind: None,
             discovery: self.discovery,
-            limit: self.limit,
+            limit: Some(self.limit),
             after: None,
         })
     }
@@ -177,9 +182,14 @@ pub fn run(config: &Config, store: &Store, command: AuditCommand, out: &mut dyn 
             ))),
         };
     }
-    let rows = audit
-        .query(&command.filters.filter()?)
-        .map_err(|e| CliError::Message(e.to_string()))?;
+    let filter = command.filters.filter()?;
+    let rows = audit.query(&filter).map_err(|e| CliError::Message(e.to_string()))?;
+    if Some(rows.len()) == filter.limit {
+        eprintln!(
+            "the newest {} rows; older ones may match too: --limit, --since or --until for them",
+            rows.len()
+        );
+    }
     if command.json {
         return json_lines(out, &rows);
     }
@@ -259,6 +269,21 @@ mod tests {
     use super::*;
     use crate::audit::chain::{append, Anchor};
     use crate::audit::row::AuditRow;
+
+    #[test]
+    fn the_newest_thousand_rows_are_listed_unless_a_limit_is_given() {
+        #[derive(clap::Parser)]
+        struct Args {
+            #[command(flatten)]
+            filters: FilterArgs,
+        }
+        let limit = |args: &[&str]| {
+            let args = <Args as clap::Parser>::try_parse_from([&["audit"], args].concat()).unwrap();
+            args.filters.filter().unwrap().limit
+        };
+        assert_eq!(limit(&[]), Some(DEFAULT_LIMIT));
+        assert_eq!(limit(&["--limit", "5000"]), Some(5000));
+    }
 
     #[test]
     fn a_table_line_names_who_what_and_the_outcome() {

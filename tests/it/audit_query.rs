@@ -89,6 +89,10 @@ async fn filters_return_exactly_the_matching_rows() {
     );
     assert_eq!(cli_ids(&env, &["--session", "s1"]), ids(&[]));
     assert_eq!(cli_ids(&env, &["--limit", "2"]), ids(&[4, 5]));
+    let (ok, _, note) = portcullis(&env, &["admin", "audit", "--json", "--limit", "2"]);
+    assert!(ok && note.contains("the newest 2 rows"), "{note}");
+    let (ok, _, none) = portcullis(&env, &["admin", "audit", "--json"]);
+    assert!(ok && !none.contains("newest"), "all rows listed, no note: {none}");
 
     let (ok, table, _) = portcullis(&env, &["admin", "audit", "--login", "ben"]);
     assert!(ok);
