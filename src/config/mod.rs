@@ -334,6 +334,11 @@ impl Config {
                 "must be above 0s and at most 5m (watches, exec, logs -f and proxied requests have none)".into(),
             ));
         }
+        // Also what keeps `now - grace` from overflowing (a panic, which
+        // stopped the bypass check for good).
+        if self.audit.bypass_grace > Duration::from_secs(86_400) {
+            return Err(field("audit.bypass_grace", "must be at most 1d".into()));
+        }
         if self.store.cache_ttl > store::MAX_CACHE_TTL {
             return Err(field("store.cache_ttl", "must be at most 5m".into()));
         }
@@ -605,6 +610,16 @@ token_file = "token"
                 matches!(refused, Err(ConfigError::Field { .. })),
                 "{misspelt}: {refused:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_bypass_grace_past_a_day_is_refused() {
+        let grace = |text: &str| Config::from_sources(BASE, env(&[("PORTCULLIS_AUDIT__BYPASS_GRACE", text)]));
+        assert_eq!(grace("1d").unwrap().audit.bypass_grace, Duration::from_secs(86_400));
+        match grace("300000y") {
+            Err(ConfigError::Field { field, .. }) => assert_eq!(field, "audit.bypass_grace"),
+            other => panic!("{other:?}"),
         }
     }
 
