@@ -226,14 +226,9 @@ pub fn mcp_json(public_url: &str, token: &str) -> String {
     serde_json::to_string_pretty(&config).unwrap_or_default() + "\n"
 }
 
-fn write(path: &PathBuf, contents: &str) -> Result<(), CliError> {
-    std::fs::write(path, contents).map_err(|e| CliError::Message(format!("cannot write {}: {e}", path.display())))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-    }
-    Ok(())
+fn write(path: &Path, contents: &str) -> Result<(), CliError> {
+    crate::cli::write_private(path, contents)
+        .map_err(|e| CliError::Message(format!("cannot write {}: {e}", path.display())))
 }
 
 fn print_usage(dir: &Path, url: &str) {

@@ -319,14 +319,12 @@ pub fn generate_certs(out: &std::path::Path, names: &[String]) -> Result<(), Cli
     let tls =
         crate::tls::generate(&names).map_err(|e| CliError::Message(format!("cannot generate certificates: {e}")))?;
     std::fs::create_dir_all(out).map_err(|e| CliError::Message(format!("cannot create {}: {e}", out.display())))?;
-    for (path, pem) in files.iter().zip([&tls.ca_pem, &tls.cert_pem, &tls.key_pem]) {
-        std::fs::write(path, pem).map_err(|e| CliError::Message(format!("cannot write {}: {e}", path.display())))?;
+    let cannot =
+        |path: &std::path::Path, e: std::io::Error| CliError::Message(format!("cannot write {}: {e}", path.display()));
+    for (path, pem) in files[..2].iter().zip([&tls.ca_pem, &tls.cert_pem]) {
+        std::fs::write(path, pem).map_err(|e| cannot(path, e))?;
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&files[2], std::fs::Permissions::from_mode(0o600));
-    }
+    write_private(&files[2], &tls.key_pem).map_err(|e| cannot(&files[2], e))?;
     println!(
         "wrote {} (give it to clients), {} and {} (point [tls] at them)",
         files[0].display(),
@@ -334,6 +332,23 @@ pub fn generate_certs(out: &std::path::Path, names: &[String]) -> Result<(), Cli
         files[2].display()
     );
     Ok(())
+}
+
+/// Write `contents` (a key, a token, a kubeconfig holding one) to `path`,
+/// readable by its owner alone from the first byte: written and then
+/// narrowed, it would be readable by all for a moment (and for good, if
+/// narrowing failed).
+pub(crate) fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    // A file that was there already keeps its mode through open.
+    #[cfg(unix)]
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    file.write_all(contents.as_bytes())
 }
 
 /// Open the store of `config`: its PostgreSQL database when `[store] url`
@@ -569,4 +584,31 @@ fn principals(kind: PrincipalKind) -> &'static str {
 
 pub(crate) fn when(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    /// A key or token file is its owner's alone, new or written over one
+    /// that others could read.
+    #[cfg(unix)]
+    #[test]
+    fn a_private_file_is_readable_by_its_owner_alone_new_or_rewritten() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let new = dir.path().join("new.key");
+        super::write_private(&new, "secret").unwrap();
+        assert_eq!(
+            (mode(&new), std::fs::read_to_string(&new).unwrap()),
+            (0o600, "secret".into())
+        );
+        let old = dir.path().join("old.token");
+        std::fs::write(&old, "a longer token than the new one").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        super::write_private(&old, "pcl_new").unwrap();
+        assert_eq!(
+            (mode(&old), std::fs::read_to_string(&old).unwrap()),
+            (0o600, "pcl_new".into())
+        );
+    }
 }
