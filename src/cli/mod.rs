@@ -401,6 +401,15 @@ pub(crate) fn principal_command(store: &Store, kind: PrincipalKind, command: Pri
             if admin && kind != PrincipalKind::Person {
                 return Err(CliError::Message("only people can be admins".into()));
             }
+            // Accepted, it would be listed as held and hold nothing: a
+            // person's own writes are theirs to make (their agents' are
+            // held with `admin agent add --writes-need-approval`).
+            if writes_need_approval && kind == PrincipalKind::Person {
+                return Err(CliError::Message(
+                    "only bots' writes wait for approval (a person's agents' can: admin agent add --writes-need-approval)"
+                        .into(),
+                ));
+            }
             let principal = make(name.clone());
             let mut row = operator_row("create", principals(kind), "", None, &name);
             row.query = format!("admin={admin}&writes_need_approval={writes_need_approval}");

@@ -15,9 +15,16 @@ fn stdout(out: &Output) -> String {
 async fn people_bots_credentials_and_grants_are_managed_from_the_command_line() {
     let env = Portcullis::start().await;
     assert!(stdout(&env.cli(&["admin", "person", "add", "bea"])).contains("added person bea"));
+    // Holding a person's own writes is not a thing: refused, not listed as
+    // held while holding nothing.
+    let held_person = env.cli(&["admin", "person", "add", "cy", "--writes-need-approval"]);
+    assert!(!held_person.status.success());
+    let said = String::from_utf8_lossy(&held_person.stderr);
+    assert!(said.contains("only bots' writes wait for approval"), "{said}");
     assert!(stdout(&env.cli(&["admin", "bot", "add", "ci", "--writes-need-approval"])).contains("added bot ci"));
     let people = stdout(&env.cli(&["admin", "person", "list"]));
     assert!(people.lines().any(|l| l.starts_with("bea ")), "{people}");
+    assert!(!people.lines().any(|l| l.starts_with("cy ")), "{people}");
     let bots = stdout(&env.cli(&["admin", "bot", "list"]));
     assert!(
         bots.lines().any(|l| l.starts_with("ci ") && l.contains("true")),
