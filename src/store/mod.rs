@@ -126,8 +126,8 @@ enum Backend {
     Postgres(Arc<postgres::Postgres>),
 }
 
-/// How many times a PostgreSQL write transaction that lost a race to
-/// another replica's is run again.
+/// How many times, at most, a PostgreSQL write transaction runs when it
+/// keeps losing races to other replicas' (its first run included).
 const WRITE_ATTEMPTS: u32 = 12;
 
 /// The pause before running a lost transaction again: random, so racers
@@ -235,11 +235,14 @@ impl Store {
                 Ok(out)
             }
             Backend::Postgres(pg) => {
-                let mut client = pg.client()?;
                 let mut attempt = 1;
                 loop {
+                    // A connection per run: not held idle through the pause,
+                    // while others may be waiting for one from the pool.
+                    let mut client = pg.client()?;
                     match pg_transaction(&mut client, &mut f) {
                         Err(e) if e.must_retry() && attempt < WRITE_ATTEMPTS => {
+                            drop(client);
                             std::thread::sleep(retry_pause(attempt));
                             attempt += 1;
                         }
