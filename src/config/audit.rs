@@ -23,8 +23,8 @@ pub struct AuditConfig {
     pub retention: Duration,
     /// How long an API server event made with portcullis's ServiceAccount
     /// may go without a portcullis row or record of the same audit id
-    /// before it is a bypass alert (30 s): the audit writer's batching and
-    /// the webhook's own delay fit well within it.
+    /// before it is a bypass alert (30 s, at most 1 d): the audit writer's
+    /// batching and the webhook's own delay fit well within it.
     #[serde(with = "humantime_serde")]
     pub bypass_grace: Duration,
     /// Where each finished request's row is appended before its answer

@@ -384,7 +384,6 @@ pub fn valid_cluster_name(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
-/// Set `path` (like `LIMITS__RESPONSE_BYTES`) in `tree` to `value`.
 /// Is `PORTCULLIS_<path>` one of the variables the kubelet sets for a
 /// Service whose name starts `portcullis` (unless the pod turns service
 /// links off)? `<S>_SERVICE_HOST`, `<S>_SERVICE_PORT`,
@@ -392,8 +391,10 @@ pub fn valid_cluster_name(name: &str) -> bool {
 /// with `_PROTO`, `_PORT` or `_ADDR`, where `<S>` is the rest of the
 /// Service's name (empty for `portcullis` itself). Refused as unknown
 /// fields, they kept portcullis from starting beside its own Service. No
-/// configuration field is named so, and a field's path below the top
-/// level has `__`, which these never have.
+/// configuration field is named so (a test keeps it so), and a field's
+/// path below the top level has `__`, which these never have. (A Service
+/// named with `--` after `portcullis` gives `__` too, and is not
+/// recognised: the chart and manifests turn service links off anyway.)
 fn service_link(path: &str) -> bool {
     if path.is_empty() || path.contains("__") || path.starts_with('_') || path.ends_with('_') {
         return false;
@@ -411,6 +412,7 @@ fn service_link(path: &str) -> bool {
         || words.windows(3).enumerate().any(protocol_port)
 }
 
+/// Set `path` (like `LIMITS__RESPONSE_BYTES`) in `tree` to `value`.
 fn overlay(tree: &mut toml::Value, path: &str, value: &str) -> Result<(), ConfigError> {
     let keys: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
     let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
@@ -610,6 +612,26 @@ token_file = "token"
                 matches!(refused, Err(ConfigError::Field { .. })),
                 "{misspelt}: {refused:?}"
             );
+        }
+    }
+
+    /// Were a field named like a service-link variable, its override
+    /// would be dropped unsaid.
+    #[test]
+    fn no_configuration_field_is_named_like_a_service_link_variable() {
+        // Every top-level field, as the refusal of an unknown one lists them.
+        let message = match Config::from_sources(BASE, env(&[("PORTCULLIS_NO_SUCH_FIELD", "1")])) {
+            Err(ConfigError::Field { message, .. }) => message,
+            other => panic!("{other:?}"),
+        };
+        let (_, expected) = message.split_once("expected one of").expect("the fields listed");
+        let fields: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+        assert!(
+            fields.contains(&"listen") && fields.contains(&"store") && fields.contains(&"ci"),
+            "{message}"
+        );
+        for field in fields {
+            assert!(!service_link(&field.to_uppercase()), "{field}");
         }
     }
 
