@@ -107,17 +107,16 @@ fn write_event(event: &ApiserverEvent, out: &mut dyn Write) -> Result<(), CliErr
     writeln!(out, "  at:           {}", event.stage_at.to_rfc3339()).map_err(io)
 }
 
-/// `audit alerts`: the newest bypass alerts (up to
-/// [`super::audit::DEFAULT_LIMIT`]), oldest first.
-pub fn alerts(store: &Store, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+/// `audit alerts`: the newest `limit` bypass alerts, oldest first.
+pub fn alerts(store: &Store, json: bool, limit: usize, out: &mut dyn Write) -> Result<(), CliError> {
     let filter = Filter {
         kind: Some(ALERT.into()),
-        limit: Some(super::audit::DEFAULT_LIMIT),
+        limit: Some(limit),
         ..Filter::default()
     };
     let rows = rows(store, &filter)?;
-    if Some(rows.len()) == filter.limit {
-        eprintln!("the newest {} alerts; older ones are not listed", rows.len());
+    if limit > 0 && rows.len() == limit {
+        eprintln!("the newest {limit} alerts; older ones may exist: --limit for more");
     }
     if json {
         return super::audit::json_lines(out, &rows);

@@ -48,6 +48,9 @@ pub enum AuditAction {
         /// One JSON object a line instead of a table.
         #[arg(long)]
         json: bool,
+        /// Only the newest N alerts (listed oldest first).
+        #[arg(long, default_value_t = DEFAULT_LIMIT)]
+        limit: usize,
     },
     /// Read a cluster's API server audit log (JSON lines) into the store,
     /// as its audit webhook would deliver it.
@@ -76,7 +79,7 @@ pub enum AuditAction {
 }
 
 /// The filters, as flags.
-#[derive(Debug, Default, Args)]
+#[derive(Debug, Args)]
 pub struct FilterArgs {
     /// Rows since a time (RFC 3339) or a duration ago (`1h`, `7d`).
     #[arg(long)]
@@ -161,7 +164,7 @@ impl FilterArgs {
 pub fn run(config: &Config, store: &Store, command: AuditCommand, out: &mut dyn Write) -> Result<(), CliError> {
     match command.action.as_deref().cloned() {
         Some(AuditAction::Show { id }) => return super::apiserver_audit::show(store, &id, out),
-        Some(AuditAction::Alerts { json }) => return super::apiserver_audit::alerts(store, json, out),
+        Some(AuditAction::Alerts { json, limit }) => return super::apiserver_audit::alerts(store, json, limit, out),
         Some(AuditAction::Ingest { cluster, file }) => {
             return super::apiserver_audit::ingest(config, store, &cluster, &file, out)
         }
@@ -184,7 +187,7 @@ pub fn run(config: &Config, store: &Store, command: AuditCommand, out: &mut dyn 
     }
     let filter = command.filters.filter()?;
     let rows = audit.query(&filter).map_err(|e| CliError::Message(e.to_string()))?;
-    if Some(rows.len()) == filter.limit {
+    if !rows.is_empty() && Some(rows.len()) == filter.limit {
         eprintln!(
             "the newest {} rows; older ones may match too: --limit, --since or --until for them",
             rows.len()

@@ -277,6 +277,13 @@ async fn a_request_made_as_portcullis_that_it_never_sent_becomes_an_alert_after_
         listed.contains("leaked-1") && listed.contains("curl%2F8.5.0") && listed.contains("Bypass"),
         "{listed}"
     );
+    let newest = env.cli(&["admin", "audit", "alerts", "--limit", "1"]);
+    let (table, note) = (
+        String::from_utf8_lossy(&newest.stdout),
+        String::from_utf8_lossy(&newest.stderr),
+    );
+    assert_eq!(table.lines().count(), 2, "the header and one alert: {table}");
+    assert!(note.contains("the newest 1 alerts"), "{note}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
