@@ -176,18 +176,17 @@ pub(super) fn write(path: &Path, text: &str, owner_only: bool) -> Result<(), Cli
     let _ = std::fs::remove_file(&temporary);
     // In place, as before: a file mounted on its own cannot be renamed
     // over, nor one in a directory this user may not write.
+    if owner_only {
+        return super::write_private(&target, text).map_err(fail);
+    }
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&target).map_err(fail)?;
-    #[cfg(unix)]
-    if owner_only {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(fail)?;
-    }
-    file.write_all(text.as_bytes()).map_err(fail)
+    options
+        .open(&target)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(fail)
 }
 
 /// The file `path` names once every symbolic link is followed, whether it
