@@ -198,7 +198,8 @@ impl Pipeline {
     /// it once, when it opened. Each token, and each credential's groups,
     /// is asked once, a few at a time, each within two seconds; what the
     /// store cannot answer in time ends nothing. Run every second, so a
-    /// revocation ends a stream within the caches' two seconds and a few.
+    /// revocation ends a stream within the caches' life (`[store]
+    /// cache_ttl`, two seconds by default) and a few.
     pub async fn end_revoked_streams(&self, authenticator: &crate::identity::authenticate::Authenticator) {
         use futures_util::StreamExt;
         const AT_ONCE: usize = 16;

@@ -4,6 +4,7 @@
 use crate::harness::{Portcullis, CLUSTER};
 use crate::support::eventually;
 use http::Method;
+use portcullis::identity::Principal;
 use std::time::Duration;
 
 const SA: &str = "system:serviceaccount:portcullis:portcullis";
@@ -355,6 +356,23 @@ async fn a_revoked_grant_stops_applying() {
     })
     .await;
     assert!(err.contains("forbidden"), "{err}");
+    env.stop().await;
+}
+
+/// `[store] cache_ttl` reaches the request path: with no life, a grant and
+/// then a person revoked untold (in the store alone, as an admin command on
+/// SQLite does) are refused at the very next request, where the default
+/// two seconds would have let it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_cache_life_a_revocation_untold_applies_at_the_next_request() {
+    let env = Portcullis::start_with(|c| c.store.cache_ttl = Duration::ZERO).await;
+    let (token, grants) = env.person_with_ttl("ana", &[("viewer", Some("shop"))], Duration::from_secs(3600));
+    let path = format!("/clusters/{CLUSTER}/api/v1/namespaces/shop/configmaps");
+    assert_eq!(env.raw().get(&path, &token).await.status, 200);
+    env.store.revoke_grant(&grants[0].id).unwrap();
+    assert_eq!(env.raw().get(&path, &token).await.status, 403);
+    env.store.disable_principal(&Principal::person("ana")).unwrap();
+    assert_eq!(env.raw().get(&path, &token).await.status, 401);
     env.stop().await;
 }
 
