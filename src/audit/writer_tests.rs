@@ -107,7 +107,7 @@ async fn recovery_the_store_refused_at_start_is_tried_again_at_a_commit_after_a_
     let probe = Probe::default();
     // The store is down as the writer starts.
     probe.failing.store(true, Ordering::SeqCst);
-    let pause = Duration::from_secs(10);
+    let pause = Duration::from_secs(6);
     let settings = WriterSettings {
         window: Duration::from_millis(10),
         recovery_retry: pause,
@@ -121,9 +121,8 @@ async fn recovery_the_store_refused_at_start_is_tried_again_at_a_commit_after_a_
     }
     let failed_at = std::time::Instant::now();
     probe.failing.store(false, Ordering::SeqCst);
-    // Within its pause (10 s, far longer than a commit takes, even on a
-    // loaded machine), a commit
-    // does not try it again.
+    // Within its pause (6 s, far longer than a commit takes, even on a
+    // loaded machine), a commit does not try it again.
     writer.append(row()).await;
     writer.flush().await;
     assert_eq!(probe.recoveries.load(Ordering::SeqCst), 1, "not within the pause");

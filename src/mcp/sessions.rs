@@ -324,7 +324,7 @@ mod tests {
     async fn a_full_owner_cache_forgets_sessions_unused_for_a_day() {
         let store = testing::sqlite();
         // Long enough that no stall of a loaded machine ages "old" early.
-        let day = Duration::from_secs(60);
+        let day = Duration::from_secs(20);
         let owners = Owners::holding(store.clone(), 1, day, Duration::ZERO);
         for session in ["old", "new"] {
             store.save_mcp_session(&credential::hash(session), "{}").unwrap();
@@ -337,7 +337,7 @@ mod tests {
         // "old" unused for longer than this cache's day.
         let long_ago = Instant::now()
             .checked_sub(2 * day)
-            .expect("a machine up for two minutes");
+            .expect("a machine up for forty seconds");
         owners.cache.get_mut(&credential::hash("old")).unwrap().touched = long_ago;
         assert_eq!(owners.allows("new", "agent-1").await.unwrap(), Use::Own);
         assert!(owners.cache.contains_key(&credential::hash("new")), "cached again");

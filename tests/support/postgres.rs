@@ -105,7 +105,10 @@ impl PgServer {
         server.init()?;
         let mut last_error = None;
         for _ in 0..START_ATTEMPTS {
-            server.port = free_port()?;
+            // Below the ephemeral range: a server stopped and started again
+            // on it (`start_again`) would otherwise find it taken meanwhile
+            // as some connection's local port.
+            server.port = port::free_port();
             match server.start_again() {
                 Ok(()) => return Ok(server),
                 Err(err) => last_error = Some(err),
@@ -382,13 +385,6 @@ fn checked(out: io::Result<Output>, what: &str) -> io::Result<Output> {
         out.status,
         String::from_utf8_lossy(&out.stderr).trim()
     )))
-}
-
-/// A port below the ephemeral range: a server stopped and started again
-/// on it (`start_again`) would otherwise find it taken meanwhile as some
-/// connection's local port.
-fn free_port() -> io::Result<u16> {
-    Ok(port::free_port())
 }
 
 /// A new folder in the temporary directory, which the `postgres` user can
