@@ -292,6 +292,8 @@ fn the_plain_manifests_configure_and_run_portcullis_as_the_charts_defaults_do() 
             "{probe}"
         );
     }
+    // Its bounds too: the migrations' time is the same either way.
+    assert_eq!(plain_container["startupProbe"], chart_container["startupProbe"]);
     let mut mounts = [mount_paths(&plain), mount_paths(&chart)];
     mounts.iter_mut().for_each(|m| m.sort());
     assert_eq!(mounts[0], mounts[1]);
@@ -354,6 +356,22 @@ fn portcullis_starts_beside_its_own_service_with_service_links_on_or_off() {
     let toml = str_at(configmap, &["data", "portcullis.toml"]);
     let loaded = Config::from_sources(toml, own.into_iter().chain(links));
     assert!(loaded.is_ok(), "{loaded:?}");
+}
+
+/// A name portcullis would refuse (and that would name an invalid volume)
+/// is refused when rendering, not by a pod crashing at start.
+#[test]
+fn the_chart_refuses_a_cluster_name_portcullis_would_refuse() {
+    let named = |name: &str| {
+        let name = format!("--set=clusters[0].name={name}");
+        helm_template("portcullis", "portcullis", &[&name, "--set=clusters[0].inCluster=true"])
+    };
+    let upper = named("Prod").unwrap_err();
+    assert!(
+        upper.contains("clusters Prod: a cluster's name is lower-case"),
+        "{upper}"
+    );
+    assert!(named("prod-eu-1").is_ok());
 }
 
 /// Who portcullis is to a remote API server is not guessed: guessed

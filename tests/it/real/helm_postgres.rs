@@ -157,9 +157,22 @@ fn the_disruption_budget_lets_a_drain_take_one_replica_at_a_time() {
     let chosen = budget(&["-f", THREE_ON_POSTGRES, "--set", "podDisruptionBudget.maxUnavailable=2"]);
     assert_eq!(chosen["maxUnavailable"].as_u64(), Some(2));
     assert!(chosen["minAvailable"].is_null());
-    let stuck = ["-f", THREE_ON_POSTGRES, "--set", "podDisruptionBudget.minAvailable=3"];
-    let refused = helm_template("portcullis", "portcullis", &stuck).unwrap_err();
-    assert!(refused.contains("podDisruptionBudget.minAvailable"), "{refused}");
+    for (bound, value) in [
+        ("minAvailable", "3"),
+        ("minAvailable", "100%"),
+        ("maxUnavailable", "0"),
+        ("maxUnavailable", "0%"),
+    ] {
+        let stuck = format!("podDisruptionBudget.{bound}={value}");
+        let refused = helm_template("portcullis", "portcullis", &["-f", THREE_ON_POSTGRES, "--set", &stuck]);
+        let refused = refused.unwrap_err();
+        assert!(
+            refused.contains(&format!("podDisruptionBudget.{bound}")),
+            "{stuck}: {refused}"
+        );
+    }
+    // A drain is not held up by replicas unready for an outage elsewhere.
+    assert_eq!(budget(&[])["unhealthyPodEvictionPolicy"].as_str(), Some("AlwaysAllow"));
 }
 
 #[test]

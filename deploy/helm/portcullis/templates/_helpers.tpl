@@ -109,6 +109,12 @@ maxUnavailable: 1
 {{- if and .enabled (or (kindIs "int64" .minAvailable) (kindIs "float64" .minAvailable)) (ge (int .minAvailable) (int $.Values.replicaCount)) -}}
 {{- fail "podDisruptionBudget.minAvailable must be below replicaCount, or no pod could be evicted and node drains would never end" -}}
 {{- end -}}
+{{- if and .enabled (kindIs "string" .minAvailable) (eq (trimSuffix "%" .minAvailable) "100") -}}
+{{- fail "podDisruptionBudget.minAvailable 100% lets no pod be evicted: node drains would never end" -}}
+{{- end -}}
+{{- if and .enabled (not (kindIs "invalid" .maxUnavailable)) (eq (trimSuffix "%" (toString .maxUnavailable)) "0") -}}
+{{- fail "podDisruptionBudget.maxUnavailable 0 lets no pod be evicted: node drains would never end" -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.oidc.enabled (not .Values.approvals.keySecret.name) -}}
 {{- fail "oidc.enabled needs approvals.keySecret.name: portcullis signs the sign-in state with that key" -}}
@@ -122,6 +128,9 @@ maxUnavailable: 1
 {{- range .Values.clusters -}}
 {{- if not .name -}}
 {{- fail "clusters: every cluster needs a name" -}}
+{{- end -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .name) -}}
+{{- fail (printf "clusters %s: a cluster's name is lower-case letters, digits and '-', at most 63 (it names a volume, and portcullis refuses others)" .name) -}}
 {{- end -}}
 {{- if and (not .inCluster) (or (not .server) (not .caSecret) (not .tokenSecret)) -}}
 {{- fail (printf "clusters %s: needs inCluster: true, or server, caSecret and tokenSecret" .name) -}}
