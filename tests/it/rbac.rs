@@ -330,9 +330,11 @@ async fn a_namespace_made_protected_loses_the_bindings_of_grants_made_before() {
     assert!(bound(&env, "payments", id).await);
     env.config.protected_namespaces.push("payments".into());
     env.restart().await;
-    // A pass in step (no error: new grants elsewhere still bind).
+    // A pass in step (no error: new grants elsewhere still bind). The
+    // restarted server's own first pass may have removed the binding
+    // already: this one then wants none and finds none.
     let pass = env.reconcile().await;
-    assert_eq!(pass.outcome.removed, 1, "{:?}", pass.outcome);
+    assert_eq!(pass.outcome.bindings_wanted, 0, "{:?}", pass.outcome);
     assert!(
         !bound(&env, "payments", id).await,
         "no binding is left in a protected namespace"
