@@ -111,7 +111,10 @@ fn no_rendered_object_holds_the_store_password() {
     let password: PathBuf = config.store.password_file.clone().expect("[store] password_file");
     let pod = &first(&rendered, "Deployment")["spec"]["template"]["spec"];
     let volume = volume_holding(pod, &password);
-    assert_eq!(str_at(volume, &["secret", "secretName"]), "portcullis-db");
+    assert_eq!(
+        secret_of(volume, &password),
+        ("portcullis-db".into(), "password".into())
+    );
 
     for url in [
         "postgres://portcullis:hunter2@db.internal/portcullis",
@@ -129,6 +132,47 @@ fn no_rendered_object_holds_the_store_password() {
             "the message repeats the password: {refused}"
         );
     }
+}
+
+/// The Secret and key a projected volume maps to `file`'s name.
+fn secret_of(volume: &Value, file: &Path) -> (String, String) {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    let sources = volume["projected"]["sources"]
+        .as_sequence()
+        .expect("a projected volume");
+    sources
+        .iter()
+        .find_map(|source| {
+            let items = source["secret"]["items"].as_sequence()?;
+            let item = items.iter().find(|i| str_at(i, &["path"]) == name)?;
+            Some((
+                str_at(source, &["secret", "name"]).to_string(),
+                str_at(item, &["key"]).to_string(),
+            ))
+        })
+        .unwrap_or_else(|| panic!("no Secret gives {name}: {volume:?}"))
+}
+
+/// A PostgreSQL under a private CA: its CA comes from a Secret, mounted
+/// where `[store] ca_file` names it, beside the URL from another Secret;
+/// without PostgreSQL it is refused, not ignored.
+#[test]
+fn the_stores_private_ca_comes_from_a_secret_mounted_where_the_configuration_names_it() {
+    let with_ca = ["-f", THREE_ON_POSTGRES, "--set", "store.postgres.caSecret.name=db-ca"];
+    let rendered = render("portcullis", "portcullis", &with_ca);
+    let ca: PathBuf = config_of(&rendered).store.ca_file.expect("[store] ca_file");
+    let pod = &first(&rendered, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(
+        secret_of(volume_holding(pod, &ca), &ca),
+        ("db-ca".into(), "ca.crt".into())
+    );
+    let alone = helm_template(
+        "portcullis",
+        "portcullis",
+        &["--set", "store.postgres.caSecret.name=db-ca"],
+    );
+    let refused = alone.unwrap_err();
+    assert!(refused.contains("store.postgres.caSecret needs"), "{refused}");
 }
 
 #[test]

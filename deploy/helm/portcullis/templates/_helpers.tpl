@@ -91,6 +91,9 @@ maxUnavailable: 1
 {{- if and .passwordSecret.name (not $pg) -}}
 {{- fail "store.postgres.passwordSecret needs store.postgres.url or store.postgres.urlSecret" -}}
 {{- end -}}
+{{- if and .caSecret.name (not $pg) -}}
+{{- fail "store.postgres.caSecret needs store.postgres.url or store.postgres.urlSecret" -}}
+{{- end -}}
 {{- /* user:password@ in the URL, or password= in its query or key-value form */ -}}
 {{- if or (regexMatch "^[^:/]+://[^/@]*:[^/@]*@" .url) (regexMatch "(?i)(^|[\\s?&])password\\s*=" .url) -}}
 {{- fail "store.postgres.url holds a password, which would be written into the ConfigMap: put the URL in a Secret (store.postgres.urlSecret) or the password alone (store.postgres.passwordSecret)" -}}
