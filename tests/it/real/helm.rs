@@ -374,6 +374,39 @@ fn the_chart_refuses_a_cluster_name_portcullis_would_refuse() {
     assert!(named("prod-eu-1").is_ok());
 }
 
+/// The NetworkPolicy, when asked for: the HTTPS port from the peers named,
+/// and, when egress rules are given, those and DNS alone. (The values file
+/// with it is also installed into the real API server above.)
+#[test]
+fn the_network_policy_admits_the_peers_named_and_lets_out_only_dns_and_the_rules_given() {
+    let policies = |args: &[&str]| -> Vec<Value> {
+        let rendered = render("portcullis", "portcullis", args);
+        rendered
+            .into_iter()
+            .filter(|o| str_at(o, &["kind"]) == "NetworkPolicy")
+            .collect()
+    };
+    assert!(policies(&[]).is_empty(), "off by default");
+    let policy = policies(&["-f", ONE_CLUSTER_OIDC]).pop().expect("a NetworkPolicy");
+    let spec = &policy["spec"];
+    let selector = &spec["podSelector"]["matchLabels"];
+    assert_eq!(str_at(selector, &["app.kubernetes.io/name"]), "portcullis");
+    let ingress = spec["ingress"].as_sequence().unwrap();
+    assert_eq!(ingress.len(), 1);
+    assert_eq!(str_at(&ingress[0]["ports"][0], &["port"]), "https");
+    assert_eq!(str_at(&ingress[0]["from"][0], &["ipBlock", "cidr"]), "10.0.0.0/8");
+    let egress = spec["egress"].as_sequence().unwrap();
+    assert_eq!(egress[0]["ports"][0]["port"].as_u64(), Some(53), "DNS first");
+    assert_eq!(egress.len(), 3, "DNS and the two rules given: {egress:?}");
+    let types: Vec<&str> = spec["policyTypes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert_eq!(types, ["Ingress", "Egress"]);
+}
+
 /// Who portcullis is to a remote API server is not guessed: guessed
 /// wrong, its audit's bypass alerts would never fire.
 #[test]
