@@ -42,16 +42,9 @@ pub struct Capped<B> {
     cap: Option<u64>,
     deadline: Option<Pin<Box<Sleep>>>,
     outcome: Arc<BodyOutcome>,
-    _open: Option<OpenStream>,
-}
-
-/// Counts a stream as open until dropped (the client went away or it ended).
-struct OpenStream(Gauge);
-
-impl Drop for OpenStream {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
+    /// Counts the stream as open until dropped (the client went away or
+    /// it ended).
+    _open: Option<super::metrics::Counted>,
 }
 
 impl<B> Capped<B> {
@@ -68,8 +61,7 @@ impl<B> Capped<B> {
 
     /// Count this body in `open` for as long as it lives.
     pub fn guarded(mut self, open: Gauge) -> Self {
-        open.inc();
-        self._open = Some(OpenStream(open));
+        self._open = Some(super::metrics::Counted::in_gauge(open));
         self
     }
 }

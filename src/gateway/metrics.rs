@@ -60,6 +60,25 @@ pub struct ClusterLabels {
     pub cluster: String,
 }
 
+/// Counts one in a gauge while it lives (a stream open, a call waiting),
+/// and no longer once dropped, however that comes (an end, an error, the
+/// client going away).
+pub struct Counted(Gauge);
+
+impl Counted {
+    /// Count one in `gauge` (a handle on the registered one) from now.
+    pub fn in_gauge(gauge: Gauge) -> Counted {
+        gauge.inc();
+        Counted(gauge)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// The process's metrics.
 pub struct Metrics {
     registry: Registry,

@@ -10,6 +10,7 @@ use crate::body::{self, Body};
 use crate::document::{self, Bounds, DocumentError};
 use crate::gateway::classify::classify;
 use crate::gateway::error::RequestError;
+use crate::gateway::metrics::Counted;
 use crate::gateway::query::Query;
 use crate::gateway::{Pipeline, Trace};
 use crate::secrets::{redact_json, Target};
@@ -19,27 +20,6 @@ use serde_json::{json, Value};
 
 /// A kept outcome's body is cut here: it is a reminder, not the object.
 const OUTCOME_LIMIT: usize = 64 * 1024;
-
-/// A call counted as waiting for a decision while this lives (also when
-/// its caller goes away meanwhile and the call is dropped).
-struct Waiting<'a>(Option<&'a prometheus_client::metrics::gauge::Gauge>);
-
-impl<'a> Waiting<'a> {
-    fn on(gauge: &'a prometheus_client::metrics::gauge::Gauge, waits: bool) -> Self {
-        Waiting(waits.then(|| {
-            gauge.inc();
-            gauge
-        }))
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if let Some(gauge) = self.0 {
-            gauge.dec();
-        }
-    }
-}
 
 impl Pipeline {
     /// Wait (if asked to) for the decision on `held`, then answer it or run it.
@@ -57,7 +37,8 @@ impl Pipeline {
         } else {
             std::time::Duration::ZERO
         };
-        let waiting = Waiting::on(&self.metrics.held_writes_waiting, waits);
+        // Counted as waiting (also if its caller goes away meanwhile).
+        let waiting = waits.then(|| Counted::in_gauge(self.metrics.held_writes_waiting.clone()));
         let held = crate::approvals::wait::until_decided(&store, &held.id, wait)
             .await
             .map_err(|e| RequestError::WaitFailed { cause: e.to_string() })?
