@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// [`StoreConfig::cache_ttl`] unless set: what the credential and grant
+/// caches keep lookups for.
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(2);
+
 /// The longest [`StoreConfig::cache_ttl`]: a change whose word from the
 /// store is missed applies within it.
 pub const MAX_CACHE_TTL: Duration = Duration::from_secs(300);
@@ -43,7 +47,7 @@ impl Default for StoreConfig {
             url: None,
             password_file: None,
             ca_file: None,
-            cache_ttl: Duration::from_secs(2),
+            cache_ttl: DEFAULT_CACHE_TTL,
         }
     }
 }

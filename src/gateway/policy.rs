@@ -21,10 +21,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long grants read are kept, unless `[store] cache_ttl` says
-/// otherwise.
-const CACHE_TTL: Duration = Duration::from_secs(2);
-
 /// What policy decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -111,7 +107,7 @@ impl Policy {
             cache: DashMap::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
             clock: GrantClock::default(),
-            ttl: CACHE_TTL,
+            ttl: crate::config::store::DEFAULT_CACHE_TTL,
         }
     }
 

@@ -25,9 +25,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a cached credential is trusted without asking the store
-/// again, unless `[store] cache_ttl` says otherwise.
-pub const CACHE_TTL: Duration = Duration::from_secs(2);
 /// Token digests kept as known to the store before `worked` starts again
 /// (3 MiB of digests).
 const WORKED_MAX: usize = 100_000;
@@ -188,7 +185,8 @@ pub struct Authenticator {
     /// comes meanwhile waits for it rather than asking the store (and the
     /// failure limit) again, as a client's many first requests do.
     inflight: DashMap<[u8; 32], Arc<Lookup>, foldhash::fast::RandomState>,
-    /// How long a lookup is kept ([`CACHE_TTL`] unless configured).
+    /// How long a credential looked up is trusted without asking the
+    /// store again (`[store] cache_ttl`).
     ttl: Duration,
 }
 
@@ -219,7 +217,7 @@ impl Authenticator {
             failures: None,
             worked: DashSet::default(),
             inflight: DashMap::default(),
-            ttl: CACHE_TTL,
+            ttl: crate::config::store::DEFAULT_CACHE_TTL,
         }
     }
 
