@@ -258,12 +258,21 @@ fn the_rendered_configuration_is_accepted_by_portcullis_and_its_files_are_mounte
 
 /// The portcullis.toml of the ConfigMap among `objects`, as portcullis reads it.
 pub(super) fn config_of(objects: &[Value]) -> Config {
+    config_with_env(objects, []).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The portcullis.toml of the ConfigMap among `objects` with the variables
+/// `env` laid over it, as portcullis reads them at start.
+fn config_with_env(
+    objects: &[Value],
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Config, portcullis::config::ConfigError> {
     let configmap = objects
         .iter()
         .find(|o| str_at(o, &["kind"]) == "ConfigMap")
         .expect("a ConfigMap");
     let toml = str_at(configmap, &["data", "portcullis.toml"]);
-    Config::from_sources(toml, []).unwrap_or_else(|e| panic!("{e}\n{toml}"))
+    Config::from_sources(toml, env)
 }
 
 #[test]
@@ -352,9 +361,7 @@ fn portcullis_starts_beside_its_own_service_with_service_links_on_or_off() {
         .iter()
         .filter_map(|v| Some((v["name"].as_str()?.to_string(), v["value"].as_str()?.to_string())))
         .collect();
-    let configmap = chart.iter().find(|o| str_at(o, &["kind"]) == "ConfigMap").unwrap();
-    let toml = str_at(configmap, &["data", "portcullis.toml"]);
-    let loaded = Config::from_sources(toml, own.into_iter().chain(links));
+    let loaded = config_with_env(&chart, own.into_iter().chain(links));
     assert!(loaded.is_ok(), "{loaded:?}");
 }
 

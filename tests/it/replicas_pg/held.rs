@@ -70,6 +70,16 @@ async fn held_through(a: &Replica, b: &Replica, agent: &str, ana: &str) -> (Stri
     (id, pending)
 }
 
+/// `portcullis_held_writes_waiting` as `replica`'s /metrics says it.
+async fn waiting(replica: &Replica) -> String {
+    let metrics = replica.serve.raw.get("/metrics", "").await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("portcullis_held_writes_waiting "));
+    line.expect("the gauge is exposed").to_string()
+}
+
 /// Of two calls for one approved write, one ran it and the other was told
 /// it ran; the cluster saw one create, whose object is the one answered.
 async fn ran_once(env: &Portcullis, at_a: &Call, at_b: &Call) {
@@ -122,11 +132,7 @@ async fn a_write_held_on_one_replica_and_approved_on_another_runs_once_for_calls
     assert_eq!(listed(&a, &ana).await, pending);
     for replica in [&a, &b] {
         eventually("the call waits for the decision", async || {
-            let metrics = replica.serve.raw.get("/metrics", "").await;
-            let text = String::from_utf8_lossy(&metrics.body);
-            text.lines()
-                .any(|l| l == "portcullis_held_writes_waiting 1")
-                .then_some(())
+            (waiting(replica).await == "1").then_some(())
         })
         .await;
     }
@@ -140,9 +146,7 @@ async fn a_write_held_on_one_replica_and_approved_on_another_runs_once_for_calls
     let (at_a, at_b) = (at_a.await.unwrap(), at_b.await.unwrap());
     ran_once(&env, &at_a, &at_b).await;
     for replica in [&a, &b] {
-        let metrics = replica.serve.raw.get("/metrics", "").await;
-        let text = String::from_utf8_lossy(&metrics.body);
-        assert!(text.lines().any(|l| l == "portcullis_held_writes_waiting 0"), "{text}");
+        assert_eq!(waiting(replica).await, "0", "no call waits once both answered");
     }
 
     let executed = listed(&a, &ana).await;
